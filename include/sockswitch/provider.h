@@ -1,0 +1,218 @@
+/* provider.h — the provider SPI: the one contract between the switch and a transport.
+ *
+ * A provider moves the bytes of a TCP connection over something faster than
+ * the kernel stack (shared memory, RDMA).  It knows nothing of socket
+ * semantics: the session layer above it (src/session) implements TCP's
+ * behaviour (stream, credits, urgent data, shutdown, linger) on top of the
+ * few primitives below.  Ops are named after the Windows Sockets Direct SPI
+ * calls (WSPxxx) they stand for.
+ *
+ * Conventions, for every op:
+ *  - Return 0 (or a non-negative count) on success, a negative errno on failure.
+ *  - Nothing blocks unless its comment says so.  Ops that cannot finish at once
+ *    return -EINPROGRESS and finish later (see each op).
+ *  - An op a provider does not support points to a stub returning -ENOSYS; the
+ *    switch checks the required ones when the provider registers.
+ *  - Everything a provider reads from shared memory or the wire is untrusted:
+ *    on corrupt input it fails that one endpoint with -ECONNRESET, never more.
+ *  - Tables start with `size` (sizeof the table) so they can grow.
+ */
+#ifndef SOCKSWITCH_PROVIDER_H
+#define SOCKSWITCH_PROVIDER_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SSW_SPI_VERSION 1
+
+/* Capabilities of a provider (and, once connected, of one endpoint: the
+ * peer may lack what the provider has, e.g. Cross Memory Attach refused). */
+enum ssw_cap {
+	SSW_CAP_RDMA_READ = 1u << 0,      /* rdma_read works on this endpoint */
+	SSW_CAP_RDMA_WRITE = 1u << 1,     /* rdma_write works on this endpoint */
+	SSW_CAP_SHARED_CONTEXT = 1u << 2, /* endpoint usable from every process sharing it */
+};
+
+/* Largest opaque descriptor register_rdma_memory may return. */
+#define SSW_RDMA_DESC_MAX 64
+/* Largest private data a connect request may carry to the listener. */
+#define SSW_CONNECT_PRIV_MAX 192
+
+struct ssw_ep;       /* a connected endpoint: defined by each provider */
+struct ssw_listener; /* a provider listener: defined by each provider */
+
+/* A remote-accessible registration, as sent to the peer. */
+struct ssw_rdma_desc {
+	uint32_t len;                      /* bytes used in data[] */
+	uint8_t data[SSW_RDMA_DESC_MAX];   /* opaque to everyone but the provider */
+};
+
+/* A local registration handle (WSPRegisterMemory).  Providers that need no
+ * registration (shm) return a handle with key 0. */
+struct ssw_mr {
+	void *addr;
+	size_t len;
+	uint64_t key;  /* provider-private */
+	void *prov;    /* provider-private */
+};
+
+/* Connection set-up: WSPSocket + WSPBind + WSPListen + WSPAccept + WSPConnect. */
+struct ssw_conn_ops {
+	size_t size;
+
+	/* WSPListen: start accepting provider connections addressed to `addr`
+	 * (which may be a wildcard address: then any local address matches).
+	 * Returns 0 and a listener, -EADDRINUSE when another provider listener
+	 * already serves that exact address, or another error (the switch then
+	 * serves the socket with kernel TCP only). */
+	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog,
+		      struct ssw_listener **out);
+
+	/* Fd that becomes readable when accept() may make progress.  Stable for
+	 * the life of the listener. */
+	int (*listener_fd)(struct ssw_listener *l);
+
+	/* WSPAccept, non-blocking: progress pending connection requests and
+	 * return 0 with a connected endpoint and the private data the connector
+	 * sent (*priv_len in: capacity, out: length), or -EAGAIN when no request
+	 * is complete.  The transport handshake happens here, without the
+	 * application calling accept: the switch drives it from its agent. */
+	int (*accept)(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
+
+	/* Stop listening; endpoints already accepted stay valid. */
+	void (*listener_close)(struct ssw_listener *l);
+
+	/* WSPConnect, non-blocking (WSPEventSelect FD_CONNECT semantics).
+	 * Returns 0 with a connected endpoint; -EINPROGRESS with an endpoint whose
+	 * connect_fd() becomes readable when connect_complete() can tell the
+	 * result; -ECONNREFUSED / -ECONNRESET / -EHOSTUNREACH only when kernel TCP
+	 * is certain to fail too; any other error means "this provider cannot
+	 * serve": the switch falls back to kernel TCP (seed 001). */
+	int (*connect)(const struct sockaddr *dst, socklen_t dstlen, const void *priv,
+		       size_t priv_len, struct ssw_ep **out);
+	int (*connect_fd)(struct ssw_ep *ep);
+	/* 0 when connected, -EINPROGRESS while pending, else the error (same
+	 * meaning as connect's).  On error the endpoint must still be closed. */
+	int (*connect_complete)(struct ssw_ep *ep);
+
+	/* WSPCloseSocket.  `abort` != 0: the peer sees a reset (ECONNRESET).
+	 * Otherwise the peer's endpoint reports -EPIPE from recv once it has
+	 * consumed every message sent before the close. */
+	void (*close)(struct ssw_ep *ep, int abort);
+
+	/* WSPDuplicateSocket: produce a token, unique system-wide, that lets
+	 * process `target_pid` adopt this endpoint.  WSPSocket with
+	 * dwProviderReserved: turn such a token into an endpoint in this process. */
+	int (*duplicate)(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len);
+	int (*adopt)(const void *token, size_t token_len, struct ssw_ep **out);
+
+	/* Capabilities of this connected endpoint (enum ssw_cap). */
+	uint32_t (*ep_caps)(struct ssw_ep *ep);
+};
+
+/* Control messages: WSPSend / WSPRecv into pre-posted registered buffers.
+ * A message is an opaque datagram of at most max_msg bytes, delivered once,
+ * in order.  The session layer defines what is inside. */
+struct ssw_msg_ops {
+	size_t size;
+
+	/* Largest message this endpoint carries. */
+	size_t (*max_msg)(struct ssw_ep *ep);
+
+	/* Send one message made of the iovec parts (total <= max_msg).
+	 * -EAGAIN when the transport has no room now (rare: session credits
+	 * normally prevent it; the caller waits on the wait fds), -ECONNRESET /
+	 * -EPIPE when the peer is gone.  Wakes the peer if it sleeps. */
+	int (*send)(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
+
+	/* Look at the next received message without consuming it: 0 and a
+	 * pointer/length valid until recv_done(), -EAGAIN when none, -EPIPE after
+	 * the peer's orderly close, -ECONNRESET on reset, peer death or corrupt
+	 * input. */
+	int (*recv_peek)(struct ssw_ep *ep, const void **msg, size_t *len);
+
+	/* Consume the message recv_peek returned and re-post its buffer. */
+	void (*recv_done)(struct ssw_ep *ep);
+};
+
+/* Memory registration and one-sided transfers (seeds 002, 004). */
+struct ssw_rdma_ops {
+	size_t size;
+
+	/* WSPRegisterMemory / WSPDeregisterMemory: local buffers. */
+	int (*register_memory)(struct ssw_ep *ep, void *addr, size_t len, struct ssw_mr *mr);
+	void (*deregister_memory)(struct ssw_ep *ep, struct ssw_mr *mr);
+
+	/* WSPRegisterRdmaMemory: expose [addr, addr+len) to the peer for
+	 * `access` (SSW_CAP_RDMA_READ and/or SSW_CAP_RDMA_WRITE) and describe it
+	 * in *desc.  WSPDeregisterRdmaMemory: afterwards the peer's copy of the
+	 * descriptor must be refused.  -ENOBUFS when it cannot register. */
+	int (*register_rdma_memory)(struct ssw_ep *ep, void *addr, size_t len, uint32_t access,
+				    struct ssw_rdma_desc *desc);
+	void (*deregister_rdma_memory)(struct ssw_ep *ep, const struct ssw_rdma_desc *desc);
+
+	/* WSPRdmaRead: copy `len` bytes at `offset` of the peer's registration
+	 * `desc` into the local iovec.  WSPRdmaWrite: the other way.
+	 * Return 0 when complete, -EINPROGRESS when the completion will be
+	 * reported later by poll_cq with `ctx` (completions in any order),
+	 * -EINVAL for a descriptor/offset/length that does not validate, -EFAULT
+	 * for a bad local buffer, -EPERM when the transport refuses one-sided
+	 * access (the session then copies through messages), -ECONNRESET. */
+	int (*rdma_read)(struct ssw_ep *ep, const struct iovec *local, int iovcnt,
+			 const struct ssw_rdma_desc *desc, uint64_t offset, size_t len, void *ctx);
+	int (*rdma_write)(struct ssw_ep *ep, const struct iovec *local, int iovcnt,
+			  const struct ssw_rdma_desc *desc, uint64_t offset, size_t len, void *ctx);
+};
+
+/* One completion of a deferred rdma_read / rdma_write. */
+struct ssw_completion {
+	void *ctx;
+	int status; /* 0 or a negative errno */
+};
+
+/* Progress and sleeping. */
+struct ssw_progress_ops {
+	size_t size;
+
+	/* Reap up to n deferred completions; returns how many. */
+	int (*poll_cq)(struct ssw_ep *ep, struct ssw_completion *c, int n);
+
+	/* Declare that the caller is about to sleep until a message arrives.
+	 * Returns 0 when armed (safe to sleep on the wait fds: any later send by
+	 * the peer wakes them), -EAGAIN when something already arrived (do not
+	 * sleep).  The provider clears the arm when the caller wakes. */
+	int (*arm)(struct ssw_ep *ep);
+
+	/* Fill up to n pollfds to sleep on (events set by the provider).
+	 * Returns how many.  A pollfd reporting HUP/ERR means the peer may be
+	 * gone: call recv_peek to learn. */
+	int (*wait_fds)(struct ssw_ep *ep, struct pollfd *pfd, int n);
+
+	/* After waking: clear wake-up state (drain eventfds, disarm). */
+	void (*wake_ack)(struct ssw_ep *ep);
+};
+
+/* A provider: what one folder under src/providers exports (one symbol). */
+struct ssw_provider {
+	uint32_t spi_version;  /* SSW_SPI_VERSION */
+	const char *name;      /* "shm", "fabric": the name routes use */
+	uint32_t caps;         /* enum ssw_cap the provider can offer */
+	/* Called once before any other op; 0 or -errno (provider unusable). */
+	int (*init)(void);
+	const struct ssw_conn_ops *conn;
+	const struct ssw_msg_ops *msg;
+	const struct ssw_rdma_ops *rdma;
+	const struct ssw_progress_ops *progress;
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* route.h — the routing table (seed 001): which provider serves a destination.
+ *
+ * Rules come, in this order of precedence, from SOCKSWITCH_ROUTES (rules
+ * separated by ';'), from the file named by SOCKSWITCH_CONF (one rule a line,
+ * '#' comments), then the built-in default `route local shm`; an address no
+ * rule matches goes to kernel TCP.  First match wins.
+ *
+ *   route <cidr>|local <provider> [key=value ...]   provider: shm | fabric | tcp
+ *   port-exclude <port>[,<port>...]                  ports never switched
+ */
+#ifndef SSW_ROUTE_H
+#define SSW_ROUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+enum ssw_target { SSW_TARGET_TCP = 0, SSW_TARGET_SHM, SSW_TARGET_FABRIC };
+
+#define SSW_ROUTE_MAX_RULES 128
+#define SSW_ROUTE_MAX_OPTS 4
+
+struct ssw_route_rule {
+	bool local;          /* `local`: any address of this host */
+	int family;          /* AF_INET / AF_INET6 for a cidr rule */
+	uint8_t addr[16];    /* network address, host bits cleared */
+	int prefix;          /* prefix length */
+	enum ssw_target target;
+	int nopts;
+	char opt_key[SSW_ROUTE_MAX_OPTS][32];
+	char opt_val[SSW_ROUTE_MAX_OPTS][64];
+	char origin[160];    /* "FILE:LINE", "SOCKSWITCH_ROUTES rule N" or "built-in default" */
+};
+
+struct ssw_routes {
+	int nrules;
+	struct ssw_route_rule rules[SSW_ROUTE_MAX_RULES];
+	uint8_t port_excluded[65536 / 8];   /* bitmap */
+};
+
+/* Build the table from the environment (SOCKSWITCH_ROUTES, SOCKSWITCH_CONF)
+ * plus the default.  Returns 0, or -1 with a one-line message in err naming
+ * the file and line (or env variable and rule number) and what is wrong; on
+ * error *out holds no rule at all (everything goes to TCP). */
+int ssw_routes_load(struct ssw_routes *out, char *err, size_t errlen);
+
+/* Same, from explicit inputs (either may be NULL); used by load and tests.
+ * conf_text is the file's content, conf_name its name for messages. */
+int ssw_routes_build(struct ssw_routes *out, const char *env_routes, const char *conf_name,
+		     const char *conf_text, char *err, size_t errlen);
+
+/* Which target serves sa (IPv4, IPv6 or v4-mapped IPv6).  Returns the matching
+ * rule (NULL when none matched: target TCP) and sets *target. */
+const struct ssw_route_rule *ssw_route_lookup(const struct ssw_routes *r, const struct sockaddr *sa,
+					      socklen_t len, enum ssw_target *target);
+
+bool ssw_route_port_excluded(const struct ssw_routes *r, uint16_t port);
+
+/* True when sa is an address of this host: 127.0.0.0/8, ::1, v4-mapped
+ * loopback, the unspecified address, or any address on a local interface
+ * (getifaddrs, cached). */
+bool ssw_addr_is_local(const struct sockaddr *sa, socklen_t len);
+
+const char *ssw_target_name(enum ssw_target t);
+
+#endif
