@@ -7,7 +7,7 @@ PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev   # compilers, sanitizers, libFuzzer
   libcmocka-dev                                               # unit tests
   libfabric-dev rdma-core                                     # fabric provider (later issues)
-  python3 socat curl iproute2 procps util-linux               # integration tests
+  python3 socat curl iproute2 procps util-linux strace        # integration tests
   redis-server redis-tools iperf3 sockperf                    # real programs under the switch
   gnuplot-nox                                                 # bench --plot
 )

@@ -75,15 +75,26 @@ struct ssw_conn_ops {
 	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog,
 		      struct ssw_listener **out);
 
-	/* Fd that becomes readable when accept() may make progress.  Stable for
-	 * the life of the listener. */
+	/* Connection requests are handled in two halves so that the transport
+	 * and session handshake complete without the application calling accept
+	 * (seed 001), and so that any process sharing the listener can accept:
+	 *
+	 *  - the switch's agent thread sleeps on listener_progress_fd() and calls
+	 *    listener_progress(), which runs the transport handshake and returns
+	 *    0 with a connected endpoint and the connector's private data, or
+	 *    -EAGAIN.  The agent then sends the session's first message on that
+	 *    endpoint and calls listener_enqueue(), which queues it (the agent's
+	 *    endpoint is released: the accepting process gets its own);
+	 *  - WSPAccept: accept() dequeues one queued connection, non-blocking:
+	 *    0 with an endpoint and the private data (*priv_len in: capacity,
+	 *    out: length), or -EAGAIN.  listener_fd() is readable while the queue
+	 *    is not empty.  Exactly one process gets each connection. */
+	int (*listener_progress_fd)(struct ssw_listener *l);
+	int (*listener_progress)(struct ssw_listener *l, struct ssw_ep **ep, void *priv,
+				 size_t *priv_len);
+	int (*listener_enqueue)(struct ssw_listener *l, struct ssw_ep *ep, const void *priv,
+				size_t priv_len);
 	int (*listener_fd)(struct ssw_listener *l);
-
-	/* WSPAccept, non-blocking: progress pending connection requests and
-	 * return 0 with a connected endpoint and the private data the connector
-	 * sent (*priv_len in: capacity, out: length), or -EAGAIN when no request
-	 * is complete.  The transport handshake happens here, without the
-	 * application calling accept: the switch drives it from its agent. */
 	int (*accept)(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 
 	/* Stop listening; endpoints already accepted stay valid. */
@@ -183,6 +194,11 @@ struct ssw_progress_ops {
 
 	/* Reap up to n deferred completions; returns how many. */
 	int (*poll_cq)(struct ssw_ep *ep, struct ssw_completion *c, int n);
+
+	/* Lock-free hint for busy-polling: nonzero when a message beyond the one
+	 * currently peeked has arrived or the peer's state changed.  May be
+	 * called while another thread uses the endpoint. */
+	int (*rx_ready)(struct ssw_ep *ep);
 
 	/* Declare that the caller is about to sleep until a message arrives.
 	 * Returns 0 when armed (safe to sleep on the wait fds: any later send by

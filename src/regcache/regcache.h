@@ -3,8 +3,11 @@
  * mapping changes, the cache is full (LRU eviction) or the connection closes.
  *
  * One cache per endpoint.  The cache calls the provider through the two
- * callbacks; it never touches memory itself.  Not thread-safe: the session
- * holds its lock around every call.
+ * callbacks; it never touches memory itself.  The session serializes its own
+ * calls; an internal lock per cache also serializes them against
+ * ssw_regcache_invalidate_all from any thread, so the callbacks run under that
+ * lock, possibly on a thread that is not the session's: they must not call
+ * back into the cache nor take a lock held around regcache calls.
  */
 #ifndef SSW_REGCACHE_H
 #define SSW_REGCACHE_H
@@ -34,20 +37,24 @@ struct ssw_regcache_ops {
 };
 
 struct ssw_regcache_stats {
-	uint64_t hits, misses, evictions, invalidations;
-	size_t entries;
+	uint64_t hits, misses, evictions, invalidations; /* invalidations: entries dropped */
+	size_t entries; /* registrations held, dropped ones still in use included */
 };
 
+/* max_entries is a soft cap (0 counts as 1): past it, least recently released
+ * entries are evicted; when all are in use a miss registers anyway. */
 struct ssw_regcache *ssw_regcache_new(size_t max_entries, const struct ssw_regcache_ops *ops, void *ctx);
 /* Deregisters every entry, then frees the cache. */
 void ssw_regcache_free(struct ssw_regcache *rc);
 
 /* Find a cached registration covering [addr, addr+len) with at least `access`,
  * or register one (a miss).  Returns 0 and *out (in use until put), or -ENOBUFS
- * when registration fails. */
+ * when registration fails.  A miss registers whole 4 KiB pages, merged with the
+ * cached entries it overlaps (their access included); len 0 counts as 1. */
 int ssw_regcache_get(struct ssw_regcache *rc, void *addr, size_t len, uint32_t access, struct ssw_reg **out);
 /* WSPDeregisterMemory: the entry stays cached; if it was exposed for remote
- * access, its generation changes and revoke is called. */
+ * access (got with access != 0), its generation changes and revoke is called
+ * when its last user puts it. */
 void ssw_regcache_put(struct ssw_regcache *rc, struct ssw_reg *reg);
 /* The mapping of [addr, addr+len) is about to change: drop every overlapping
  * entry not in use (entries in use are dropped at their put). */
@@ -55,9 +62,13 @@ void ssw_regcache_invalidate(struct ssw_regcache *rc, void *addr, size_t len);
 /* Drop all entries (before the connection closes). */
 void ssw_regcache_flush(struct ssw_regcache *rc);
 void ssw_regcache_get_stats(const struct ssw_regcache *rc, struct ssw_regcache_stats *st);
+/* Misses that registered beyond max_entries because every entry was in use. */
+uint64_t ssw_regcache_over_cap(const struct ssw_regcache *rc);
 
 /* Process-wide: invalidate [addr, addr+len) in every live cache.  Called by
- * the interposed munmap / mremap / madvise / brk before the kernel call. */
+ * the interposed munmap / mremap / madvise / brk before the kernel call.  When
+ * called from inside the cache (a callback, or libc freeing for the cache), it
+ * is applied as soon as this thread leaves the cache, not before returning. */
 void ssw_regcache_invalidate_all(void *addr, size_t len);
 
 #endif

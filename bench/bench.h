@@ -1,0 +1,80 @@
+/* bench.h — shared types of `sockswitch bench`: the parent plans and reports, workers measure. */
+#ifndef SSW_BENCH_H
+#define SSW_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a pair of worker processes measures. */
+enum bench_kind {
+	BENCH_LATENCY, /* blocking ping-pong, round-trip percentiles */
+	BENCH_STREAM,  /* one-way stream of fixed-size messages */
+	BENCH_CONNECT, /* connect + 1 byte + close, repeated */
+};
+
+/* The two columns: identical workers, with or without the switch preloaded. */
+enum bench_mode { MODE_KERNEL, MODE_SWITCHED, MODE_COUNT };
+
+/* Parameters of one case, passed on the worker command line. */
+struct bench_params {
+	enum bench_kind kind;
+	size_t size;      /* message size in bytes */
+	long count;       /* latency: measured round trips; others: upper bound */
+	long warmup;      /* latency: round trips not measured */
+	double duration;  /* seconds: how long to send (stream, connect) or at most measure (latency) */
+};
+
+/* What one run of one case in one mode produced. */
+struct bench_result {
+	int ok;
+	char error[256];  /* why it failed, for the report */
+	char note[256];   /* something odd that did not spoil the numbers */
+	double v[2];      /* latency: p50, p99 in us; stream: MB/s, msg/s; connect: conn/s */
+	long samples;     /* round trips, messages or connections actually measured */
+};
+
+/* One row of the plan; a row produces one or two report lines. */
+struct bench_case {
+	struct bench_params p;
+	struct bench_result r[MODE_COUNT];
+};
+
+/* A worker must be done within this; past it the parent kills it. */
+#define BENCH_WORKER_TIMEOUT_S 30.0
+
+/* bench_spawn.c: runs one case under one mode with a server and a client
+ * worker, pinned to cpus[0] and cpus[1] unless cpus is NULL. */
+void bench_run_case(const struct bench_params *p, char *const env[], const int cpus[2],
+		    struct bench_result *out);
+
+/* bench_cpu.c: two distinct CPUs this process may run on; -1 if there are not two. */
+int bench_pick_cpus(int cpus[2]);
+
+/* bench_env.c: the environment of one column, NULL-terminated; NULL if out of memory. */
+char **bench_env(enum bench_mode mode, const char *lib);
+void bench_env_free(char **env);
+
+/* How the run was made, for the report header. */
+struct bench_info {
+	const char *lib;
+	int quick;
+	double duration;   /* of each stream and connect case */
+	const int *cpus;   /* the two CPUs the workers were pinned to, or NULL */
+};
+
+/* bench_report.c */
+void bench_report_table(const struct bench_case *cases, int n, const struct bench_info *info);
+void bench_report_json(const struct bench_case *cases, int n, const struct bench_info *info);
+int bench_report_failures(const struct bench_case *cases, int n);
+
+/* bench_util.c: names (worker command line, reports), time, sizes, statistics. */
+const char *bench_kind_name(enum bench_kind k);
+int bench_kind_parse(const char *s, enum bench_kind *k);
+const char *bench_mode_name(enum bench_mode m);
+void bench_case_label(const struct bench_params *p, char *buf, size_t len);
+void bench_size_label(size_t size, char *buf, size_t len);
+double bench_now(void);
+int bench_parse_size(const char *s, size_t *out);
+double bench_percentile(double *sorted, long n, double pct);
+
+#endif

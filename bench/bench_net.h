@@ -1,0 +1,20 @@
+/* bench_net.h — the plain blocking socket calls the bench workers are allowed to make. */
+#ifndef SSW_BENCH_NET_H
+#define SSW_BENCH_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Listening socket on 127.0.0.1 with a kernel-chosen port (so parallel runs
+ * and leftover TIME_WAIT sockets never collide); returns fd, -1 on error. */
+int net_listen(uint16_t *port);
+/* accept() then TCP_NODELAY; returns fd or -1. */
+int net_accept(int lfd);
+/* socket() + TCP_NODELAY + connect() to 127.0.0.1:port; returns fd or -1. */
+int net_connect(uint16_t port);
+/* Reads exactly n bytes: 1 done, 0 EOF before the first byte, -1 error or EOF midway. */
+int net_read_full(int fd, void *buf, size_t n);
+/* Writes exactly n bytes: 0 done, -1 error. */
+int net_write_full(int fd, const void *buf, size_t n);
+
+#endif

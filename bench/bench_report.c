@@ -1,0 +1,194 @@
+/* bench_report.c — prints the results as a side-by-side table or as one JSON object. */
+#include "bench.h"
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* One printed line: a case yields one (connect) or two (latency, stream). */
+struct row {
+	char name[64];   /* machine name, for JSON */
+	char label[64];  /* human name, for the table */
+	const char *unit;
+	int idx;         /* which of bench_result.v */
+	int higher_is_better;
+};
+
+static int rows_of(const struct bench_case *c, struct row rows[2])
+{
+	char sz[32], id[32], what[48];
+	size_t k = 0;
+	bench_size_label(c->p.size, sz, sizeof(sz));
+	bench_case_label(&c->p, what, sizeof(what));
+	for (const char *s = sz; *s; s++)  /* JSON names have no spaces: "4KiB" */
+		if (*s != ' ')
+			id[k++] = *s;
+	id[k] = '\0';
+	memset(rows, 0, 2 * sizeof(*rows));
+	switch (c->p.kind) {
+	case BENCH_LATENCY:
+		for (int i = 0; i < 2; i++) {
+			const char *pct = i ? "p99" : "p50";
+			snprintf(rows[i].name, sizeof(rows[i].name), "latency_%s_%s", id, pct);
+			snprintf(rows[i].label, sizeof(rows[i].label), "%s %s", what, pct);
+			rows[i].unit = "us";
+			rows[i].idx = i;
+		}
+		return 2;
+	case BENCH_STREAM:
+		snprintf(rows[0].name, sizeof(rows[0].name), "stream_%s_bandwidth", id);
+		snprintf(rows[1].name, sizeof(rows[1].name), "stream_%s_messages", id);
+		for (int i = 0; i < 2; i++) {
+			snprintf(rows[i].label, sizeof(rows[i].label), "%s", what);
+			rows[i].unit = i ? "msg/s" : "MB/s";
+			rows[i].idx = i;
+			rows[i].higher_is_better = 1;
+		}
+		return 2;
+	case BENCH_CONNECT:
+		snprintf(rows[0].name, sizeof(rows[0].name), "connect");
+		snprintf(rows[0].label, sizeof(rows[0].label), "%s", what);
+		rows[0].unit = "conn/s";
+		rows[0].higher_is_better = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Oriented so that above 1 always means the switch is better. */
+static double speedup(const struct bench_case *c, const struct row *r)
+{
+	if (!c->r[MODE_KERNEL].ok || !c->r[MODE_SWITCHED].ok)
+		return NAN;
+	double k = c->r[MODE_KERNEL].v[r->idx], s = c->r[MODE_SWITCHED].v[r->idx];
+	double x = r->higher_is_better ? s / k : k / s;
+	return isfinite(x) ? x : NAN;
+}
+
+/* Enough digits to compare, without 8-digit noise on large rates. */
+static void fmt_value(char *buf, size_t len, const struct bench_result *r, int idx)
+{
+	double v = r->v[idx];
+	if (!r->ok)
+		snprintf(buf, len, "failed");
+	else if (v < 100)
+		snprintf(buf, len, "%.2f", v);
+	else if (v < 10000)
+		snprintf(buf, len, "%.1f", v);
+	else
+		snprintf(buf, len, "%.0f", v);
+}
+
+void bench_report_table(const struct bench_case *cases, int n, const struct bench_info *info)
+{
+	printf("sockswitch bench %s: kernel TCP vs switched, two processes over 127.0.0.1\n", SSW_VERSION);
+	printf("switched = LD_PRELOAD=%s\n", info->lib);
+	if (info->cpus)
+		printf("server pinned to CPU %d, client to CPU %d\n", info->cpus[0], info->cpus[1]);
+	else
+		printf("workers placed by the scheduler (not pinned)\n");
+	printf("ratio = switched/kernel for rates, kernel/switched for latency: above 1 means switched is faster\n\n");
+	printf("%-24s %-7s %13s %13s %9s\n", "case", "unit", "kernel TCP", "switched", "ratio");
+	for (int i = 0; i < n; i++) {
+		struct row rows[2];
+		int nr = rows_of(&cases[i], rows);
+		for (int j = 0; j < nr; j++) {
+			char k[32], s[32], x[32];
+			fmt_value(k, sizeof(k), &cases[i].r[MODE_KERNEL], rows[j].idx);
+			fmt_value(s, sizeof(s), &cases[i].r[MODE_SWITCHED], rows[j].idx);
+			double sp = speedup(&cases[i], &rows[j]);
+			if (isnan(sp))
+				snprintf(x, sizeof(x), "-");
+			else
+				snprintf(x, sizeof(x), "%.2fx", sp);
+			printf("%-24s %-7s %13s %13s %9s\n", rows[j].label, rows[j].unit, k, s, x);
+		}
+	}
+	int header = 0;
+	for (int i = 0; i < n; i++)
+		for (int m = 0; m < MODE_COUNT; m++) {
+			const struct bench_result *r = &cases[i].r[m];
+			if (r->ok && !r->note[0])
+				continue;
+			if (!header++)
+				printf("\n");
+			char what[64];
+			bench_case_label(&cases[i].p, what, sizeof(what));
+			printf("%s %s, %s: %s\n", r->ok ? "note:" : "FAILED:", what, bench_mode_name((enum bench_mode)m),
+			       r->ok ? r->note : r->error);
+		}
+}
+
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static void json_number(double v)
+{
+	if (isfinite(v))
+		printf("%.3f", v);
+	else
+		printf("null");
+}
+
+void bench_report_json(const struct bench_case *cases, int n, const struct bench_info *info)
+{
+	printf("{\n  \"tool\": \"sockswitch bench\",\n  \"version\": \"%s\",\n  \"library\": ", SSW_VERSION);
+	json_string(info->lib);
+	printf(",\n  \"address\": \"127.0.0.1\",\n  \"quick\": %s,\n  \"duration_s\": ",
+	       info->quick ? "true" : "false");
+	json_number(info->duration);
+	if (info->cpus)
+		printf(",\n  \"cpus\": {\"server\": %d, \"client\": %d}", info->cpus[0], info->cpus[1]);
+	else
+		printf(",\n  \"cpus\": null");
+	printf(",\n  \"speedup\": \"above 1 means switched is better: switched/kernel for rates, kernel/switched for latency\",\n");
+	printf("  \"cases\": [");
+	const char *sep = "\n";
+	for (int i = 0; i < n; i++) {
+		struct row rows[2];
+		int nr = rows_of(&cases[i], rows);
+		for (int j = 0; j < nr; j++) {
+			const struct bench_result *k = &cases[i].r[MODE_KERNEL], *s = &cases[i].r[MODE_SWITCHED];
+			printf("%s    {\"name\": \"%s\", \"unit\": \"%s\", \"higher_is_better\": %s, \"kernel\": ", sep,
+			       rows[j].name, rows[j].unit, rows[j].higher_is_better ? "true" : "false");
+			json_number(k->ok ? k->v[rows[j].idx] : NAN);
+			printf(", \"switched\": ");
+			json_number(s->ok ? s->v[rows[j].idx] : NAN);
+			printf(", \"speedup\": ");
+			json_number(speedup(&cases[i], &rows[j]));
+			printf(", \"kernel_samples\": %ld, \"switched_samples\": %ld", k->samples, s->samples);
+			for (int m = 0; m < MODE_COUNT; m++) {
+				const struct bench_result *r = &cases[i].r[m];
+				if (!r->ok || r->note[0]) {
+					printf(", \"%s_%s\": ", m == MODE_KERNEL ? "kernel" : "switched", r->ok ? "note" : "error");
+					json_string(r->ok ? r->note : r->error);
+				}
+			}
+			printf("}");
+			sep = ",\n";
+		}
+	}
+	printf("\n  ],\n  \"failed\": %d\n}\n", bench_report_failures(cases, n));
+}
+
+int bench_report_failures(const struct bench_case *cases, int n)
+{
+	int failed = 0;
+	for (int i = 0; i < n; i++)
+		for (int m = 0; m < MODE_COUNT; m++)
+			failed += !cases[i].r[m].ok;
+	return failed;
+}

@@ -1,0 +1,97 @@
+/* bench_util.c — small helpers shared by the bench parent and its workers. */
+#include "bench.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const kind_names[] = {
+	[BENCH_LATENCY] = "latency",
+	[BENCH_STREAM] = "stream",
+	[BENCH_CONNECT] = "connect",
+};
+
+const char *bench_kind_name(enum bench_kind k)
+{
+	return kind_names[k];
+}
+
+int bench_kind_parse(const char *s, enum bench_kind *k)
+{
+	for (unsigned i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
+		if (!strcmp(s, kind_names[i])) {
+			*k = (enum bench_kind)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *bench_mode_name(enum bench_mode m)
+{
+	return m == MODE_KERNEL ? "kernel TCP" : "switched";
+}
+
+/* How a case is named to people, in progress lines, the table and notes. */
+void bench_case_label(const struct bench_params *p, char *buf, size_t len)
+{
+	char sz[32];
+	bench_size_label(p->size, sz, sizeof(sz));
+	switch (p->kind) {
+	case BENCH_LATENCY: snprintf(buf, len, "round trip %s", sz); return;
+	case BENCH_STREAM: snprintf(buf, len, "stream %s", sz); return;
+	case BENCH_CONNECT: snprintf(buf, len, "connect+1 B+close"); return;
+	}
+	snprintf(buf, len, "?");
+}
+
+/* Monotonic, so a clock step during a run cannot produce negative latencies. */
+double bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* "64", "4K", "64k", "1M" (binary multiples, as message sizes usually are). */
+int bench_parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	if (*end == 'k' || *end == 'K')
+		v <<= 10, end++;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20, end++;
+	if (*end == 'i' || *end == 'B' || *end == 'b')
+		end += (*end == 'i' && (end[1] == 'B' || end[1] == 'b')) ? 2 : 1;
+	if (*end || v == 0 || v > (64ULL << 20))
+		return -1;
+	*out = (size_t)v;
+	return 0;
+}
+
+void bench_size_label(size_t size, char *buf, size_t len)
+{
+	if (size >= (1u << 20) && size % (1u << 20) == 0)
+		snprintf(buf, len, "%zu MiB", size >> 20);
+	else if (size >= 1024 && size % 1024 == 0)
+		snprintf(buf, len, "%zu KiB", size >> 10);
+	else
+		snprintf(buf, len, "%zu B", size);
+}
+
+/* Nearest-rank percentile of an ascending array (n >= 1). */
+double bench_percentile(double *sorted, long n, double pct)
+{
+	long rank = (long)ceil(pct / 100.0 * (double)n);
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return sorted[rank - 1];
+}

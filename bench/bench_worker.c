@@ -1,0 +1,124 @@
+/* bench_worker.c — hidden `sockswitch bench-worker`: one side of one case, reported as one line on stdout. */
+#include "bench_net.h"
+#include "bench_worker.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int bench_fail(struct bench_result *r, const char *what)
+{
+	if (errno)
+		snprintf(r->error, sizeof(r->error), "%s: %s", what, strerror(errno));
+	else /* a broken interposer can fail without saying why */
+		snprintf(r->error, sizeof(r->error), "%s failed (errno not set)", what);
+	return -1;
+}
+
+int bench_fail_msg(struct bench_result *r, const char *msg)
+{
+	snprintf(r->error, sizeof(r->error), "%s", msg);
+	return -1;
+}
+
+static const struct bench_roles *roles_of(enum bench_kind k)
+{
+	switch (k) {
+	case BENCH_LATENCY: return &bench_latency_roles;
+	case BENCH_STREAM: return &bench_stream_roles;
+	case BENCH_CONNECT: return &bench_connect_roles;
+	}
+	return NULL;
+}
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* The parent is the only caller, so a malformed line is a bug: say which argument. */
+static int parse_args(int argc, char **argv, int *server, struct bench_params *p, long *port)
+{
+	long size = 0;
+	*server = -1;
+	*port = 0;
+	memset(p, 0, sizeof(*p));
+	for (int i = 1; i + 1 < argc; i += 2) {
+		const char *k = argv[i], *v = argv[i + 1];
+		char *end;
+		int bad = 0;
+		if (!strcmp(k, "--role"))
+			*server = !strcmp(v, "server") ? 1 : !strcmp(v, "client") ? 0 : (bad = 1, -1);
+		else if (!strcmp(k, "--case"))
+			bad = bench_kind_parse(v, &p->kind) < 0;
+		else if (!strcmp(k, "--size"))
+			bad = parse_long(v, 1, 64L << 20, &size) < 0;
+		else if (!strcmp(k, "--count"))
+			bad = parse_long(v, 1, 1L << 40, &p->count) < 0;
+		else if (!strcmp(k, "--warmup"))
+			bad = parse_long(v, 0, 1L << 30, &p->warmup) < 0;
+		else if (!strcmp(k, "--port"))
+			bad = parse_long(v, 1, 65535, port) < 0;
+		else if (!strcmp(k, "--duration")) {
+			p->duration = strtod(v, &end);
+			bad = *end || !(p->duration > 0 && p->duration <= BENCH_WORKER_TIMEOUT_S);
+		} else
+			bad = 1;
+		if (bad) {
+			fprintf(stderr, "sockswitch bench-worker: bad argument %s %s\n", k, v);
+			return -1;
+		}
+	}
+	p->size = (size_t)size;
+	if (*server < 0 || !p->size || !p->count || !p->duration || (!*server && !*port)) {
+		fprintf(stderr, "sockswitch bench-worker: missing arguments (internal to sockswitch bench)\n");
+		return -1;
+	}
+	return 0;
+}
+
+int bench_worker_main(int argc, char **argv)
+{
+	struct bench_params p;
+	struct bench_result r = { 0 };
+	int server, rc;
+	long port;
+
+	if (parse_args(argc, argv, &server, &p, &port) < 0)
+		return CLI_EXIT_USAGE;
+	/* A peer that goes away must show up as EPIPE in the report, not kill us. */
+	signal(SIGPIPE, SIG_IGN);
+	/* Stop by ourselves even if the parent that would kill us is gone. */
+	alarm((unsigned)BENCH_WORKER_TIMEOUT_S + 1);
+
+	const struct bench_roles *roles = roles_of(p.kind);
+	if (server) {
+		uint16_t bound;
+		int lfd = net_listen(&bound);
+		if (lfd < 0) {
+			rc = bench_fail(&r, "listen on 127.0.0.1");
+		} else {
+			dprintf(1, "port %u\n", (unsigned)bound);
+			rc = roles->server(lfd, &p, &r);
+			close(lfd);
+		}
+	} else {
+		rc = roles->client((uint16_t)port, &p, &r);
+	}
+
+	if (rc == 0 && r.ok)
+		dprintf(1, "result %.17g %.17g %ld\n", r.v[0], r.v[1], r.samples);
+	else if (rc < 0)
+		dprintf(1, "error %s\n", r.error);
+	return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}

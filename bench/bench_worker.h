@@ -1,0 +1,30 @@
+/* bench_worker.h — what each benchmark case provides to the worker process. */
+#ifndef SSW_BENCH_WORKER_H
+#define SSW_BENCH_WORKER_H
+
+#include "bench.h"
+
+#include <stdint.h>
+
+/* Both sides of one case.  Each returns 0, or -1 with r->error filled.  The
+ * measuring side sets r->ok and the values; the worker prints them.  Every
+ * loop is bounded by p->count and by time so that it stops by itself. */
+struct bench_roles {
+	int (*server)(int lfd, const struct bench_params *p, struct bench_result *r);
+	int (*client)(uint16_t port, const struct bench_params *p, struct bench_result *r);
+};
+
+extern const struct bench_roles bench_latency_roles;
+extern const struct bench_roles bench_stream_roles;
+extern const struct bench_roles bench_connect_roles;
+
+/* Records "what: strerror(errno)" in r and returns -1. */
+int bench_fail(struct bench_result *r, const char *what);
+/* Records msg as is in r and returns -1. */
+int bench_fail_msg(struct bench_result *r, const char *msg);
+
+/* How long the side that does not set the pace may wait for the other one
+ * beyond p->duration before giving up (process start-up, draining buffers). */
+#define BENCH_SLACK_S 10.0
+
+#endif

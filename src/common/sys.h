@@ -1,0 +1,70 @@
+/* sys.h — raw system calls for the switch's own use.  Code inside
+ * libsockswitch.so must not call the socket API by name: those symbols resolve
+ * to our own interposed wrappers.  These go straight to the kernel. */
+#ifndef SSW_SYS_H
+#define SSW_SYS_H
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SYS_(name, ...) syscall(SYS_##name, __VA_ARGS__)
+
+static inline int sys_close(int fd) { return (int)SYS_(close, fd); }
+static inline ssize_t sys_read(int fd, void *b, size_t n) { return SYS_(read, fd, b, n); }
+static inline ssize_t sys_write(int fd, const void *b, size_t n) { return SYS_(write, fd, b, n); }
+static inline int sys_socket(int d, int t, int p) { return (int)SYS_(socket, d, t, p); }
+static inline int sys_bind(int fd, const struct sockaddr *a, socklen_t l) { return (int)SYS_(bind, fd, a, l); }
+static inline int sys_listen(int fd, int b) { return (int)SYS_(listen, fd, b); }
+static inline int sys_connect(int fd, const struct sockaddr *a, socklen_t l) { return (int)SYS_(connect, fd, a, l); }
+static inline int sys_accept4(int fd, struct sockaddr *a, socklen_t *l, int f) { return (int)SYS_(accept4, fd, a, l, f); }
+static inline ssize_t sys_sendmsg(int fd, const struct msghdr *m, int f) { return SYS_(sendmsg, fd, m, f); }
+static inline ssize_t sys_recvmsg(int fd, struct msghdr *m, int f) { return SYS_(recvmsg, fd, m, f); }
+static inline int sys_getsockname(int fd, struct sockaddr *a, socklen_t *l) { return (int)SYS_(getsockname, fd, a, l); }
+static inline int sys_getsockopt(int fd, int lv, int o, void *v, socklen_t *l) { return (int)SYS_(getsockopt, fd, lv, o, v, l); }
+static inline int sys_setsockopt(int fd, int lv, int o, const void *v, socklen_t l) { return (int)SYS_(setsockopt, fd, lv, o, v, l); }
+static inline int sys_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m)
+{
+	return (int)SYS_(ppoll, p, n, t, m, m ? _NSIG / 8 : 0);
+}
+/* poll with a millisecond timeout (-1 = forever). */
+static inline int sys_poll(struct pollfd *p, nfds_t n, int ms)
+{
+	struct timespec ts, *tp = NULL;
+	if (ms >= 0) {
+		ts.tv_sec = ms / 1000;
+		ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+		tp = &ts;
+	}
+	return sys_ppoll(p, n, tp, NULL);
+}
+static inline int sys_eventfd(unsigned v, int f) { return (int)SYS_(eventfd2, v, f); }
+static inline int sys_memfd_create(const char *n, unsigned f) { return (int)SYS_(memfd_create, n, f); }
+static inline int sys_epoll_create1(int f) { return (int)SYS_(epoll_create1, f); }
+static inline int sys_epoll_ctl(int e, int op, int fd, struct epoll_event *ev) { return (int)SYS_(epoll_ctl, e, op, fd, ev); }
+static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) { return (int)SYS_(epoll_pwait, e, ev, n, ms, NULL, 0); }
+
+static inline uint64_t ssw_now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static inline void ssw_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+#endif

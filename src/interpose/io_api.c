@@ -1,0 +1,190 @@
+/* io_api.c — interposed data calls.  For a plain fd the cost is one table
+ * load; a switched connection goes to its session. */
+#include "interpose/real.h"
+
+#include "switch/switch.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/sendfile.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+static ssize_t do_send(struct ssw_sock *s, const struct iovec *iov, int cnt, int flags)
+{
+	ssize_t r = ssw_send(s, iov, cnt, flags);
+	ssw_sock_put(s);
+	return r;
+}
+
+static ssize_t do_recv(struct ssw_sock *s, const struct iovec *iov, int cnt, int flags)
+{
+	ssize_t r = ssw_recv(s, iov, cnt, flags);
+	ssw_sock_put(s);
+	return r;
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		struct iovec v = { (void *)buf, len };
+		ssize_t r = do_send(s, &v, 1, flags);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(send)(fd, buf, len, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *a, socklen_t al)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		/* a connected TCP socket ignores the address */
+		struct iovec v = { (void *)buf, len };
+		ssize_t r = do_send(s, &v, 1, flags);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(sendto)(fd, buf, len, flags, a, al);
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		ssize_t r = do_send(s, m->msg_iov, (int)m->msg_iovlen, flags);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(sendmsg)(fd, m, flags);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		struct iovec v = { (void *)buf, len };
+		ssize_t r = do_send(s, &v, 1, 0);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(write)(fd, buf, len);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		ssize_t r = do_send(s, iov, cnt, 0);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(writev)(fd, iov, cnt);
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		struct iovec v = { buf, len };
+		ssize_t r = do_recv(s, &v, 1, flags);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(recv)(fd, buf, len, flags);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	if (len > buflen)
+		__builtin_trap(); /* what glibc's __chk_fail does, minus the message */
+	return recv(fd, buf, len, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, socklen_t *al)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		struct iovec v = { buf, len };
+		ssize_t r = do_recv(s, &v, 1, flags);
+		if (r != SSW_PASS) {
+			if (r >= 0 && a && al)
+				*al = 0; /* TCP reports no source address */
+			SSW_RET(r);
+		}
+	}
+	return REAL(recvfrom)(fd, buf, len, flags, a, al);
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags, struct sockaddr *a,
+			      socklen_t *al)
+{
+	if (len > buflen)
+		__builtin_trap();
+	return recvfrom(fd, buf, len, flags, a, al);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		ssize_t r = do_recv(s, m->msg_iov, (int)m->msg_iovlen, flags);
+		if (r != SSW_PASS) {
+			if (r >= 0) {
+				m->msg_namelen = 0;
+				m->msg_controllen = 0;
+				m->msg_flags = 0;
+			}
+			SSW_RET(r);
+		}
+	}
+	return REAL(recvmsg)(fd, m, flags);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		struct iovec v = { buf, len };
+		ssize_t r = do_recv(s, &v, 1, 0);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(read)(fd, buf, len);
+}
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (len > buflen)
+		__builtin_trap();
+	return read(fd, buf, len);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		ssize_t r = do_recv(s, iov, cnt, 0);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(readv)(fd, iov, cnt);
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct ssw_sock *s = ssw_sock_get(out);
+	if (s) {
+		ssize_t r = ssw_sendfile(s, in, off, count);
+		ssw_sock_put(s);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(sendfile)(out, in, off, count);
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}

@@ -1,0 +1,270 @@
+/* socket_api.c — interposed socket set-up and control calls: thin wrappers
+ * that find the switched socket by fd and call the switch, or go to libc. */
+#include "interpose/real.h"
+
+#include "switch/switch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* A new fd from the kernel: any entry left at that number is stale (its
+ * socket was closed behind our back, e.g. by fclose). */
+static int fresh(int fd)
+{
+	if (fd >= 0) {
+		struct ssw_sock *s = ssw_fdtab_take(fd);
+		if (s)
+			ssw_sock_put(s);
+	}
+	return fd;
+}
+
+EXPORT int socket(int domain, int type, int protocol)
+{
+	return fresh(REAL(socket)(domain, type, protocol));
+}
+
+EXPORT int socketpair(int d, int t, int p, int sv[2])
+{
+	int r = REAL(socketpair)(d, t, p, sv);
+	if (r == 0) {
+		fresh(sv[0]);
+		fresh(sv[1]);
+	}
+	return r;
+}
+
+EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (!ssw_init())
+		return REAL(connect)(fd, addr, len);
+	SSW_RET(ssw_connect(fd, addr, len));
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	if (!ssw_init())
+		return REAL(listen)(fd, backlog);
+	SSW_RET(ssw_listen(fd, backlog));
+}
+
+EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s || s->state != SSW_ST_LISTENING) {
+		ssw_sock_put(s);
+		return fresh(REAL(accept4)(fd, addr, len, flags));
+	}
+	int r = ssw_accept(s, fd, addr, len, flags);
+	ssw_sock_put(s);
+	SSW_RET(r);
+}
+
+EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s || s->state != SSW_ST_LISTENING) {
+		ssw_sock_put(s);
+		return fresh(REAL(accept)(fd, addr, len));
+	}
+	int r = ssw_accept(s, fd, addr, len, 0);
+	ssw_sock_put(s);
+	SSW_RET(r);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s)
+		return REAL(shutdown)(fd, how);
+	int r = ssw_shutdown(s, how);
+	ssw_sock_put(s);
+	if (r == SSW_PASS)
+		return REAL(shutdown)(fd, how);
+	SSW_RET(r);
+}
+
+EXPORT int close(int fd)
+{
+	SSW_RET(ssw_close(fd));
+}
+
+EXPORT int dup(int fd)
+{
+	int n = fresh(REAL(dup)(fd));
+	if (n >= 0)
+		ssw_dup(fd, n);
+	return n;
+}
+
+EXPORT int dup2(int fd, int nfd)
+{
+	if (fd == nfd)
+		return REAL(dup2)(fd, nfd);
+	int r = REAL(dup2)(fd, nfd);
+	if (r >= 0) {
+		fresh(r); /* dup2 closed whatever nfd was */
+		ssw_epoll_forget(r);
+		ssw_dup(fd, r);
+	}
+	return r;
+}
+
+EXPORT int dup3(int fd, int nfd, int flags)
+{
+	int r = REAL(dup3)(fd, nfd, flags);
+	if (r >= 0) {
+		fresh(r);
+		ssw_epoll_forget(r);
+		ssw_dup(fd, r);
+	}
+	return r;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	int r = REAL(fcntl)(fd, cmd, arg);
+	if (r < 0)
+		return r;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+		fresh(r);
+		ssw_dup(fd, r);
+	} else if (cmd == F_SETFL) {
+		struct ssw_sock *s = ssw_sock_get(fd);
+		if (s) {
+			ssw_fcntl_setfl(s, (int)(long)arg);
+			ssw_sock_put(s);
+		}
+	}
+	return r;
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl(fd, cmd, arg);
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		bool handled;
+		int r = ssw_ioctl(s, fd, req, arg, &handled);
+		ssw_sock_put(s);
+		if (handled)
+			SSW_RET(r);
+	}
+	return REAL(ioctl)(fd, req, arg);
+}
+
+EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s)
+		return REAL(getsockopt)(fd, level, opt, val, len);
+	int r = ssw_getsockopt(s, fd, level, opt, val, len);
+	ssw_sock_put(s);
+	if (r == SSW_PASS)
+		return REAL(getsockopt)(fd, level, opt, val, len);
+	SSW_RET(r);
+}
+
+EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s)
+		return REAL(setsockopt)(fd, level, opt, val, len);
+	int r = ssw_setsockopt(s, fd, level, opt, val, len);
+	ssw_sock_put(s);
+	SSW_RET(r);
+}
+
+EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s)
+		return REAL(getsockname)(fd, a, l);
+	int r = ssw_getsockname(s, a, l);
+	ssw_sock_put(s);
+	if (r == SSW_PASS)
+		return REAL(getsockname)(fd, a, l);
+	SSW_RET(r);
+}
+
+EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s)
+		return REAL(getpeername)(fd, a, l);
+	int r = ssw_getpeername(s, a, l);
+	ssw_sock_put(s);
+	if (r == SSW_PASS)
+		return REAL(getpeername)(fd, a, l);
+	SSW_RET(r);
+}
+
+/* Other calls that create fds: a reused number must not look switched. */
+EXPORT int pipe(int fds[2])
+{
+	int r = (int)syscall(SYS_pipe2, fds, 0);
+	if (r == 0) {
+		fresh(fds[0]);
+		fresh(fds[1]);
+	}
+	return r;
+}
+
+EXPORT int pipe2(int fds[2], int flags)
+{
+	int r = (int)syscall(SYS_pipe2, fds, flags);
+	if (r == 0) {
+		fresh(fds[0]);
+		fresh(fds[1]);
+	}
+	return r;
+}
+
+EXPORT int eventfd(unsigned int v, int flags)
+{
+	return fresh((int)syscall(SYS_eventfd2, v, flags));
+}
+
+EXPORT int epoll_create(int size)
+{
+	if (size <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	int r = fresh((int)syscall(SYS_epoll_create1, 0));
+	if (r >= 0)
+		ssw_epoll_forget(r);
+	return r;
+}
+
+EXPORT int epoll_create1(int flags)
+{
+	int r = fresh((int)syscall(SYS_epoll_create1, flags));
+	if (r >= 0)
+		ssw_epoll_forget(r);
+	return r;
+}

@@ -1,0 +1,541 @@
+/* shm_conn.c — connection set-up of the shm provider: per-netns rendezvous on
+ * abstract unix sockets, memfd segments and eventfds passed with SCM_RIGHTS,
+ * and the ready queue that lets any process sharing a listener accept. */
+#include "providers/shm/shm_priv.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#define SHM_RING_DEFAULT (512u << 10)
+#define SHM_CONNECT_TIMEOUT_NS 2000000000ull
+#define SHM_MAX_PENDING 1024
+
+static uint64_t ring_size_setting(void)
+{
+	static uint64_t v;
+	if (!v) {
+		const char *e = getenv("SOCKSWITCH_SHM_RING");
+		uint64_t r = e ? strtoull(e, NULL, 0) : 0;
+		if (!r || (r & (r - 1)) || r < SHM_RING_MIN || r > SHM_RING_MAX)
+			r = SHM_RING_DEFAULT;
+		v = r;
+	}
+	return v;
+}
+
+/* Abstract socket names are private to the network namespace, like ports. */
+static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int wildcard)
+{
+	char host[INET6_ADDRSTRLEN] = "";
+	int port;
+	char fam;
+	memset(un, 0, sizeof *un);
+	un->sun_family = AF_UNIX;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+		port = ntohs(in->sin_port);
+		fam = '4';
+	} else {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+		port = ntohs(in6->sin6_port);
+		fam = '6';
+	}
+	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v1:%c*:%d", fam, port)
+			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v1:%c:%s:%d", fam, host, port);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int is_wildcard(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+static void close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			sys_close(fds[i]);
+}
+
+/* Send one handshake record with up to 4 fds. */
+static int hs_send(int fd, const void *msg, size_t len, const int *fds, int nfds)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { (void *)msg, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds) {
+		memset(&u, 0, sizeof u);
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+	}
+	ssize_t n = sys_sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)len ? 0 : -EPROTO;
+}
+
+/* Receive one handshake record; exactly `want` fds must come with it (any
+ * others are closed: the sender is untrusted).  Returns bytes, 0 on EOF, -errno. */
+static ssize_t hs_recv(int fd, void *msg, size_t len, int *fds, int want)
+{
+	union {
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { msg, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+	for (int i = 0; i < want; i++)
+		fds[i] = -1;
+	ssize_t n = sys_recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -errno;
+	int got = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int tmp[8];
+		if (k > 8)
+			k = 8;
+		memcpy(tmp, CMSG_DATA(c), (size_t)k * sizeof(int));
+		for (int i = 0; i < k; i++) {
+			if (got < want)
+				fds[got++] = tmp[i];
+			else
+				sys_close(tmp[i]);
+		}
+	}
+	if (n > 0 && ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || got != want)) {
+		close_fds(fds, want);
+		return -EPROTO;
+	}
+	if (n == 0)
+		close_fds(fds, want);
+	return n;
+}
+
+static void peer_cred(struct ssw_ep *ep)
+{
+	struct ucred uc;
+	socklen_t l = sizeof uc;
+	if (sys_getsockopt(ep->ctl_fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0) {
+		ep->peer_pid = uc.pid;
+		ep->peer_uid = uc.uid;
+	}
+	/* One-sided access needs the same user (ptrace rules); the rest is
+	 * discovered on first use (shm_rdma.c falls back on -EPERM). */
+	ep->caps = SSW_CAP_SHARED_CONTEXT;
+	if (!shm_cma_disabled && ep->peer_uid == getuid())
+		ep->caps |= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+}
+
+static struct ssw_ep *ep_new(void)
+{
+	struct ssw_ep *ep = calloc(1, sizeof *ep);
+	if (ep)
+		ep->ctl_fd = ep->my_efd = ep->peer_efd = ep->seg_fd = -1;
+	return ep;
+}
+
+void shm_ep_free(struct ssw_ep *ep)
+{
+	if (!ep)
+		return;
+	if (ep->seg)
+		munmap(ep->seg, ep->seg_size);
+	int fds[4] = { ep->ctl_fd, ep->my_efd, ep->peer_efd, ep->seg_fd };
+	close_fds(fds, 4);
+	free(ep);
+}
+
+/* Map a segment the peer sent and check it before trusting any of it. */
+static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int connector)
+{
+	struct stat st;
+	uint64_t want = shm_seg_size(ring_size);
+	if (ring_size < SHM_RING_MIN || ring_size > SHM_RING_MAX || (ring_size & (ring_size - 1)))
+		return -EPROTO;
+	if (fstat(memfd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < want)
+		return -EPROTO;
+	void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	struct shm_seg_hdr *h = p;
+	if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != SHM_MAGIC ||
+	    __atomic_load_n(&h->version, __ATOMIC_RELAXED) != SHM_VERSION) {
+		munmap(p, want);
+		return -EPROTO;
+	}
+	ep->seg = p;
+	ep->seg_size = want;
+	shm_ring_attach(ep, h, ring_size, connector);
+	return 0;
+}
+
+/* ---- listening side ---------------------------------------------------- */
+
+static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
+{
+	struct sockaddr_un un;
+	(void)addrlen;
+	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	socklen_t ul = rv_name(&un, addr, is_wildcard(addr));
+	struct ssw_listener *l = calloc(1, sizeof *l);
+	if (!l)
+		return -ENOMEM;
+	l->lfd = l->epfd = l->q_rd = l->q_wr = -1;
+	int q[2] = { -1, -1 }, rc;
+	l->lfd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->lfd < 0 || sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0 ||
+	    sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
+		goto fail;
+	l->epfd = sys_epoll_create1(EPOLL_CLOEXEC);
+	if (l->epfd < 0)
+		goto fail;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->lfd };
+	if (sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev) < 0)
+		goto fail;
+	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, q) < 0)
+		goto fail;
+	l->q_rd = q[0];
+	l->q_wr = q[1];
+	*out = l;
+	return 0;
+fail:
+	rc = -errno;
+	if (l->lfd >= 0)
+		sys_close(l->lfd);
+	if (l->epfd >= 0)
+		sys_close(l->epfd);
+	free(l);
+	return rc;
+}
+
+static int shm_listener_progress_fd(struct ssw_listener *l) { return l->epfd; }
+static int shm_listener_fd(struct ssw_listener *l) { return l->q_rd; }
+
+static void drop_pending(struct ssw_listener *l, int fd)
+{
+	sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+	sys_close(fd);
+	l->npending--;
+}
+
+/* One connection request whose HELLO arrived: validate, map, answer. */
+static int take_hello(struct ssw_listener *l, int cfd, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	struct shm_hs hs;
+	int fds[2];
+	ssize_t n = hs_recv(cfd, &hs, sizeof hs, fds, 2);
+	if (n == -EAGAIN)
+		return -EAGAIN;
+	sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, cfd, NULL);
+	l->npending--;
+	struct ssw_ep *ep = ep_new();
+	if (n != (ssize_t)sizeof hs || hs.magic != SHM_MAGIC || hs.type != SHM_HS_HELLO ||
+	    hs.priv_len > SSW_CONNECT_PRIV_MAX || hs.priv_len > *priv_len || !ep) {
+		if (n > 0)
+			close_fds(fds, 2);
+		sys_close(cfd);
+		free(ep);
+		return -EPROTO;
+	}
+	ep->ctl_fd = cfd;
+	ep->seg_fd = fds[0];
+	ep->peer_efd = fds[1];
+	int rc = map_segment(ep, fds[0], hs.ring_size, 0);
+	if (rc == 0) {
+		ep->my_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		rc = ep->my_efd < 0 ? -errno : 0;
+	}
+	struct shm_hs ack = { .magic = SHM_MAGIC, .type = SHM_HS_ACK, .ring_size = hs.ring_size, .status = rc };
+	if (hs_send(cfd, &ack, sizeof ack, &ep->my_efd, rc == 0 ? 1 : 0) < 0 && rc == 0)
+		rc = -ECONNABORTED;
+	if (rc < 0) {
+		shm_ep_free(ep);
+		return rc;
+	}
+	peer_cred(ep);
+	ep->tx.pos = ep->tx.other = 0;
+	memcpy(priv, hs.priv, hs.priv_len);
+	*priv_len = hs.priv_len;
+	*out = ep;
+	return 0;
+}
+
+static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	struct epoll_event evs[16];
+	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
+	for (int i = 0; i < n; i++) {
+		int fd = evs[i].data.fd;
+		if (fd == l->lfd) {
+			int c;
+			while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+				struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
+				if (l->npending >= SHM_MAX_PENDING || sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, c, &ev) < 0) {
+					sys_close(c);
+					continue;
+				}
+				l->npending++;
+			}
+			continue;
+		}
+		if (evs[i].events & EPOLLIN) {
+			int rc = take_hello(l, fd, out, priv, priv_len);
+			if (rc == 0)
+				return 0;
+			if (rc == -EAGAIN)
+				continue;
+			SSW_DEBUG("shm: refused a connection request: %s", strerror(-rc));
+			continue;
+		}
+		drop_pending(l, fd);
+	}
+	return -EAGAIN;
+}
+
+static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const void *priv, size_t priv_len)
+{
+	struct shm_hs r = { .magic = SHM_MAGIC, .type = SHM_HS_READY, .ring_size = ep->tx.size,
+			    .priv_len = (uint32_t)priv_len };
+	memcpy(r.priv, priv, priv_len);
+	int fds[4] = { ep->ctl_fd, ep->seg_fd, ep->my_efd, ep->peer_efd };
+	int rc = hs_send(l->q_wr, &r, sizeof r, fds, 4);
+	if (rc < 0) /* queue full: the connector sees a reset and the app may retry */
+		ep->err = -ECONNRESET;
+	shm_ep_free(ep);
+	return rc;
+}
+
+static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	struct shm_hs r;
+	int fds[4];
+	for (;;) {
+		ssize_t n = hs_recv(l->q_rd, &r, sizeof r, fds, 4);
+		if (n < 0)
+			return n == -EPROTO ? -EAGAIN : (int)n;
+		if (n == 0)
+			return -EAGAIN;
+		struct ssw_ep *ep = ep_new();
+		if (!ep) {
+			close_fds(fds, 4);
+			return -ENOMEM;
+		}
+		ep->ctl_fd = fds[0];
+		ep->my_efd = fds[2];
+		ep->peer_efd = fds[3];
+		int rc = -EPROTO;
+		if (n == (ssize_t)sizeof r && r.magic == SHM_MAGIC && r.type == SHM_HS_READY &&
+		    r.priv_len <= *priv_len && r.priv_len <= SSW_CONNECT_PRIV_MAX)
+			rc = map_segment(ep, fds[1], r.ring_size, 0);
+		sys_close(fds[1]);
+		if (rc == 0) {
+			/* The agent already wrote the first message; resume after it. */
+			uint64_t tail = atomic_load(&ep->tx.ctl->tail), head = atomic_load(&ep->tx.ctl->head);
+			uint64_t rhead = atomic_load(&ep->rx.ctl->head);
+			if (tail < head || tail - head > ep->tx.size || (tail & 7) || (rhead & 7))
+				rc = -EPROTO;
+			ep->tx.pos = tail;
+			ep->tx.other = head;
+			ep->rx.pos = ep->rx.other = rhead;
+		}
+		if (rc < 0) {
+			shm_ep_free(ep);
+			continue;
+		}
+		peer_cred(ep);
+		memcpy(priv, r.priv, r.priv_len);
+		*priv_len = r.priv_len;
+		*out = ep;
+		return 0;
+	}
+}
+
+static void shm_listener_close(struct ssw_listener *l)
+{
+	if (!l)
+		return;
+	int fds[4] = { l->lfd, l->epfd, l->q_rd, l->q_wr };
+	close_fds(fds, 4);
+	free(l);
+}
+
+/* ---- connecting side --------------------------------------------------- */
+
+static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
+		       struct ssw_ep **out)
+{
+	struct sockaddr_un un;
+	(void)dstlen;
+	if (priv_len > SSW_CONNECT_PRIV_MAX)
+		return -EINVAL;
+	if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	struct ssw_ep *ep = ep_new();
+	if (!ep)
+		return -ENOMEM;
+	int rc = -ENOENT;
+	ep->ctl_fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ep->ctl_fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	for (int wild = 0; wild < 2; wild++) {
+		socklen_t ul = rv_name(&un, dst, wild);
+		if (sys_connect(ep->ctl_fd, (struct sockaddr *)&un, ul) == 0) {
+			rc = 0;
+			break;
+		}
+		if (errno == EAGAIN) { /* listener's backlog is full */
+			rc = -EAGAIN;
+			break;
+		}
+	}
+	if (rc < 0)
+		goto fail;
+
+	uint64_t ring = ring_size_setting(), size = shm_seg_size(ring);
+	int memfd = sys_memfd_create("sockswitch", MFD_CLOEXEC);
+	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0) {
+		rc = -errno;
+		if (memfd >= 0)
+			sys_close(memfd);
+		goto fail;
+	}
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		sys_close(memfd);
+		goto fail;
+	}
+	struct shm_seg_hdr *h = p;
+	h->magic = SHM_MAGIC;
+	h->version = SHM_VERSION;
+	h->ring_size = ring;
+	h->seg_size = size;
+	ep->seg = p;
+	ep->seg_size = size;
+	shm_ring_attach(ep, h, ring, 1);
+	ep->my_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->my_efd < 0) {
+		rc = -errno;
+		sys_close(memfd);
+		goto fail;
+	}
+	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = ring, .priv_len = (uint32_t)priv_len };
+	memcpy(hs.priv, priv, priv_len);
+	int fds[2] = { memfd, ep->my_efd };
+	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, fds, 2);
+	sys_close(memfd);
+	if (rc < 0)
+		goto fail;
+	ep->connecting = 1;
+	ep->connect_deadline_ns = ssw_now_ns() + SHM_CONNECT_TIMEOUT_NS;
+	*out = ep;
+	return -EINPROGRESS;
+fail:
+	shm_ep_free(ep);
+	return rc;
+}
+
+static int shm_connect_fd(struct ssw_ep *ep) { return ep->ctl_fd; }
+
+static int shm_connect_complete(struct ssw_ep *ep)
+{
+	struct shm_hs ack;
+	int efd;
+	if (!ep->connecting)
+		return ep->err;
+	ssize_t n = hs_recv(ep->ctl_fd, &ack, sizeof ack, &efd, 1);
+	if (n == -EAGAIN)
+		return ssw_now_ns() > ep->connect_deadline_ns ? -ETIMEDOUT : -EINPROGRESS;
+	if (n == 0) /* listener went away before answering */
+		return -ECONNABORTED;
+	if (n < 0)
+		return (int)n;
+	if (n != (ssize_t)sizeof ack || ack.magic != SHM_MAGIC || ack.type != SHM_HS_ACK) {
+		sys_close(efd);
+		return -EPROTO;
+	}
+	if (ack.status < 0) {
+		sys_close(efd);
+		return -ECONNABORTED;
+	}
+	ep->peer_efd = efd;
+	ep->connecting = 0;
+	peer_cred(ep);
+	return 0;
+}
+
+static void shm_close(struct ssw_ep *ep, int abort)
+{
+	if (!ep)
+		return;
+	if (abort && ep->tx.ctl) {
+		uint64_t one = 1;
+		atomic_store_explicit(&ep->tx.ctl->closed, SHM_CLOSED_RESET, memory_order_seq_cst);
+		(void)!sys_write(ep->peer_efd, &one, sizeof one);
+	}
+	/* An orderly close needs no message: the peer sees the rendezvous
+	 * connection hang up once every process holding it has closed it. */
+	shm_ep_free(ep);
+}
+
+static int shm_duplicate(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len)
+{
+	(void)ep, (void)target_pid, (void)token, (void)token_len;
+	return -ENOSYS; /* sharing across processes: fork/SCM_RIGHTS support comes with seed 000 work */
+}
+
+static int shm_adopt(const void *token, size_t token_len, struct ssw_ep **out)
+{
+	(void)token, (void)token_len, (void)out;
+	return -ENOSYS;
+}
+
+static uint32_t shm_ep_caps(struct ssw_ep *ep) { return ep->caps; }
+
+const struct ssw_conn_ops shm_conn_ops = {
+	.size = sizeof(struct ssw_conn_ops),
+	.listen = shm_listen,
+	.listener_progress_fd = shm_listener_progress_fd,
+	.listener_progress = shm_listener_progress,
+	.listener_enqueue = shm_listener_enqueue,
+	.listener_fd = shm_listener_fd,
+	.accept = shm_accept,
+	.listener_close = shm_listener_close,
+	.connect = shm_connect,
+	.connect_fd = shm_connect_fd,
+	.connect_complete = shm_connect_complete,
+	.close = shm_close,
+	.duplicate = shm_duplicate,
+	.adopt = shm_adopt,
+	.ep_caps = shm_ep_caps,
+};

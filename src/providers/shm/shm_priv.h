@@ -1,0 +1,108 @@
+/* shm_priv.h — private structures of the shared-memory provider. */
+#ifndef SSW_SHM_PRIV_H
+#define SSW_SHM_PRIV_H
+
+#include <sockswitch/provider.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SHM_MAGIC 0x4d575353u /* "SSWM" */
+#define SHM_VERSION 1
+#define SHM_DATA_OFF 4096u
+#define SHM_RING_MIN (16u << 10)
+#define SHM_RING_MAX (64u << 20)
+#define SHM_REC_HDR 8u
+
+/* One direction of a connection.  Each index lives on its own cache line so
+ * producer and consumer never write the same line (no false sharing). */
+struct shm_ring_ctl {
+	_Alignas(64) _Atomic uint64_t tail;   /* bytes produced (producer writes) */
+	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
+	_Alignas(64) _Atomic uint32_t armed;  /* consumer is (about to go) asleep */
+	_Atomic uint32_t closed;              /* producer's end: SHM_CLOSED_* */
+};
+
+enum { SHM_OPEN = 0, SHM_CLOSED_ORDERLY = 1, SHM_CLOSED_RESET = 2 };
+
+/* Start of every segment; written by the connector, read (validated) by the acceptor. */
+struct shm_seg_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t ring_size;
+	uint64_t seg_size;
+	struct shm_ring_ctl ring[2]; /* [0] connector->acceptor, [1] acceptor->connector */
+};
+
+/* A ring record: header then payload, padded to 8 bytes. */
+enum { SHM_REC_MSG = 1, SHM_REC_PAD = 2 };
+struct shm_rec {
+	uint32_t len;
+	uint32_t kind;
+};
+
+/* The view of one ring from one side.  Indices are kept privately; the shared
+ * copies are published for the other side and re-read only to learn its progress. */
+struct shm_ring {
+	struct shm_ring_ctl *ctl;
+	uint8_t *data;
+	uint64_t size;     /* private copy, validated at attach */
+	uint64_t pos;      /* tail (producer) or head (consumer), private */
+	uint64_t other;    /* last value seen of the other side's index */
+	uint64_t cur;      /* consumer: bytes of the record being peeked, 0 if none */
+};
+
+/* Handshake over the rendezvous socket (SOCK_SEQPACKET). */
+enum { SHM_HS_HELLO = 1, SHM_HS_ACK = 2, SHM_HS_READY = 3 };
+struct shm_hs {
+	uint32_t magic;
+	uint32_t type;
+	uint64_t ring_size;
+	int32_t status;       /* ACK: 0 or a negative errno */
+	uint32_t priv_len;
+	uint8_t priv[SSW_CONNECT_PRIV_MAX];
+};
+
+struct ssw_ep {
+	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone */
+	int seg_fd;        /* agent side only: the memfd, handed to the acceptor */
+	int my_efd;        /* we sleep on it */
+	int peer_efd;      /* we ring it when the peer sleeps */
+	void *seg;
+	size_t seg_size;
+	struct shm_ring tx, rx;
+	int err;           /* sticky: 0, -EPIPE, -ECONNRESET */
+	int connecting;    /* connector waiting for the ACK */
+	int peer_gone;     /* ctl_fd reported the peer's end closed */
+	uint64_t connect_deadline_ns;
+	pid_t peer_pid;
+	uid_t peer_uid;
+	uint32_t caps;
+};
+
+struct ssw_listener {
+	int lfd;           /* abstract unix listening socket */
+	int epfd;          /* agent side: lfd + connections waiting for their HELLO */
+	int q_rd, q_wr;    /* ready queue: a SEQPACKET socketpair shared across fork */
+	int npending;
+};
+
+extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
+
+/* shm_ring.c */
+int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
+int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len);
+void shm_ring_done(struct ssw_ep *ep);
+int shm_ring_arm(struct ssw_ep *ep);
+void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector);
+uint64_t shm_seg_size(uint64_t ring_size);
+void shm_wake_peer(struct ssw_ep *ep);
+
+/* shm_conn.c */
+extern const struct ssw_conn_ops shm_conn_ops;
+void shm_ep_free(struct ssw_ep *ep);
+
+/* shm_rdma.c */
+extern const struct ssw_rdma_ops shm_rdma_ops;
+
+#endif

@@ -1,0 +1,175 @@
+/* shm_ring.c — single-producer/single-consumer message rings in shared memory.
+ *
+ * The peer writes this memory: every index and record header read from it is
+ * validated before use and read exactly once, so a corrupt or malicious peer
+ * can only fail its own connection (-ECONNRESET), never make us overrun. */
+#include "providers/shm/shm_priv.h"
+
+#include "common/sys.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
+
+uint64_t shm_seg_size(uint64_t ring_size)
+{
+	return SHM_DATA_OFF + 2 * ring_size;
+}
+
+void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector)
+{
+	uint8_t *base = (uint8_t *)h + SHM_DATA_OFF;
+	int t = connector ? 0 : 1, r = connector ? 1 : 0;
+	ep->tx.ctl = &h->ring[t];
+	ep->tx.data = base + (uint64_t)t * ring_size;
+	ep->tx.size = ring_size;
+	ep->rx.ctl = &h->ring[r];
+	ep->rx.data = base + (uint64_t)r * ring_size;
+	ep->rx.size = ring_size;
+}
+
+static int corrupt(struct ssw_ep *ep)
+{
+	ep->err = -ECONNRESET;
+	return -ECONNRESET;
+}
+
+void shm_wake_peer(struct ssw_ep *ep)
+{
+	/* Pairs with the consumer's store of `armed` then re-read of `tail`:
+	 * either it sees our tail, or we see its flag. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&ep->tx.ctl->armed, memory_order_relaxed) &&
+	    atomic_exchange_explicit(&ep->tx.ctl->armed, 0, memory_order_relaxed)) {
+		uint64_t one = 1;
+		(void)!sys_write(ep->peer_efd, &one, sizeof one);
+	}
+}
+
+int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
+{
+	struct shm_ring *r = &ep->tx;
+	size_t len = 0;
+
+	if (ep->err)
+		return ep->err;
+	if (ep->peer_gone)
+		return -EPIPE;
+	if (atomic_load_explicit(&ep->rx.ctl->closed, memory_order_acquire) == SHM_CLOSED_RESET)
+		return -ECONNRESET;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	uint64_t need = SHM_REC_HDR + ALIGN8(len);
+	if (need > r->size / 4)
+		return -EMSGSIZE;
+
+	uint64_t off = r->pos & (r->size - 1);
+	uint64_t pad = off + need > r->size ? r->size - off : 0;
+	if (r->pos - r->other + pad + need > r->size) {
+		uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+		if (head > r->pos || r->pos - head > r->size || (head & 7))
+			return corrupt(ep);
+		r->other = head;
+		if (r->pos - r->other + pad + need > r->size)
+			return -EAGAIN;
+	}
+	if (pad) {
+		struct shm_rec p = { (uint32_t)(pad - SHM_REC_HDR), SHM_REC_PAD };
+		memcpy(r->data + off, &p, sizeof p);
+		r->pos += pad;
+		off = 0;
+	}
+	struct shm_rec m = { (uint32_t)len, SHM_REC_MSG };
+	uint8_t *dst = r->data + off;
+	memcpy(dst, &m, sizeof m);
+	dst += SHM_REC_HDR;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		dst += iov[i].iov_len;
+	}
+	r->pos += need;
+	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
+	shm_wake_peer(ep);
+	return 0;
+}
+
+/* What an empty ring means: nothing yet, or the peer is gone. */
+static int empty_state(struct ssw_ep *ep)
+{
+	uint32_t c = atomic_load_explicit(&ep->rx.ctl->closed, memory_order_acquire);
+	if (c == SHM_CLOSED_RESET)
+		return ep->err = -ECONNRESET;
+	if (c != SHM_OPEN && c != SHM_CLOSED_ORDERLY)
+		return corrupt(ep);
+	if (c == SHM_CLOSED_ORDERLY || ep->peer_gone) {
+		/* As kernel TCP: a peer that closed (or died) with our data still
+		 * unread resets the connection; otherwise it is an orderly end. */
+		uint64_t head = atomic_load_explicit(&ep->tx.ctl->head, memory_order_acquire);
+		return ep->err = head != ep->tx.pos ? -ECONNRESET : -EPIPE;
+	}
+	return -EAGAIN;
+}
+
+int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
+{
+	struct shm_ring *r = &ep->rx;
+
+	if (ep->err)
+		return ep->err;
+	for (;;) {
+		if (r->pos == r->other) {
+			uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
+			if (tail < r->pos || tail - r->pos > r->size || (tail & 7))
+				return corrupt(ep);
+			r->other = tail;
+			if (tail == r->pos)
+				return empty_state(ep);
+		}
+		uint64_t off = r->pos & (r->size - 1);
+		uint64_t avail = r->other - r->pos;
+		const struct shm_rec *rec = (const struct shm_rec *)(r->data + off);
+		uint32_t rlen = __atomic_load_n(&rec->len, __ATOMIC_RELAXED);
+		uint32_t kind = __atomic_load_n(&rec->kind, __ATOMIC_RELAXED);
+		if (kind == SHM_REC_PAD) {
+			uint64_t pad = r->size - off;
+			if (rlen != pad - SHM_REC_HDR || pad > avail)
+				return corrupt(ep);
+			r->pos += pad;
+			atomic_store_explicit(&r->ctl->head, r->pos, memory_order_release);
+			continue;
+		}
+		uint64_t need = SHM_REC_HDR + ALIGN8((uint64_t)rlen);
+		if (kind != SHM_REC_MSG || need > avail || off + need > r->size)
+			return corrupt(ep);
+		r->cur = need;
+		*msg = r->data + off + SHM_REC_HDR;
+		*len = rlen;
+		return 0;
+	}
+}
+
+void shm_ring_done(struct ssw_ep *ep)
+{
+	struct shm_ring *r = &ep->rx;
+	if (!r->cur)
+		return;
+	r->pos += r->cur;
+	r->cur = 0;
+	atomic_store_explicit(&r->ctl->head, r->pos, memory_order_release);
+}
+
+int shm_ring_arm(struct ssw_ep *ep)
+{
+	struct shm_ring *r = &ep->rx;
+	if (ep->err || ep->peer_gone)
+		return -EAGAIN;
+	atomic_store_explicit(&r->ctl->armed, 1, memory_order_seq_cst);
+	uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst);
+	if (tail != r->pos + r->cur ||
+	    atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN) {
+		atomic_store_explicit(&r->ctl->armed, 0, memory_order_relaxed);
+		return -EAGAIN;
+	}
+	return 0;
+}

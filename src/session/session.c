@@ -1,0 +1,1360 @@
+/* session.c — TCP stream semantics on top of provider messages: credits,
+ * inline data, rendezvous for large sends, urgent data, half-close, reset.
+ *
+ * Receive side model: messages are handled in ring order.  Control messages
+ * (credits, rendezvous replies) are consumed at once; stream messages (DATA,
+ * OOB, FIN, rendezvous offers) are delivered to the application straight from
+ * the provider's buffer when possible, or staged into a private queue when
+ * the session must look past them (a sender waiting for credits queued behind
+ * unread data, FIONREAD).  Staged bytes keep their credits until the
+ * application reads them, so the peer can never overrun the window. */
+#include "session/session.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+#include "session/wire.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define SPIN_MIN_NS 2000u
+#define STAGE_RNDV_MAX (64u << 20)   /* largest rendezvous we stage to break a send/send deadlock */
+#define CHUNK_MAX (32u << 10)        /* inline DATA message payload cap */
+
+struct rxq {
+	uint8_t *buf;
+	size_t off, len, cap;
+};
+
+struct ssw_session {
+	pthread_mutex_t lock;
+	const struct ssw_provider *p;
+	struct ssw_ep *ep;
+	size_t max_payload;
+
+	/* transmit */
+	uint32_t tx_seq;
+	uint64_t tx_inflight;
+	uint64_t peer_window;
+	uint32_t sndbuf;
+	bool tx_shut;
+	bool peer_ready;
+	uint32_t peer_caps;
+	int32_t peer_pid;
+	uint64_t next_id;
+	uint64_t tx_rndv_id;       /* rendezvous we wait on (0: none) */
+	bool tx_rndv_done;
+	int tx_rndv_status;
+	uint64_t tx_rndv_bytes;
+	bool tx_sink_have;
+	struct ssw_wire_rndv tx_sink;
+	int after_close_writes;    /* writes allowed after the peer closed (kernel: one) */
+
+	/* receive */
+	uint32_t rx_seq;
+	uint64_t rx_unacked;
+	uint32_t window;           /* credit bytes we grant */
+	struct rxq q;
+	uint64_t q_owed;           /* staged bytes whose credits are still owed */
+	bool hv;                   /* head message parsed (credits applied) */
+	struct ssw_msg hm;
+	size_t cur_off;            /* bytes of the head DATA already delivered */
+	bool rx_fin;
+	bool peer_closed;          /* the peer's endpoint is gone (orderly) */
+	int rx_err;                /* pending error for recv (-ECONNRESET) */
+	int so_error;              /* pending error for SO_ERROR / send */
+	bool rx_shut;
+	bool broken;               /* protocol violation: connection reset */
+	struct {
+		bool active;
+		uint64_t id, total, done;
+		struct ssw_rdma_desc desc;
+	} rr;                      /* peer's RNDV_READ being consumed */
+	struct {
+		bool active, sink_out, sink_to_q, wdone;
+		uint64_t id, total, done, sink_len, wdone_len;
+		int wdone_status;
+	} rw;                      /* peer's WRITE_REQ being served */
+
+	/* urgent data */
+	bool oobinline, oob_have, mark_valid;
+	uint8_t oob_byte;
+	uint64_t mark, rx_pos;
+
+	struct ssw_session_stats st;
+	uint32_t spin_ns;
+};
+
+struct ssw_session_config ssw_session_cfg = {
+	.rndv_threshold = 64u << 10,
+	.rdma_mode = SSW_RDMA_AUTO,
+	.spin_max_ns = 50000,
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Copy into the iovec at byte offset `at`. */
+static void iov_put(const struct iovec *iov, int n, size_t at, const void *src, size_t len)
+{
+	const uint8_t *s = src;
+	for (int i = 0; i < n && len; i++) {
+		if (at >= iov[i].iov_len) {
+			at -= iov[i].iov_len;
+			continue;
+		}
+		size_t k = iov[i].iov_len - at;
+		if (k > len)
+			k = len;
+		memcpy((uint8_t *)iov[i].iov_base + at, s, k);
+		s += k;
+		len -= k;
+		at = 0;
+	}
+}
+
+/* Build a sub-iovec [at, at+len) of iov into out (at most max entries). */
+static int iov_slice(const struct iovec *iov, int n, size_t at, size_t len, struct iovec *out, int max)
+{
+	int k = 0;
+	for (int i = 0; i < n && len && k < max; i++) {
+		if (at >= iov[i].iov_len) {
+			at -= iov[i].iov_len;
+			continue;
+		}
+		size_t c = iov[i].iov_len - at;
+		if (c > len)
+			c = len;
+		out[k].iov_base = (uint8_t *)iov[i].iov_base + at;
+		out[k].iov_len = c;
+		k++;
+		len -= c;
+		at = 0;
+	}
+	return k;
+}
+
+static uint64_t tx_limit(const struct ssw_session *s)
+{
+	uint64_t l = s->peer_window;
+	if (s->sndbuf && s->sndbuf < l)
+		l = s->sndbuf;
+	return l;
+}
+
+static void set_broken(struct ssw_session *s, const char *why)
+{
+	if (!s->broken)
+		SSW_WARN("session: connection reset: %s", why);
+	s->broken = true;
+	if (!s->rx_err)
+		s->rx_err = -ECONNRESET;
+	if (!s->so_error)
+		s->so_error = -ECONNRESET;
+}
+
+/* ---- sending messages ---------------------------------------------------- */
+
+/* Send one message: header, fixed part, then data.  Returns 0 or -errno;
+ * -EAGAIN when the transport is full. */
+static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen,
+		    const struct iovec *data, int dcnt, size_t dlen)
+{
+	struct ssw_wire_hdr h;
+	struct iovec v[2 + 16];
+	uint32_t credits = 0;
+	credits = s->rx_unacked > UINT32_MAX ? UINT32_MAX : (uint32_t)s->rx_unacked;
+	ssw_wire_hdr_set(&h, type, (uint32_t)(flen + dlen), credits, s->tx_seq);
+	int n = 0;
+	v[n++] = (struct iovec){ &h, sizeof h };
+	if (flen)
+		v[n++] = (struct iovec){ (void *)fixed, flen };
+	for (int i = 0; i < dcnt && n < (int)(sizeof v / sizeof v[0]); i++)
+		v[n++] = data[i];
+	int rc = s->p->msg->send(s->ep, v, n);
+	if (rc == 0) {
+		s->tx_seq++;
+		s->rx_unacked -= credits;
+		s->st.msgs_sent++;
+	}
+	return rc;
+}
+
+static int wait_peer(struct ssw_session *s, uint64_t deadline);
+static int pump(struct ssw_session *s, bool stage);
+
+/* Control messages must get through: wait for transport room if needed. */
+static int send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen)
+{
+	for (int tries = 0;; tries++) {
+		int rc = send_msg(s, type, fixed, flen, NULL, 0, 0);
+		if (rc != -EAGAIN)
+			return rc;
+		pump(s, true);
+		rc = wait_peer(s, ssw_now_ns() + 10000000ull);
+		if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR)
+			return rc;
+		if (tries > 1000)
+			return -ECONNRESET;
+	}
+}
+
+static void return_credits(struct ssw_session *s, uint64_t n)
+{
+	s->rx_unacked += n;
+	if (s->rx_unacked >= s->window / 4)
+		(void)send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0); /* if full, the next message carries them */
+}
+
+/* ---- receiving messages -------------------------------------------------- */
+
+/* Parse the head message once: sequence check, credits applied.
+ * Returns 1 with s->hm, 0 when none, -errno when the connection ended. */
+static int head(struct ssw_session *s)
+{
+	const void *buf;
+	size_t len;
+	if (s->hv)
+		return 1;
+	if (s->broken)
+		return s->rx_err ? s->rx_err : -ECONNRESET;
+	int rc = s->p->msg->recv_peek(s->ep, &buf, &len);
+	if (rc == -EAGAIN)
+		return 0;
+	if (rc == -EPIPE) {
+		s->peer_closed = true;
+		s->rx_fin = true;
+		return 0;
+	}
+	if (rc < 0) {
+		if (!s->rx_err)
+			s->rx_err = rc;
+		if (!s->so_error)
+			s->so_error = rc;
+		return rc;
+	}
+	if (ssw_wire_parse(buf, len, s->rx_seq, &s->hm) < 0) {
+		set_broken(s, "malformed message from peer");
+		return -ECONNRESET;
+	}
+	if (s->hm.h.credits > s->tx_inflight) {
+		SSW_DEBUG("credits %u > inflight %lu (type %u seq %u)", s->hm.h.credits, (unsigned long)s->tx_inflight, s->hm.h.type, s->hm.h.seq);
+		set_broken(s, "peer returned more credits than were used");
+		return -ECONNRESET;
+	}
+	s->tx_inflight -= s->hm.h.credits;
+	s->rx_seq++;
+	s->hv = true;
+	s->cur_off = 0;
+	s->st.msgs_received++;
+	return 1;
+}
+
+static void consume(struct ssw_session *s)
+{
+	s->p->msg->recv_done(s->ep);
+	s->hv = false;
+}
+
+static bool is_stream(uint8_t t)
+{
+	return t == SSW_MSG_DATA || t == SSW_MSG_OOB || t == SSW_MSG_FIN || t == SSW_MSG_RNDV_READ ||
+	       t == SSW_MSG_WRITE_REQ;
+}
+
+/* Handle a control message at the head (consumes it). */
+static void handle_control(struct ssw_session *s)
+{
+	struct ssw_msg *m = &s->hm;
+	switch (m->h.type) {
+	case SSW_MSG_INIT:
+		if (s->peer_ready) {
+			set_broken(s, "second INIT");
+			break;
+		}
+		s->peer_ready = true;
+		s->peer_window = m->u.init.window;
+		s->peer_caps = m->u.init.caps;
+		s->peer_pid = m->u.init.pid;
+		if (s->peer_window < 4096)
+			set_broken(s, "peer window too small");
+		break;
+	case SSW_MSG_WINDOW:
+		if (m->u.window.window < 4096)
+			set_broken(s, "peer window too small");
+		else
+			s->peer_window = m->u.window.window;
+		break;
+	case SSW_MSG_CREDIT:
+		break;
+	case SSW_MSG_RNDV_DONE:
+		if (m->u.done.id != s->tx_rndv_id || s->tx_rndv_done) {
+			set_broken(s, "unexpected RNDV_DONE");
+			break;
+		}
+		s->tx_rndv_done = true;
+		s->tx_rndv_status = m->u.done.status;
+		s->tx_rndv_bytes = m->u.done.len;
+		break;
+	case SSW_MSG_SINK:
+		if (m->u.rndv.id != s->tx_rndv_id || s->tx_sink_have) {
+			set_broken(s, "unexpected SINK");
+			break;
+		}
+		s->tx_sink = m->u.rndv;
+		s->tx_sink_have = true;
+		break;
+	case SSW_MSG_WRITE_DONE:
+		if (!s->rw.active || !s->rw.sink_out || m->u.done.id != s->rw.id ||
+		    (m->u.done.status == 0 && (m->u.done.len == 0 || m->u.done.len > s->rw.sink_len))) {
+			set_broken(s, "unexpected WRITE_DONE");
+			break;
+		}
+		s->rw.sink_out = false;
+		if (m->u.done.status < 0) { /* writer could not: the rest comes inline */
+			s->rw.active = false;
+			s->st.rndv_fallback++;
+			break;
+		}
+		s->rw.done += m->u.done.len;
+		if (s->rw.sink_to_q) {
+			s->q.len += m->u.done.len;
+			s->st.bytes_received += m->u.done.len;
+			if (s->rw.done == s->rw.total)
+				s->rw.active = false;
+		} else {
+			s->rw.wdone = true;
+			s->rw.wdone_len = m->u.done.len;
+		}
+		break;
+	}
+	consume(s);
+}
+
+static int q_reserve(struct ssw_session *s, size_t more)
+{
+	struct rxq *q = &s->q;
+	if (q->off && q->off + q->len + more > q->cap) {
+		memmove(q->buf, q->buf + q->off, q->len);
+		q->off = 0;
+	}
+	if (q->len + more <= q->cap)
+		return 0;
+	if (ssw_session_cfg.fault_nomem)
+		return -ENOBUFS;
+	size_t cap = q->cap ? q->cap : 65536;
+	while (cap < q->len + more)
+		cap *= 2;
+	uint8_t *b = realloc(q->buf, cap);
+	if (!b)
+		return -ENOBUFS;
+	q->buf = b;
+	q->cap = cap;
+	return 0;
+}
+
+/* Record the urgent byte; `mark` is where it sits in the stream. */
+static void take_oob(struct ssw_session *s, uint8_t byte)
+{
+	uint32_t fp = ssw_wire_footprint(1);
+	s->mark = s->rx_pos + s->q.len;
+	s->mark_valid = true;
+	if (s->oobinline) {
+		if (q_reserve(s, 1) < 0) {
+			set_broken(s, "out of memory for urgent byte");
+			return;
+		}
+		s->q.buf[s->q.off + s->q.len++] = byte;
+		s->q_owed++;
+		return_credits(s, fp - 1);
+	} else {
+		s->oob_byte = byte;
+		s->oob_have = true;
+		return_credits(s, fp);
+	}
+}
+
+/* Stage the head stream message into the private queue (see file comment).
+ * Returns 1 if staged, 0 if it cannot be staged now. */
+static int stage_head(struct ssw_session *s)
+{
+	struct ssw_msg *m = &s->hm;
+	switch (m->h.type) {
+	case SSW_MSG_DATA: {
+		size_t n = m->h.len - s->cur_off;
+		if (q_reserve(s, n) < 0)
+			return 0;
+		memcpy(s->q.buf + s->q.off + s->q.len, m->payload + s->cur_off, n);
+		s->q.len += n;
+		s->q_owed += n;
+		s->st.bytes_received += n;
+		/* header overhead now, payload credits when the app reads it */
+		return_credits(s, ssw_wire_footprint(m->h.len) - m->h.len + s->cur_off);
+		consume(s);
+		return 1;
+	}
+	case SSW_MSG_OOB:
+		take_oob(s, m->u.oob);
+		consume(s);
+		return 1;
+	case SSW_MSG_FIN:
+		s->rx_fin = true;
+		consume(s);
+		return 1;
+	case SSW_MSG_RNDV_READ:
+		s->rr.active = true;
+		s->rr.id = m->u.rndv.id;
+		s->rr.total = m->u.rndv.len;
+		s->rr.done = 0;
+		s->rr.desc = m->u.rndv.desc;
+		consume(s);
+		return 1;
+	case SSW_MSG_WRITE_REQ:
+		s->rw.active = true;
+		s->rw.id = m->u.done.id;
+		s->rw.total = m->u.done.len;
+		s->rw.done = 0;
+		s->rw.sink_out = false;
+		s->rw.wdone = false;
+		if (!s->rw.total)
+			set_broken(s, "empty WRITE_REQ");
+		consume(s);
+		return 1;
+	}
+	return 0;
+}
+
+static int send_rndv_done(struct ssw_session *s, uint64_t id, uint64_t len, int status)
+{
+	struct ssw_wire_done d = { .id = id, .len = len, .status = status };
+	return send_ctl(s, SSW_MSG_RNDV_DONE, &d, sizeof d);
+}
+
+/* Pull the rest of the peer's RNDV_READ into the queue. */
+static int stage_rr(struct ssw_session *s)
+{
+	uint64_t n = s->rr.total - s->rr.done;
+	if (n > STAGE_RNDV_MAX || q_reserve(s, n) < 0)
+		return 0;
+	struct iovec v = { s->q.buf + s->q.off + s->q.len, n };
+	int rc = s->p->rdma->rdma_read(s->ep, &v, 1, &s->rr.desc, s->rr.done, n, NULL);
+	if (rc == -EPERM) {
+		s->rr.active = false;
+		s->st.rndv_fallback++;
+		send_rndv_done(s, s->rr.id, s->rr.done, -EPERM);
+		return 1;
+	}
+	if (rc < 0) {
+		set_broken(s, "rdma read of peer buffer failed");
+		return 0;
+	}
+	s->q.len += n;
+	s->st.bytes_received += n;
+	s->rr.done = s->rr.total;
+	s->rr.active = false;
+	send_rndv_done(s, s->rr.id, s->rr.total, 0);
+	return 1;
+}
+
+/* Offer the queue as the sink of the peer's WRITE_REQ. */
+static int stage_rw(struct ssw_session *s)
+{
+	uint64_t n = s->rw.total - s->rw.done;
+	if (n > (4u << 20))
+		n = 4u << 20;
+	if (q_reserve(s, n) < 0)
+		return 0;
+	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = n };
+	if (ssw_session_cfg.fault_regfail ||
+	    s->p->rdma->register_rdma_memory(s->ep, s->q.buf + s->q.off + s->q.len, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
+		return 0;
+	s->rw.sink_out = true;
+	s->rw.sink_to_q = true;
+	s->rw.sink_len = n;
+	return send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk) == 0;
+}
+
+/* Process messages at the head: control always; stream messages only when
+ * `stage` (then everything readable moves into the queue).  Returns the
+ * number processed, or -errno when the connection ended. */
+static int pump(struct ssw_session *s, bool stage)
+{
+	int done = 0;
+	for (;;) {
+		if (stage && s->rr.active && !stage_rr(s))
+			return done;
+		if (stage && s->rw.active && !s->rw.sink_out && !stage_rw(s))
+			return done;
+		int rc = head(s);
+		if (rc <= 0)
+			return done ? done : rc;
+		if (!is_stream(s->hm.h.type)) {
+			handle_control(s);
+			done++;
+			continue;
+		}
+		if (!stage || s->rr.active || s->rw.active)
+			return done;
+		if (!stage_head(s))
+			return done;
+		done++;
+	}
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+/* Does any installed signal handler lack SA_RESTART?  Then a blocking call
+ * interrupted by a signal must report EINTR, as the kernel would. */
+static bool eintr_visible(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+			return true;
+	}
+	return false;
+}
+
+/* Wait for the peer: spin (adaptively) then sleep on the provider's fds.
+ * Called and returns with the lock held.  deadline 0 = none.
+ * Returns 0 (something may have changed), -ETIMEDOUT or -EINTR. */
+static int wait_peer(struct ssw_session *s, uint64_t deadline)
+{
+	struct ssw_ep *ep = s->ep;
+	const struct ssw_progress_ops *pg = s->p->progress;
+	uint64_t t0 = ssw_now_ns(), spin = s->spin_ns;
+	if (deadline && t0 >= deadline)
+		return -ETIMEDOUT;
+
+	pthread_mutex_unlock(&s->lock);
+	for (uint64_t t = t0; t - t0 < spin; t = ssw_now_ns()) {
+		for (int i = 0; i < 32; i++) {
+			if (pg->rx_ready(ep)) {
+				pthread_mutex_lock(&s->lock);
+				if (s->spin_ns < ssw_session_cfg.spin_max_ns)
+					s->spin_ns += s->spin_ns / 2;
+				if (s->spin_ns > ssw_session_cfg.spin_max_ns)
+					s->spin_ns = ssw_session_cfg.spin_max_ns;
+				return 0;
+			}
+			ssw_cpu_relax();
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+
+	if (pg->arm(ep) == -EAGAIN)
+		return 0;
+	struct pollfd pfd[4];
+	int n = pg->wait_fds(ep, pfd, 4);
+	pthread_mutex_unlock(&s->lock);
+	int r;
+	for (;;) {
+		int ms = -1;
+		if (deadline) {
+			uint64_t now = ssw_now_ns();
+			ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		}
+		r = sys_poll(pfd, (nfds_t)n, ms);
+		if (r < 0 && errno == EINTR && !eintr_visible())
+			continue;
+		break;
+	}
+	int err = errno;
+	pthread_mutex_lock(&s->lock);
+	pg->wake_ack(ep);
+	/* Slept: the spin did not pay off this time; spin less next time. */
+	s->spin_ns /= 2;
+	if (s->spin_ns < SPIN_MIN_NS)
+		s->spin_ns = SPIN_MIN_NS;
+	if (r < 0 && err == EINTR)
+		return -EINTR;
+	if (r == 0 && deadline && ssw_now_ns() >= deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+static uint64_t deadline_of(int timeout_ms)
+{
+	return timeout_ms > 0 ? ssw_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
+				    const struct ssw_session_opts *o, bool init_sent)
+{
+	struct ssw_session *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	s->p = prov;
+	s->ep = ep;
+	size_t mm = prov->msg->max_msg(ep);
+	s->max_payload = mm - sizeof(struct ssw_wire_hdr) - sizeof(struct ssw_wire_rndv);
+	if (s->max_payload > CHUNK_MAX)
+		s->max_payload = CHUNK_MAX;
+	/* The window may not exceed what the transport can hold besides control traffic. */
+	uint64_t wmax = (uint64_t)mm * 2;
+	s->window = o && o->rcvbuf ? o->rcvbuf : (uint32_t)wmax;
+	if (s->window > wmax)
+		s->window = (uint32_t)wmax;
+	if (s->window < 4096)
+		s->window = 4096;
+	s->sndbuf = o ? o->sndbuf : 0;
+	s->oobinline = o && o->oobinline;
+	s->spin_ns = ssw_session_cfg.spin_max_ns;
+	s->peer_window = 4096;
+	if (init_sent)
+		s->tx_seq = 1;
+	return s;
+}
+
+static uint32_t my_caps(void)
+{
+	switch (ssw_session_cfg.rdma_mode) {
+	case SSW_RDMA_READ_ONLY:
+		return SSW_CAP_RDMA_READ;
+	case SSW_RDMA_WRITE_ONLY:
+		return SSW_CAP_RDMA_WRITE;
+	case SSW_RDMA_NONE:
+		return 0;
+	}
+	return SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+}
+
+int ssw_session_start(struct ssw_session *s)
+{
+	/* caps: what this side can do as the *reader/writer* in a rendezvous */
+	struct ssw_wire_init in = { .version = SSW_WIRE_VERSION, .window = s->window,
+				    .caps = my_caps() & s->p->conn->ep_caps(s->ep), .pid = (int32_t)getpid() };
+	pthread_mutex_lock(&s->lock);
+	int rc = send_msg(s, SSW_MSG_INIT, &in, sizeof in, NULL, 0, 0);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int ssw_session_send_init(const struct ssw_provider *prov, struct ssw_ep *ep, const struct ssw_session_opts *o)
+{
+	struct ssw_session *s = ssw_session_new(prov, ep, o, false);
+	if (!s)
+		return -ENOMEM;
+	int rc = ssw_session_start(s);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return rc;
+}
+
+bool ssw_session_ready(struct ssw_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->peer_ready)
+		pump(s, false);
+	bool r = s->peer_ready;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int ssw_session_wait_ready(struct ssw_session *s, int timeout_ms)
+{
+	uint64_t dl = deadline_of(timeout_ms);
+	int rc = 0;
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		int p = pump(s, false);
+		if (s->peer_ready)
+			break;
+		if (p < 0 || s->rx_fin || s->broken) {
+			rc = p < 0 ? p : -ECONNRESET;
+			break;
+		}
+		if (timeout_ms == 0) {
+			rc = -EAGAIN;
+			break;
+		}
+		rc = wait_peer(s, dl);
+		if (rc == -ETIMEDOUT)
+			break;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static bool rx_pending_data(struct ssw_session *s)
+{
+	pump(s, false);
+	return s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type) && s->hm.h.type != SSW_MSG_FIN);
+}
+
+void ssw_session_close(struct ssw_session *s, bool abort)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	/* Kernel TCP resets a connection closed with unread data. */
+	if (!abort && !s->broken && rx_pending_data(s))
+		abort = true;
+	s->p->conn->close(s->ep, abort || s->broken);
+	s->ep = NULL;
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_destroy(&s->lock);
+	free(s->q.buf);
+	free(s);
+}
+
+void ssw_session_detach(struct ssw_session *s)
+{
+	if (!s)
+		return;
+	s->p->conn->close(s->ep, 0);
+	pthread_mutex_destroy(&s->lock);
+	free(s->q.buf);
+	free(s);
+}
+
+/* ---- send --------------------------------------------------------------- */
+
+/* Errors a send reports before trying. */
+static int send_precheck(struct ssw_session *s, size_t total, ssize_t *ok)
+{
+	if (s->tx_shut)
+		return -EPIPE;
+	if (s->so_error) {
+		int e = s->so_error;
+		s->so_error = 0;
+		s->tx_shut = true; /* after a reset every later send is EPIPE */
+		return e;
+	}
+	if (s->broken)
+		return -EPIPE;
+	if (s->peer_closed) {
+		/* Kernel TCP: the first write after the peer closed still
+		 * succeeds (the peer answers with a reset); later ones fail. */
+		if (s->after_close_writes++ == 0) {
+			*ok = (ssize_t)total;
+			return 1;
+		}
+		return -EPIPE;
+	}
+	return 0;
+}
+
+/* Inline path: DATA messages within credits. */
+static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, size_t at,
+			   bool nonblock, uint64_t dl)
+{
+	size_t sent = at;
+	while (sent < total) {
+		uint64_t lim = tx_limit(s);
+		uint64_t room = lim > s->tx_inflight ? lim - s->tx_inflight : 0;
+		size_t chunk = total - sent;
+		if (chunk > s->max_payload)
+			chunk = s->max_payload;
+		while (chunk > 1 && ssw_wire_footprint(chunk) > room)
+			chunk = room > 32 ? room - 32 : 1;
+		if (ssw_wire_footprint(chunk) <= room) {
+			struct iovec v[16];
+			int k = iov_slice(iov, iovcnt, sent, chunk, v, 16);
+			size_t got = iov_total(v, k);
+			int rc = send_msg(s, SSW_MSG_DATA, NULL, 0, v, k, got);
+			if (rc == 0) {
+				s->tx_inflight += ssw_wire_footprint(got);
+				s->st.bytes_sent += got;
+				sent += got;
+				continue;
+			}
+			if (rc != -EAGAIN) {
+				if (sent > at)
+					break;
+				return rc == -EPIPE && !s->after_close_writes ? (s->peer_closed = true, (ssize_t)total) : rc;
+			}
+		}
+		/* No room: credits are maybe queued behind unread data. */
+		int pr = pump(s, true);
+		if (pr > 0)
+			continue;
+		if (pr < 0 || s->broken || s->peer_closed)
+			break;
+		if (nonblock)
+			break;
+		int w = wait_peer(s, dl);
+		if (w < 0) {
+			if (sent > at)
+				break;
+			return w == -ETIMEDOUT ? -EAGAIN : w;
+		}
+	}
+	if (sent == at && total > at) {
+		if (s->so_error || s->broken)
+			return -ECONNRESET;
+		if (s->peer_closed)
+			return -EPIPE;
+		return -EAGAIN;
+	}
+	return (ssize_t)(sent - at);
+}
+
+/* Wait for a rendezvous reply (DONE or SINK). */
+static int wait_rndv(struct ssw_session *s, bool want_sink)
+{
+	while (!(want_sink ? s->tx_sink_have : s->tx_rndv_done)) {
+		int pr = pump(s, true);
+		if (s->broken || s->so_error || s->peer_closed)
+			return -ECONNRESET;
+		if (pr > 0)
+			continue;
+		if (pr < 0)
+			return pr;
+		int w = wait_peer(s, 0);
+		if (w == -EINTR)
+			continue; /* the peer may be reading our buffer: finish first */
+	}
+	return 0;
+}
+
+/* Large send by RDMA read: the peer reads our buffer, then says DONE. */
+static ssize_t send_rndv_read(struct ssw_session *s, const void *buf, size_t len)
+{
+	struct ssw_wire_rndv r = { .id = ++s->next_id, .len = len };
+	if (ssw_session_cfg.fault_regfail ||
+	    s->p->rdma->register_rdma_memory(s->ep, (void *)buf, len, SSW_CAP_RDMA_READ, &r.desc) < 0)
+		return -ENOBUFS;
+	s->tx_rndv_id = r.id;
+	s->tx_rndv_done = false;
+	int rc = send_ctl(s, SSW_MSG_RNDV_READ, &r, sizeof r);
+	if (rc == 0)
+		rc = wait_rndv(s, false);
+	s->p->rdma->deregister_rdma_memory(s->ep, &r.desc);
+	s->tx_rndv_id = 0;
+	if (rc < 0)
+		return rc;
+	if (s->tx_rndv_status == 0 && s->tx_rndv_bytes == len) {
+		s->st.rndv_read++;
+		s->st.bytes_sent += len;
+		return (ssize_t)len;
+	}
+	if (s->tx_rndv_status == -EPERM && s->tx_rndv_bytes <= len) {
+		/* The peer cannot read us: it took tx_rndv_bytes, the rest goes inline. */
+		s->peer_caps &= ~(uint32_t)SSW_CAP_RDMA_READ;
+		s->st.rndv_fallback++;
+		s->st.bytes_sent += s->tx_rndv_bytes;
+		return (ssize_t)s->tx_rndv_bytes;
+	}
+	set_broken(s, "bad RNDV_DONE");
+	return -ECONNRESET;
+}
+
+/* Large send by RDMA write: the peer offers sinks, we write and say WRITE_DONE. */
+static ssize_t send_rndv_write(struct ssw_session *s, const void *buf, size_t len)
+{
+	struct ssw_wire_done req = { .id = ++s->next_id, .len = len };
+	s->tx_rndv_id = req.id;
+	s->tx_sink_have = false;
+	if (ssw_session_cfg.fault_regfail)
+		return -ENOBUFS;
+	int rc = send_ctl(s, SSW_MSG_WRITE_REQ, &req, sizeof req);
+	size_t done = 0;
+	while (rc == 0 && done < len) {
+		rc = wait_rndv(s, true);
+		if (rc < 0)
+			break;
+		s->tx_sink_have = false;
+		uint64_t n = s->tx_sink.len < len - done ? s->tx_sink.len : len - done;
+		struct iovec v = { (uint8_t *)buf + done, n };
+		int w = s->p->rdma->rdma_write(s->ep, &v, 1, &s->tx_sink.desc, 0, n, NULL);
+		struct ssw_wire_done wd = { .id = req.id, .len = w == 0 ? n : 0, .status = w == 0 ? 0 : -EPERM };
+		rc = send_ctl(s, SSW_MSG_WRITE_DONE, &wd, sizeof wd);
+		if (w < 0) {
+			if (w != -EPERM) {
+				set_broken(s, "rdma write to peer failed");
+				rc = -ECONNRESET;
+			}
+			s->peer_caps &= ~(uint32_t)SSW_CAP_RDMA_WRITE;
+			s->st.rndv_fallback++;
+			break;
+		}
+		done += n;
+	}
+	s->tx_rndv_id = 0;
+	if (rc < 0 && !done)
+		return rc;
+	if (done == len)
+		s->st.rndv_write++;
+	s->st.bytes_sent += done;
+	return (ssize_t)done;
+}
+
+static ssize_t send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, bool nonblock,
+			uint64_t dl)
+{
+	uint8_t last;
+	size_t body = total - 1;
+	struct iovec v[16];
+	int k = iov_slice(iov, iovcnt, body, 1, v, 16);
+	if (k != 1)
+		return -EINVAL;
+	last = *(uint8_t *)v[0].iov_base;
+	if (body) {
+		ssize_t r = send_inline(s, iov, iovcnt, body, 0, nonblock, dl);
+		if (r < 0 || (size_t)r < body)
+			return r;
+	}
+	for (;;) {
+		uint64_t fp = ssw_wire_footprint(1);
+		if (s->tx_inflight + fp <= tx_limit(s)) {
+			struct iovec b = { &last, 1 };
+			int rc = send_msg(s, SSW_MSG_OOB, NULL, 0, &b, 1, 1);
+			if (rc == 0) {
+				s->tx_inflight += fp;
+				s->st.bytes_sent++;
+				return (ssize_t)total;
+			}
+			if (rc != -EAGAIN)
+				return body ? (ssize_t)body : rc;
+		}
+		if (pump(s, true) > 0)
+			continue;
+		if (nonblock)
+			return body ? (ssize_t)body : -EAGAIN;
+		int w = wait_peer(s, dl);
+		if (w < 0)
+			return body ? (ssize_t)body : (w == -ETIMEDOUT ? -EAGAIN : w);
+	}
+}
+
+ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iovcnt, int flags, bool nonblock,
+			 int timeout_ms)
+{
+	size_t total = iov_total(iov, iovcnt);
+	ssize_t ok = 0, ret;
+	nonblock = nonblock || (flags & MSG_DONTWAIT);
+	uint64_t dl = deadline_of(timeout_ms);
+
+	pthread_mutex_lock(&s->lock);
+	if (s->p->progress->rx_ready(s->ep))
+		pump(s, false);
+	int pre = send_precheck(s, total, &ok);
+	if (pre) {
+		pthread_mutex_unlock(&s->lock);
+		return pre > 0 ? ok : pre;
+	}
+	if (total == 0) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (flags & MSG_OOB) {
+		ret = send_oob(s, iov, iovcnt, total, nonblock, dl);
+		pthread_mutex_unlock(&s->lock);
+		return ret;
+	}
+	/* Rendezvous only for blocking sends without a timeout: the call owns the
+	 * buffer until the peer is done with it, as a kernel send would block. */
+	int mode = ssw_session_cfg.rdma_mode;
+	bool big = !nonblock && timeout_ms <= 0 && s->peer_ready && mode != SSW_RDMA_NONE;
+	size_t sent = 0;
+	ret = 0;
+	for (int i = 0; i < iovcnt && ret >= 0; i++) {
+		const uint8_t *b = iov[i].iov_base;
+		size_t len = iov[i].iov_len;
+		if (big && len >= ssw_session_cfg.rndv_threshold) {
+			bool rd = (s->peer_caps & SSW_CAP_RDMA_READ) && mode != SSW_RDMA_WRITE_ONLY;
+			bool wr = (s->p->conn->ep_caps(s->ep) & SSW_CAP_RDMA_WRITE) && (s->peer_caps & SSW_CAP_RDMA_WRITE) &&
+				  mode != SSW_RDMA_READ_ONLY;
+			if (rd || wr) {
+				ssize_t r = rd ? send_rndv_read(s, b, len) : send_rndv_write(s, b, len);
+				if (r < 0) {
+					ret = r;
+					break;
+				}
+				sent += (size_t)r;
+				if ((size_t)r < len) {
+					struct iovec rest = { (uint8_t *)b + r, len - (size_t)r };
+					ssize_t q = send_inline(s, &rest, 1, rest.iov_len, 0, nonblock, dl);
+					if (q < 0) {
+						ret = q;
+						break;
+					}
+					sent += (size_t)q;
+					if ((size_t)q < rest.iov_len)
+						break;
+				}
+				continue;
+			}
+		}
+		struct iovec one = { (void *)b, len };
+		ssize_t r = send_inline(s, &one, 1, len, 0, nonblock, dl);
+		if (r < 0) {
+			ret = r;
+			break;
+		}
+		sent += (size_t)r;
+		if ((size_t)r < len)
+			break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (sent)
+		return (ssize_t)sent;
+	return ret;
+}
+
+/* ---- receive ------------------------------------------------------------ */
+
+/* Serve the peer's WRITE_REQ into the application's buffer. */
+static ssize_t recv_by_write(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want)
+{
+	struct iovec v[1];
+	if (iov_slice(iov, iovcnt, 0, want, v, 1) != 1)
+		return -EINVAL;
+	uint64_t n = v[0].iov_len < s->rw.total - s->rw.done ? v[0].iov_len : s->rw.total - s->rw.done;
+	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = n };
+	if (ssw_session_cfg.fault_regfail ||
+	    s->p->rdma->register_rdma_memory(s->ep, v[0].iov_base, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
+		return -ENOBUFS;
+	s->rw.sink_out = true;
+	s->rw.sink_to_q = false;
+	s->rw.sink_len = n;
+	s->rw.wdone = false;
+	int rc = send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
+	while (rc == 0 && s->rw.sink_out) {
+		int pr = pump(s, false);
+		if (s->broken || pr < 0) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (pr == 0 && s->rw.sink_out && wait_peer(s, 0) == -EINTR)
+			continue; /* the peer is writing into this buffer: finish first */
+	}
+	s->p->rdma->deregister_rdma_memory(s->ep, &sk.desc);
+	if (rc < 0)
+		return rc;
+	if (!s->rw.wdone)
+		return 0; /* writer fell back to inline data: caller goes on */
+	uint64_t got = s->rw.wdone_len;
+	s->rw.wdone = false;
+	if (s->rw.done == s->rw.total)
+		s->rw.active = false;
+	s->rx_pos += got;
+	s->st.bytes_received += got;
+	return (ssize_t)got;
+}
+
+/* Deliver what is available now.  Returns bytes (0: nothing available),
+ * or -errno. */
+static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want, int flags)
+{
+	bool peek = flags & MSG_PEEK;
+	size_t copied = 0, qpeek = 0;
+	while (copied < want) {
+		size_t lim = want - copied;
+		uint64_t pos = s->rx_pos + (peek ? copied : 0);
+		if (s->mark_valid) {
+			if (pos == s->mark && copied)
+				break; /* a read never crosses the urgent mark */
+			if (pos < s->mark && s->mark - pos < lim)
+				lim = (size_t)(s->mark - pos);
+			if (pos > s->mark)
+				s->mark_valid = false;
+		}
+		if (s->q.len > qpeek) {
+			size_t n = s->q.len - qpeek < lim ? s->q.len - qpeek : lim;
+			iov_put(iov, iovcnt, copied, s->q.buf + s->q.off + qpeek, n);
+			copied += n;
+			if (peek) {
+				qpeek += n;
+			} else {
+				s->q.off += n;
+				s->q.len -= n;
+				s->rx_pos += n;
+				/* rendezvous bytes in the queue never took credits */
+				uint64_t c = n < s->q_owed ? n : s->q_owed;
+				s->q_owed -= c;
+				if (c)
+					return_credits(s, c);
+			}
+			continue;
+		}
+		if (s->rr.active) {
+			if (peek)
+				break;
+			uint64_t n = s->rr.total - s->rr.done < lim ? s->rr.total - s->rr.done : lim;
+			struct iovec v[16];
+			int k = iov_slice(iov, iovcnt, copied, n, v, 16);
+			n = iov_total(v, k);
+			int rc = s->p->rdma->rdma_read(s->ep, v, k, &s->rr.desc, s->rr.done, n, NULL);
+			if (rc == -EPERM) {
+				s->rr.active = false;
+				s->st.rndv_fallback++;
+				send_rndv_done(s, s->rr.id, s->rr.done, -EPERM);
+				continue;
+			}
+			if (rc < 0) {
+				set_broken(s, "rdma read of peer buffer failed");
+				break;
+			}
+			s->rr.done += n;
+			s->rx_pos += n;
+			s->st.bytes_received += n;
+			copied += n;
+			if (s->rr.done == s->rr.total) {
+				s->rr.active = false;
+				send_rndv_done(s, s->rr.id, s->rr.total, 0);
+			}
+			continue;
+		}
+		if (s->rw.active) {
+			if (peek || copied)
+				break;
+			if (s->rw.sink_out) { /* a staging sink is outstanding: let it land */
+				if (pump(s, false) <= 0)
+					break;
+				continue;
+			}
+			ssize_t r = recv_by_write(s, iov, iovcnt, lim);
+			if (r != 0)
+				return r;
+			continue;
+		}
+		int h = head(s);
+		if (h <= 0)
+			break;
+		if (!is_stream(s->hm.h.type)) {
+			handle_control(s);
+			continue;
+		}
+		if (s->hm.h.type == SSW_MSG_DATA) {
+			size_t avail = s->hm.h.len - s->cur_off;
+			size_t n = avail < lim ? avail : lim;
+			iov_put(iov, iovcnt, copied, s->hm.payload + s->cur_off, n);
+			copied += n;
+			if (peek)
+				break; /* peeking stops at the first message still in the transport */
+			s->cur_off += n;
+			s->rx_pos += n;
+			s->st.bytes_received += n;
+			if (s->cur_off == s->hm.h.len) {
+				uint32_t fp = ssw_wire_footprint(s->hm.h.len);
+				consume(s);
+				return_credits(s, fp);
+			}
+			continue;
+		}
+		if (s->hm.h.type == SSW_MSG_FIN && copied)
+			break;
+		stage_head(s); /* OOB, FIN, rendezvous offers: record and go on */
+		if (s->rx_fin)
+			break;
+	}
+	return (ssize_t)copied;
+}
+
+ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iovcnt, int flags, bool nonblock,
+			 int timeout_ms)
+{
+	size_t want = iov_total(iov, iovcnt);
+	nonblock = nonblock || (flags & MSG_DONTWAIT);
+	uint64_t dl = deadline_of(timeout_ms);
+	ssize_t got = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (flags & MSG_OOB) {
+		pump(s, true);
+		if (s->oobinline || !s->oob_have) {
+			got = -EINVAL;
+		} else {
+			if (want)
+				iov_put(iov, iovcnt, 0, &s->oob_byte, 1);
+			if (!(flags & MSG_PEEK))
+				s->oob_have = false;
+			got = want ? 1 : 0;
+		}
+		pthread_mutex_unlock(&s->lock);
+		return got;
+	}
+	if (want == 0) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	size_t total = 0;
+	for (;;) {
+		struct iovec v[16];
+		int k = iov_slice(iov, iovcnt, total, want - total, v, 16);
+		ssize_t n = deliver(s, v, k, want - total, flags);
+		if (n < 0) {
+			got = n;
+			break;
+		}
+		total += (size_t)n;
+		if (total == want || (total && !(flags & MSG_WAITALL)) || (total && (flags & MSG_PEEK)))
+			break;
+		if (s->rx_err && !s->q.len) {
+			if (!total) {
+				got = s->rx_err;
+				s->rx_err = 0;
+				s->so_error = 0;
+				s->rx_fin = true; /* after the reset is reported, reads see EOF */
+			}
+			break;
+		}
+		if (s->rx_fin || s->rx_shut)
+			break;
+		if (nonblock) {
+			if (!total)
+				got = -EAGAIN;
+			break;
+		}
+		int w = wait_peer(s, dl);
+		if (w < 0) {
+			if (!total)
+				got = w == -ETIMEDOUT ? -EAGAIN : w;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return total ? (ssize_t)total : got;
+}
+
+/* ---- state queries ------------------------------------------------------ */
+
+int ssw_session_shutdown(struct ssw_session *s, int how)
+{
+	int rc = 0;
+	pthread_mutex_lock(&s->lock);
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		s->rx_shut = true;
+	if ((how == SHUT_WR || how == SHUT_RDWR) && !s->tx_shut) {
+		s->tx_shut = true;
+		if (!s->broken && !s->peer_closed)
+			rc = send_ctl(s, SSW_MSG_FIN, NULL, 0);
+		if (rc == -EPIPE || rc == -ECONNRESET)
+			rc = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static short poll_bits(struct ssw_session *s)
+{
+	short ev = 0;
+	pump(s, false);
+	bool readable = s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type));
+	if (readable || s->rx_fin || s->rx_err || s->rx_shut)
+		ev |= POLLIN | POLLRDNORM;
+	if (s->rx_fin || s->peer_closed)
+		ev |= POLLRDHUP;
+	if (s->oob_have || (s->mark_valid && s->oobinline && s->rx_pos <= s->mark))
+		ev |= POLLPRI;
+	uint64_t lim = tx_limit(s);
+	if (s->tx_shut || s->broken || s->peer_closed || s->so_error ||
+	    (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8))
+		ev |= POLLOUT | POLLWRNORM;
+	if (s->so_error || s->broken)
+		ev |= POLLERR;
+	if (s->broken || s->so_error || (s->tx_shut && s->rx_fin) || s->peer_closed)
+		ev |= POLLHUP;
+	return ev;
+}
+
+short ssw_session_poll(struct ssw_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	short ev = poll_bits(s);
+	pthread_mutex_unlock(&s->lock);
+	return ev;
+}
+
+int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout)
+{
+	int rc = 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->p->progress->arm(s->ep) == -EAGAIN)
+		rc = -EAGAIN;
+	else
+		*nout = s->p->progress->wait_fds(s->ep, pfd, n);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void ssw_session_sleep_done(struct ssw_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->p->progress->wake_ack(s->ep);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int ssw_session_fionread(struct ssw_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	pump(s, true);
+	uint64_t n = s->q.len;
+	if (s->rr.active)
+		n += s->rr.total - s->rr.done;
+	if (s->hv && s->hm.h.type == SSW_MSG_DATA)
+		n += s->hm.h.len - s->cur_off;
+	pthread_mutex_unlock(&s->lock);
+	return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+int ssw_session_atmark(struct ssw_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	pump(s, true);
+	int r = s->mark_valid && s->rx_pos == s->mark;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+int ssw_session_take_error(struct ssw_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->p->progress->rx_ready(s->ep))
+		pump(s, false);
+	int e = s->so_error;
+	s->so_error = 0;
+	pthread_mutex_unlock(&s->lock);
+	return e;
+}
+
+void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o)
+{
+	pthread_mutex_lock(&s->lock);
+	s->oobinline = o->oobinline;
+	s->sndbuf = o->sndbuf;
+	if (o->rcvbuf) {
+		uint64_t wmax = (uint64_t)s->p->msg->max_msg(s->ep) * 2;
+		uint32_t w = o->rcvbuf > wmax ? (uint32_t)wmax : o->rcvbuf;
+		if (w < 4096)
+			w = 4096;
+		if (w != s->window) {
+			/* the peer applies the new window to what it has in flight */
+			s->window = w;
+			struct ssw_wire_window ww = { w };
+			(void)send_msg(s, SSW_MSG_WINDOW, &ww, sizeof ww, NULL, 0, 0);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
+{
+	pthread_mutex_lock(&s->lock);
+	*st = s->st;
+	st->tx_inflight = s->tx_inflight;
+	st->tx_limit = tx_limit(s);
+	st->rx_window = s->window;
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,83 @@
+/* session.h — TCP stream semantics over a provider endpoint (seeds 003/004):
+ * credits, inline data, RDMA read/write rendezvous for large sends, urgent
+ * data, half-close, linger and reset.  One session per switched connection;
+ * every call is thread-safe (a per-session mutex, released while sleeping). */
+#ifndef SSW_SESSION_H
+#define SSW_SESSION_H
+
+#include <sockswitch/provider.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct ssw_session;
+
+/* Tunables, read once from the environment (session_config.c). */
+struct ssw_session_config {
+	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous */
+	int rdma_mode;             /* SOCKSWITCH_RDMA: 0 auto, 1 read, 2 write, 3 none */
+	uint32_t spin_max_ns;      /* SOCKSWITCH_SPIN_US */
+	int fault_regfail;         /* SOCKSWITCH_FAULT=regfail: registration fails (tests) */
+	int fault_nomem;           /* SOCKSWITCH_FAULT=nomem: temporary buffers fail (tests) */
+};
+enum { SSW_RDMA_AUTO = 0, SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY, SSW_RDMA_NONE };
+extern struct ssw_session_config ssw_session_cfg;
+/* Returns 0, or -1 with a message naming the bad variable. */
+int ssw_session_config_load(char *err, size_t errlen);
+
+/* Socket options that drive the session. */
+struct ssw_session_opts {
+	uint32_t rcvbuf;           /* our receive window (credits we grant) */
+	uint32_t sndbuf;           /* cap on bytes in flight */
+	bool oobinline;
+};
+
+/* Wrap a connected endpoint.  `init_sent`: the first message (INIT) was
+ * already written by the listener's agent (accept side). */
+struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
+				    const struct ssw_session_opts *o, bool init_sent);
+/* Listener agent: write the accepting side's INIT on a fresh endpoint, whose
+ * session will be created by the accepting process (init_sent = true). */
+int ssw_session_send_init(const struct ssw_provider *prov, struct ssw_ep *ep, const struct ssw_session_opts *o);
+/* Send our INIT (connect side). */
+int ssw_session_start(struct ssw_session *s);
+/* Wait until the peer's INIT arrived: 0, -EAGAIN (nonblock), -ETIMEDOUT, or the error. */
+int ssw_session_wait_ready(struct ssw_session *s, int timeout_ms);
+bool ssw_session_ready(struct ssw_session *s);
+
+/* Stream I/O.  Flags are MSG_* (PEEK, WAITALL, DONTWAIT, OOB, NOSIGNAL).
+ * Return bytes, or -errno (-EAGAIN, -EPIPE, -ECONNRESET, -EINTR, -ENOBUFS...).
+ * timeout_ms < 0: none (SO_RCVTIMEO / SO_SNDTIMEO otherwise). */
+ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iovcnt, int flags,
+			 bool nonblock, int timeout_ms);
+ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iovcnt, int flags,
+			 bool nonblock, int timeout_ms);
+
+int ssw_session_shutdown(struct ssw_session *s, int how);
+/* Close.  abort: SO_LINGER with zero timeout (reset).  Frees the session. */
+void ssw_session_close(struct ssw_session *s, bool abort);
+/* Forget the endpoint without telling the peer (another process still
+ * holds it after fork). */
+void ssw_session_detach(struct ssw_session *s);
+
+/* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
+short ssw_session_poll(struct ssw_session *s);
+/* Prepare to sleep: returns 0 and fills up to n pollfds, or -EAGAIN if
+ * something is already pending (do not sleep). */
+int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout);
+void ssw_session_sleep_done(struct ssw_session *s);
+
+int ssw_session_fionread(struct ssw_session *s);
+int ssw_session_atmark(struct ssw_session *s);
+/* SO_ERROR: pending error, cleared by the read (like the kernel). */
+int ssw_session_take_error(struct ssw_session *s);
+void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o);
+
+struct ssw_session_stats {
+	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
+	uint64_t rndv_read, rndv_write, rndv_fallback;
+	uint64_t tx_inflight, tx_limit, rx_window;
+};
+void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);
+
+#endif

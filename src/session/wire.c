@@ -1,0 +1,52 @@
+/* wire.c — parses and validates session messages received from the peer. */
+#include "session/wire.h"
+
+#include <string.h>
+
+static int fixed(struct ssw_msg *m, const uint8_t *p, size_t want, void *dst)
+{
+	if (m->h.len != want)
+		return -1;
+	memcpy(dst, p, want);
+	return 0;
+}
+
+int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_msg *m)
+{
+	const uint8_t *p = buf;
+	if (len < sizeof m->h)
+		return -1;
+	memcpy(&m->h, p, sizeof m->h); /* one read of shared memory */
+	if (m->h.len != len - sizeof m->h || m->h.seq != expect_seq || m->h.reserved)
+		return -1;
+	m->payload = p + sizeof m->h;
+	switch (m->h.type) {
+	case SSW_MSG_INIT:
+		if (fixed(m, m->payload, sizeof m->u.init, &m->u.init) || m->u.init.version != SSW_WIRE_VERSION)
+			return -1;
+		return 0;
+	case SSW_MSG_DATA:
+		return m->h.len ? 0 : -1;
+	case SSW_MSG_OOB:
+		return fixed(m, m->payload, 1, &m->u.oob);
+	case SSW_MSG_FIN:
+	case SSW_MSG_CREDIT:
+		return m->h.len ? -1 : 0;
+	case SSW_MSG_RNDV_READ:
+	case SSW_MSG_SINK:
+		if (fixed(m, m->payload, sizeof m->u.rndv, &m->u.rndv) || m->u.rndv.desc.len > SSW_RDMA_DESC_MAX ||
+		    m->u.rndv.len == 0)
+			return -1;
+		return 0;
+	case SSW_MSG_RNDV_DONE:
+	case SSW_MSG_WRITE_REQ:
+	case SSW_MSG_WRITE_DONE:
+		if (fixed(m, m->payload, sizeof m->u.done, &m->u.done) || m->u.done.status > 0)
+			return -1;
+		return 0;
+	case SSW_MSG_WINDOW:
+		return fixed(m, m->payload, sizeof m->u.window, &m->u.window);
+	default:
+		return -1;
+	}
+}

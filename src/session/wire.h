@@ -1,0 +1,97 @@
+/* wire.h — the session protocol's messages (seeds 003/004): a 16-byte header,
+ * optionally followed by an inline payload.  Parsing is separate from use so it
+ * can be unit-tested and fuzzed: everything here comes from the peer. */
+#ifndef SSW_WIRE_H
+#define SSW_WIRE_H
+
+#include <sockswitch/provider.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SSW_WIRE_VERSION 1
+
+enum ssw_msg_type {
+	SSW_MSG_INIT = 1,       /* first message each way: window, capabilities, pid */
+	SSW_MSG_DATA = 2,       /* inline stream bytes (consume credits) */
+	SSW_MSG_OOB = 3,        /* the urgent byte (MSG_OOB); consumes credits */
+	SSW_MSG_FIN = 4,        /* shutdown(SHUT_WR): end of stream */
+	SSW_MSG_CREDIT = 5,     /* credits only */
+	SSW_MSG_RNDV_READ = 6,  /* large send: read this descriptor, then RNDV_DONE */
+	SSW_MSG_RNDV_DONE = 7,  /* receiver finished reading (or could not: status) */
+	SSW_MSG_WRITE_REQ = 8,  /* large send, peer cannot read: ask for sinks */
+	SSW_MSG_SINK = 9,       /* receiver: write into this descriptor */
+	SSW_MSG_WRITE_DONE = 10,/* sender: wrote n bytes into the sink (or failed) */
+	SSW_MSG_WINDOW = 11,    /* receiver's window changed (SO_RCVBUF) */
+	SSW_MSG_MAX_ = 12
+};
+
+struct ssw_wire_hdr {
+	uint8_t type;
+	uint8_t flags;
+	uint16_t reserved;
+	uint32_t len;      /* payload bytes after the header */
+	uint32_t credits;  /* credit bytes returned to the receiver of this message */
+	uint32_t seq;      /* per-direction message number */
+};
+
+struct ssw_wire_init {
+	uint32_t version;
+	uint32_t window;   /* credit bytes the peer may have outstanding */
+	uint32_t caps;     /* SSW_CAP_* this side can serve as the target of */
+	int32_t pid;
+};
+
+struct ssw_wire_rndv {     /* RNDV_READ and SINK */
+	uint64_t id;
+	uint64_t len;
+	struct ssw_rdma_desc desc;
+};
+
+struct ssw_wire_done {     /* RNDV_DONE, WRITE_REQ (len = total), WRITE_DONE */
+	uint64_t id;
+	uint64_t len;
+	int32_t status;
+	uint32_t pad;
+};
+
+struct ssw_wire_window {
+	uint32_t window;
+};
+
+/* A parsed, validated message: header copied out of shared memory. */
+struct ssw_msg {
+	struct ssw_wire_hdr h;
+	const uint8_t *payload; /* still in shared memory: copy before trusting */
+	union {
+		struct ssw_wire_init init;
+		struct ssw_wire_rndv rndv;
+		struct ssw_wire_done done;
+		struct ssw_wire_window window;
+		uint8_t oob;
+	} u;                    /* fixed-size payloads, copied and checked */
+};
+
+/* Bytes a DATA/OOB message of `payload` bytes uses in the peer's receive
+ * resources: the unit credits are counted in. */
+static inline uint32_t ssw_wire_footprint(size_t payload)
+{
+	return (uint32_t)(8 + ((sizeof(struct ssw_wire_hdr) + payload + 7) & ~(size_t)7));
+}
+
+/* Parse a message of `len` bytes.  Returns 0, or -1 when it is malformed
+ * (unknown type, wrong length for its type, bad descriptor size, wrong
+ * sequence number when expect_seq is given). */
+int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_msg *out);
+
+/* Fill a header. */
+static inline void ssw_wire_hdr_set(struct ssw_wire_hdr *h, uint8_t type, uint32_t len, uint32_t credits, uint32_t seq)
+{
+	h->type = type;
+	h->flags = 0;
+	h->reserved = 0;
+	h->len = len;
+	h->credits = credits;
+	h->seq = seq;
+}
+
+#endif

@@ -1,0 +1,260 @@
+/* connect.c — connect(2) through the switch (seed 001): route the destination,
+ * bind the kernel socket to a real local port, connect over the provider
+ * without blocking, negotiate the session, and fall back to kernel TCP
+ * whenever the provider cannot serve. */
+#include "switch/switch.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+#include "switch/addr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NEGOTIATE_TIMEOUT_MS 2000
+
+/* Is fd an IPv4/IPv6 TCP stream socket? */
+static bool is_tcp_socket(int fd, int *family)
+{
+	int v;
+	socklen_t l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || (v != AF_INET && v != AF_INET6))
+		return false;
+	*family = v;
+	l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_STREAM)
+		return false;
+	l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0 || v != IPPROTO_TCP)
+		return false;
+	return true;
+}
+
+/* Read the options the application set on the kernel socket before
+ * connect/listen: they shape the session. */
+void ssw_sock_load_opts(struct ssw_sock *s, int fd)
+{
+	int v;
+	socklen_t l = sizeof v;
+	struct timeval tv;
+	struct linger lg;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &v, &l) == 0)
+		s->opts.oobinline = v != 0;
+	l = sizeof tv;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
+		s->rcvtimeo_ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	l = sizeof tv;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
+		s->sndtimeo_ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	l = sizeof lg;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0) {
+		s->linger_on = lg.l_onoff != 0;
+		s->linger_s = lg.l_linger;
+	}
+	int fl = (int)SYS_(fcntl, fd, F_GETFL, 0);
+	atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
+}
+
+/* Bind an unbound socket to the local address the kernel would use to reach
+ * a local destination, so the application sees a real local port. */
+static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
+{
+	struct sockaddr_storage cur;
+	socklen_t cl = sizeof cur;
+	if (sys_getsockname(fd, (struct sockaddr *)&cur, &cl) < 0)
+		return -errno;
+	if (ssw_addr_port(&cur) != 0)
+		return 0; /* the application bound it already */
+	struct sockaddr_storage b;
+	socklen_t bl = ssw_addr_for_family(dst, family, &b);
+	ssw_addr_set_port(&b, 0);
+	if (sys_bind(fd, (struct sockaddr *)&b, bl) < 0)
+		return -errno;
+	return 0;
+}
+
+static int fallback_connect(struct ssw_sock *s, int fd, const struct sockaddr *addr, socklen_t len,
+			    const char *why)
+{
+	atomic_fetch_add(&ssw_counters.fallback, 1);
+	SSW_INFO("fd %d: connect %s: kernel TCP (%s)", fd, ssw_addr_str(addr), why);
+	if (s) {
+		struct ssw_sock *t = ssw_fdtab_take(fd);
+		if (t)
+			ssw_sock_put(t);
+	}
+	int r = sys_connect(fd, addr, len);
+	return r < 0 ? -errno : 0;
+}
+
+/* Drive a pending provider connect and session negotiation.
+ * Returns 0 when connected, -EINPROGRESS while pending, or another -errno:
+ * the provider failed (the caller falls back, or reports a final error). */
+static int progress(struct ssw_sock *s, int wait_ms)
+{
+	const struct ssw_provider *p = s->prov;
+	uint64_t dl = wait_ms > 0 ? ssw_now_ns() + (uint64_t)wait_ms * 1000000ull : 0;
+	while (!s->c_prov_done) {
+		int rc = p->conn->connect_complete(s->cep);
+		if (rc == 0) {
+			s->c_prov_done = true;
+			s->sess = ssw_session_new(p, s->cep, &s->opts, false);
+			if (!s->sess)
+				return -ENOMEM;
+			s->cep = NULL;
+			rc = ssw_session_start(s->sess);
+			if (rc < 0)
+				return rc;
+			break;
+		}
+		if (rc != -EINPROGRESS)
+			return rc;
+		if (wait_ms == 0)
+			return -EINPROGRESS;
+		struct pollfd pf = { .fd = p->conn->connect_fd(s->cep), .events = POLLIN };
+		int ms = 100;
+		if (dl) {
+			uint64_t now = ssw_now_ns();
+			if (now >= dl)
+				return -ETIMEDOUT;
+			if ((dl - now) / 1000000 < 100)
+				ms = (int)((dl - now) / 1000000) + 1;
+		}
+		sys_poll(&pf, 1, ms);
+	}
+	int rc = ssw_session_wait_ready(s->sess, wait_ms < 0 ? NEGOTIATE_TIMEOUT_MS : wait_ms);
+	if (rc == -EAGAIN)
+		return -EINPROGRESS;
+	if (rc < 0)
+		return rc;
+	s->state = SSW_ST_CONNECTED;
+	atomic_fetch_add(&ssw_counters.switched, 1);
+	SSW_INFO("fd %d: connected to %s over %s", s->fd, ssw_addr_str((struct sockaddr *)&s->peer), p->name);
+	return 0;
+}
+
+static bool final_error(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -EHOSTUNREACH;
+}
+
+/* Abandon the provider attempt of a connecting socket and go to the kernel. */
+static int abandon(struct ssw_sock *s, int fd, int rc, bool nonblock)
+{
+	if (s->sess) {
+		ssw_session_close(s->sess, true);
+		s->sess = NULL;
+	}
+	if (s->cep) {
+		s->prov->conn->close(s->cep, 1);
+		s->cep = NULL;
+	}
+	if (final_error(rc)) {
+		struct ssw_sock *t = ssw_fdtab_take(fd);
+		if (t)
+			ssw_sock_put(t);
+		return rc;
+	}
+	char why[64];
+	snprintf(why, sizeof why, "provider connect failed: %s", strerror(-rc));
+	rc = fallback_connect(s, fd, (struct sockaddr *)&s->dst, s->dst_len, why);
+	if (rc == -EINPROGRESS && !nonblock)
+		rc = 0; /* cannot happen on a blocking socket */
+	return rc;
+}
+
+/* For a connecting socket: connect() again, SO_ERROR, poll.  Returns 0
+ * (connected), -EINPROGRESS/-EALREADY (pending) or the final error. */
+int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms)
+{
+	pthread_mutex_lock(&s->lock);
+	int rc = 0;
+	if (s->state == SSW_ST_CONNECTING) {
+		rc = progress(s, wait_ms);
+		if (rc != 0 && rc != -EINPROGRESS)
+			rc = abandon(s, fd, rc, true);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) {
+		int rc;
+		if (s->state == SSW_ST_CONNECTED)
+			rc = -EISCONN;
+		else if (s->state == SSW_ST_LISTENING)
+			rc = -EINVAL;
+		else {
+			rc = ssw_connect_poll(s, fd, atomic_load(&s->nonblock) ? 0 : -1);
+			if (rc == -EINPROGRESS)
+				rc = -EALREADY;
+		}
+		ssw_sock_put(s);
+		return rc;
+	}
+
+	int family;
+	struct sockaddr_storage dst;
+	if (!addr || len < sizeof(sa_family_t) || !is_tcp_socket(fd, &family) ||
+	    ssw_addr_normalize(addr, len, &dst) < 0) {
+		int r = sys_connect(fd, addr, len);
+		return r < 0 ? -errno : 0;
+	}
+	enum ssw_target t;
+	const struct ssw_route_rule *rule = ssw_route_lookup(&ssw_routes_table, (struct sockaddr *)&dst,
+							     ssw_addr_len(&dst), &t);
+	const struct ssw_provider *p = ssw_provider_for(t);
+	if (!p || ssw_route_port_excluded(&ssw_routes_table, ssw_addr_port(&dst))) {
+		if (t != SSW_TARGET_TCP || ssw_route_port_excluded(&ssw_routes_table, ssw_addr_port(&dst)))
+			return fallback_connect(NULL, fd, addr, len, p ? "port excluded" : "provider unavailable");
+		SSW_DEBUG("fd %d: connect %s: kernel TCP (%s)", fd, ssw_addr_str(addr),
+			  rule ? rule->origin : "no route");
+		int r = sys_connect(fd, addr, len);
+		return r < 0 ? -errno : 0;
+	}
+
+	int rc = bind_local(fd, family, &dst);
+	if (rc < 0)
+		return fallback_connect(NULL, fd, addr, len, "cannot bind a local port");
+
+	s = ssw_sock_new(SSW_ST_CONNECTING, fd, family);
+	if (!s)
+		return fallback_connect(NULL, fd, addr, len, "out of memory");
+	s->prov = p;
+	ssw_sock_load_opts(s, fd);
+	s->local_len = sizeof s->local;
+	sys_getsockname(fd, (struct sockaddr *)&s->local, &s->local_len);
+	memcpy(&s->peer, addr, len < sizeof s->peer ? len : sizeof s->peer);
+	s->peer_len = len;
+	memcpy(&s->dst, addr, len < sizeof s->dst ? len : sizeof s->dst);
+	s->dst_len = len;
+
+	struct ssw_conn_priv priv;
+	ssw_conn_priv_make(&priv, &s->local, &dst);
+	struct ssw_ep *ep = NULL;
+	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
+	if (rc != 0 && rc != -EINPROGRESS) {
+		ssw_sock_put(s);
+		if (final_error(rc))
+			return rc;
+		return fallback_connect(NULL, fd, addr, len, rc == -ENOENT ? "no switched listener" : strerror(-rc));
+	}
+	s->cep = ep;
+	if (rc == 0)
+		s->c_prov_done = false; /* connect_complete reports 0 at once */
+	ssw_fdtab_set(fd, s);
+	ssw_sock_put(s); /* the table holds it now */
+
+	bool nonblock = atomic_load(&s->nonblock);
+	rc = ssw_connect_poll(s, fd, nonblock ? 0 : (s->sndtimeo_ms > 0 ? s->sndtimeo_ms : -1));
+	return rc;
+}

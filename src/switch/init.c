@@ -1,0 +1,90 @@
+/* init.c — one-time start of the switch in a process: logging, tunables,
+ * routes, providers, fork handling.  Any failure leaves the switch off and
+ * the application on kernel TCP, with one message. */
+#include "switch/switch.h"
+
+#include "common/log.h"
+#include "session/session.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ssw_routes ssw_routes_table;
+extern const struct ssw_provider ssw_provider_shm;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool active;
+static bool shm_ok;
+
+static void mark_shared(int fd, struct ssw_sock *s, void *arg)
+{
+	(void)fd, (void)arg;
+	s->shared = true;
+}
+
+static void atfork_parent(void)
+{
+	ssw_fdtab_each(mark_shared, NULL);
+}
+
+static void atfork_child(void)
+{
+	ssw_fdtab_each(mark_shared, NULL);
+	ssw_agent_after_fork_child();
+}
+
+static void check_provider(const struct ssw_provider *p, bool *ok)
+{
+	const struct ssw_conn_ops *c = p->conn;
+	/* Required ops: a provider missing one is not used at all. */
+	*ok = p->spi_version == SSW_SPI_VERSION && c && p->msg && p->rdma && p->progress && c->listen &&
+	      c->accept && c->connect && c->connect_complete && c->close && p->msg->send && p->msg->recv_peek &&
+	      p->msg->recv_done && p->progress->arm && p->progress->wait_fds && p->progress->rx_ready &&
+	      p->init() == 0;
+	if (!*ok)
+		SSW_WARN("provider %s unusable: connections it would serve use kernel TCP", p->name);
+}
+
+static void init_once(void)
+{
+	char err[512];
+	if (ssw_log_init(err, sizeof err) < 0)
+		SSW_WARN("%s", err);
+	const char *dis = getenv("SOCKSWITCH_DISABLE");
+	if (dis && *dis && strcmp(dis, "0")) {
+		SSW_INFO("disabled by SOCKSWITCH_DISABLE");
+		return;
+	}
+	if (ssw_session_config_load(err, sizeof err) < 0) {
+		SSW_WARN("%s; switch off, using kernel TCP", err);
+		return;
+	}
+	if (ssw_routes_load(&ssw_routes_table, err, sizeof err) < 0) {
+		SSW_WARN("%s; switch off, using kernel TCP", err);
+		return;
+	}
+	if (ssw_fdtab_init() < 0) {
+		SSW_WARN("cannot allocate the fd table; switch off");
+		return;
+	}
+	check_provider(&ssw_provider_shm, &shm_ok);
+	pthread_atfork(NULL, atfork_parent, atfork_child);
+	atexit(ssw_stats_dump_at_exit);
+	active = true;
+	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
+}
+
+bool ssw_init(void)
+{
+	pthread_once(&once, init_once);
+	return active;
+}
+
+const struct ssw_provider *ssw_provider_for(enum ssw_target t)
+{
+	if (t == SSW_TARGET_SHM && shm_ok)
+		return &ssw_provider_shm;
+	return NULL;
+}

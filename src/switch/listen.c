@@ -1,0 +1,360 @@
+/* listen.c — listen(2) and accept(2) through the switch, and the agent thread.
+ *
+ * A switched listener listens on the kernel socket and on the provider.  The
+ * agent (one thread per process that listens, asleep when idle) completes the
+ * provider handshake and sends the session's first message without waiting
+ * for the application to call accept (seed 001: a program that connects and
+ * then accepts on one thread must work).  Completed connections wait in the
+ * provider's queue, which any process sharing the listener can accept from. */
+#include "switch/switch.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+#include "switch/addr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct agent_entry {
+	struct ssw_sock *s;
+	int idx;             /* which provider listener of s */
+	uint64_t id;
+	struct agent_entry *next;
+};
+
+static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct agent_entry *agent_list;
+static uint64_t agent_next_id = 1;
+static int agent_epfd = -1;
+static pid_t agent_pid;      /* process whose thread serves agent_epfd */
+
+static struct agent_entry *find_entry(uint64_t id)
+{
+	for (struct agent_entry *e = agent_list; e; e = e->next)
+		if (e->id == id)
+			return e;
+	return NULL;
+}
+
+/* Complete every pending handshake of one provider listener. */
+static void serve(struct agent_entry *e)
+{
+	struct ssw_sock *s = e->s;
+	const struct ssw_provider *p = s->prov;
+	struct ssw_listener *l = s->pl[e->idx];
+	for (;;) {
+		struct ssw_ep *ep;
+		uint8_t priv[SSW_CONNECT_PRIV_MAX];
+		size_t plen = sizeof priv;
+		if (p->conn->listener_progress(l, &ep, priv, &plen) < 0)
+			return;
+		if (ssw_session_send_init(p, ep, &s->lopts) < 0) {
+			p->conn->close(ep, 1);
+			continue;
+		}
+		if (p->conn->listener_enqueue(l, ep, priv, plen) < 0)
+			SSW_INFO("listener fd %d: accept queue full, connection reset", s->fd);
+	}
+}
+
+static void *agent_main(void *arg)
+{
+	int epfd = (int)(intptr_t)arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to the application's threads */
+	for (;;) {
+		struct epoll_event ev[16];
+		int n = sys_epoll_wait(epfd, ev, 16, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EBADF)
+				return NULL;
+			continue;
+		}
+		pthread_mutex_lock(&agent_lock);
+		if (epfd != agent_epfd) { /* forked child re-created the agent */
+			pthread_mutex_unlock(&agent_lock);
+			return NULL;
+		}
+		for (int i = 0; i < n; i++) {
+			struct agent_entry *e = find_entry(ev[i].data.u64);
+			if (e)
+				serve(e);
+		}
+		pthread_mutex_unlock(&agent_lock);
+	}
+}
+
+static int add_entry_fd(struct agent_entry *e)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->id };
+	int fd = e->s->prov->conn->listener_progress_fd(e->s->pl[e->idx]);
+	return sys_epoll_ctl(agent_epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* Start the agent in this process if it is not running (first listener, or
+ * first use after fork: threads do not survive fork). Call with agent_lock. */
+static int agent_ensure_locked(void)
+{
+	if (agent_epfd >= 0 && agent_pid == getpid())
+		return 0;
+	if (agent_epfd >= 0)
+		sys_close(agent_epfd); /* the parent's instance: not ours to change */
+	agent_epfd = sys_epoll_create1(EPOLL_CLOEXEC);
+	if (agent_epfd < 0)
+		return -errno;
+	agent_pid = getpid();
+	for (struct agent_entry *e = agent_list; e; e = e->next)
+		add_entry_fd(e);
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 256 << 10);
+	int rc = pthread_create(&t, &a, agent_main, (void *)(intptr_t)agent_epfd);
+	pthread_attr_destroy(&a);
+	if (rc) {
+		sys_close(agent_epfd);
+		agent_epfd = -1;
+		return -rc;
+	}
+	return 0;
+}
+
+static void agent_ensure(void)
+{
+	if (agent_pid == getpid())
+		return;
+	pthread_mutex_lock(&agent_lock);
+	if (agent_ensure_locked() < 0)
+		SSW_WARN_ONCE("cannot start the listener agent: switched connects to this process will wait for accept");
+	pthread_mutex_unlock(&agent_lock);
+}
+
+void ssw_agent_after_fork_child(void)
+{
+	/* The lock may have been held by a thread that no longer exists. */
+	pthread_mutex_init(&agent_lock, NULL);
+	agent_pid = 0;
+}
+
+static int agent_register(struct ssw_sock *s)
+{
+	pthread_mutex_lock(&agent_lock);
+	int rc = agent_ensure_locked();
+	for (int i = 0; rc == 0 && i < s->npl; i++) {
+		struct agent_entry *e = calloc(1, sizeof *e);
+		if (!e) {
+			rc = -ENOMEM;
+			break;
+		}
+		e->s = s;
+		e->idx = i;
+		e->id = agent_next_id++;
+		e->next = agent_list;
+		agent_list = e;
+		rc = add_entry_fd(e);
+	}
+	pthread_mutex_unlock(&agent_lock);
+	return rc;
+}
+
+void ssw_agent_unregister(struct ssw_sock *s)
+{
+	pthread_mutex_lock(&agent_lock);
+	for (struct agent_entry **pp = &agent_list; *pp;) {
+		struct agent_entry *e = *pp;
+		if (e->s == s) {
+			if (agent_epfd >= 0 && agent_pid == getpid())
+				sys_epoll_ctl(agent_epfd, EPOLL_CTL_DEL, s->prov->conn->listener_progress_fd(s->pl[e->idx]), NULL);
+			*pp = e->next;
+			free(e);
+		} else {
+			pp = &e->next;
+		}
+	}
+	pthread_mutex_unlock(&agent_lock);
+}
+
+/* ---- listen ------------------------------------------------------------- */
+
+static bool wildcard(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+}
+
+int ssw_listen(int fd, int backlog)
+{
+	if (sys_listen(fd, backlog) < 0)
+		return -errno;
+	struct ssw_sock *s = ssw_sock_get(fd);
+	if (s) { /* listen again: new backlog, already switched */
+		ssw_sock_put(s);
+		return 0;
+	}
+	int dom, type, proto;
+	socklen_t l = sizeof dom;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 || (dom != AF_INET && dom != AF_INET6))
+		return 0;
+	l = sizeof type;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_STREAM)
+		return 0;
+	l = sizeof proto;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0 || proto != IPPROTO_TCP)
+		return 0;
+
+	struct sockaddr_storage name, a;
+	socklen_t nl = sizeof name;
+	if (sys_getsockname(fd, (struct sockaddr *)&name, &nl) < 0)
+		return 0;
+	/* v4-mapped binds are IPv4 listeners; the unspecified address stays a wildcard */
+	if (name.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&name)->sin6_addr))
+		ssw_addr_normalize((struct sockaddr *)&name, nl, &a);
+	else
+		memcpy(&a, &name, sizeof a);
+	uint16_t port = ssw_addr_port(&a);
+	if (ssw_route_port_excluded(&ssw_routes_table, port))
+		return 0;
+	/* A wildcard listener is reachable through whatever serves the local host. */
+	struct sockaddr_storage probe;
+	if (wildcard(&a))
+		ssw_addr_normalize((struct sockaddr *)&a, ssw_addr_len(&a), &probe);
+	else
+		memcpy(&probe, &a, sizeof probe);
+	enum ssw_target t;
+	ssw_route_lookup(&ssw_routes_table, (struct sockaddr *)&probe, ssw_addr_len(&probe), &t);
+	const struct ssw_provider *p = ssw_provider_for(t);
+	if (!p)
+		return 0;
+
+	s = ssw_sock_new(SSW_ST_LISTENING, fd, dom);
+	if (!s)
+		return 0;
+	s->prov = p;
+	ssw_sock_load_opts(s, fd);
+	s->lopts = s->opts;
+	if (backlog < 16)
+		backlog = 16;
+	if (p->conn->listen((struct sockaddr *)&a, ssw_addr_len(&a), backlog, &s->pl[s->npl]) == 0)
+		s->npl++;
+	int v6only = 1;
+	l = sizeof v6only;
+	if (dom == AF_INET6 && wildcard(&a) && sys_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &l) == 0 &&
+	    !v6only) {
+		struct sockaddr_in any4 = { .sin_family = AF_INET, .sin_port = htons(port) };
+		if (p->conn->listen((struct sockaddr *)&any4, sizeof any4, backlog, &s->pl[s->npl]) == 0)
+			s->npl++;
+	}
+	if (!s->npl) {
+		SSW_INFO("fd %d: listen %s: kernel TCP only (provider listen failed)", fd, ssw_addr_str((struct sockaddr *)&a));
+		ssw_sock_put(s);
+		return 0;
+	}
+	s->local = name;
+	s->local_len = nl;
+	ssw_fdtab_set(fd, s);
+	if (agent_register(s) < 0)
+		SSW_WARN_ONCE("cannot start the listener agent: switched connects to this process will wait for accept");
+	SSW_INFO("fd %d: listening on %s (kernel TCP + %s)", fd, ssw_addr_str((struct sockaddr *)&a), p->name);
+	ssw_sock_put(s);
+	return 0;
+}
+
+/* ---- accept ------------------------------------------------------------- */
+
+static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *priv, size_t plen,
+			 struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	const struct ssw_provider *p = ls->prov;
+	struct sockaddr_storage client, server;
+	if (ssw_conn_priv_parse(priv, plen, &client, &server) < 0) {
+		p->conn->close(ep, 1);
+		return -EAGAIN;
+	}
+	int nfd = sys_socket(ls->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), IPPROTO_TCP);
+	if (nfd < 0) {
+		int e = -errno;
+		p->conn->close(ep, 1);
+		return e;
+	}
+	struct ssw_sock *s = ssw_sock_new(SSW_ST_CONNECTED, nfd, ls->family);
+	if (!s) {
+		p->conn->close(ep, 1);
+		sys_close(nfd);
+		return -ENOMEM;
+	}
+	s->prov = p;
+	s->opts = ls->lopts;
+	s->linger_on = ls->linger_on;
+	s->linger_s = ls->linger_s;
+	if (s->opts.oobinline) {
+		int one = 1;
+		sys_setsockopt(nfd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one);
+	}
+	atomic_store(&s->nonblock, (flags & SOCK_NONBLOCK) != 0);
+	s->local_len = ssw_addr_for_family(&server, ls->family, &s->local);
+	s->peer_len = ssw_addr_for_family(&client, ls->family, &s->peer);
+	s->sess = ssw_session_new(p, ep, &s->opts, true);
+	if (!s->sess) {
+		p->conn->close(ep, 1);
+		ssw_sock_put(s);
+		sys_close(nfd);
+		return -ENOMEM;
+	}
+	ssw_fdtab_set(nfd, s);
+	ssw_sock_put(s);
+	atomic_fetch_add(&ssw_counters.switched, 1);
+	ssw_addr_copy_out(&s->peer, s->peer_len, addr, alen);
+	SSW_INFO("fd %d: accepted %s over %s", nfd, ssw_addr_str((struct sockaddr *)&s->peer), p->name);
+	return nfd;
+}
+
+int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	const struct ssw_provider *p = s->prov;
+	bool nonblock = atomic_load(&s->nonblock);
+	uint64_t dl = s->rcvtimeo_ms > 0 ? ssw_now_ns() + (uint64_t)s->rcvtimeo_ms * 1000000ull : 0;
+	agent_ensure();
+	for (;;) {
+		for (int i = 0; i < s->npl; i++) {
+			struct ssw_ep *ep;
+			uint8_t priv[SSW_CONNECT_PRIV_MAX];
+			size_t plen = sizeof priv;
+			if (p->conn->accept(s->pl[i], &ep, priv, &plen) == 0) {
+				int r = make_accepted(s, ep, priv, plen, addr, alen, flags);
+				if (r != -EAGAIN)
+					return r;
+			}
+		}
+		struct pollfd pf[1 + SSW_MAX_PLISTEN];
+		pf[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		for (int i = 0; i < s->npl; i++)
+			pf[1 + i] = (struct pollfd){ .fd = p->conn->listener_fd(s->pl[i]), .events = POLLIN };
+		int ms = -1;
+		if (nonblock)
+			ms = 0;
+		else if (dl) {
+			uint64_t now = ssw_now_ns();
+			ms = now >= dl ? 0 : (int)((dl - now) / 1000000) + 1;
+		}
+		int r = sys_poll(pf, (nfds_t)(1 + s->npl), ms);
+		if (r < 0)
+			return -errno;
+		if (pf[0].revents & (POLLIN | POLLERR | POLLHUP)) {
+			/* a kernel TCP connection: accept it as it is */
+			int k = (int)SYS_(accept4, fd, addr, alen, flags);
+			if (k >= 0 || errno != EAGAIN || nonblock)
+				return k >= 0 ? k : -errno;
+			continue;
+		}
+		if (r == 0 && (nonblock || (dl && ssw_now_ns() >= dl)))
+			return -EAGAIN;
+	}
+}

@@ -1,0 +1,71 @@
+/* sock.h — the switch's view of one application socket, and the fd table
+ * that finds it.  Only sockets the switch serves are in the table (listeners
+ * with a provider half, connections over a provider); everything else is a
+ * plain kernel socket and never reaches this code after one table load. */
+#ifndef SSW_SOCK_H
+#define SSW_SOCK_H
+
+#include <sockswitch/provider.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "session/session.h"
+
+enum ssw_state { SSW_ST_LISTENING = 1, SSW_ST_CONNECTING, SSW_ST_CONNECTED };
+
+#define SSW_MAX_PLISTEN 2
+
+struct ssw_sock {
+	_Atomic int refs;            /* fd table entries + calls in progress */
+	_Atomic int fdrefs;          /* fd table entries (dup) */
+	pthread_mutex_t lock;        /* state transitions */
+	enum ssw_state state;
+	int fd;                      /* the first fd (for stats and logs) */
+	int family;
+	_Atomic int nonblock;        /* O_NONBLOCK of the open file description */
+	bool shared;                 /* another process holds it too (fork) */
+	struct sockaddr_storage local, peer;
+	socklen_t local_len, peer_len;
+	int rcvtimeo_ms, sndtimeo_ms;/* -1: none */
+	struct ssw_session_opts opts;
+	bool linger_on;
+	int linger_s;
+	const struct ssw_provider *prov;
+	struct ssw_session *sess;
+
+	/* connecting */
+	struct ssw_ep *cep;
+	bool c_prov_done;
+	struct sockaddr_storage dst;
+	socklen_t dst_len;
+
+	/* listening */
+	struct ssw_listener *pl[SSW_MAX_PLISTEN];
+	int npl;
+	uint64_t agent_id;
+	struct ssw_session_opts lopts;
+};
+
+/* fd table */
+int ssw_fdtab_init(void);
+/* Takes a reference: pair with ssw_sock_put.  NULL when the fd is not ours. */
+struct ssw_sock *ssw_sock_get(int fd);
+void ssw_sock_put(struct ssw_sock *s);
+/* Install s at fd (takes a table reference). */
+int ssw_fdtab_set(int fd, struct ssw_sock *s);
+/* Remove fd's entry; returns the sock with the table's reference moved to
+ * the caller (who must put it), or NULL. */
+struct ssw_sock *ssw_fdtab_take(int fd);
+bool ssw_fdtab_any(const int *fds, int n);
+/* Call fn on every sock in the table (under the table lock: keep it short). */
+void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg);
+
+struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family);
+
+/* Teardown when the last reference goes: closes the session / listeners. */
+void ssw_sock_destroy(struct ssw_sock *s);
+
+#endif

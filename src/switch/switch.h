@@ -1,0 +1,75 @@
+/* switch.h — the switch's entry points, called by the interposition layer.
+ * Functions taking an fd decide themselves whether the fd is theirs; those
+ * taking a struct ssw_sock are called only for switched sockets.  They return
+ * a result >= 0 or -errno; SSW_PASS means "not the switch's business: make
+ * the kernel call" (the interposition layer then calls libc). */
+#ifndef SSW_SWITCH_H
+#define SSW_SWITCH_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "switch/route.h"
+#include "switch/sock.h"
+
+#define SSW_PASS (-100000)
+
+/* Initialise once (config, routes, providers).  false: the switch is off in
+ * this process (disabled, or could not start): everything goes to the kernel. */
+bool ssw_init(void);
+extern struct ssw_routes ssw_routes_table;
+
+/* Providers known to this build, by route target. */
+const struct ssw_provider *ssw_provider_for(enum ssw_target t);
+
+/* Set-up */
+int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len);
+int ssw_listen(int fd, int backlog);
+int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *len, int flags);
+void ssw_agent_unregister(struct ssw_sock *s);
+int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
+void ssw_sock_load_opts(struct ssw_sock *s, int fd);
+void ssw_agent_after_fork_child(void);
+
+/* Data */
+ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int flags);
+ssize_t ssw_recv(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int flags);
+ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count);
+int ssw_shutdown(struct ssw_sock *s, int how);
+/* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */
+int ssw_close(int fd);
+/* The fd `newfd` now refers to the same socket as `oldfd` (dup family). */
+void ssw_dup(int oldfd, int newfd);
+
+/* Options and control */
+int ssw_getsockopt(struct ssw_sock *s, int fd, int level, int opt, void *val, socklen_t *len);
+int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *val, socklen_t len);
+int ssw_ioctl(struct ssw_sock *s, int fd, unsigned long req, void *arg, bool *handled);
+void ssw_fcntl_setfl(struct ssw_sock *s, int flags);
+void ssw_epoll_drop_fd(int fd);
+int ssw_getsockname(struct ssw_sock *s, struct sockaddr *a, socklen_t *l);
+int ssw_getpeername(struct ssw_sock *s, struct sockaddr *a, socklen_t *l);
+
+/* Readiness */
+int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const sigset_t *mask);
+int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
+int ssw_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask, bool *handled);
+void ssw_epoll_forget(int epfd);
+
+/* Statistics (stats.c) */
+struct ssw_counters {
+	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;
+};
+extern struct ssw_counters ssw_counters;
+void ssw_stats_account_closed(struct ssw_sock *s);
+void ssw_stats_dump_at_exit(void);
+
+/* Raise SIGPIPE on the calling thread, as the kernel does for EPIPE. */
+void ssw_raise_sigpipe(void);
+
+#endif
