@@ -80,20 +80,21 @@ struct ssw_conn_ops {
 	 * (seed 001), and so that any process sharing the listener can accept:
 	 *
 	 *  - the switch's agent thread sleeps on listener_progress_fd() and calls
-	 *    listener_progress(), which runs the transport handshake and returns
-	 *    0 with a connected endpoint and the connector's private data, or
-	 *    -EAGAIN.  The agent then sends the session's first message on that
-	 *    endpoint and calls listener_enqueue(), which queues it (the agent's
-	 *    endpoint is released: the accepting process gets its own);
+	 *    listener_progress(), which receives one connection request and
+	 *    returns 0 with an endpoint and the connector's private data, or
+	 *    -EAGAIN.  The agent then calls listener_enqueue() with the reply
+	 *    private data (the session's answer: credits, capabilities): the
+	 *    provider completes the connection with that reply and queues it
+	 *    for accept.  The agent's endpoint is released either way;
 	 *  - WSPAccept: accept() dequeues one queued connection, non-blocking:
-	 *    0 with an endpoint and the private data (*priv_len in: capacity,
-	 *    out: length), or -EAGAIN.  listener_fd() is readable while the queue
-	 *    is not empty.  Exactly one process gets each connection. */
+	 *    0 with an endpoint and the connector's private data (*priv_len in:
+	 *    capacity, out: length), or -EAGAIN.  listener_fd() is readable
+	 *    while the queue is not empty.  Exactly one process gets each. */
 	int (*listener_progress_fd)(struct ssw_listener *l);
 	int (*listener_progress)(struct ssw_listener *l, struct ssw_ep **ep, void *priv,
 				 size_t *priv_len);
 	int (*listener_enqueue)(struct ssw_listener *l, struct ssw_ep *ep, const void *priv,
-				size_t priv_len);
+				size_t priv_len, const void *reply, size_t reply_len);
 	int (*listener_fd)(struct ssw_listener *l);
 	int (*accept)(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 
@@ -109,9 +110,11 @@ struct ssw_conn_ops {
 	int (*connect)(const struct sockaddr *dst, socklen_t dstlen, const void *priv,
 		       size_t priv_len, struct ssw_ep **out);
 	int (*connect_fd)(struct ssw_ep *ep);
-	/* 0 when connected, -EINPROGRESS while pending, else the error (same
-	 * meaning as connect's).  On error the endpoint must still be closed. */
-	int (*connect_complete)(struct ssw_ep *ep);
+	/* 0 when connected (with the listener's reply private data in reply,
+	 * *reply_len in: capacity, out: length), -EINPROGRESS while pending,
+	 * else the error (same meaning as connect's).  On error the endpoint
+	 * must still be closed. */
+	int (*connect_complete)(struct ssw_ep *ep, void *reply, size_t *reply_len);
 
 	/* WSPCloseSocket.  `abort` != 0: the peer sees a reset (ECONNRESET).
 	 * Otherwise the peer's endpoint reports -EPIPE from recv once it has

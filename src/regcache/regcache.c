@@ -1,4 +1,4 @@
-/* regcache.c — keeps provider registrations cached by address range so a reused buffer costs a lookup, not a registration. */
+/* regcache.c — registrations cached by address range, so a reused buffer costs a lookup only. */
 #include "regcache/regcache.h"
 
 #include <errno.h>

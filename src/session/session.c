@@ -44,7 +44,6 @@ struct ssw_session {
 	uint64_t peer_window;
 	uint32_t sndbuf;
 	bool tx_shut;
-	bool peer_ready;
 	uint32_t peer_caps;
 	int32_t peer_pid;
 	uint64_t next_id;
@@ -93,6 +92,7 @@ struct ssw_session {
 
 struct ssw_session_config ssw_session_cfg = {
 	.rndv_threshold = 64u << 10,
+	.rndv_max = 256u << 10,
 	.rdma_mode = SSW_RDMA_AUTO,
 	.spin_max_ns = 50000,
 };
@@ -194,6 +194,7 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 }
 
 static int wait_peer(struct ssw_session *s, uint64_t deadline);
+static uint32_t window_cap(const struct ssw_provider *prov, struct ssw_ep *ep);
 static int pump(struct ssw_session *s, bool stage);
 
 /* Control messages must get through: wait for transport room if needed. */
@@ -280,23 +281,15 @@ static void handle_control(struct ssw_session *s)
 {
 	struct ssw_msg *m = &s->hm;
 	switch (m->h.type) {
-	case SSW_MSG_INIT:
-		if (s->peer_ready) {
-			set_broken(s, "second INIT");
-			break;
-		}
-		s->peer_ready = true;
-		s->peer_window = m->u.init.window;
-		s->peer_caps = m->u.init.caps;
-		s->peer_pid = m->u.init.pid;
-		if (s->peer_window < 4096)
-			set_broken(s, "peer window too small");
+	case SSW_MSG_INIT: /* negotiated in the handshake: never on the wire */
+		set_broken(s, "unexpected INIT");
 		break;
 	case SSW_MSG_WINDOW:
 		if (m->u.window.window < 4096)
 			set_broken(s, "peer window too small");
 		else
-			s->peer_window = m->u.window.window;
+			s->peer_window = m->u.window.window < window_cap(s->p, s->ep) ? m->u.window.window
+										    : window_cap(s->p, s->ep);
 		break;
 	case SSW_MSG_CREDIT:
 		break;
@@ -595,33 +588,11 @@ static uint64_t deadline_of(int timeout_ms)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
-				    const struct ssw_session_opts *o, bool init_sent)
+/* Largest window the transport can hold next to control traffic. */
+static uint32_t window_cap(const struct ssw_provider *prov, struct ssw_ep *ep)
 {
-	struct ssw_session *s = calloc(1, sizeof *s);
-	if (!s)
-		return NULL;
-	pthread_mutex_init(&s->lock, NULL);
-	s->p = prov;
-	s->ep = ep;
-	size_t mm = prov->msg->max_msg(ep);
-	s->max_payload = mm - sizeof(struct ssw_wire_hdr) - sizeof(struct ssw_wire_rndv);
-	if (s->max_payload > CHUNK_MAX)
-		s->max_payload = CHUNK_MAX;
-	/* The window may not exceed what the transport can hold besides control traffic. */
-	uint64_t wmax = (uint64_t)mm * 2;
-	s->window = o && o->rcvbuf ? o->rcvbuf : (uint32_t)wmax;
-	if (s->window > wmax)
-		s->window = (uint32_t)wmax;
-	if (s->window < 4096)
-		s->window = 4096;
-	s->sndbuf = o ? o->sndbuf : 0;
-	s->oobinline = o && o->oobinline;
-	s->spin_ns = ssw_session_cfg.spin_max_ns;
-	s->peer_window = 4096;
-	if (init_sent)
-		s->tx_seq = 1;
-	return s;
+	uint64_t w = (uint64_t)prov->msg->max_msg(ep) * 2;
+	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 
 static uint32_t my_caps(void)
@@ -637,62 +608,47 @@ static uint32_t my_caps(void)
 	return SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
 }
 
-int ssw_session_start(struct ssw_session *s)
+void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_init *out)
 {
-	/* caps: what this side can do as the *reader/writer* in a rendezvous */
-	struct ssw_wire_init in = { .version = SSW_WIRE_VERSION, .window = s->window,
-				    .caps = my_caps() & s->p->conn->ep_caps(s->ep), .pid = (int32_t)getpid() };
-	pthread_mutex_lock(&s->lock);
-	int rc = send_msg(s, SSW_MSG_INIT, &in, sizeof in, NULL, 0, 0);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	static pid_t pid;
+	if (!pid || pid != getpid())
+		pid = getpid();
+	memset(out, 0, sizeof *out);
+	out->version = SSW_WIRE_VERSION;
+	/* the transport clamps it to what it can hold (window_cap) */
+	out->window = o && o->rcvbuf ? o->rcvbuf : UINT32_MAX;
+	out->caps = my_caps();
+	out->pid = (int32_t)pid;
 }
 
-int ssw_session_send_init(const struct ssw_provider *prov, struct ssw_ep *ep, const struct ssw_session_opts *o)
+struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
+				    const struct ssw_session_opts *o, const struct ssw_wire_init *peer)
 {
-	struct ssw_session *s = ssw_session_new(prov, ep, o, false);
+	if (!peer || peer->version != SSW_WIRE_VERSION || peer->window < 4096)
+		return NULL;
+	struct ssw_session *s = calloc(1, sizeof *s);
 	if (!s)
-		return -ENOMEM;
-	int rc = ssw_session_start(s);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
-	return rc;
-}
-
-bool ssw_session_ready(struct ssw_session *s)
-{
-	pthread_mutex_lock(&s->lock);
-	if (!s->peer_ready)
-		pump(s, false);
-	bool r = s->peer_ready;
-	pthread_mutex_unlock(&s->lock);
-	return r;
-}
-
-int ssw_session_wait_ready(struct ssw_session *s, int timeout_ms)
-{
-	uint64_t dl = deadline_of(timeout_ms);
-	int rc = 0;
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		int p = pump(s, false);
-		if (s->peer_ready)
-			break;
-		if (p < 0 || s->rx_fin || s->broken) {
-			rc = p < 0 ? p : -ECONNRESET;
-			break;
-		}
-		if (timeout_ms == 0) {
-			rc = -EAGAIN;
-			break;
-		}
-		rc = wait_peer(s, dl);
-		if (rc == -ETIMEDOUT)
-			break;
-		rc = 0;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	s->p = prov;
+	s->ep = ep;
+	size_t mm = prov->msg->max_msg(ep);
+	s->max_payload = mm - sizeof(struct ssw_wire_hdr) - sizeof(struct ssw_wire_rndv);
+	if (s->max_payload > CHUNK_MAX)
+		s->max_payload = CHUNK_MAX;
+	uint32_t cap = window_cap(prov, ep);
+	s->window = o && o->rcvbuf ? o->rcvbuf : cap;
+	if (s->window > cap)
+		s->window = cap;
+	if (s->window < 4096)
+		s->window = 4096;
+	s->sndbuf = o ? o->sndbuf : 0;
+	s->oobinline = o && o->oobinline;
+	s->spin_ns = ssw_session_cfg.spin_max_ns;
+	s->peer_window = peer->window < cap ? peer->window : cap;
+	s->peer_caps = peer->caps;
+	s->peer_pid = peer->pid;
+	return s;
 }
 
 static bool rx_pending_data(struct ssw_session *s)
@@ -965,13 +921,14 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	/* Rendezvous only for blocking sends without a timeout: the call owns the
 	 * buffer until the peer is done with it, as a kernel send would block. */
 	int mode = ssw_session_cfg.rdma_mode;
-	bool big = !nonblock && timeout_ms <= 0 && s->peer_ready && mode != SSW_RDMA_NONE;
+	bool big = !nonblock && timeout_ms <= 0 && mode != SSW_RDMA_NONE;
 	size_t sent = 0;
 	ret = 0;
 	for (int i = 0; i < iovcnt && ret >= 0; i++) {
 		const uint8_t *b = iov[i].iov_base;
 		size_t len = iov[i].iov_len;
-		if (big && len >= ssw_session_cfg.rndv_threshold) {
+		if (big && len >= ssw_session_cfg.rndv_threshold &&
+		    (!ssw_session_cfg.rndv_max || len <= ssw_session_cfg.rndv_max)) {
 			bool rd = (s->peer_caps & SSW_CAP_RDMA_READ) && mode != SSW_RDMA_WRITE_ONLY;
 			bool wr = (s->p->conn->ep_caps(s->ep) & SSW_CAP_RDMA_WRITE) && (s->peer_caps & SSW_CAP_RDMA_WRITE) &&
 				  mode != SSW_RDMA_READ_ONLY;

@@ -15,6 +15,8 @@ struct ssw_session;
 /* Tunables, read once from the environment (session_config.c). */
 struct ssw_session_config {
 	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous */
+	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit).  Past the
+				    * L2 cache a one-core CMA copy loses to the two-core ring pipeline */
 	int rdma_mode;             /* SOCKSWITCH_RDMA: 0 auto, 1 read, 2 write, 3 none */
 	uint32_t spin_max_ns;      /* SOCKSWITCH_SPIN_US */
 	int fault_regfail;         /* SOCKSWITCH_FAULT=regfail: registration fails (tests) */
@@ -32,18 +34,15 @@ struct ssw_session_opts {
 	bool oobinline;
 };
 
-/* Wrap a connected endpoint.  `init_sent`: the first message (INIT) was
- * already written by the listener's agent (accept side). */
+struct ssw_wire_init;
+/* Session negotiation (seed 001): each side's INIT (window, capabilities,
+ * pid) travels in the provider's connect / accept private data, so both are
+ * known before connect returns and before accept is called. */
+void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_init *out);
+/* Wrap a connected endpoint, given the peer's INIT.  NULL when the INIT is
+ * not acceptable or memory is short (the caller refuses the connection). */
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
-				    const struct ssw_session_opts *o, bool init_sent);
-/* Listener agent: write the accepting side's INIT on a fresh endpoint, whose
- * session will be created by the accepting process (init_sent = true). */
-int ssw_session_send_init(const struct ssw_provider *prov, struct ssw_ep *ep, const struct ssw_session_opts *o);
-/* Send our INIT (connect side). */
-int ssw_session_start(struct ssw_session *s);
-/* Wait until the peer's INIT arrived: 0, -EAGAIN (nonblock), -ETIMEDOUT, or the error. */
-int ssw_session_wait_ready(struct ssw_session *s, int timeout_ms);
-bool ssw_session_ready(struct ssw_session *s);
+				    const struct ssw_session_opts *o, const struct ssw_wire_init *peer);
 
 /* Stream I/O.  Flags are MSG_* (PEEK, WAITALL, DONTWAIT, OOB, NOSIGNAL).
  * Return bytes, or -errno (-EAGAIN, -EPIPE, -ECONNRESET, -EINTR, -ENOBUFS...).

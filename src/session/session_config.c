@@ -28,6 +28,7 @@ int ssw_session_config_load(char *err, size_t errlen)
 	struct ssw_session_config c = ssw_session_cfg;
 	uint32_t spin_us = c.spin_max_ns / 1000;
 	if (parse_u32("SOCKSWITCH_RNDV_THRESHOLD", 4096, 1u << 30, &c.rndv_threshold, err, errlen) < 0 ||
+	    parse_u32("SOCKSWITCH_RNDV_MAX", 0, 1u << 31, &c.rndv_max, err, errlen) < 0 ||
 	    parse_u32("SOCKSWITCH_SPIN_US", 0, 100000, &spin_us, err, errlen) < 0)
 		return -1;
 	c.spin_max_ns = spin_us * 1000;

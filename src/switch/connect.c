@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NEGOTIATE_TIMEOUT_MS 2000
 
 /* Is fd an IPv4/IPv6 TCP stream socket? */
 static bool is_tcp_socket(int fd, int *family)
@@ -100,17 +99,15 @@ static int progress(struct ssw_sock *s, int wait_ms)
 {
 	const struct ssw_provider *p = s->prov;
 	uint64_t dl = wait_ms > 0 ? ssw_now_ns() + (uint64_t)wait_ms * 1000000ull : 0;
-	while (!s->c_prov_done) {
-		int rc = p->conn->connect_complete(s->cep);
+	for (;;) {
+		struct ssw_wire_init peer;
+		size_t plen = sizeof peer;
+		int rc = p->conn->connect_complete(s->cep, &peer, &plen);
 		if (rc == 0) {
-			s->c_prov_done = true;
-			s->sess = ssw_session_new(p, s->cep, &s->opts, false);
+			s->sess = plen == sizeof peer ? ssw_session_new(p, s->cep, &s->opts, &peer) : NULL;
 			if (!s->sess)
-				return -ENOMEM;
+				return -EPROTO;
 			s->cep = NULL;
-			rc = ssw_session_start(s->sess);
-			if (rc < 0)
-				return rc;
 			break;
 		}
 		if (rc != -EINPROGRESS)
@@ -128,11 +125,6 @@ static int progress(struct ssw_sock *s, int wait_ms)
 		}
 		sys_poll(&pf, 1, ms);
 	}
-	int rc = ssw_session_wait_ready(s->sess, wait_ms < 0 ? NEGOTIATE_TIMEOUT_MS : wait_ms);
-	if (rc == -EAGAIN)
-		return -EINPROGRESS;
-	if (rc < 0)
-		return rc;
 	s->state = SSW_ST_CONNECTED;
 	atomic_fetch_add(&ssw_counters.switched, 1);
 	SSW_INFO("fd %d: connected to %s over %s", s->fd, ssw_addr_str((struct sockaddr *)&s->peer), p->name);
@@ -239,7 +231,9 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	s->dst_len = len;
 
 	struct ssw_conn_priv priv;
-	ssw_conn_priv_make(&priv, &s->local, &dst);
+	struct ssw_wire_init init;
+	ssw_session_make_init(&s->opts, &init);
+	ssw_conn_priv_make(&priv, &s->local, &dst, &init);
 	struct ssw_ep *ep = NULL;
 	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
 	if (rc != 0 && rc != -EINPROGRESS) {
@@ -249,8 +243,6 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return fallback_connect(NULL, fd, addr, len, rc == -ENOENT ? "no switched listener" : strerror(-rc));
 	}
 	s->cep = ep;
-	if (rc == 0)
-		s->c_prov_done = false; /* connect_complete reports 0 at once */
 	ssw_fdtab_set(fd, s);
 	ssw_sock_put(s); /* the table holds it now */
 

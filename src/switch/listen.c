@@ -51,12 +51,10 @@ static void serve(struct agent_entry *e)
 		size_t plen = sizeof priv;
 		if (p->conn->listener_progress(l, &ep, priv, &plen) < 0)
 			return;
-		if (ssw_session_send_init(p, ep, &s->lopts) < 0) {
-			p->conn->close(ep, 1);
-			continue;
-		}
-		if (p->conn->listener_enqueue(l, ep, priv, plen) < 0)
-			SSW_INFO("listener fd %d: accept queue full, connection reset", s->fd);
+		struct ssw_wire_init reply;
+		ssw_session_make_init(&s->lopts, &reply);
+		if (p->conn->listener_enqueue(l, ep, priv, plen, &reply, sizeof reply) < 0)
+			SSW_INFO("listener fd %d: accept queue full: the connector falls back to kernel TCP", s->fd);
 	}
 }
 
@@ -274,7 +272,8 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 {
 	const struct ssw_provider *p = ls->prov;
 	struct sockaddr_storage client, server;
-	if (ssw_conn_priv_parse(priv, plen, &client, &server) < 0) {
+	struct ssw_wire_init peer;
+	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer) < 0) {
 		p->conn->close(ep, 1);
 		return -EAGAIN;
 	}
@@ -301,7 +300,7 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	atomic_store(&s->nonblock, (flags & SOCK_NONBLOCK) != 0);
 	s->local_len = ssw_addr_for_family(&server, ls->family, &s->local);
 	s->peer_len = ssw_addr_for_family(&client, ls->family, &s->peer);
-	s->sess = ssw_session_new(p, ep, &s->opts, true);
+	s->sess = ssw_session_new(p, ep, &s->opts, &peer);
 	if (!s->sess) {
 		p->conn->close(ep, 1);
 		ssw_sock_put(s);

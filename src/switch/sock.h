@@ -38,7 +38,6 @@ struct ssw_sock {
 
 	/* connecting */
 	struct ssw_ep *cep;
-	bool c_prov_done;
 	struct sockaddr_storage dst;
 	socklen_t dst_len;
 

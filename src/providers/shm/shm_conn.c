@@ -246,19 +246,23 @@ static void drop_pending(struct ssw_listener *l, int fd)
 	l->npending--;
 }
 
-/* One connection request whose HELLO arrived: validate, map, answer. */
+/* One connection request whose HELLO arrived.  The agent only checks what it
+ * forwards (the segment's size); the accepting process maps and validates it. */
 static int take_hello(struct ssw_listener *l, int cfd, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	struct shm_hs hs;
 	int fds[2];
+	struct stat st;
 	ssize_t n = hs_recv(cfd, &hs, sizeof hs, fds, 2);
 	if (n == -EAGAIN)
 		return -EAGAIN;
 	sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, cfd, NULL);
 	l->npending--;
-	struct ssw_ep *ep = ep_new();
-	if (n != (ssize_t)sizeof hs || hs.magic != SHM_MAGIC || hs.type != SHM_HS_HELLO ||
-	    hs.priv_len > SSW_CONNECT_PRIV_MAX || hs.priv_len > *priv_len || !ep) {
+	struct ssw_ep *ep = n == (ssize_t)sizeof hs ? ep_new() : NULL;
+	uint64_t rs = hs.ring_size;
+	if (!ep || hs.magic != SHM_MAGIC || hs.type != SHM_HS_HELLO || hs.priv_len > SSW_CONNECT_PRIV_MAX ||
+	    hs.priv_len > *priv_len || rs < SHM_RING_MIN || rs > SHM_RING_MAX || (rs & (rs - 1)) ||
+	    fstat(fds[0], &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < shm_seg_size(rs)) {
 		if (n > 0)
 			close_fds(fds, 2);
 		sys_close(cfd);
@@ -268,24 +272,34 @@ static int take_hello(struct ssw_listener *l, int cfd, struct ssw_ep **out, void
 	ep->ctl_fd = cfd;
 	ep->seg_fd = fds[0];
 	ep->peer_efd = fds[1];
-	int rc = map_segment(ep, fds[0], hs.ring_size, 0);
-	if (rc == 0) {
-		ep->my_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		rc = ep->my_efd < 0 ? -errno : 0;
-	}
-	struct shm_hs ack = { .magic = SHM_MAGIC, .type = SHM_HS_ACK, .ring_size = hs.ring_size, .status = rc };
-	if (hs_send(cfd, &ack, sizeof ack, &ep->my_efd, rc == 0 ? 1 : 0) < 0 && rc == 0)
-		rc = -ECONNABORTED;
-	if (rc < 0) {
+	ep->tx.size = rs;
+	ep->my_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->my_efd < 0) {
 		shm_ep_free(ep);
-		return rc;
+		return -ENFILE;
 	}
-	peer_cred(ep);
-	ep->tx.pos = ep->tx.other = 0;
 	memcpy(priv, hs.priv, hs.priv_len);
 	*priv_len = hs.priv_len;
 	*out = ep;
 	return 0;
+}
+
+/* Accept every waiting rendezvous connection; try its HELLO at once (the
+ * connector sends it right after connecting, so it is usually there). */
+static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	int c, found = -EAGAIN;
+	while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
+		if (l->npending >= SHM_MAX_PENDING || sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, c, &ev) < 0) {
+			sys_close(c);
+			continue;
+		}
+		l->npending++;
+		if (found == -EAGAIN && take_hello(l, c, out, priv, priv_len) == 0)
+			found = 0;
+	}
+	return found;
 }
 
 static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
@@ -295,24 +309,16 @@ static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, vo
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd;
 		if (fd == l->lfd) {
-			int c;
-			while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-				struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
-				if (l->npending >= SHM_MAX_PENDING || sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, c, &ev) < 0) {
-					sys_close(c);
-					continue;
-				}
-				l->npending++;
-			}
+			if (accept_all(l, out, priv, priv_len) == 0)
+				return 0;
 			continue;
 		}
 		if (evs[i].events & EPOLLIN) {
 			int rc = take_hello(l, fd, out, priv, priv_len);
 			if (rc == 0)
 				return 0;
-			if (rc == -EAGAIN)
-				continue;
-			SSW_DEBUG("shm: refused a connection request: %s", strerror(-rc));
+			if (rc != -EAGAIN)
+				SSW_DEBUG("shm: refused a connection request: %s", strerror(-rc));
 			continue;
 		}
 		drop_pending(l, fd);
@@ -320,15 +326,23 @@ static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, vo
 	return -EAGAIN;
 }
 
-static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const void *priv, size_t priv_len)
+static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const void *priv, size_t priv_len,
+				const void *reply, size_t reply_len)
 {
 	struct shm_hs r = { .magic = SHM_MAGIC, .type = SHM_HS_READY, .ring_size = ep->tx.size,
 			    .priv_len = (uint32_t)priv_len };
-	memcpy(r.priv, priv, priv_len);
-	int fds[4] = { ep->ctl_fd, ep->seg_fd, ep->my_efd, ep->peer_efd };
-	int rc = hs_send(l->q_wr, &r, sizeof r, fds, 4);
-	if (rc < 0) /* queue full: the connector sees a reset and the app may retry */
-		ep->err = -ECONNRESET;
+	struct shm_hs ack = { .magic = SHM_MAGIC, .type = SHM_HS_ACK, .ring_size = ep->tx.size,
+			      .priv_len = (uint32_t)reply_len };
+	int rc = -EINVAL;
+	if (priv_len <= SSW_CONNECT_PRIV_MAX && reply_len <= SSW_CONNECT_PRIV_MAX) {
+		memcpy(r.priv, priv, priv_len);
+		memcpy(ack.priv, reply, reply_len);
+		int fds[4] = { ep->ctl_fd, ep->seg_fd, ep->my_efd, ep->peer_efd };
+		rc = hs_send(l->q_wr, &r, sizeof r, fds, 4);
+	}
+	/* queue full: the connector is told, and falls back to kernel TCP */
+	ack.status = rc;
+	hs_send(ep->ctl_fd, &ack, sizeof ack, &ep->my_efd, rc == 0 ? 1 : 0);
 	shm_ep_free(ep);
 	return rc;
 }
@@ -467,28 +481,30 @@ fail:
 
 static int shm_connect_fd(struct ssw_ep *ep) { return ep->ctl_fd; }
 
-static int shm_connect_complete(struct ssw_ep *ep)
+static int shm_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_len)
 {
 	struct shm_hs ack;
 	int efd;
 	if (!ep->connecting)
 		return ep->err;
 	ssize_t n = hs_recv(ep->ctl_fd, &ack, sizeof ack, &efd, 1);
+	if (n == -EPROTO) /* an ACK without an eventfd: a refusal, or garbage */
+		return -ECONNABORTED;
 	if (n == -EAGAIN)
 		return ssw_now_ns() > ep->connect_deadline_ns ? -ETIMEDOUT : -EINPROGRESS;
 	if (n == 0) /* listener went away before answering */
 		return -ECONNABORTED;
 	if (n < 0)
 		return (int)n;
-	if (n != (ssize_t)sizeof ack || ack.magic != SHM_MAGIC || ack.type != SHM_HS_ACK) {
-		sys_close(efd);
-		return -EPROTO;
-	}
-	if (ack.status < 0) {
+	if (n != (ssize_t)sizeof ack || ack.magic != SHM_MAGIC || ack.type != SHM_HS_ACK || ack.status < 0 ||
+	    ack.priv_len > *reply_len || ack.priv_len > SSW_CONNECT_PRIV_MAX) {
 		sys_close(efd);
 		return -ECONNABORTED;
 	}
+	memcpy(reply, ack.priv, ack.priv_len);
+	*reply_len = ack.priv_len;
 	ep->peer_efd = efd;
+	SSW_DEBUG("shm: connected ctl=%d my_efd=%d peer_efd=%d", ep->ctl_fd, ep->my_efd, ep->peer_efd);
 	ep->connecting = 0;
 	peer_cred(ep);
 	return 0;
