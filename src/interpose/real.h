@@ -16,6 +16,7 @@ struct ssw_real {
 	int (*socket)(int, int, int);
 	int (*socketpair)(int, int, int, int[2]);
 	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
 	int (*listen)(int, int);
 	int (*accept)(int, struct sockaddr *, socklen_t *);
 	int (*accept4)(int, struct sockaddr *, socklen_t *, int);

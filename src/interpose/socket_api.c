@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -23,13 +24,31 @@ static int fresh(int fd)
 		struct ssw_sock *s = ssw_fdtab_take(fd);
 		if (s)
 			ssw_sock_put(s);
+		ssw_fdinfo_set(fd, 0);
 	}
 	return fd;
 }
 
 EXPORT int socket(int domain, int type, int protocol)
 {
-	return fresh(REAL(socket)(domain, type, protocol));
+	int fd = fresh(REAL(socket)(domain, type, protocol));
+	if (fd >= 0) {
+		uint8_t fi = SSW_FI_KNOWN;
+		if ((type & 0xff) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP))
+			fi |= domain == AF_INET ? SSW_FI_TCP4 : domain == AF_INET6 ? SSW_FI_TCP6 : 0;
+		if (type & SOCK_NONBLOCK)
+			fi |= SSW_FI_NONBLOCK;
+		ssw_fdinfo_set(fd, fi);
+	}
+	return fd;
+}
+
+EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
+{
+	int r = REAL(bind)(fd, a, l);
+	if (r == 0)
+		ssw_fdinfo_update(fd, SSW_FI_BOUND, 0);
+	return r;
 }
 
 EXPORT int socketpair(int d, int t, int p, int sv[2])
@@ -63,6 +82,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 		ssw_sock_put(s);
 		return fresh(REAL(accept4)(fd, addr, len, flags));
 	}
+	/* switched accepts get their own fdinfo-free socket: nothing to cache */
 	int r = ssw_accept(s, fd, addr, len, flags);
 	ssw_sock_put(s);
 	SSW_RET(r);
@@ -94,14 +114,17 @@ EXPORT int shutdown(int fd, int how)
 
 EXPORT int close(int fd)
 {
+	ssw_fdinfo_set(fd, 0);
 	SSW_RET(ssw_close(fd));
 }
 
 EXPORT int dup(int fd)
 {
 	int n = fresh(REAL(dup)(fd));
-	if (n >= 0)
+	if (n >= 0) {
+		ssw_fdinfo_set(n, ssw_fdinfo_get(fd));
 		ssw_dup(fd, n);
+	}
 	return n;
 }
 
@@ -113,6 +136,7 @@ EXPORT int dup2(int fd, int nfd)
 	if (r >= 0) {
 		fresh(r); /* dup2 closed whatever nfd was */
 		ssw_epoll_forget(r);
+		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
 	}
 	return r;
@@ -124,6 +148,7 @@ EXPORT int dup3(int fd, int nfd, int flags)
 	if (r >= 0) {
 		fresh(r);
 		ssw_epoll_forget(r);
+		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
 	}
 	return r;
@@ -140,8 +165,11 @@ EXPORT int fcntl(int fd, int cmd, ...)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
 		fresh(r);
+		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
 	} else if (cmd == F_SETFL) {
+		int fl = (int)(long)arg;
+		ssw_fdinfo_update(fd, fl & O_NONBLOCK ? SSW_FI_NONBLOCK : 0, fl & O_NONBLOCK ? 0 : SSW_FI_NONBLOCK);
 		struct ssw_sock *s = ssw_sock_get(fd);
 		if (s) {
 			ssw_fcntl_setfl(s, (int)(long)arg);
@@ -166,6 +194,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	if (req == FIONBIO && arg)
+		ssw_fdinfo_update(fd, *(int *)arg ? SSW_FI_NONBLOCK : 0, *(int *)arg ? 0 : SSW_FI_NONBLOCK);
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		bool handled;
@@ -192,8 +222,11 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
-	if (!s)
+	if (!s) {
+		if (level == SOL_SOCKET)
+			ssw_fdinfo_update(fd, SSW_FI_OPTS, 0);
 		return REAL(setsockopt)(fd, level, opt, val, len);
+	}
 	int r = ssw_setsockopt(s, fd, level, opt, val, len);
 	ssw_sock_put(s);
 	SSW_RET(r);

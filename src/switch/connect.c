@@ -18,9 +18,16 @@
 #include <string.h>
 
 
+#define CONNECT_SPIN_NS 100000ull
+
 /* Is fd an IPv4/IPv6 TCP stream socket? */
 static bool is_tcp_socket(int fd, int *family)
 {
+	uint8_t fi = ssw_fdinfo_get(fd);
+	if (fi & SSW_FI_KNOWN) {
+		*family = fi & SSW_FI_TCP4 ? AF_INET : AF_INET6;
+		return (fi & (SSW_FI_TCP4 | SSW_FI_TCP6)) != 0;
+	}
 	int v;
 	socklen_t l = sizeof v;
 	if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || (v != AF_INET && v != AF_INET6))
@@ -39,6 +46,11 @@ static bool is_tcp_socket(int fd, int *family)
  * connect/listen: they shape the session. */
 void ssw_sock_load_opts(struct ssw_sock *s, int fd)
 {
+	uint8_t fi = ssw_fdinfo_get(fd);
+	if ((fi & SSW_FI_KNOWN) && !(fi & SSW_FI_OPTS)) { /* defaults: nothing to read back */
+		atomic_store(&s->nonblock, (fi & SSW_FI_NONBLOCK) != 0);
+		return;
+	}
 	int v;
 	socklen_t l = sizeof v;
 	struct timeval tv;
@@ -56,6 +68,28 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd)
 		s->linger_on = lg.l_onoff != 0;
 		s->linger_s = lg.l_linger;
 	}
+	/* SO_RCVBUF/SO_SNDBUF read back doubled when the application set them;
+	 * an untouched socket shows the sysctl default. */
+	static int def[2] = { -1, -1 };
+	if (def[0] < 0) {
+		const char *files[2] = { "/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/net/ipv4/tcp_wmem" };
+		for (int i = 0; i < 2; i++) {
+			char buf[128] = "";
+			int f = (int)SYS_(openat, AT_FDCWD, files[i], O_RDONLY | O_CLOEXEC);
+			long a = 0, b = 0;
+			if (f >= 0) {
+				(void)!sys_read(f, buf, sizeof buf - 1);
+				sys_close(f);
+			}
+			def[i] = sscanf(buf, "%ld %ld", &a, &b) == 2 ? (int)b : 0;
+		}
+	}
+	l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &l) == 0 && v != def[0] && v > 0)
+		s->opts.rcvbuf = (uint32_t)v / 2;
+	l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0 && v != def[1] && v > 0)
+		s->opts.sndbuf = (uint32_t)v / 2;
 	int fl = (int)SYS_(fcntl, fd, F_GETFL, 0);
 	atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
 }
@@ -66,10 +100,13 @@ static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
 {
 	struct sockaddr_storage cur;
 	socklen_t cl = sizeof cur;
-	if (sys_getsockname(fd, (struct sockaddr *)&cur, &cl) < 0)
-		return -errno;
-	if (ssw_addr_port(&cur) != 0)
-		return 0; /* the application bound it already */
+	uint8_t fi = ssw_fdinfo_get(fd);
+	if (!(fi & SSW_FI_KNOWN) || (fi & SSW_FI_BOUND)) {
+		if (sys_getsockname(fd, (struct sockaddr *)&cur, &cl) < 0)
+			return -errno;
+		if (ssw_addr_port(&cur) != 0)
+			return 0; /* the application bound it already */
+	}
 	struct sockaddr_storage b;
 	socklen_t bl = ssw_addr_for_family(dst, family, &b);
 	ssw_addr_set_port(&b, 0);
@@ -99,6 +136,7 @@ static int progress(struct ssw_sock *s, int wait_ms)
 {
 	const struct ssw_provider *p = s->prov;
 	uint64_t dl = wait_ms > 0 ? ssw_now_ns() + (uint64_t)wait_ms * 1000000ull : 0;
+	bool spun = false;
 	for (;;) {
 		struct ssw_wire_init peer;
 		size_t plen = sizeof peer;
@@ -114,6 +152,16 @@ static int progress(struct ssw_sock *s, int wait_ms)
 			return rc;
 		if (wait_ms == 0)
 			return -EINPROGRESS;
+		/* The listener's agent answers within microseconds when it is awake;
+		 * a wake-up of ours would cost more than a short busy-poll. */
+		if (!spun) {
+			spun = true;
+			uint64_t t0 = ssw_now_ns();
+			struct pollfd q = { .fd = p->conn->connect_fd(s->cep), .events = POLLIN };
+			while (ssw_now_ns() - t0 < CONNECT_SPIN_NS && sys_poll(&q, 1, 0) == 0)
+				ssw_cpu_relax();
+			continue;
+		}
 		struct pollfd pf = { .fd = p->conn->connect_fd(s->cep), .events = POLLIN };
 		int ms = 100;
 		if (dl) {

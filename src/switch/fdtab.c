@@ -1,6 +1,10 @@
 /* fdtab.c — maps file descriptors to switched sockets.  A flat array indexed by
- * fd; readers take a read lock only long enough to take a reference, so a
- * close racing with a call in another thread never frees a socket in use. */
+ * fd, read without locks: socket objects are type-stable (recycled, never
+ * returned to malloc) and a reader takes a reference only while the count is
+ * not zero, then checks the slot still holds the same object.  So a close
+ * racing with a call in another thread never frees a socket in use.  Beside it,
+ * one byte per fd caches what the switch learned when the fd was created
+ * (saves probing system calls at connect time). */
 #include "switch/sock.h"
 
 #include "common/log.h"
@@ -11,6 +15,7 @@
 #include <sys/resource.h>
 
 static struct ssw_sock **tab;
+static uint8_t *info;
 static int tab_size;
 static _Atomic int tab_count;   /* entries: lets plain-only processes skip the lock */
 static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -23,11 +28,21 @@ int ssw_fdtab_init(void)
 		n = (long)rl.rlim_max;
 	if (n > (1L << 22))
 		n = 1L << 22;
-	void *p = mmap(NULL, (size_t)n * sizeof *tab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&once);
+	if (tab) {
+		pthread_mutex_unlock(&once);
+		return 0;
+	}
+	void *p = mmap(NULL, (size_t)n * (sizeof *tab + 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		pthread_mutex_unlock(&once);
 		return -ENOMEM;
-	tab = p;
+	}
+	info = (uint8_t *)p + (size_t)n * sizeof *tab;
 	tab_size = (int)n;
+	__atomic_store_n(&tab, (struct ssw_sock **)p, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&once);
 	return 0;
 }
 
@@ -35,14 +50,21 @@ struct ssw_sock *ssw_sock_get(int fd)
 {
 	if (fd < 0 || fd >= tab_size || !atomic_load_explicit(&tab_count, memory_order_relaxed))
 		return NULL;
-	if (!__atomic_load_n(&tab[fd], __ATOMIC_RELAXED))
-		return NULL;
-	pthread_rwlock_rdlock(&tab_lock);
-	struct ssw_sock *s = tab[fd];
-	if (s)
-		atomic_fetch_add(&s->refs, 1);
-	pthread_rwlock_unlock(&tab_lock);
-	return s;
+	for (;;) {
+		struct ssw_sock *s = __atomic_load_n(&tab[fd], __ATOMIC_ACQUIRE);
+		if (!s)
+			return NULL;
+		int r = atomic_load_explicit(&s->refs, memory_order_relaxed);
+		do {
+			if (r == 0)
+				break; /* being torn down: the slot is about to be empty */
+		} while (!atomic_compare_exchange_weak(&s->refs, &r, r + 1));
+		if (r == 0)
+			continue;
+		if (__atomic_load_n(&tab[fd], __ATOMIC_ACQUIRE) == s)
+			return s;
+		ssw_sock_put(s); /* recycled for another fd meanwhile */
+	}
 }
 
 void ssw_sock_put(struct ssw_sock *s)
@@ -104,4 +126,21 @@ void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg
 		if (tab[fd])
 			fn(fd, tab[fd], arg);
 	pthread_rwlock_unlock(&tab_lock);
+}
+
+uint8_t ssw_fdinfo_get(int fd)
+{
+	return fd >= 0 && fd < tab_size ? __atomic_load_n(&info[fd], __ATOMIC_RELAXED) : 0;
+}
+
+void ssw_fdinfo_set(int fd, uint8_t v)
+{
+	if (fd >= 0 && fd < tab_size)
+		__atomic_store_n(&info[fd], v, __ATOMIC_RELAXED);
+}
+
+void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear)
+{
+	if (fd >= 0 && fd < tab_size && __atomic_load_n(&info[fd], __ATOMIC_RELAXED))
+		__atomic_store_n(&info[fd], (uint8_t)((info[fd] & ~clear) | set), __ATOMIC_RELAXED);
 }

@@ -4,19 +4,33 @@
 #include "common/log.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* Socket objects are recycled, never freed: the fd table reads them without
+ * locks (see fdtab.c), so their memory must stay valid. */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ssw_sock *pool;
 
 struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family)
 {
-	struct ssw_sock *s = calloc(1, sizeof *s);
+	pthread_mutex_lock(&pool_lock);
+	struct ssw_sock *s = pool;
+	if (s)
+		pool = *(struct ssw_sock **)&s->sess;
+	pthread_mutex_unlock(&pool_lock);
+	if (!s)
+		s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
-	atomic_init(&s->refs, 1);
+	/* refs is 0 here and no reader increments a zero count: clear the rest */
+	memset((char *)s + sizeof s->refs, 0, sizeof *s - sizeof s->refs);
 	atomic_init(&s->fdrefs, 0);
 	pthread_mutex_init(&s->lock, NULL);
 	s->state = st;
 	s->fd = fd;
 	s->family = family;
 	s->rcvtimeo_ms = s->sndtimeo_ms = -1;
+	atomic_store(&s->refs, 1);
 	return s;
 }
 
@@ -36,5 +50,8 @@ void ssw_sock_destroy(struct ssw_sock *s)
 	for (int i = 0; i < s->npl; i++)
 		s->prov->conn->listener_close(s->pl[i]);
 	pthread_mutex_destroy(&s->lock);
-	free(s);
+	pthread_mutex_lock(&pool_lock);
+	*(struct ssw_sock **)&s->sess = pool;
+	pool = s;
+	pthread_mutex_unlock(&pool_lock);
 }

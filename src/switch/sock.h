@@ -64,6 +64,20 @@ void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg
 
 struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family);
 
+/* What the switch knows of an fd from its creation (0: nothing). */
+enum {
+	SSW_FI_KNOWN = 1,     /* created through our socket() */
+	SSW_FI_TCP4 = 2,
+	SSW_FI_TCP6 = 4,
+	SSW_FI_OPTS = 8,      /* a SOL_SOCKET option was set: read them back */
+	SSW_FI_BOUND = 16,
+	SSW_FI_NONBLOCK = 32,
+};
+uint8_t ssw_fdinfo_get(int fd);
+void ssw_fdinfo_set(int fd, uint8_t v);
+/* Change bits of a known fd (no effect when nothing is known of it). */
+void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear);
+
 /* Teardown when the last reference goes: closes the session / listeners. */
 void ssw_sock_destroy(struct ssw_sock *s);
 

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -149,7 +150,10 @@ static void peer_cred(struct ssw_ep *ep)
 	/* One-sided access needs the same user (ptrace rules); the rest is
 	 * discovered on first use (shm_rdma.c falls back on -EPERM). */
 	ep->caps = SSW_CAP_SHARED_CONTEXT;
-	if (!shm_cma_disabled && ep->peer_uid == getuid())
+	static uid_t me = (uid_t)-1;
+	if (me == (uid_t)-1)
+		me = getuid();
+	if (!shm_cma_disabled && ep->peer_uid == me)
 		ep->caps |= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
 }
 
@@ -198,6 +202,8 @@ static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int con
 
 /* ---- listening side ---------------------------------------------------- */
 
+static int own_epfd(struct ssw_listener *l);
+
 static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
 {
 	struct sockaddr_un un;
@@ -214,16 +220,14 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	if (l->lfd < 0 || sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0 ||
 	    sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
 		goto fail;
-	l->epfd = sys_epoll_create1(EPOLL_CLOEXEC);
-	if (l->epfd < 0)
-		goto fail;
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->lfd };
-	if (sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev) < 0)
-		goto fail;
 	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, q) < 0)
 		goto fail;
 	l->q_rd = q[0];
 	l->q_wr = q[1];
+	if (own_epfd(l) < 0) {
+		errno = ENFILE;
+		goto fail;
+	}
 	*out = l;
 	return 0;
 fail:
@@ -236,7 +240,33 @@ fail:
 	return rc;
 }
 
-static int shm_listener_progress_fd(struct ssw_listener *l) { return l->epfd; }
+/* The epoll set of pending requests belongs to one process: a forked child
+ * that serves the listener too makes its own (fd numbers differ). */
+static int own_epfd(struct ssw_listener *l)
+{
+	static pid_t me;
+	pid_t pid = getpid();
+	if (me != pid)
+		me = pid;
+	if (l->epfd_pid == me)
+		return l->epfd;
+	int ep = sys_epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		return -1;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->lfd };
+	if (sys_epoll_ctl(ep, EPOLL_CTL_ADD, l->lfd, &ev) < 0) {
+		sys_close(ep);
+		return -1;
+	}
+	if (l->epfd >= 0)
+		sys_close(l->epfd); /* our reference to the parent's set */
+	l->epfd = ep;
+	l->epfd_pid = me;
+	l->npending = 0;
+	return ep;
+}
+
+static int shm_listener_progress_fd(struct ssw_listener *l) { return own_epfd(l); }
 static int shm_listener_fd(struct ssw_listener *l) { return l->q_rd; }
 
 static void drop_pending(struct ssw_listener *l, int fd)
@@ -248,23 +278,24 @@ static void drop_pending(struct ssw_listener *l, int fd)
 
 /* One connection request whose HELLO arrived.  The agent only checks what it
  * forwards (the segment's size); the accepting process maps and validates it. */
-static int take_hello(struct ssw_listener *l, int cfd, struct ssw_ep **out, void *priv, size_t *priv_len)
+static int take_hello(struct ssw_listener *l, int cfd, bool registered, struct ssw_ep **out, void *priv,
+		      size_t *priv_len)
 {
 	struct shm_hs hs;
-	int fds[2];
-	struct stat st;
-	ssize_t n = hs_recv(cfd, &hs, sizeof hs, fds, 2);
+	int fds[3];
+	ssize_t n = hs_recv(cfd, &hs, sizeof hs, fds, 3);
 	if (n == -EAGAIN)
 		return -EAGAIN;
-	sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, cfd, NULL);
-	l->npending--;
+	if (registered) {
+		sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, cfd, NULL);
+		l->npending--;
+	}
 	struct ssw_ep *ep = n == (ssize_t)sizeof hs ? ep_new() : NULL;
 	uint64_t rs = hs.ring_size;
 	if (!ep || hs.magic != SHM_MAGIC || hs.type != SHM_HS_HELLO || hs.priv_len > SSW_CONNECT_PRIV_MAX ||
-	    hs.priv_len > *priv_len || rs < SHM_RING_MIN || rs > SHM_RING_MAX || (rs & (rs - 1)) ||
-	    fstat(fds[0], &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < shm_seg_size(rs)) {
+	    hs.priv_len > *priv_len || rs < SHM_RING_MIN || rs > SHM_RING_MAX || (rs & (rs - 1))) {
 		if (n > 0)
-			close_fds(fds, 2);
+			close_fds(fds, 3);
 		sys_close(cfd);
 		free(ep);
 		return -EPROTO;
@@ -272,12 +303,8 @@ static int take_hello(struct ssw_listener *l, int cfd, struct ssw_ep **out, void
 	ep->ctl_fd = cfd;
 	ep->seg_fd = fds[0];
 	ep->peer_efd = fds[1];
+	ep->my_efd = fds[2]; /* the connector made both doorbells: one less call here */
 	ep->tx.size = rs;
-	ep->my_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ep->my_efd < 0) {
-		shm_ep_free(ep);
-		return -ENFILE;
-	}
 	memcpy(priv, hs.priv, hs.priv_len);
 	*priv_len = hs.priv_len;
 	*out = ep;
@@ -288,23 +315,28 @@ static int take_hello(struct ssw_listener *l, int cfd, struct ssw_ep **out, void
  * connector sends it right after connecting, so it is usually there). */
 static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
-	int c, found = -EAGAIN;
+	int c;
 	while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		int rc = take_hello(l, c, false, out, priv, priv_len);
+		if (rc == 0)
+			return 0; /* more waiting connections: lfd stays readable */
+		if (rc != -EAGAIN)
+			continue;
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
 		if (l->npending >= SHM_MAX_PENDING || sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, c, &ev) < 0) {
 			sys_close(c);
 			continue;
 		}
 		l->npending++;
-		if (found == -EAGAIN && take_hello(l, c, out, priv, priv_len) == 0)
-			found = 0;
 	}
-	return found;
+	return -EAGAIN;
 }
 
 static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	struct epoll_event evs[16];
+	if (own_epfd(l) < 0)
+		return -EAGAIN;
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd;
@@ -314,7 +346,7 @@ static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, vo
 			continue;
 		}
 		if (evs[i].events & EPOLLIN) {
-			int rc = take_hello(l, fd, out, priv, priv_len);
+			int rc = take_hello(l, fd, true, out, priv, priv_len);
 			if (rc == 0)
 				return 0;
 			if (rc != -EAGAIN)
@@ -342,7 +374,7 @@ static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const
 	}
 	/* queue full: the connector is told, and falls back to kernel TCP */
 	ack.status = rc;
-	hs_send(ep->ctl_fd, &ack, sizeof ack, &ep->my_efd, rc == 0 ? 1 : 0);
+	hs_send(ep->ctl_fd, &ack, sizeof ack, NULL, 0);
 	shm_ep_free(ep);
 	return rc;
 }
@@ -458,15 +490,16 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	ep->seg_size = size;
 	shm_ring_attach(ep, h, ring, 1);
 	ep->my_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ep->my_efd < 0) {
+	ep->peer_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->my_efd < 0 || ep->peer_efd < 0) {
 		rc = -errno;
 		sys_close(memfd);
 		goto fail;
 	}
 	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = ring, .priv_len = (uint32_t)priv_len };
 	memcpy(hs.priv, priv, priv_len);
-	int fds[2] = { memfd, ep->my_efd };
-	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, fds, 2);
+	int fds[3] = { memfd, ep->my_efd, ep->peer_efd };
+	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, fds, 3);
 	sys_close(memfd);
 	if (rc < 0)
 		goto fail;
@@ -484,27 +517,18 @@ static int shm_connect_fd(struct ssw_ep *ep) { return ep->ctl_fd; }
 static int shm_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_len)
 {
 	struct shm_hs ack;
-	int efd;
 	if (!ep->connecting)
 		return ep->err;
-	ssize_t n = hs_recv(ep->ctl_fd, &ack, sizeof ack, &efd, 1);
-	if (n == -EPROTO) /* an ACK without an eventfd: a refusal, or garbage */
-		return -ECONNABORTED;
+	ssize_t n = hs_recv(ep->ctl_fd, &ack, sizeof ack, NULL, 0);
 	if (n == -EAGAIN)
 		return ssw_now_ns() > ep->connect_deadline_ns ? -ETIMEDOUT : -EINPROGRESS;
-	if (n == 0) /* listener went away before answering */
-		return -ECONNABORTED;
-	if (n < 0)
-		return (int)n;
+	if (n <= 0) /* listener went away before answering, or garbage */
+		return n == 0 || n == -EPROTO ? -ECONNABORTED : (int)n;
 	if (n != (ssize_t)sizeof ack || ack.magic != SHM_MAGIC || ack.type != SHM_HS_ACK || ack.status < 0 ||
-	    ack.priv_len > *reply_len || ack.priv_len > SSW_CONNECT_PRIV_MAX) {
-		sys_close(efd);
+	    ack.priv_len > *reply_len || ack.priv_len > SSW_CONNECT_PRIV_MAX)
 		return -ECONNABORTED;
-	}
 	memcpy(reply, ack.priv, ack.priv_len);
 	*reply_len = ack.priv_len;
-	ep->peer_efd = efd;
-	SSW_DEBUG("shm: connected ctl=%d my_efd=%d peer_efd=%d", ep->ctl_fd, ep->my_efd, ep->peer_efd);
 	ep->connecting = 0;
 	peer_cred(ep);
 	return 0;

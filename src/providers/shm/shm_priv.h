@@ -83,6 +83,7 @@ struct ssw_ep {
 struct ssw_listener {
 	int lfd;           /* abstract unix listening socket */
 	int epfd;          /* agent side: lfd + connections waiting for their HELLO */
+	pid_t epfd_pid;    /* epoll sets are shared across fork: one per process */
 	int q_rd, q_wr;    /* ready queue: a SEQPACKET socketpair shared across fork */
 	int npending;
 };
