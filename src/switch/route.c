@@ -550,8 +550,12 @@ static void if_refresh(void)
 
 static bool if_stale(uint64_t now)
 {
-	return !__atomic_load_n(&if_loaded, __ATOMIC_ACQUIRE) ||
-	       now - __atomic_load_n(&if_stamp_ns, __ATOMIC_ACQUIRE) >= IFADDR_REFRESH_NS;
+	if (!__atomic_load_n(&if_loaded, __ATOMIC_ACQUIRE))
+		return true;
+	/* `now` may predate a refresh another thread just stamped: that is fresh,
+	 * not a wrapped-around "very old". */
+	uint64_t stamp = __atomic_load_n(&if_stamp_ns, __ATOMIC_ACQUIRE);
+	return now > stamp && now - stamp >= IFADDR_REFRESH_NS;
 }
 
 static bool if_has(const struct net_addr *x)
