@@ -52,6 +52,9 @@ static void init_once(void)
 	char err[512];
 	if (ssw_log_init(err, sizeof err) < 0)
 		SSW_WARN("%s", err);
+	/* the summary is written even when the switch stays off: it then says so
+	 * (switched=0), which is what an operator checking a run wants to see */
+	atexit(ssw_stats_dump_at_exit);
 	const char *dis = getenv("SOCKSWITCH_DISABLE");
 	if (dis && *dis && strcmp(dis, "0")) {
 		SSW_INFO("disabled by SOCKSWITCH_DISABLE");
@@ -71,7 +74,6 @@ static void init_once(void)
 	}
 	check_provider(&ssw_provider_shm, &shm_ok);
 	pthread_atfork(NULL, atfork_parent, atfork_child);
-	atexit(ssw_stats_dump_at_exit);
 	active = true;
 	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
 }

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# t_semantics — a switched socket behaves exactly like a kernel TCP socket.
+#
+# tests/progs/sem.c holds one scenario per TCP behaviour (data both ways,
+# names, nonblocking connect, refusal, MSG_PEEK/WAITALL/DONTWAIT, timeouts,
+# FIONREAD, shutdown, close/linger/reset, EPIPE/SIGPIPE, peer death, urgent
+# data, poll/select/epoll, dup/fork/exec, iovecs, sendfile…); each prints a
+# deterministic transcript of what the application observed.  Every scenario
+# runs twice in this test's private network namespace: once on kernel TCP
+# (the oracle) and once under the switch.  A scenario passes when
+#   - both runs exit 0 (no watchdog, no crash),
+#   - the two transcripts are identical,
+#   - the switched run really used shared memory (stats: switched >= 1),
+#   - kernel TCP sent no segment during the switched run (OutSegs flat;
+#     the refused_* scenarios, whose first connects must reach the kernel's
+#     RST, may use a few),
+#   - the switched run wrote nothing to stderr.
+#
+#   SEM_SCENARIOS="peek oob"   run only these scenarios
+#   SSW_KEEP=1                 keep every transcript ($T/sem/NAME.{kernel,switched})
+SSW_TIMEOUT=${SSW_TIMEOUT:-30} # sem's own watchdog gives up after 20 s
+source "$(dirname "$0")/lib.sh"
+ssw_enter_netns "$@"
+ssw_setup_preload
+ssw_tmpdir
+
+SEM=$SSW_BUILD/tests/sem
+[ -x "$SEM" ] || { echo "FAIL: $SEM not built (cmake --build $SSW_BUILD)"; exit 1; }
+D=$T/sem # per-scenario files live here (ssw_finish dumps only $T's top level)
+mkdir -p "$D"
+
+# Kernel TCP segments a switched run may cause: refused_* connect where no
+# listener is (SYN + RST each, through the fallback, as TCP would).
+declare -A KERNEL_SEGS=([refused_v4]=$SSW_CONN_SEGS [refused_v6]=$SSW_CONN_SEGS)
+
+names=${SEM_SCENARIOS:-$("$SEM" LIST)}
+[ -n "$names" ] || { echo "FAIL: sem LIST printed nothing"; exit 1; }
+passed=() failed=()
+start=$SECONDS
+
+for n in $names; do
+  ssw_run plain -- "$SEM" "$n" >"$D/$n.kernel" 2>"$D/$n.kernel.err"
+  krc=$?
+  seg0=$(ssw_outsegs)
+  ssw_run switched SOCKSWITCH_STATS_FILE="$D/$n.stats" -- "$SEM" "$n" >"$D/$n.switched" 2>"$D/$n.switched.err"
+  src=$?
+  segs=$(( $(ssw_outsegs) - seg0 ))
+
+  why=()
+  case $krc in
+    0) ;;
+    3) why+=("kernel run hit its watchdog: the scenario itself is broken") ;;
+    *) why+=("kernel run exited $krc: the scenario itself is broken") ;;
+  esac
+  case $src in
+    0) ;;
+    3) why+=("switched run hung (watchdog)") ;;
+    124|137) why+=("switched run killed by timeout") ;;
+    1) why+=("switched run: a step failed or a process crashed (exit 1)") ;;
+    *) why+=("switched run exited $src") ;;
+  esac
+  cmp -s "$D/$n.kernel" "$D/$n.switched" || why+=("transcript differs from kernel TCP")
+  sw=$(ssw_stats_sum "$D/$n.stats" switched)
+  [ "$sw" -ge 1 ] || why+=("no connection went over shared memory (switched=$sw)")
+  allowed=${KERNEL_SEGS[$n]:-0}
+  [ "$segs" -le "$allowed" ] || why+=("kernel TCP sent $segs segments during the switched run (allowed $allowed)")
+  [ -s "$D/$n.switched.err" ] && why+=("switched run wrote to stderr")
+
+  if [ ${#why[@]} = 0 ]; then
+    passed+=("$n")
+    ssw_ok "$n"
+  else
+    failed+=("$n")
+    ssw_fail "$n: $(IFS=';'; echo "${why[*]}")"
+    diff -u --label "$n kernel TCP" --label "$n switched" "$D/$n.kernel" "$D/$n.switched" | head -n 60 | sed 's/^/    /'
+    [ -s "$D/$n.switched.err" ] && head -n 5 "$D/$n.switched.err" | cut -c1-300 | sed 's/^/    stderr: /'
+    [ -s "$D/$n.kernel.err" ] && head -n 5 "$D/$n.kernel.err" | cut -c1-300 | sed 's/^/    kernel stderr: /'
+  fi
+done
+
+echo "# ${#passed[@]} passing: ${passed[*]}"
+echo "# ${#failed[@]} failing: ${failed[*]}"
+echo "# $((SECONDS - start)) s"
+ssw_assert_no_sanitizer_report "$D"/*.switched.err
+ssw_finish

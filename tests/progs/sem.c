@@ -1,0 +1,2990 @@
+/* sem.c — TCP semantics scenarios: what an application observes on a
+ * connected TCP socket, printed as a deterministic transcript.
+ *
+ *   sem LIST        scenario names, one a line
+ *   sem HELP        names with a one-line description
+ *   sem NAME        run one scenario, print its transcript on stdout
+ *
+ * t_semantics.sh runs every scenario once on kernel TCP and once under the
+ * switch (LD_PRELOAD) and requires identical transcripts: the kernel is the
+ * oracle.  A transcript holds return values, errno names, bytes, poll/epoll
+ * revents — never ports, fd numbers, pids or timings.  Where the kernel's
+ * own behaviour would be racy the processes synchronise over pipes (which
+ * the switch never touches) and, where a packet has to travel first, sleep
+ * a little (loopback delivery is synchronous; the sleeps are margins).
+ *
+ * Processes: most scenarios fork a client (child) and run the server in the
+ * parent.  Each process's lines are prefixed with its role; a child's lines
+ * travel to its parent through a report pipe and appear in the transcript
+ * where the parent reaps it, followed by its exit status.  Watchdogs
+ * (alarm) make every process give up (exit 3, "WATCHDOG" line) instead of
+ * hanging.  Exit status: 0 ran to completion, 1 a set-up step or a child
+ * failed, 3 watchdog.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KiB 1024u
+#define MiB (1024u * 1024u)
+#define WD_PARENT 20 /* seconds; a child gives up first so its lines survive */
+#define WD_CHILD 15
+#define SETTLE_US 50000 /* margin for a segment / RST to cross loopback */
+
+/* ------------------------------------------------------------ transcript */
+
+static const char *role = "proc";
+static int rep_fd = -1;     /* a child's report pipe; -1: stdout */
+static int bad;             /* a set-up step or a child failed */
+static pid_t kids[16];
+static int nkids;
+static const char *self_exe = "/proc/self/exe";
+
+static void write_all_fd(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+}
+
+static void emit(const char *s, size_t n)
+{
+	write_all_fd(rep_fd >= 0 ? rep_fd : 1, s, n);
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char line[2048];
+	int n = snprintf(line, sizeof line, "%s: ", role);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	if ((size_t)(n + m) > sizeof line - 2)
+		m = (int)sizeof line - 2 - n;
+	line[n + m] = '\n';
+	emit(line, (size_t)(n + m + 1));
+}
+
+static void kill_kids(void)
+{
+	for (int i = 0; i < nkids; i++)
+		if (kids[i] > 0)
+			kill(kids[i], SIGKILL);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	say("WATCHDOG: stuck, giving up");
+	kill_kids();
+	_exit(3);
+}
+
+/* A step the scenario cannot go on without failed. */
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	say("FATAL: %s", msg);
+	kill_kids();
+	_exit(1);
+}
+
+static volatile sig_atomic_t n_sigpipe, n_sigurg;
+static void on_sigpipe(int s)
+{
+	(void)s;
+	n_sigpipe++;
+}
+static void on_sigurg(int s)
+{
+	(void)s;
+	n_sigurg++;
+}
+static void handle(int sig, void (*fn)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = fn;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+/* ------------------------------------------------------------ formatting */
+
+static const char *ename(int e)
+{
+	switch (e) {
+#define E(x) case x: return #x
+		E(EAGAIN); E(EINPROGRESS); E(EALREADY); E(EISCONN); E(ENOTCONN);
+		E(ECONNREFUSED); E(ECONNRESET); E(ECONNABORTED); E(EPIPE); E(EINVAL);
+		E(EBADF); E(ENOTSOCK); E(EFAULT); E(EINTR); E(ETIMEDOUT); E(ENOENT);
+		E(EEXIST); E(EOPNOTSUPP); E(EADDRINUSE); E(EADDRNOTAVAIL); E(ENOBUFS);
+		E(ENOMEM); E(EHOSTUNREACH); E(ENETUNREACH); E(ENOPROTOOPT); E(EPERM);
+		E(EMSGSIZE); E(ESPIPE); E(EPROTO); E(ENOSYS);
+#undef E
+	}
+	static char b[4][32];
+	static int k;
+	char *o = b[k++ & 3];
+	snprintf(o, sizeof b[0], "errno%d", e);
+	return o;
+}
+
+static const char *signame(int s)
+{
+	switch (s) {
+	case SIGKILL: return "SIGKILL";
+	case SIGPIPE: return "SIGPIPE";
+	case SIGSEGV: return "SIGSEGV";
+	case SIGABRT: return "SIGABRT";
+	case SIGBUS: return "SIGBUS";
+	case SIGALRM: return "SIGALRM";
+	case SIGTERM: return "SIGTERM";
+	case SIGURG: return "SIGURG";
+	case SIGILL: return "SIGILL";
+	case SIGTRAP: return "SIGTRAP";
+	}
+	static char b[32];
+	snprintf(b, sizeof b, "signal %d", s);
+	return b;
+}
+
+/* "r" or "-1 ENAME" */
+static const char *rcs(long r, int e)
+{
+	static char b[8][48];
+	static int k;
+	char *o = b[k++ & 7];
+	if (r < 0)
+		snprintf(o, sizeof b[0], "-1 %s", ename(e));
+	else
+		snprintf(o, sizeof b[0], "%ld", r);
+	return o;
+}
+
+/* Run expr, print "label = result", keep errno; value of the expression. */
+#define RC(label, expr)                                                       \
+	({                                                                    \
+		errno = 0;                                                    \
+		long r__ = (long)(expr);                                      \
+		int e__ = errno;                                              \
+		say("%s = %s", (label), rcs(r__, e__));                       \
+		errno = e__;                                                  \
+		r__;                                                          \
+	})
+
+static const char *esc(const void *p, size_t n)
+{
+	static char b[4][400];
+	static int k;
+	char *o = b[k++ & 3];
+	const unsigned char *c = p;
+	size_t j = 0, lim = n > 48 ? 40 : n;
+	for (size_t i = 0; i < lim; i++) {
+		if (c[i] >= 0x20 && c[i] < 0x7f && c[i] != '"' && c[i] != '\\')
+			o[j++] = (char)c[i];
+		else
+			j += (size_t)snprintf(o + j, 8, "\\x%02x", c[i]);
+	}
+	if (lim < n)
+		j += (size_t)snprintf(o + j, 48, "...(%zu bytes)", n);
+	o[j] = 0;
+	return o;
+}
+
+static const char *flagstr(int f)
+{
+	static char b[4][128];
+	static int k;
+	char *o = b[k++ & 3];
+	o[0] = 0;
+	static const struct { int bit; const char *n; } t[] = {
+		{ MSG_PEEK, "MSG_PEEK" }, { MSG_WAITALL, "MSG_WAITALL" }, { MSG_DONTWAIT, "MSG_DONTWAIT" },
+		{ MSG_OOB, "MSG_OOB" }, { MSG_NOSIGNAL, "MSG_NOSIGNAL" }, { MSG_TRUNC, "MSG_TRUNC" },
+		{ MSG_CTRUNC, "MSG_CTRUNC" }, { MSG_EOR, "MSG_EOR" },
+	};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		if (f & t[i].bit) {
+			strcat(o, "|");
+			strcat(o, t[i].n);
+			f &= ~t[i].bit;
+		}
+	if (f)
+		snprintf(o + strlen(o), 32, "|0x%x", (unsigned)f);
+	return o[0] ? o + 1 : "0";
+}
+
+static const char *bits(unsigned ev, bool ep)
+{
+	static char b[4][200];
+	static int k;
+	char *o = b[k++ & 3];
+	o[0] = 0;
+	static const struct { unsigned bit; const char *n; } t[] = {
+		{ POLLIN, "IN" }, { POLLPRI, "PRI" }, { POLLOUT, "OUT" }, { POLLERR, "ERR" },
+		{ POLLHUP, "HUP" }, { POLLNVAL, "NVAL" }, { POLLRDNORM, "RDNORM" }, { POLLRDBAND, "RDBAND" },
+		{ POLLWRNORM, "WRNORM" }, { POLLWRBAND, "WRBAND" }, { POLLRDHUP, "RDHUP" },
+	};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		if (ev & t[i].bit) {
+			if (o[0])
+				strcat(o, "|");
+			strcat(o, ep ? "EPOLL" : "POLL");
+			strcat(o, t[i].n);
+			ev &= ~t[i].bit;
+		}
+	if (ev)
+		snprintf(o + strlen(o), 32, "%s0x%x", o[0] ? "|" : "", ev);
+	return o[0] ? o : "0";
+}
+#define evstr(e) bits((unsigned)(unsigned short)(e), false)
+#define epstr(e) bits((unsigned)(e), true)
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ processes */
+
+typedef void (*proc_fn)(void *);
+struct proc {
+	pid_t pid;
+	int rep;
+	const char *role;
+};
+
+/* Fork a process that runs fn(arg) with its own role and watchdog; its
+ * lines go to the parent through a pipe (survives exec: no CLOEXEC). */
+static struct proc spawn(const char *r, proc_fn fn, void *arg)
+{
+	struct proc p = { -1, -1, r };
+	int fds[2];
+	if (pipe(fds) < 0)
+		die("pipe: %s", ename(errno));
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", ename(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(fds[0]);
+		if (rep_fd >= 0)
+			close(rep_fd);
+		rep_fd = fds[1];
+		role = r;
+		nkids = 0;
+		bad = 0;
+		alarm(WD_CHILD);
+		fn(arg);
+		exit(bad ? 1 : 0); /* atexit handlers run, as in most programs */
+	}
+	close(fds[1]);
+	p.pid = pid;
+	p.rep = fds[0];
+	if (nkids < (int)(sizeof kids / sizeof kids[0]))
+		kids[nkids++] = pid;
+	return p;
+}
+
+/* Collect a child's lines and its exit status (into our own transcript). */
+static void reap(struct proc *p)
+{
+	if (p->pid <= 0)
+		return;
+	char b[4096];
+	for (;;) {
+		ssize_t n = read(p->rep, b, sizeof b);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		emit(b, (size_t)n);
+	}
+	close(p->rep);
+	int st = 0;
+	while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	for (int i = 0; i < nkids; i++)
+		if (kids[i] == p->pid)
+			kids[i] = 0;
+	p->pid = -1;
+	if (WIFEXITED(st)) {
+		say("%s exited with status %d", p->role, WEXITSTATUS(st));
+		if (WEXITSTATUS(st))
+			bad = 1;
+	} else if (WIFSIGNALED(st)) {
+		say("%s killed by %s", p->role, signame(WTERMSIG(st)));
+		if (WTERMSIG(st) != SIGKILL && WTERMSIG(st) != SIGPIPE)
+			bad = 1;
+	}
+}
+
+/* Pipes between the two roles of a scenario (plain kernel pipes). */
+static int sync_in = -1, sync_out = -1;
+
+static void tell_buf(const void *p, size_t n)
+{
+	write_all_fd(sync_out, p, n);
+}
+static void tell(void)
+{
+	tell_buf("!", 1);
+}
+static void await_buf(void *p, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(sync_in, (char *)p + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			die("peer process went away");
+		got += (size_t)r;
+	}
+}
+static void await(void)
+{
+	char c;
+	await_buf(&c, 1);
+}
+
+/* ------------------------------------------------------------ addresses */
+
+struct addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+};
+
+static int port_of(const struct addr *a)
+{
+	if (a->ss.ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+}
+
+static void loopback_of(int fam, int port, struct addr *o)
+{
+	memset(o, 0, sizeof *o);
+	if (fam == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&o->ss;
+		s->sin_family = AF_INET;
+		s->sin_port = htons((uint16_t)port);
+		s->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		o->len = sizeof *s;
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&o->ss;
+		s->sin6_family = AF_INET6;
+		s->sin6_port = htons((uint16_t)port);
+		s->sin6_addr = in6addr_loopback;
+		o->len = sizeof *s;
+	}
+}
+
+/* "AF_INET 127.0.0.1 len=16" (no port) */
+static const char *adesc(const struct addr *a)
+{
+	static char b[4][128];
+	static int k;
+	char *o = b[k++ & 3];
+	char ip[INET6_ADDRSTRLEN] = "?";
+	const char *fam = "AF_?";
+	if (a->ss.ss_family == AF_INET) {
+		fam = "AF_INET";
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->ss)->sin_addr, ip, sizeof ip);
+	} else if (a->ss.ss_family == AF_INET6) {
+		fam = "AF_INET6";
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, ip, sizeof ip);
+	} else if (a->ss.ss_family == AF_UNSPEC) {
+		fam = "AF_UNSPEC";
+	}
+	snprintf(o, sizeof b[0], "%s %s len=%u port=%s", fam, ip, (unsigned)a->len, port_of(a) ? "set" : "0");
+	return o;
+}
+
+/* The same endpoint?  An IPv4 address equals its v4-mapped IPv6 form. */
+static bool same_ep(const struct addr *x, const struct addr *y)
+{
+	uint8_t ax[16], ay[16];
+	const struct addr *in[2] = { x, y };
+	uint8_t *out[2] = { ax, ay };
+	for (int i = 0; i < 2; i++) {
+		memset(out[i], 0, 16);
+		if (in[i]->ss.ss_family == AF_INET) {
+			out[i][10] = out[i][11] = 0xff;
+			memcpy(out[i] + 12, &((const struct sockaddr_in *)&in[i]->ss)->sin_addr, 4);
+		} else if (in[i]->ss.ss_family == AF_INET6) {
+			memcpy(out[i], &((const struct sockaddr_in6 *)&in[i]->ss)->sin6_addr, 16);
+		} else {
+			return false;
+		}
+	}
+	return port_of(x) == port_of(y) && memcmp(ax, ay, 16) == 0;
+}
+
+static void get_name(int fd, bool peer, struct addr *a)
+{
+	memset(a, 0, sizeof *a);
+	a->len = sizeof a->ss;
+	int r = peer ? getpeername(fd, (struct sockaddr *)&a->ss, &a->len)
+		     : getsockname(fd, (struct sockaddr *)&a->ss, &a->len);
+	if (r < 0) {
+		say("%s: %s", peer ? "getpeername" : "getsockname", rcs(r, errno));
+		memset(a, 0, sizeof *a);
+	}
+}
+
+/* ------------------------------------------------------------ sockets */
+
+static int listener(int fam, bool any, struct addr *out)
+{
+	int fd = socket(fam, SOCK_STREAM, 0);
+	if (fd < 0)
+		die("socket: %s", ename(errno));
+	int one = 1, zero = 0;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	struct addr a;
+	loopback_of(fam, 0, &a);
+	if (any) {
+		if (fam == AF_INET) {
+			((struct sockaddr_in *)&a.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
+		} else {
+			((struct sockaddr_in6 *)&a.ss)->sin6_addr = in6addr_any;
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+		}
+	}
+	if (bind(fd, (struct sockaddr *)&a.ss, a.len) < 0)
+		die("bind: %s", ename(errno));
+	if (listen(fd, 64) < 0)
+		die("listen: %s", ename(errno));
+	get_name(fd, false, out);
+	return fd;
+}
+
+static int acc(int lfd)
+{
+	int fd;
+	do
+		fd = accept(lfd, NULL, NULL);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		die("accept: %s", ename(errno));
+	return fd;
+}
+
+static int conn(const struct addr *a)
+{
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	if (fd < 0)
+		die("socket: %s", ename(errno));
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		die("connect: %s", ename(errno));
+	return fd;
+}
+
+static void set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+static ssize_t RECV(int fd, size_t n, int flags)
+{
+	char buf[1024];
+	if (n > sizeof buf)
+		n = sizeof buf;
+	errno = 0;
+	ssize_t r = recv(fd, buf, n, flags);
+	int e = errno;
+	if (r > 0)
+		say("recv(%zu, %s) = %zd \"%s\"", n, flagstr(flags), r, esc(buf, (size_t)r));
+	else
+		say("recv(%zu, %s) = %s", n, flagstr(flags), rcs(r, e));
+	errno = e;
+	return r;
+}
+
+static ssize_t SEND(int fd, const char *s, int flags)
+{
+	size_t n = strlen(s);
+	errno = 0;
+	ssize_t r = send(fd, s, n, flags);
+	int e = errno;
+	say("send(\"%s\", %s) = %s", esc(s, n), flagstr(flags), rcs(r, e));
+	errno = e;
+	return r;
+}
+
+/* Read exactly n bytes (the sender's pieces may arrive together or not). */
+static void recv_exact(int fd, size_t n)
+{
+	char buf[4096];
+	size_t got = 0;
+	if (n > sizeof buf)
+		n = sizeof buf;
+	while (got < n) {
+		ssize_t r = recv(fd, buf + got, n - got, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			say("recv_exact(%zu): %s after %zu bytes \"%s\"", n, r == 0 ? "EOF" : ename(errno), got,
+			    esc(buf, got));
+			return;
+		}
+		got += (size_t)r;
+	}
+	say("recv_exact(%zu) = \"%s\"", n, esc(buf, n));
+}
+
+static short POLL1(int fd, short ev, int ms)
+{
+	struct pollfd p = { fd, ev, 0 };
+	errno = 0;
+	int r = poll(&p, 1, ms);
+	int e = errno;
+	say("poll(%s, %dms) = %s revents=%s", evstr(ev), ms, rcs(r, e), evstr(p.revents));
+	return p.revents;
+}
+
+/* Wait (up to 5 s) until fd is readable; prints only a timeout. */
+static void wait_readable(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	if (poll(&p, 1, 5000) != 1)
+		say("wait_readable: not readable within 5 s");
+}
+
+static void SELECT(int fd, bool r, bool w, bool x, int ms)
+{
+	fd_set rs, ws, xs;
+	FD_ZERO(&rs);
+	FD_ZERO(&ws);
+	FD_ZERO(&xs);
+	if (r)
+		FD_SET(fd, &rs);
+	if (w)
+		FD_SET(fd, &ws);
+	if (x)
+		FD_SET(fd, &xs);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	errno = 0;
+	int n = select(fd + 1, &rs, &ws, &xs, &tv);
+	int e = errno;
+	char want[16] = "", got[32] = "";
+	snprintf(want, sizeof want, "%s%s%s", r ? "r" : "", w ? "w" : "", x ? "x" : "");
+	if (n > 0)
+		snprintf(got, sizeof got, " ready:%s%s%s", FD_ISSET(fd, &rs) ? " read" : "",
+			 FD_ISSET(fd, &ws) ? " write" : "", FD_ISSET(fd, &xs) ? " except" : "");
+	say("select(%s, %dms) = %s%s", want, ms, rcs(n, e), got);
+}
+
+static void IOCTL_INT(int fd, unsigned long req, const char *name)
+{
+	int v = -7;
+	errno = 0;
+	int r = ioctl(fd, req, &v);
+	int e = errno;
+	if (r < 0)
+		say("ioctl(%s) = %s", name, rcs(r, e));
+	else
+		say("ioctl(%s) = %d, value %d", name, r, v);
+}
+#define ATMARK(fd) IOCTL_INT(fd, SIOCATMARK, "SIOCATMARK")
+#define FIONREAD_(fd) IOCTL_INT(fd, FIONREAD, "FIONREAD")
+
+static int GETINT(int fd, int lvl, int opt, const char *name)
+{
+	int v = -7;
+	socklen_t l = sizeof v;
+	errno = 0;
+	int r = getsockopt(fd, lvl, opt, &v, &l);
+	int e = errno;
+	if (r < 0)
+		say("getsockopt(%s) = %s", name, rcs(r, e));
+	else if (opt == SO_ERROR && lvl == SOL_SOCKET)
+		say("getsockopt(%s) = %d, value %s, len %u", name, r, v ? ename(v) : "0", (unsigned)l);
+	else
+		say("getsockopt(%s) = %d, value %d, len %u", name, r, v, (unsigned)l);
+	return v;
+}
+
+static void SETINT(int fd, int lvl, int opt, const char *name, int v)
+{
+	char label[96];
+	snprintf(label, sizeof label, "setsockopt(%s, %d)", name, v);
+	RC(label, setsockopt(fd, lvl, opt, &v, sizeof v));
+}
+
+static void EPW(int ep, int ms);
+static void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *label);
+static void EPCTL_(int ep, int fd);
+static void EPW_(int ep);
+
+/* ------------------------------------------------------------ streams */
+
+static inline uint8_t pat(uint64_t i, uint32_t seed)
+{
+	uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull + seed;
+	x ^= x >> 29;
+	x *= 0xBF58476D1CE4E5B9ull;
+	return (uint8_t)(x >> 40);
+}
+
+static void fill(uint8_t *b, size_t n, uint64_t pos, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = pat(pos + i, seed);
+}
+
+static size_t send_stream(int fd, size_t total, uint32_t seed)
+{
+	size_t cap = 256 * KiB, sent = 0;
+	uint8_t *b = malloc(cap);
+	while (sent < total) {
+		size_t n = total - sent < cap ? total - sent : cap;
+		fill(b, n, sent, seed);
+		size_t off = 0;
+		while (off < n) {
+			ssize_t w = send(fd, b + off, n - off, 0);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				say("send_stream: %s after %zu bytes", ename(errno), sent + off);
+				free(b);
+				return sent + off;
+			}
+			off += (size_t)w;
+		}
+		sent += n;
+	}
+	free(b);
+	say("sent %zu bytes (pattern %u)", total, seed);
+	return sent;
+}
+
+struct rx {
+	size_t got;
+	uint32_t fnv;
+	bool mismatch;
+	uint64_t bad_at;
+};
+
+static void rx_init(struct rx *r)
+{
+	memset(r, 0, sizeof *r);
+	r->fnv = 2166136261u;
+}
+
+static void rx_feed(struct rx *r, const uint8_t *b, size_t n, uint64_t start, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t pos = start + r->got + i;
+		if (!r->mismatch && b[i] != pat(pos, seed)) {
+			r->mismatch = true;
+			r->bad_at = pos;
+		}
+		r->fnv = (r->fnv ^ b[i]) * 16777619u;
+	}
+	r->got += n;
+}
+
+static void rx_say(const struct rx *r, const char *what)
+{
+	if (!what) { /* until EOF: the amount depends on the window, not printed */
+		say("received until EOF: pattern %s", r->mismatch ? "MISMATCH" : "ok");
+		return;
+	}
+	if (r->mismatch)
+		say("%s %zu bytes, checksum %08x, pattern MISMATCH at byte %" PRIu64, what, r->got, r->fnv, r->bad_at);
+	else
+		say("%s %zu bytes, checksum %08x, pattern ok", what, r->got, r->fnv);
+}
+
+/* Receive total bytes of pattern seed starting at stream position start;
+ * total == SIZE_MAX: until EOF. */
+static size_t recv_stream_at(int fd, size_t total, uint32_t seed, uint64_t start)
+{
+	size_t cap = 64 * KiB;
+	uint8_t *b = malloc(cap);
+	struct rx r;
+	rx_init(&r);
+	while (r.got < total) {
+		size_t want = total - r.got < cap ? total - r.got : cap;
+		ssize_t n = recv(fd, b, want, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 && total == SIZE_MAX)
+			break;
+		if (n <= 0) {
+			say("recv_stream: %s after %zu of %zu bytes", n == 0 ? "EOF" : ename(errno), r.got, total);
+			break;
+		}
+		rx_feed(&r, b, (size_t)n, start, seed);
+	}
+	free(b);
+	rx_say(&r, total == SIZE_MAX ? NULL : "received");
+	return r.got;
+}
+#define recv_stream(fd, total, seed) recv_stream_at(fd, total, seed, 0)
+
+/* ------------------------------------------------------------ pairs */
+
+typedef void (*srv_fn)(int lfd);
+typedef void (*cli_fn)(const struct addr *a);
+
+static struct proc g_client;      /* the client process of the running pair */
+static struct addr g_laddr;       /* server: the listener's own address */
+
+struct pair_args {
+	cli_fn cli;
+	int in, out, x1, x2;
+};
+
+static void pair_client(void *arg)
+{
+	struct pair_args *p = arg;
+	close(p->x1);
+	close(p->x2);
+	sync_in = p->in;
+	sync_out = p->out;
+	struct addr a;
+	await_buf(&a, sizeof a);
+	p->cli(&a);
+}
+
+/* Fork the client, then (so that the client does not inherit it) listen on
+ * lfam (loopback, or the wildcard address with any), and give the client
+ * the loopback address of family cfam with the listener's port. */
+static void pair_ex(int lfam, bool any, int cfam, srv_fn srv, cli_fn cli)
+{
+	int sc[2], cs[2];
+	if (pipe(sc) < 0 || pipe(cs) < 0)
+		die("pipe: %s", ename(errno));
+	role = "server";
+	struct pair_args pa = { cli, sc[0], cs[1], sc[1], cs[0] };
+	g_client = spawn("client", pair_client, &pa);
+	close(sc[0]);
+	close(cs[1]);
+	sync_in = cs[0];
+	sync_out = sc[1];
+	int lfd = listener(lfam, any, &g_laddr);
+	struct addr ca;
+	loopback_of(cfam, port_of(&g_laddr), &ca);
+	tell_buf(&ca, sizeof ca);
+	srv(lfd);
+	close(lfd);
+	reap(&g_client);
+	close(sync_in);
+	close(sync_out);
+}
+
+static void pair(int fam, srv_fn srv, cli_fn cli)
+{
+	pair_ex(fam, false, fam, srv, cli);
+}
+
+/* ================================================================ scenarios */
+
+/* ---- exchange_v4 / exchange_v6: small, 1 MiB, 8 MiB each way ----------- */
+
+static void exchange_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 4);
+	SEND(fd, "pong", 0);
+	recv_stream(fd, 1 * MiB, 11);
+	send_stream(fd, 1 * MiB, 12);
+	recv_stream(fd, 8 * MiB, 13);
+	send_stream(fd, 8 * MiB, 14);
+	RECV(fd, 16, 0);
+	RC("close", close(fd));
+}
+
+static void exchange_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "ping", 0);
+	recv_exact(fd, 4);
+	send_stream(fd, 1 * MiB, 11);
+	recv_stream(fd, 1 * MiB, 12);
+	send_stream(fd, 8 * MiB, 13);
+	recv_stream(fd, 8 * MiB, 14);
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	RECV(fd, 16, 0);
+	RC("close", close(fd));
+}
+
+static void sc_exchange_v4(void) { pair(AF_INET, exchange_srv, exchange_cli); }
+static void sc_exchange_v6(void) { pair(AF_INET6, exchange_srv, exchange_cli); }
+
+/* ---- duplex: both directions at once, nonblocking, driven by poll ------- */
+
+static void duplex_run(int fd, uint32_t sseed, uint32_t rseed)
+{
+	const size_t total = 4 * MiB;
+	uint8_t *sb = malloc(64 * KiB), *rb = malloc(64 * KiB);
+	size_t sent = 0;
+	bool eof = false, shut = false;
+	struct rx r;
+	rx_init(&r);
+	set_nonblock(fd, true);
+	while (!eof || !shut) {
+		struct pollfd p = { fd, (short)((shut ? 0 : POLLOUT) | (eof ? 0 : POLLIN)), 0 };
+		int n = poll(&p, 1, 5000);
+		if (n <= 0) {
+			say("duplex: poll = %s (sent %s, received %s)", rcs(n, errno), shut ? "all" : "part",
+			    eof ? "all" : "part");
+			break;
+		}
+		if (p.revents & (POLLERR | POLLNVAL)) {
+			say("duplex: revents %s", evstr(p.revents));
+			break;
+		}
+		if (p.revents & (POLLIN | POLLHUP)) {
+			ssize_t k = recv(fd, rb, 64 * KiB, 0);
+			if (k > 0)
+				rx_feed(&r, rb, (size_t)k, 0, rseed);
+			else if (k == 0)
+				eof = true;
+			else if (errno != EAGAIN) {
+				say("duplex: recv %s", ename(errno));
+				break;
+			}
+		}
+		if (!shut && (p.revents & POLLOUT)) {
+			size_t want = total - sent < 64 * KiB ? total - sent : 64 * KiB;
+			fill(sb, want, sent, sseed);
+			ssize_t k = send(fd, sb, want, 0);
+			if (k > 0)
+				sent += (size_t)k;
+			else if (k < 0 && errno != EAGAIN) {
+				say("duplex: send %s", ename(errno));
+				break;
+			}
+			if (sent == total) {
+				shutdown(fd, SHUT_WR);
+				shut = true;
+			}
+		}
+	}
+	say("duplex: sent %zu, EOF %s", sent, eof ? "seen" : "NOT seen");
+	rx_say(&r, "duplex: received");
+	free(sb);
+	free(rb);
+}
+
+static void duplex_srv(int lfd)
+{
+	int fd = acc(lfd);
+	duplex_run(fd, 31, 32);
+	close(fd);
+}
+
+static void duplex_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	duplex_run(fd, 32, 31);
+	close(fd);
+}
+
+static void sc_duplex(void) { pair(AF_INET, duplex_srv, duplex_cli); }
+
+/* ---- names_v4 / names_v6: getsockname / getpeername on both ends -------- */
+
+static void names_srv(int lfd)
+{
+	struct addr acc_a, sl, sp, cl, cp, shortp;
+	memset(&acc_a, 0, sizeof acc_a);
+	acc_a.len = sizeof acc_a.ss;
+	int fd = accept(lfd, (struct sockaddr *)&acc_a.ss, &acc_a.len);
+	if (fd < 0)
+		die("accept: %s", ename(errno));
+	say("accept address: %s", adesc(&acc_a));
+	get_name(fd, false, &sl);
+	get_name(fd, true, &sp);
+	say("getsockname: %s", adesc(&sl));
+	say("getpeername: %s", adesc(&sp));
+	/* a too-short buffer: truncated, the real length reported */
+	memset(&shortp, 0, sizeof shortp);
+	shortp.len = 4;
+	RC("getpeername(len 4)", getpeername(fd, (struct sockaddr *)&shortp.ss, &shortp.len));
+	say("getpeername(len 4): len now %u, family %s", (unsigned)shortp.len,
+	    shortp.ss.ss_family == sp.ss.ss_family ? "matches" : "differs");
+	await_buf(&cl, sizeof cl);
+	await_buf(&cp, sizeof cp);
+	say("accept address == server getpeername: %s", same_ep(&acc_a, &sp) ? "consistent" : "MISMATCH");
+	say("client getsockname == server getpeername: %s", same_ep(&cl, &sp) ? "consistent" : "MISMATCH");
+	say("client getpeername == server getsockname: %s", same_ep(&cp, &sl) ? "consistent" : "MISMATCH");
+	say("server getsockname == listener address: %s", same_ep(&sl, &g_laddr) ? "consistent" : "MISMATCH");
+	say("client local port differs from listener port: %s", port_of(&cl) != port_of(&g_laddr) ? "yes" : "no");
+	tell();
+	await();
+	close(fd);
+}
+
+static void names_cli(const struct addr *a)
+{
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	struct addr l, p;
+	memset(&p, 0, sizeof p);
+	p.len = sizeof p.ss;
+	RC("getpeername before connect", getpeername(fd, (struct sockaddr *)&p.ss, &p.len));
+	RC("connect", connect(fd, (const struct sockaddr *)&a->ss, a->len));
+	get_name(fd, false, &l);
+	get_name(fd, true, &p);
+	say("getsockname: %s", adesc(&l));
+	say("getpeername: %s", adesc(&p));
+	say("getpeername == address connected to: %s", same_ep(&p, a) ? "consistent" : "MISMATCH");
+	tell_buf(&l, sizeof l);
+	tell_buf(&p, sizeof p);
+	await();
+	RC("close", close(fd));
+	tell();
+}
+
+static void sc_names_v4(void) { pair(AF_INET, names_srv, names_cli); }
+static void sc_names_v6(void) { pair(AF_INET6, names_srv, names_cli); }
+
+/* ---- v4mapped / wildcard: dual-stack and wildcard listeners ------------- */
+
+static void any_srv(int lfd)
+{
+	struct addr acc_a, sl, sp, cl, cp;
+	memset(&acc_a, 0, sizeof acc_a);
+	acc_a.len = sizeof acc_a.ss;
+	say("listener: %s", adesc(&g_laddr));
+	int fd = accept(lfd, (struct sockaddr *)&acc_a.ss, &acc_a.len);
+	if (fd < 0)
+		die("accept: %s", ename(errno));
+	say("accept address: %s", adesc(&acc_a));
+	get_name(fd, false, &sl);
+	get_name(fd, true, &sp);
+	say("getsockname: %s", adesc(&sl));
+	say("getpeername: %s", adesc(&sp));
+	await_buf(&cl, sizeof cl);
+	await_buf(&cp, sizeof cp);
+	say("client getsockname == server getpeername: %s", same_ep(&cl, &sp) ? "consistent" : "MISMATCH");
+	say("client getpeername == server getsockname: %s", same_ep(&cp, &sl) ? "consistent" : "MISMATCH");
+	recv_exact(fd, 5);
+	SEND(fd, "world", 0);
+	RECV(fd, 16, 0);
+	close(fd);
+}
+
+static void any_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct addr l, p;
+	get_name(fd, false, &l);
+	get_name(fd, true, &p);
+	say("getsockname: %s", adesc(&l));
+	say("getpeername: %s", adesc(&p));
+	tell_buf(&l, sizeof l);
+	tell_buf(&p, sizeof p);
+	SEND(fd, "hello", 0);
+	recv_exact(fd, 5);
+	close(fd);
+}
+
+static void sc_v4mapped(void) { pair_ex(AF_INET6, true, AF_INET, any_srv, any_cli); }
+static void sc_wildcard_v4(void) { pair_ex(AF_INET, true, AF_INET, any_srv, any_cli); }
+static void sc_wildcard_v6(void) { pair_ex(AF_INET6, true, AF_INET6, any_srv, any_cli); }
+
+/* ---- self_connect: one thread connects to its own listener, then accepts */
+
+static void sc_self_connect(void)
+{
+	role = "proc";
+	struct addr la, cl, ap;
+	int lfd = listener(AF_INET, false, &la);
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	RC("connect (nonblocking)", connect(c, (struct sockaddr *)&la.ss, la.len));
+	POLL1(c, POLLOUT, 5000);
+	GETINT(c, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	int a = accept(lfd, NULL, NULL);
+	say("accept: %s", a >= 0 ? "ok" : ename(errno));
+	if (a < 0)
+		die("accept");
+	get_name(c, false, &cl);
+	get_name(a, true, &ap);
+	say("client getsockname == accepted getpeername: %s", same_ep(&cl, &ap) ? "consistent" : "MISMATCH");
+	SEND(c, "hello", 0);
+	recv_exact(a, 5);
+	SEND(a, "world", 0);
+	POLL1(c, POLLIN, 5000);
+	RECV(c, 64, 0);
+	RECV(c, 64, 0);
+	RC("close client", close(c));
+	RECV(a, 64, 0);
+	RC("close accepted", close(a));
+	close(lfd);
+}
+
+/* ---- nb_connect: EINPROGRESS, POLLOUT, SO_ERROR 0, then data ----------- */
+
+static void nbc_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 4);
+	SEND(fd, "reply", 0);
+	RECV(fd, 16, 0);
+	close(fd);
+}
+
+static void nbc_cli(const struct addr *a)
+{
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	set_nonblock(fd, true);
+	RC("connect (nonblocking)", connect(fd, (const struct sockaddr *)&a->ss, a->len));
+	POLL1(fd, POLLOUT, 5000);
+	GETINT(fd, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	RC("connect again", connect(fd, (const struct sockaddr *)&a->ss, a->len));
+	RC("connect a third time", connect(fd, (const struct sockaddr *)&a->ss, a->len));
+	struct addr p;
+	get_name(fd, true, &p);
+	say("getpeername: %s", adesc(&p));
+	set_nonblock(fd, false);
+	SEND(fd, "data", 0);
+	recv_exact(fd, 5);
+	RC("close", close(fd));
+}
+
+static void sc_nb_connect(void) { pair(AF_INET, nbc_srv, nbc_cli); }
+
+/* ---- refused_v4 / refused_v6: nobody listens → ECONNREFUSED ------------- */
+
+static void refused(int fam)
+{
+	role = "proc";
+	struct addr hole, la;
+	/* a bound, not listening socket keeps the port ours and closed */
+	int holder = socket(fam, SOCK_STREAM, 0);
+	loopback_of(fam, 0, &hole);
+	if (bind(holder, (struct sockaddr *)&hole.ss, hole.len) < 0)
+		die("bind: %s", ename(errno));
+	get_name(holder, false, &hole);
+
+	int fd = socket(fam, SOCK_STREAM, 0);
+	RC("connect (blocking)", connect(fd, (struct sockaddr *)&hole.ss, hole.len));
+	GETINT(fd, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	int nb = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	long r = RC("connect (nonblocking)", connect(nb, (struct sockaddr *)&hole.ss, hole.len));
+	if (r < 0 && errno == EINPROGRESS)
+		POLL1(nb, POLLOUT, 5000);
+	GETINT(nb, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	GETINT(nb, SOL_SOCKET, SO_ERROR, "SO_ERROR again");
+	struct addr p;
+	memset(&p, 0, sizeof p);
+	p.len = sizeof p.ss;
+	RC("getpeername", getpeername(nb, (struct sockaddr *)&p.ss, &p.len));
+	RC("send", send(nb, "x", 1, MSG_NOSIGNAL));
+	close(nb);
+
+	/* the refused socket may connect again, to a listener this time */
+	int lfd = listener(fam, false, &la);
+	RC("connect again, to a listener", connect(fd, (struct sockaddr *)&la.ss, la.len));
+	int a = acc(lfd);
+	SEND(fd, "hi", 0);
+	recv_exact(a, 2);
+	close(a);
+	RECV(fd, 8, 0);
+	close(fd);
+	close(lfd);
+	close(holder);
+}
+
+static void sc_refused_v4(void) { refused(AF_INET); }
+static void sc_refused_v6(void) { refused(AF_INET6); }
+
+/* ---- peek ------------------------------------------------------------- */
+
+static void peek_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "abcdef", 0);
+	tell();
+	await();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	tell();
+	await();
+	close(fd);
+}
+
+static void peek_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	wait_readable(fd);
+	RECV(fd, 3, MSG_PEEK);
+	RECV(fd, 100, MSG_PEEK);
+	FIONREAD_(fd);
+	RECV(fd, 4, 0);
+	RECV(fd, 100, MSG_PEEK);
+	RECV(fd, 100, 0);
+	RECV(fd, 100, MSG_PEEK | MSG_DONTWAIT);
+	tell();
+	await();
+	wait_readable(fd);
+	RECV(fd, 100, MSG_PEEK);
+	RECV(fd, 100, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_peek(void) { pair(AF_INET, peek_srv, peek_cli); }
+
+/* ---- waitall: MSG_WAITALL across several small sends, and at EOF -------- */
+
+static void waitall_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	for (int i = 0; i < 10; i++) {
+		char b[11];
+		memset(b, 'a' + i, 10);
+		b[10] = 0;
+		if (send(fd, b, 10, 0) != 10)
+			say("send %d failed", i);
+		usleep(20000);
+	}
+	say("sent 10 x 10 bytes, 20 ms apart");
+	await();
+	SEND(fd, "tail!", 0);
+	RC("close", close(fd));
+}
+
+static void waitall_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char buf[200];
+	tell();
+	ssize_t r = recv(fd, buf, 100, MSG_WAITALL);
+	say("recv(100, MSG_WAITALL) = %s \"%s\"", rcs(r, errno), r > 0 ? esc(buf, (size_t)r) : "");
+	if (r == 100) {
+		bool ok = true;
+		for (int i = 0; i < 100; i++)
+			ok &= buf[i] == 'a' + i / 10;
+		say("content in order: %s", ok ? "yes" : "no");
+	}
+	tell();
+	r = recv(fd, buf, 100, MSG_WAITALL);
+	say("recv(100, MSG_WAITALL) at EOF = %s \"%s\"", rcs(r, errno), r > 0 ? esc(buf, (size_t)r) : "");
+	RECV(fd, 100, MSG_WAITALL);
+	close(fd);
+}
+
+static void sc_waitall(void) { pair(AF_INET, waitall_srv, waitall_cli); }
+
+/* ---- dontwait: MSG_DONTWAIT, O_NONBLOCK, FIONBIO ------------------------ */
+
+static void dontwait_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	SEND(fd, "x", 0);
+	tell();
+	await();
+	recv_exact(fd, 3);
+	await();
+	usleep(100000);
+	SEND(fd, "late", 0);
+	await();
+	close(fd);
+}
+
+static void dontwait_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char b[16];
+	RECV(fd, 10, MSG_DONTWAIT);
+	tell();
+	await();
+	wait_readable(fd);
+	RECV(fd, 10, MSG_DONTWAIT);
+	RECV(fd, 10, MSG_DONTWAIT);
+	SEND(fd, "abc", MSG_DONTWAIT);
+	tell();
+	set_nonblock(fd, true);
+	RC("read (O_NONBLOCK, empty)", read(fd, b, sizeof b));
+	RC("recv (O_NONBLOCK, empty)", recv(fd, b, sizeof b, 0));
+	int zero = 0, one = 1;
+	RC("ioctl(FIONBIO, 0)", ioctl(fd, FIONBIO, &zero));
+	say("O_NONBLOCK now: %s", fcntl(fd, F_GETFL) & O_NONBLOCK ? "set" : "clear");
+	tell();
+	RECV(fd, 10, 0); /* blocks ~100 ms until "late" */
+	RC("ioctl(FIONBIO, 1)", ioctl(fd, FIONBIO, &one));
+	say("O_NONBLOCK now: %s", fcntl(fd, F_GETFL) & O_NONBLOCK ? "set" : "clear");
+	RECV(fd, 10, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_dontwait(void) { pair(AF_INET, dontwait_srv, dontwait_cli); }
+
+/* ---- rcvtimeo / sndtimeo ----------------------------------------------- */
+
+static void rcvtimeo_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	SEND(fd, "data", 0);
+	await();
+	close(fd);
+}
+
+static void rcvtimeo_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct timeval tv = { 0, 200000 };
+	RC("setsockopt(SO_RCVTIMEO, 200ms)", setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	struct timeval g = { 9, 9 };
+	socklen_t gl = sizeof g;
+	getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &g, &gl);
+	say("getsockopt(SO_RCVTIMEO) = %ld.%06ld", (long)g.tv_sec, (long)g.tv_usec);
+	uint64_t t0 = now_ms();
+	RECV(fd, 10, 0);
+	uint64_t dt = now_ms() - t0;
+	say("waited >= 150 ms: %s, < 2 s: %s", dt >= 150 ? "yes" : "no", dt < 2000 ? "yes" : "no");
+	tell();
+	RECV(fd, 10, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_rcvtimeo(void) { pair(AF_INET, rcvtimeo_srv, rcvtimeo_cli); }
+
+static void fill_drain_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	size_t got = recv_stream_at(fd, SIZE_MAX, 21, 0);
+	size_t sent;
+	await_buf(&sent, sizeof sent);
+	say("received total == sender's total: %s", got == sent ? "yes" : "no");
+	tell();
+	close(fd);
+}
+
+static void sndtimeo_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct timeval tv = { 0, 200000 };
+	RC("setsockopt(SO_SNDTIMEO, 200ms)", setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv));
+	uint8_t *b = malloc(64 * KiB);
+	size_t total = 0;
+	int err = 0;
+	uint64_t last = 0;
+	while (total < 512 * MiB) {
+		fill(b, 64 * KiB, total, 21);
+		uint64_t t0 = now_ms();
+		ssize_t w = send(fd, b, 64 * KiB, 0);
+		last = now_ms() - t0;
+		if (w < 0) {
+			err = errno;
+			break;
+		}
+		total += (size_t)w;
+	}
+	say("blocking send with SO_SNDTIMEO eventually returned: %s", err ? rcs(-1, err) : "never failed");
+	say("that call waited >= 150 ms: %s", last >= 150 ? "yes" : "no");
+	tell();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	tell_buf(&total, sizeof total);
+	await();
+	free(b);
+	close(fd);
+}
+
+static void sc_sndtimeo(void) { pair(AF_INET, fill_drain_srv, sndtimeo_cli); }
+
+/* ---- nb_fill: a nonblocking sender fills the window -------------------- */
+
+static void nb_fill_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	set_nonblock(fd, true);
+	uint8_t *b = malloc(64 * KiB);
+	size_t total = 0;
+	bool eagain = false;
+	while (total < 512 * MiB) {
+		fill(b, 64 * KiB, total, 21);
+		ssize_t w = send(fd, b, 64 * KiB, 0);
+		if (w < 0) {
+			if (errno == EAGAIN)
+				eagain = true;
+			else
+				say("send: %s", ename(errno));
+			break;
+		}
+		total += (size_t)w;
+	}
+	say("got EAGAIN: %s", eagain ? "yes" : "no");
+	POLL1(fd, POLLOUT, 0);
+	tell(); /* the reader starts draining */
+	POLL1(fd, POLLOUT, 5000);
+	size_t target = total + 2 * MiB;
+	bool stuck = false;
+	while (total < target) {
+		struct pollfd p = { fd, POLLOUT, 0 };
+		if (poll(&p, 1, 5000) != 1) {
+			stuck = true;
+			break;
+		}
+		fill(b, 64 * KiB, total, 21);
+		ssize_t w = send(fd, b, 64 * KiB, 0);
+		if (w > 0)
+			total += (size_t)w;
+		else if (errno != EAGAIN) {
+			say("send: %s", ename(errno));
+			break;
+		}
+	}
+	say("sent 2 MiB more while the reader drains: %s", stuck ? "STUCK" : "yes");
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	tell_buf(&total, sizeof total);
+	await();
+	free(b);
+	close(fd);
+}
+
+static void sc_nb_fill(void) { pair(AF_INET, fill_drain_srv, nb_fill_cli); }
+
+/* ---- fionread ---------------------------------------------------------- */
+
+static void fionread_srv(int lfd)
+{
+	int fd = acc(lfd);
+	char b[1000];
+	for (int i = 0; i < 1000; i++)
+		b[i] = (char)('A' + i % 26);
+	await();
+	RC("send(1000 bytes)", send(fd, b, sizeof b, 0));
+	SEND(fd, "xyz", 0);
+	tell();
+	await();
+	RC("close", close(fd));
+	tell();
+}
+
+static void fionread_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	FIONREAD_(fd);
+	tell();
+	await();
+	usleep(100000);
+	FIONREAD_(fd);
+	IOCTL_INT(fd, SIOCINQ, "SIOCINQ");
+	recv_exact(fd, 500);
+	FIONREAD_(fd);
+	recv_exact(fd, 503);
+	FIONREAD_(fd);
+	tell();
+	await();
+	wait_readable(fd);
+	FIONREAD_(fd);
+	RECV(fd, 10, 0);
+	close(fd);
+}
+
+static void sc_fionread(void) { pair(AF_INET, fionread_srv, fionread_cli); }
+
+/* ---- zero_len ---------------------------------------------------------- */
+
+static void zero_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	SEND(fd, "abc", 0);
+	tell();
+	await();
+	wait_readable(fd);
+	RECV(fd, 10, MSG_DONTWAIT);
+	close(fd);
+}
+
+static void zero_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char b[8];
+	RECV(fd, 0, MSG_DONTWAIT);
+	SEND(fd, "", 0);
+	RC("write(0 bytes)", write(fd, b, 0));
+	tell();
+	await();
+	wait_readable(fd);
+	RECV(fd, 0, 0);
+	RECV(fd, 0, MSG_DONTWAIT);
+	RC("read(0 bytes)", read(fd, b, 0));
+	RECV(fd, 10, 0);
+	close(fd);
+	tell();
+}
+
+static void sc_zero_len(void) { pair(AF_INET, zero_srv, zero_cli); }
+
+/* ---- shutdown_wr / shutdown_rd / shutdown_rdwr ------------------------- */
+
+static void shutwr_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 7);
+	RECV(fd, 64, 0);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	SEND(fd, "reply", 0);
+	await();
+	RC("close", close(fd));
+	tell();
+}
+
+static void shutwr_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "request", 0);
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	POLL1(fd, POLLOUT, 0);
+	SEND(fd, "more", 0);
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	recv_exact(fd, 5);
+	tell();
+	await();
+	wait_readable(fd);
+	RECV(fd, 64, 0);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RC("shutdown(SHUT_RDWR) after both FINs", shutdown(fd, SHUT_RDWR));
+	struct addr p;
+	memset(&p, 0, sizeof p);
+	p.len = sizeof p.ss;
+	RC("getpeername after both FINs", getpeername(fd, (struct sockaddr *)&p.ss, &p.len));
+	RC("close", close(fd));
+}
+
+static void sc_shutdown_wr(void) { pair(AF_INET, shutwr_srv, shutwr_cli); }
+
+static void shutrd_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 8);
+	await();
+	RC("close", close(fd));
+	tell();
+}
+
+static void shutrd_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	RC("shutdown(SHUT_RD)", shutdown(fd, SHUT_RD));
+	RECV(fd, 64, 0);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	SEND(fd, "still ok", 0);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RC("close", close(fd));
+}
+
+static void sc_shutdown_rd(void) { pair(AF_INET, shutrd_srv, shutrd_cli); }
+
+static void shutrdwr_srv(int lfd)
+{
+	int fd = acc(lfd);
+	RECV(fd, 64, 0);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RC("close", close(fd));
+	tell();
+}
+
+static void shutrdwr_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	RC("shutdown(SHUT_RDWR)", shutdown(fd, SHUT_RDWR));
+	RECV(fd, 64, 0);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RC("shutdown(7)", shutdown(fd, 7));
+	RC("close", close(fd));
+}
+
+static void sc_shutdown_rdwr(void) { pair(AF_INET, shutrdwr_srv, shutrdwr_cli); }
+
+/* ---- close with / without unread data, linger -------------------------- */
+
+static void close_unread_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	wait_readable(fd);
+	FIONREAD_(fd);
+	RC("close with 100 unread bytes", close(fd));
+	tell();
+}
+
+static void close_unread_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char b[100];
+	memset(b, 'u', sizeof b);
+	RC("send(100 bytes)", send(fd, b, sizeof b, 0));
+	tell();
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	GETINT(fd, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	struct addr p;
+	memset(&p, 0, sizeof p);
+	p.len = sizeof p.ss;
+	RC("getpeername", getpeername(fd, (struct sockaddr *)&p.ss, &p.len));
+	RC("close", close(fd));
+}
+
+static void sc_close_unread(void) { pair(AF_INET, close_unread_srv, close_unread_cli); }
+
+static void close_read_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 100);
+	RC("close", close(fd));
+	tell();
+}
+
+static void close_read_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char b[100];
+	memset(b, 'r', sizeof b);
+	RC("send(100 bytes)", send(fd, b, sizeof b, 0));
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, MSG_DONTWAIT);
+	RECV(fd, 64, 0);
+	GETINT(fd, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	RC("close", close(fd));
+}
+
+static void sc_close_read(void) { pair(AF_INET, close_read_srv, close_read_cli); }
+
+static void close_wakes_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "x", 0);
+	await();
+	usleep(100000);
+	RC("close", close(fd));
+}
+
+static void close_wakes_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	recv_exact(fd, 1);
+	int ep = epoll_create1(0);
+	EPCTL_(ep, fd);
+	tell();
+	POLL1(fd, POLLIN | POLLRDHUP, 5000); /* the peer closes ~100 ms later */
+	EPW_(ep);
+	RECV(fd, 64, MSG_DONTWAIT);
+	close(ep);
+	close(fd);
+}
+
+static void sc_close_wakes_poll(void) { pair(AF_INET, close_wakes_srv, close_wakes_cli); }
+
+static void close_wakes_epoll_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	recv_exact(fd, 1);
+	int ep = epoll_create1(0);
+	EPCTL_(ep, fd);
+	tell();
+	EPW_(ep); /* blocks until the peer closes ~100 ms later */
+	POLL1(fd, POLLIN | POLLRDHUP, 0);
+	RECV(fd, 64, MSG_DONTWAIT);
+	close(ep);
+	close(fd);
+}
+
+static void sc_close_wakes_epoll(void) { pair(AF_INET, close_wakes_srv, close_wakes_epoll_cli); }
+
+static void linger0_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 1);
+	struct linger lg = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+	RC("close", close(fd));
+	tell();
+}
+
+static void linger0_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "x", 0);
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	RC("close", close(fd));
+}
+
+static void sc_linger0(void) { pair(AF_INET, linger0_srv, linger0_cli); }
+
+static void linger_srv(int lfd)
+{
+	int fd = acc(lfd);
+	struct linger lg = { 1, 5 };
+	RC("setsockopt(SO_LINGER, {1, 5})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+	struct linger g;
+	socklen_t gl = sizeof g;
+	getsockopt(fd, SOL_SOCKET, SO_LINGER, &g, &gl);
+	say("getsockopt(SO_LINGER) = {%d, %d}", g.l_onoff, g.l_linger);
+	send_stream(fd, 256 * KiB, 41);
+	RC("close (lingering)", close(fd));
+}
+
+static void linger_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	recv_stream(fd, 256 * KiB, 41);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sc_linger_graceful(void) { pair(AF_INET, linger_srv, linger_cli); }
+
+/* ---- rst_with_pending: the reset arrives while we hold unread data ------- */
+
+static void rstp_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "hello", 0);
+	await();
+	wait_readable(fd);
+	RC("close with 1 unread byte", close(fd));
+	tell();
+}
+
+static void rstp_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "x", 0);
+	wait_readable(fd);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sc_rst_with_pending(void) { pair(AF_INET, rstp_srv, rstp_cli); }
+
+/* ---- epipe / sigpipe_default: writing after the peer closed ------------ */
+
+static void epipe_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 5);
+	RC("close", close(fd));
+	tell();
+}
+
+static void epipe_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "hello", 0);
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	SEND(fd, "first", 0);
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	SEND(fd, "second", 0);
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	SEND(fd, "third", MSG_NOSIGNAL);
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	RC("write", write(fd, "fourth", 6));
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	struct iovec v = { (void *)"fifth", 5 };
+	RC("writev", writev(fd, &v, 1));
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	RECV(fd, 64, 0);
+	RC("close", close(fd));
+}
+
+static void sc_epipe(void) { pair(AF_INET, epipe_srv, epipe_cli); }
+
+static void sigdfl_cli(const struct addr *a)
+{
+	signal(SIGPIPE, SIG_DFL);
+	int fd = conn(a);
+	SEND(fd, "hello", 0);
+	await();
+	usleep(SETTLE_US);
+	SEND(fd, "first", 0);
+	usleep(SETTLE_US);
+	SEND(fd, "second", 0);
+	say("still alive after the second send");
+	close(fd);
+}
+
+static void sc_sigpipe_default(void) { pair(AF_INET, epipe_srv, sigdfl_cli); }
+
+/* ---- kill_clean / kill_unread: the peer process dies (SIGKILL) ---------- */
+
+static void kill_clean_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "data", 0);
+	await();
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	recv_exact(fd, 3);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void kill_clean_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	recv_exact(fd, 4);
+	SEND(fd, "bye", 0);
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_clean(void) { pair(AF_INET, kill_clean_srv, kill_clean_cli); }
+
+static void kill_unread_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "data", 0);
+	await();
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	close(fd);
+}
+
+static void kill_unread_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	say("holding unread data");
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_unread(void) { pair(AF_INET, kill_unread_srv, kill_unread_cli); }
+
+/* ---- urgent data -------------------------------------------------------- */
+
+static void oob_send_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "ab", 0);
+	SEND(fd, "c", MSG_OOB);
+	SEND(fd, "de", 0);
+	tell();
+	await();
+	close(fd);
+}
+
+static void oob_wait(int fd)
+{
+	tell();
+	await();
+	usleep(SETTLE_US);
+	(void)fd;
+}
+
+static void oob_srv(int lfd)
+{
+	int fd = acc(lfd);
+	RECV(fd, 10, MSG_OOB);
+	RECV(fd, 10, MSG_OOB | MSG_DONTWAIT);
+	oob_wait(fd);
+	POLL1(fd, POLLIN | POLLPRI | POLLOUT, 0);
+	SELECT(fd, true, false, true, 0);
+	ATMARK(fd);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	RECV(fd, 100, MSG_OOB | MSG_PEEK);
+	RECV(fd, 100, MSG_OOB);
+	RECV(fd, 100, MSG_OOB);
+	ATMARK(fd);
+	POLL1(fd, POLLIN | POLLPRI, 0);
+	SELECT(fd, true, false, true, 0);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob(void) { pair(AF_INET, oob_srv, oob_send_cli); }
+
+static void oob_first_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	ATMARK(fd);
+	RECV(fd, 100, MSG_OOB);
+	ATMARK(fd);
+	POLL1(fd, POLLIN | POLLPRI, 0);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	RECV(fd, 100, 0);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_first(void) { pair(AF_INET, oob_first_srv, oob_send_cli); }
+
+static void oob_inline_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 1);
+	oob_wait(fd);
+	POLL1(fd, POLLIN | POLLPRI, 0);
+	SELECT(fd, true, false, true, 0);
+	ATMARK(fd);
+	RECV(fd, 100, MSG_OOB);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	POLL1(fd, POLLIN | POLLPRI, 0);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	POLL1(fd, POLLIN | POLLPRI, 0);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_inline(void) { pair(AF_INET, oob_inline_srv, oob_send_cli); }
+
+/* two urgent bytes before the reader looks: only the last mark counts */
+static void oob_twice_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "a", 0);
+	SEND(fd, "b", MSG_OOB);
+	SEND(fd, "c", 0);
+	SEND(fd, "d", MSG_OOB);
+	SEND(fd, "e", 0);
+	tell();
+	await();
+	close(fd);
+}
+
+static void oob_twice_common(int fd)
+{
+	oob_wait(fd);
+	POLL1(fd, POLLIN | POLLPRI, 0);
+	ATMARK(fd);
+	RECV(fd, 100, MSG_OOB);
+	for (int i = 0; i < 4; i++) {
+		if (RECV(fd, 100, MSG_DONTWAIT) <= 0)
+			break;
+		ATMARK(fd);
+	}
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void oob_twice_srv(int lfd)
+{
+	oob_twice_common(acc(lfd));
+}
+
+static void oob_twice_inline_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 1);
+	oob_twice_common(fd);
+}
+
+static void sc_oob_twice(void) { pair(AF_INET, oob_twice_srv, oob_twice_cli); }
+static void sc_oob_twice_inline(void) { pair(AF_INET, oob_twice_inline_srv, oob_twice_cli); }
+
+/* send("xyz", MSG_OOB): only the last byte is urgent */
+static void oob_multi_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "xyz", MSG_OOB);
+	tell();
+	await();
+	close(fd);
+}
+
+static void oob_multi_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	ATMARK(fd);
+	RECV(fd, 100, MSG_OOB);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_multibyte(void) { pair(AF_INET, oob_multi_srv, oob_multi_cli); }
+
+static void oob_sigurg_srv(int lfd)
+{
+	int fd = acc(lfd);
+	handle(SIGURG, on_sigurg);
+	RC("fcntl(F_SETOWN, self)", fcntl(fd, F_SETOWN, getpid()));
+	say("F_GETOWN is self: %s", fcntl(fd, F_GETOWN) == getpid() ? "yes" : "no");
+	oob_wait(fd);
+	say("SIGURG count: %d", (int)n_sigurg);
+	RECV(fd, 100, MSG_OOB);
+	RECV(fd, 100, 0);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_sigurg(void) { pair(AF_INET, oob_sigurg_srv, oob_send_cli); }
+
+/* ---- readiness: poll, select, epoll ------------------------------------ */
+
+static void ready_cli(const struct addr *a)
+{
+	/* a generic client: on each "tell" send the next piece */
+	int fd = conn(a);
+	const char *steps[] = { "x", "SHUT_WR", NULL };
+	for (int i = 0; steps[i]; i++) {
+		await();
+		if (strcmp(steps[i], "SHUT_WR") == 0)
+			RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+		else
+			SEND(fd, steps[i], 0);
+		tell();
+	}
+	await();
+	close(fd);
+}
+
+static void poll_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int pp[2];
+	if (pipe(pp) < 0)
+		die("pipe");
+	POLL1(fd, POLLIN | POLLOUT, 0);
+	POLL1(fd, POLLIN, 100);
+	POLL1(fd, 0, 0);
+	tell();
+	await();
+	POLL1(fd, POLLIN, 5000);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM | POLLPRI | POLLRDHUP, 0);
+	struct pollfd m[3] = { { fd, POLLIN, 0 }, { pp[0], POLLIN, 0 }, { -1, POLLIN, 0 } };
+	int r = poll(m, 3, 0);
+	say("poll([sock, pipe, -1]) = %d revents=[%s, %s, %s]", r, evstr(m[0].revents), evstr(m[1].revents),
+	    evstr(m[2].revents));
+	if (write(pp[1], "p", 1) != 1)
+		die("write pipe");
+	r = poll(m, 3, 5000);
+	say("poll([sock, pipe, -1]) = %d revents=[%s, %s, %s]", r, evstr(m[0].revents), evstr(m[1].revents),
+	    evstr(m[2].revents));
+	struct timespec ts = { 0, 0 };
+	sigset_t ss;
+	sigemptyset(&ss);
+	r = ppoll(m, 2, &ts, &ss);
+	say("ppoll([sock, pipe]) = %d revents=[%s, %s]", r, evstr(m[0].revents), evstr(m[1].revents));
+	RECV(fd, 10, 0);
+	POLL1(fd, POLLIN, 0);
+	struct pollfd two[2] = { { fd, POLLIN, 0 }, { fd, POLLOUT, 0 } };
+	r = poll(two, 2, 0);
+	say("poll([sock POLLIN, sock POLLOUT]) = %d revents=[%s, %s]", r, evstr(two[0].revents),
+	    evstr(two[1].revents));
+	tell();
+	await();
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 5000);
+	RECV(fd, 10, 0);
+	tell();
+	int saved = fd;
+	close(fd);
+	POLL1(saved, POLLIN, 0);
+	close(pp[0]);
+	close(pp[1]);
+}
+
+static void sc_poll(void) { pair(AF_INET, poll_srv, ready_cli); }
+
+static void select_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SELECT(fd, true, true, true, 0);
+	SELECT(fd, true, false, false, 100);
+	tell();
+	await();
+	wait_readable(fd);
+	SELECT(fd, true, true, true, 0);
+	SELECT(fd, true, false, false, 0);
+	fd_set rs;
+	FD_ZERO(&rs);
+	FD_SET(fd, &rs);
+	struct timespec ts = { 0, 0 };
+	sigset_t ss;
+	sigemptyset(&ss);
+	int r = pselect(fd + 1, &rs, NULL, NULL, &ts, &ss);
+	say("pselect(r, 0ms) = %d%s", r, FD_ISSET(fd, &rs) ? " ready: read" : "");
+	RECV(fd, 10, 0);
+	SELECT(fd, true, true, false, 0);
+	tell();
+	await();
+	wait_readable(fd);
+	SELECT(fd, true, true, true, 0);
+	RECV(fd, 10, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_select(void) { pair(AF_INET, select_srv, ready_cli); }
+
+static void EPW(int ep, int ms)
+{
+	struct epoll_event ev[4];
+	memset(ev, 0, sizeof ev);
+	errno = 0;
+	int n = epoll_wait(ep, ev, 4, ms);
+	int e = errno;
+	if (n <= 0) {
+		say("epoll_wait(%dms) = %s", ms, rcs(n, e));
+		return;
+	}
+	char list[256] = "";
+	for (int i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s data=%" PRIu64, i ? ", " : "",
+			 epstr(ev[i].events), (uint64_t)ev[i].data.u64);
+	say("epoll_wait(%dms) = %d [%s]", ms, n, list);
+}
+
+static void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *label)
+{
+	struct epoll_event ev;
+	memset(&ev, 0, sizeof ev);
+	ev.events = events;
+	ev.data.u64 = data;
+	RC(label, epoll_ctl(ep, op, fd, &ev));
+}
+
+static void epoll_lt_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 77, "epoll_ctl(ADD, IN|OUT|RDHUP)");
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 77, "epoll_ctl(ADD again)");
+	EPW(ep, 0);
+	tell();
+	await();
+	wait_readable(fd);
+	EPW(ep, 0);
+	EPW(ep, 0);
+	RECV(fd, 10, 0);
+	EPW(ep, 0);
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, 78, "epoll_ctl(MOD, IN|RDHUP)");
+	EPW(ep, 100);
+	tell();
+	await();
+	wait_readable(fd);
+	EPW(ep, 0);
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLIN, 79, "epoll_ctl(MOD, IN)");
+	EPW(ep, 0);
+	EPCTL(ep, EPOLL_CTL_DEL, fd, 0, 0, "epoll_ctl(DEL)");
+	EPW(ep, 0);
+	EPCTL(ep, EPOLL_CTL_DEL, fd, 0, 0, "epoll_ctl(DEL again)");
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 80, "epoll_ctl(ADD, IN)");
+	EPW(ep, 0);
+	tell();
+	RC("close the socket (still in the epoll set)", close(fd));
+	EPW(ep, 0);
+	close(ep);
+}
+
+static void sc_epoll_lt(void) { pair(AF_INET, epoll_lt_srv, ready_cli); }
+
+static void et_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	const char *steps[] = { "a", "b", "c", "d", NULL };
+	for (int i = 0; steps[i]; i++) {
+		await();
+		SEND(fd, steps[i], 0);
+		tell();
+	}
+	await();
+	close(fd);
+}
+
+static void epoll_et_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET, 7, "epoll_ctl(ADD, IN|ET)");
+	EPW(ep, 0);
+	tell();
+	await();
+	EPW(ep, 5000);
+	EPW(ep, 100);
+	tell();
+	await();
+	EPW(ep, 5000);
+	EPW(ep, 100);
+	recv_exact(fd, 2);
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 8, "epoll_ctl(MOD, IN|ONESHOT)");
+	EPW(ep, 0);
+	tell();
+	await();
+	EPW(ep, 5000);
+	EPW(ep, 100);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	EPW(ep, 100);
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 9, "epoll_ctl(MOD, IN|ONESHOT) re-arm");
+	EPW(ep, 0);
+	EPW(ep, 0);
+	recv_exact(fd, 2);
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLOUT | EPOLLET, 10, "epoll_ctl(MOD, OUT|ET)");
+	EPW(ep, 0);
+	EPW(ep, 0);
+	tell();
+	close(ep);
+	close(fd);
+}
+
+static void sc_epoll_et(void) { pair(AF_INET, epoll_et_srv, et_cli); }
+
+static void EPCTL_(int ep, int fd)
+{
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 1, "epoll_ctl(ADD, IN|RDHUP)");
+}
+
+static void EPW_(int ep)
+{
+	EPW(ep, 5000);
+}
+
+/* ---- accept_nb: nonblocking listener, readiness, accept4 flags ---------- */
+
+static void accept_nb_srv(int lfd)
+{
+	set_nonblock(lfd, true);
+	RC("accept (nonblocking, none pending)", accept(lfd, NULL, NULL));
+	POLL1(lfd, POLLIN, 0);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, lfd, EPOLLIN, 5, "epoll_ctl(ADD listener, IN)");
+	EPW(ep, 0);
+	tell();
+	await();
+	POLL1(lfd, POLLIN | POLLOUT, 5000);
+	SELECT(lfd, true, true, false, 0);
+	EPW(ep, 0);
+	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	say("accept4(SOCK_NONBLOCK|SOCK_CLOEXEC): %s", fd >= 0 ? "ok" : ename(errno));
+	if (fd < 0)
+		die("accept4");
+	say("O_NONBLOCK: %s, FD_CLOEXEC: %s", fcntl(fd, F_GETFL) & O_NONBLOCK ? "set" : "clear",
+	    fcntl(fd, F_GETFD) & FD_CLOEXEC ? "set" : "clear");
+	RECV(fd, 10, 0);
+	RC("accept again", accept(lfd, NULL, NULL));
+	POLL1(lfd, POLLIN, 0);
+	EPW(ep, 0);
+	tell();
+	await();
+	wait_readable(fd);
+	RECV(fd, 10, 0);
+	POLL1(lfd, POLLIN, 5000);
+	int fd2 = accept(lfd, NULL, NULL);
+	say("accept (second connection): %s", fd2 >= 0 ? "ok" : ename(errno));
+	if (fd2 >= 0) {
+		say("O_NONBLOCK inherited from the listener: %s, FD_CLOEXEC: %s",
+		    fcntl(fd2, F_GETFL) & O_NONBLOCK ? "yes" : "no", fcntl(fd2, F_GETFD) & FD_CLOEXEC ? "set" : "clear");
+		recv_exact(fd2, 2);
+		close(fd2);
+	}
+	tell();
+	close(ep);
+	close(fd);
+}
+
+static void accept_nb_cli(const struct addr *a)
+{
+	await();
+	int fd = conn(a);
+	say("connected");
+	tell();
+	await();
+	SEND(fd, "x", 0);
+	int fd2 = conn(a);
+	SEND(fd2, "yz", 0);
+	tell();
+	await();
+	close(fd2);
+	close(fd);
+}
+
+static void sc_accept_nb(void) { pair(AF_INET, accept_nb_srv, accept_nb_cli); }
+
+/* ---- backlog_order: connections queue before accept, FIFO -------------- */
+
+static void backlog_srv(int lfd)
+{
+	int fds[4];
+	await();
+	for (int i = 0; i < 4; i++) {
+		fds[i] = acc(lfd);
+		say("accept #%d", i);
+		recv_exact(fds[i], 1);
+	}
+	for (int i = 0; i < 4; i++) {
+		char b[16];
+		snprintf(b, sizeof b, "bye %d", i);
+		SEND(fds[i], b, 0);
+	}
+	await();
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+}
+
+static void backlog_cli(const struct addr *a)
+{
+	int fds[4];
+	for (int i = 0; i < 4; i++) {
+		fds[i] = conn(a);
+		char b[2] = { (char)('0' + i), 0 };
+		SEND(fds[i], b, 0);
+	}
+	say("4 connections made before any accept");
+	tell();
+	for (int i = 0; i < 4; i++)
+		recv_exact(fds[i], 5);
+	tell();
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+}
+
+static void sc_backlog_order(void) { pair(AF_INET, backlog_srv, backlog_cli); }
+
+/* ---- options ----------------------------------------------------------- */
+
+static void opts_srv(int lfd)
+{
+	GETINT(lfd, SOL_SOCKET, SO_ACCEPTCONN, "listener SO_ACCEPTCONN");
+	int fd = acc(lfd);
+	GETINT(fd, SOL_SOCKET, SO_ACCEPTCONN, "SO_ACCEPTCONN");
+	recv_exact(fd, 2);
+	SEND(fd, "ok", 0);
+	await();
+	close(fd);
+}
+
+static void opts_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	GETINT(fd, SOL_SOCKET, SO_TYPE, "SO_TYPE");
+	GETINT(fd, SOL_SOCKET, SO_DOMAIN, "SO_DOMAIN");
+	GETINT(fd, SOL_SOCKET, SO_PROTOCOL, "SO_PROTOCOL");
+	GETINT(fd, SOL_SOCKET, SO_ACCEPTCONN, "SO_ACCEPTCONN");
+	GETINT(fd, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	SETINT(fd, IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY", 1);
+	GETINT(fd, IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY");
+	SETINT(fd, SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE", 1);
+	GETINT(fd, SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE");
+	SETINT(fd, SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF", 65536);
+	GETINT(fd, SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF");
+	SETINT(fd, SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF", 65536);
+	GETINT(fd, SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF");
+	GETINT(fd, SOL_SOCKET, SO_RCVLOWAT, "SO_RCVLOWAT");
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 1);
+	GETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE");
+	GETINT(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR");
+	SETINT(fd, SOL_SOCKET, 9999, "bogus option 9999", 1);
+	GETINT(fd, SOL_SOCKET, 9999, "bogus option 9999");
+	SEND(fd, "hi", 0);
+	recv_exact(fd, 2);
+	tell();
+	close(fd);
+}
+
+static void sc_sockopts(void) { pair(AF_INET, opts_srv, opts_cli); }
+
+static const char *tcpstate(int s)
+{
+	static const char *n[] = { "?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2",
+				   "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING" };
+	return s >= 0 && s < (int)(sizeof n / sizeof n[0]) ? n[s] : "??";
+}
+
+static void TCPINFO(int fd)
+{
+	struct tcp_info ti;
+	memset(&ti, 0, sizeof ti);
+	socklen_t l = sizeof ti;
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+		say("getsockopt(TCP_INFO) = %s", rcs(-1, errno));
+	else
+		say("getsockopt(TCP_INFO): tcpi_state %s", tcpstate(ti.tcpi_state));
+}
+
+static void tcpinfo_srv(int lfd)
+{
+	TCPINFO(lfd);
+	int fd = acc(lfd);
+	TCPINFO(fd);
+	await();
+	RC("close", close(fd));
+	tell();
+}
+
+static void tcpinfo_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	TCPINFO(fd);
+	GETINT(fd, IPPROTO_TCP, TCP_MAXSEG, "TCP_MAXSEG");
+	tell();
+	await();
+	wait_readable(fd);
+	RECV(fd, 8, 0);
+	TCPINFO(fd);
+	close(fd);
+}
+
+static void sc_tcp_info(void) { pair(AF_INET, tcpinfo_srv, tcpinfo_cli); }
+
+/* ---- fd_numbers: the switch takes no descriptors the app can see -------- */
+
+static int count_fds(void)
+{
+	int n = 0;
+	for (int fd = 0; fd < 1024; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			n++;
+	return n;
+}
+
+static void fdn_srv(int lfd)
+{
+	int c0 = count_fds();
+	struct addr la2;
+	int l2 = listener(AF_INET, false, &la2);
+	say("open descriptors after socket+bind+listen: %+d", count_fds() - c0);
+	close(l2);
+	c0 = count_fds();
+	int fd = acc(lfd);
+	say("open descriptors after accept: %+d", count_fds() - c0);
+	int n = open("/dev/null", O_RDONLY);
+	say("first free fd after accept = accepted + %d", n - fd);
+	close(n);
+	recv_exact(fd, 2);
+	close(fd);
+	say("open descriptors after close: %+d", count_fds() - c0);
+}
+
+static void fdn_cli(const struct addr *a)
+{
+	int c0 = count_fds();
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		die("connect: %s", ename(errno));
+	say("open descriptors after socket+connect: %+d", count_fds() - c0);
+	int n = open("/dev/null", O_RDONLY);
+	say("first free fd after connect = socket + %d", n - fd);
+	close(n);
+	SEND(fd, "hi", 0);
+	close(fd);
+	say("open descriptors after close: %+d", count_fds() - c0);
+}
+
+static void sc_fd_numbers(void) { pair(AF_INET, fdn_srv, fdn_cli); }
+
+/* ---- dup / dup2 ------------------------------------------------------- */
+
+static void dup_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 7);
+	await();
+	SEND(fd, "reply", 0);
+	recv_exact(fd, 8);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void dup_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int d = dup(fd);
+	say("dup: %s", d >= 0 ? "ok" : ename(errno));
+	RC("write(dup, \"via dup\")", write(d, "via dup", 7));
+	RC("close(original)", close(fd));
+	RC("fcntl(original, F_GETFD)", fcntl(fd, F_GETFD));
+	tell();
+	recv_exact(d, 5);
+	SEND(d, "still up", 0);
+	RC("close(dup)", close(d));
+}
+
+static void sc_dup(void) { pair(AF_INET, dup_srv, dup_cli); }
+
+static void dup2_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 8);
+	recv_exact(fd, 11);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void dup2_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	RC("dup2(sock, 100)", dup2(fd, 100));
+	RC("close(original)", close(fd));
+	SEND(100, "via dup2", 0);
+	int f = fcntl(100, F_DUPFD_CLOEXEC, 200);
+	say("fcntl(F_DUPFD_CLOEXEC, 200) >= 200: %s", f >= 200 ? "yes" : "no");
+	RC("close(100)", close(100));
+	SEND(f, "via F_DUPFD", 0);
+	RC("close(last)", close(f));
+}
+
+static void sc_dup2(void) { pair(AF_INET, dup2_srv, dup2_cli); }
+
+/* dup2 over a switched socket closes that socket's connection */
+static void dup2r_srv(int lfd)
+{
+	int a = acc(lfd), b = acc(lfd);
+	recv_exact(a, 1);
+	recv_exact(b, 1);
+	tell();
+	await();
+	say("connection B:");
+	RECV(b, 64, 0);
+	say("connection A:");
+	recv_exact(a, 16);
+	await();
+	RECV(a, 64, 0);
+	close(a);
+	close(b);
+}
+
+static void dup2r_cli(const struct addr *a)
+{
+	int fa = conn(a);
+	SEND(fa, "A", 0);
+	int fb = conn(a);
+	SEND(fb, "B", 0);
+	await();
+	int r = dup2(fa, fb);
+	say("dup2(A, B) returned B: %s", r == fb ? "yes" : rcs(r, errno));
+	SEND(fb, "A via B's number", 0);
+	tell();
+	close(fa);
+	close(fb);
+	tell();
+}
+
+static void sc_dup2_replace(void) { pair(AF_INET, dup2r_srv, dup2r_cli); }
+
+/* ---- fork: shared connection ------------------------------------------- */
+
+static int g_fd;
+static int g_gsync[2];
+
+static void fork_child_writer(void *arg)
+{
+	(void)arg;
+	SEND(g_fd, "from child", 0);
+	recv_exact(g_fd, 3);
+	char c;
+	if (read(g_gsync[0], &c, 1) != 1)
+		die("parent went away");
+	SEND(g_fd, "second", 0);
+	say("exiting without close");
+}
+
+static void fork_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 10);
+	SEND(fd, "ack", 0);
+	recv_exact(fd, 6);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void fork_cli(const struct addr *a)
+{
+	g_fd = conn(a);
+	if (pipe(g_gsync) < 0)
+		die("pipe");
+	struct proc ch = spawn("client-child", fork_child_writer, NULL);
+	RC("parent: close its copy", close(g_fd));
+	if (write(g_gsync[1], "!", 1) != 1)
+		die("pipe");
+	reap(&ch);
+}
+
+static void sc_fork_after_connect(void) { pair(AF_INET, fork_srv, fork_cli); }
+
+static void keep_child(void *arg)
+{
+	(void)arg;
+	SEND(g_fd, "child", 0);
+	say("exiting without close");
+}
+
+static void keep_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 5);
+	await();
+	POLL1(fd, POLLIN, 200);
+	tell();
+	recv_exact(fd, 6);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void keep_cli(const struct addr *a)
+{
+	g_fd = conn(a);
+	struct proc ch = spawn("client-child", keep_child, NULL);
+	reap(&ch);
+	tell();
+	await();
+	SEND(g_fd, "parent", 0);
+	RC("close", close(g_fd));
+}
+
+static void sc_fork_parent_keeps(void) { pair(AF_INET, keep_srv, keep_cli); }
+
+/* fork + exec: an inherited connected socket in a new program (inetd) */
+static void exec_child(void *arg)
+{
+	(void)arg;
+	char fdarg[16], reparg[16];
+	snprintf(fdarg, sizeof fdarg, "%d", g_fd);
+	snprintf(reparg, sizeof reparg, "%d", rep_fd);
+	execl(self_exe, "sem", "__exec_writer", fdarg, reparg, (char *)NULL);
+	die("exec: %s", ename(errno));
+}
+
+static int exec_writer(int fd, int rfd)
+{
+	rep_fd = rfd;
+	role = "exec-child";
+	handle(SIGPIPE, on_sigpipe);
+	handle(SIGALRM, on_alarm);
+	alarm(WD_CHILD);
+	struct addr p;
+	get_name(fd, true, &p);
+	say("inherited socket: getpeername %s", adesc(&p));
+	SEND(fd, "from exec", 0);
+	recv_exact(fd, 2);
+	RC("close", close(fd));
+	return 0;
+}
+
+static void exec_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 9);
+	SEND(fd, "ok", 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void exec_cli(const struct addr *a)
+{
+	g_fd = conn(a);
+	struct proc ch = spawn("exec-child", exec_child, NULL);
+	RC("parent: close its copy", close(g_fd));
+	reap(&ch);
+}
+
+static void sc_exec_inherit(void) { pair(AF_INET, exec_srv, exec_cli); }
+
+/* a forked helper closes its copy of the listener: the listener lives on */
+static int g_lfd;
+static void close_listener_child(void *arg)
+{
+	(void)arg;
+	RC("close inherited listener", close(g_lfd));
+}
+
+static void flisten_srv(int lfd)
+{
+	g_lfd = lfd;
+	struct proc h = spawn("helper", close_listener_child, NULL);
+	reap(&h);
+	tell();
+	int fd = acc(lfd);
+	recv_exact(fd, 5);
+	SEND(fd, "world", 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void flisten_cli(const struct addr *a)
+{
+	await();
+	int fd = conn(a);
+	SEND(fd, "hello", 0);
+	recv_exact(fd, 5);
+	close(fd);
+}
+
+static void sc_fork_listener(void) { pair(AF_INET, flisten_srv, flisten_cli); }
+
+/* pre-fork server: two workers accept on one listener, once each */
+static void worker(void *arg)
+{
+	(void)arg;
+	int fd = acc(g_lfd);
+	say("accepted");
+	recv_exact(fd, 1);
+	SEND(fd, "ok", 0);
+	RECV(fd, 8, 0);
+	close(fd);
+}
+
+static void prefork_srv(int lfd)
+{
+	g_lfd = lfd;
+	struct proc w1 = spawn("worker", worker, NULL);
+	struct proc w2 = spawn("worker", worker, NULL);
+	tell();
+	reap(&w1);
+	reap(&w2);
+}
+
+static void prefork_cli(const struct addr *a)
+{
+	await();
+	for (int i = 0; i < 2; i++) {
+		int fd = conn(a);
+		SEND(fd, "x", 0);
+		recv_exact(fd, 2);
+		close(fd);
+	}
+}
+
+static void sc_prefork_accept(void) { pair(AF_INET, prefork_srv, prefork_cli); }
+
+/* ---- iovec, sendmsg/recvmsg, recvfrom, sendfile ----------------------- */
+
+static void iovec_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	usleep(SETTLE_US);
+	char a[2], b[5], c[10];
+	struct iovec v[3] = { { a, 2 }, { b, 5 }, { c, 10 } };
+	errno = 0;
+	ssize_t r = readv(fd, v, 3);
+	say("readv(2+5+10) = %s [\"%s\", \"%s\", \"%s\"]", rcs(r, errno), esc(a, 2), esc(b, 5),
+	    esc(c, r > 7 ? (size_t)r - 7 : 0));
+	char d[1], e[1], f[4];
+	struct iovec w[3] = { { d, 1 }, { e, 1 }, { f, 4 } };
+	struct sockaddr_storage ss;
+	char ctl[64];
+	struct msghdr m;
+	memset(&m, 0, sizeof m);
+	m.msg_name = &ss;
+	m.msg_namelen = sizeof ss;
+	m.msg_iov = w;
+	m.msg_iovlen = 3;
+	m.msg_control = ctl;
+	m.msg_controllen = sizeof ctl;
+	m.msg_flags = 0x4000000;
+	errno = 0;
+	r = recvmsg(fd, &m, 0);
+	say("recvmsg(1+1+4) = %s \"%s\" msg_namelen=%u msg_controllen=%zu msg_flags=%s", rcs(r, errno),
+	    esc(d, r > 0 ? 1 : 0), (unsigned)m.msg_namelen, (size_t)m.msg_controllen, flagstr(m.msg_flags));
+	tell();
+	/* 900 KiB written with one writev, read with a 2-element readv loop */
+	struct rx rx;
+	rx_init(&rx);
+	uint8_t *p = malloc(80000);
+	while (rx.got < 900 * KiB) {
+		size_t want = 900 * KiB - rx.got;
+		struct iovec two[2] = { { p, want < 40000 ? want : 40000 }, { p + 40000, want > 40000 ? (want - 40000 < 40000 ? want - 40000 : 40000) : 0 } };
+		ssize_t k = readv(fd, two, 2);
+		if (k <= 0) {
+			say("readv: %s", k == 0 ? "EOF" : ename(errno));
+			break;
+		}
+		rx_feed(&rx, p, (size_t)k, 0, 51);
+	}
+	rx_say(&rx, "readv loop");
+	free(p);
+	await();
+	usleep(SETTLE_US);
+	char z[10];
+	struct sockaddr_storage from;
+	memset(&from, 0x55, sizeof from);
+	socklen_t fl = sizeof from;
+	errno = 0;
+	r = recvfrom(fd, z, sizeof z, 0, (struct sockaddr *)&from, &fl);
+	say("recvfrom(with address) = %s \"%s\" addrlen=%u", rcs(r, errno), esc(z, r > 0 ? (size_t)r : 0),
+	    (unsigned)fl);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void iovec_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct iovec v[3] = { { (void *)"abc", 3 }, { (void *)"defg", 4 }, { (void *)"hi", 2 } };
+	RC("writev(\"abc\", \"defg\", \"hi\")", writev(fd, v, 3));
+	struct iovec w[4] = { { (void *)"12", 2 }, { (void *)"345", 3 }, { (void *)"", 0 }, { (void *)"6789", 4 } };
+	struct msghdr m;
+	memset(&m, 0, sizeof m);
+	m.msg_iov = w;
+	m.msg_iovlen = 4;
+	RC("sendmsg(\"12\", \"345\", \"\", \"6789\")", sendmsg(fd, &m, 0));
+	tell();
+	await();
+	size_t part = 300 * KiB;
+	uint8_t *big = malloc(3 * part);
+	fill(big, 3 * part, 0, 51);
+	struct iovec bv[3] = { { big, part }, { big + part, part }, { big + 2 * part, part } };
+	RC("writev(3 x 300 KiB)", writev(fd, bv, 3));
+	free(big);
+	RC("sendto(\"zz\", with an address)", sendto(fd, "zz", 2, 0, (const struct sockaddr *)&a->ss, a->len));
+	tell();
+	RC("close", close(fd));
+}
+
+static void sc_iovec(void) { pair(AF_INET, iovec_srv, iovec_cli); }
+
+static void sendfile_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_stream_at(fd, 300000, 61, 0);
+	recv_stream_at(fd, 5000, 61, 1000);
+	recv_stream_at(fd, 1000, 61, 299000);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sendfile_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char path[] = "/tmp/sem-sendfile.XXXXXX";
+	int f = mkstemp(path);
+	if (f < 0)
+		die("mkstemp: %s", ename(errno));
+	unlink(path);
+	uint8_t *b = malloc(300000);
+	fill(b, 300000, 0, 61);
+	if (write(f, b, 300000) != 300000)
+		die("write file");
+	free(b);
+	off_t off = 0;
+	size_t total = 0;
+	while (total < 300000) {
+		ssize_t r = sendfile(fd, f, &off, 300000 - total);
+		if (r <= 0) {
+			say("sendfile: %s", rcs(r, errno));
+			break;
+		}
+		total += (size_t)r;
+	}
+	say("sendfile(offset ptr) total %zu, offset now %ld", total, (long)off);
+	lseek(f, 1000, SEEK_SET);
+	RC("sendfile(NULL offset, 5000) from position 1000", sendfile(fd, f, NULL, 5000));
+	say("file position now %ld", (long)lseek(f, 0, SEEK_CUR));
+	off = 299000;
+	RC("sendfile(offset 299000, 10000) near EOF", sendfile(fd, f, &off, 10000));
+	say("offset now %ld", (long)off);
+	RC("sendfile(at EOF)", sendfile(fd, f, &off, 10000));
+	close(f);
+	RC("close", close(fd));
+}
+
+static void sc_sendfile(void) { pair(AF_INET, sendfile_srv, sendfile_cli); }
+
+/* ================================================================ table */
+
+struct scenario {
+	const char *name;
+	void (*run)(void);
+	const char *desc;
+};
+
+static const struct scenario scenarios[] = {
+	{ "exchange_v4", sc_exchange_v4, "small, 1 MiB, 8 MiB each way with checksums (IPv4)" },
+	{ "exchange_v6", sc_exchange_v6, "small, 1 MiB, 8 MiB each way with checksums (IPv6)" },
+	{ "duplex", sc_duplex, "4 MiB each way at the same time, nonblocking, poll-driven" },
+	{ "names_v4", sc_names_v4, "getsockname/getpeername/accept address consistent on both ends (IPv4)" },
+	{ "names_v6", sc_names_v6, "getsockname/getpeername/accept address consistent on both ends (IPv6)" },
+	{ "v4mapped", sc_v4mapped, "IPv4 client to a dual-stack IPv6 wildcard listener" },
+	{ "wildcard_v4", sc_wildcard_v4, "client to a 0.0.0.0 listener" },
+	{ "wildcard_v6", sc_wildcard_v6, "client to a :: listener over ::1" },
+	{ "self_connect", sc_self_connect, "one thread: nonblocking connect to its own listener, accept, exchange" },
+	{ "nb_connect", sc_nb_connect, "nonblocking connect: EINPROGRESS, POLLOUT, SO_ERROR 0, EISCONN, data" },
+	{ "refused_v4", sc_refused_v4, "no listener: ECONNREFUSED blocking and nonblocking; reconnect works" },
+	{ "refused_v6", sc_refused_v6, "same over IPv6" },
+	{ "peek", sc_peek, "MSG_PEEK then normal reads; peek at EOF" },
+	{ "waitall", sc_waitall, "MSG_WAITALL across 10 small sends; at EOF" },
+	{ "dontwait", sc_dontwait, "MSG_DONTWAIT, O_NONBLOCK, FIONBIO" },
+	{ "rcvtimeo", sc_rcvtimeo, "SO_RCVTIMEO 200 ms: EAGAIN, then data" },
+	{ "sndtimeo", sc_sndtimeo, "SO_SNDTIMEO 200 ms on a full window: EAGAIN; totals match" },
+	{ "nb_fill", sc_nb_fill, "nonblocking sender fills the window: EAGAIN, POLLOUT after drain, totals" },
+	{ "fionread", sc_fionread, "FIONREAD/SIOCINQ before, after arrival, after partial reads, at EOF" },
+	{ "zero_len", sc_zero_len, "zero-length send/recv/read/write" },
+	{ "shutdown_wr", sc_shutdown_wr, "SHUT_WR half-close: data then EOF, reply still flows, EPIPE, POLLRDHUP" },
+	{ "shutdown_rd", sc_shutdown_rd, "SHUT_RD: recv 0, sending still works" },
+	{ "shutdown_rdwr", sc_shutdown_rdwr, "SHUT_RDWR, and shutdown with a bad how" },
+	{ "close_unread", sc_close_unread, "peer closes with unread data: ECONNRESET, then 0, EPIPE" },
+	{ "close_read", sc_close_read, "peer closes with everything read: EOF" },
+	{ "close_wakes_poll", sc_close_wakes_poll, "the peer's close wakes a blocked poll: POLLIN|POLLRDHUP" },
+	{ "close_wakes_epoll", sc_close_wakes_epoll, "the peer's close wakes a blocked epoll_wait: EPOLLIN|EPOLLRDHUP" },
+	{ "linger0", sc_linger0, "SO_LINGER {1,0} close: peer sees ECONNRESET" },
+	{ "linger_graceful", sc_linger_graceful, "SO_LINGER {1,5} close with data in flight: all delivered, EOF" },
+	{ "rst_with_pending", sc_rst_with_pending, "reset arrives while we hold unread data" },
+	{ "epipe", sc_epipe, "writes after the peer closed: first ok, then EPIPE; SIGPIPE unless MSG_NOSIGNAL" },
+	{ "sigpipe_default", sc_sigpipe_default, "default SIGPIPE disposition kills the writer" },
+	{ "kill_clean", sc_kill_clean, "peer SIGKILLed with nothing unread: its data, then EOF" },
+	{ "kill_unread", sc_kill_unread, "peer SIGKILLed holding unread data: ECONNRESET" },
+	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
+	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
+	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
+	{ "oob_twice", sc_oob_twice, "two urgent bytes before the reader looks" },
+	{ "oob_twice_inline", sc_oob_twice_inline, "two urgent bytes, SO_OOBINLINE" },
+	{ "oob_multibyte", sc_oob_multibyte, "send(\"xyz\", MSG_OOB): only the last byte is urgent" },
+	{ "oob_sigurg", sc_oob_sigurg, "F_SETOWN: SIGURG on urgent data" },
+	{ "poll", sc_poll, "poll/ppoll readiness, mixed with a pipe, POLLNVAL after close" },
+	{ "select", sc_select, "select/pselect readiness" },
+	{ "epoll_lt", sc_epoll_lt, "epoll level-triggered, MOD/DEL, EPOLLRDHUP, close removes" },
+	{ "epoll_et", sc_epoll_et, "epoll EPOLLET once per arrival, EPOLLONESHOT, re-arm" },
+	{ "accept_nb", sc_accept_nb, "nonblocking listener: EAGAIN, POLLIN/epoll on arrival, accept4 flags" },
+	{ "backlog_order", sc_backlog_order, "4 connections queued before accept come out in order" },
+	{ "sockopts", sc_sockopts, "socket options on a connected socket" },
+	{ "tcp_info", sc_tcp_info, "TCP_INFO state, TCP_MAXSEG" },
+	{ "fd_numbers", sc_fd_numbers, "no hidden descriptors between the app's own fd numbers" },
+	{ "dup", sc_dup, "write through a dup, close the original, close the dup: EOF" },
+	{ "dup2", sc_dup2, "dup2 and F_DUPFD_CLOEXEC copies carry the connection" },
+	{ "dup2_replace", sc_dup2_replace, "dup2 onto another connection's fd closes that connection" },
+	{ "fork_after_connect", sc_fork_after_connect, "child writes, parent closes its copy: data, then EOF when the child exits" },
+	{ "fork_parent_keeps", sc_fork_parent_keeps, "child exits, parent still holds: no EOF until the parent closes" },
+	{ "exec_inherit", sc_exec_inherit, "fork+exec with an inherited connected socket" },
+	{ "fork_listener", sc_fork_listener, "a forked child closes its copy of the listener; the listener lives on" },
+	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },
+	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },
+	{ "sendfile", sc_sendfile, "sendfile with and without an offset, near and at EOF" },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "__exec_writer") == 0)
+		return exec_writer(atoi(argv[2]), atoi(argv[3]));
+	if (argc != 2) {
+		fprintf(stderr, "usage: sem LIST | HELP | SCENARIO\n");
+		return 2;
+	}
+	size_t n = sizeof scenarios / sizeof scenarios[0];
+	if (strcmp(argv[1], "LIST") == 0 || strcmp(argv[1], "HELP") == 0) {
+		for (size_t i = 0; i < n; i++) {
+			if (argv[1][0] == 'L')
+				printf("%s\n", scenarios[i].name);
+			else
+				printf("%-20s %s\n", scenarios[i].name, scenarios[i].desc);
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(argv[1], scenarios[i].name) != 0)
+			continue;
+		handle(SIGPIPE, on_sigpipe);
+		handle(SIGALRM, on_alarm);
+		alarm(WD_PARENT);
+		say("scenario %s", scenarios[i].name);
+		scenarios[i].run();
+		kill_kids();
+		say("done");
+		return bad ? 1 : 0;
+	}
+	fprintf(stderr, "sem: unknown scenario %s (try LIST)\n", argv[1]);
+	return 2;
+}
