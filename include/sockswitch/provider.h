@@ -116,10 +116,15 @@ struct ssw_conn_ops {
 	 * must still be closed. */
 	int (*connect_complete)(struct ssw_ep *ep, void *reply, size_t *reply_len);
 
-	/* WSPCloseSocket.  `abort` != 0: the peer sees a reset (ECONNRESET).
-	 * Otherwise the peer's endpoint reports -EPIPE from recv once it has
-	 * consumed every message sent before the close. */
-	void (*close)(struct ssw_ep *ep, int abort);
+	/* WSPCloseSocket.  `how`:
+	 *  SSW_CLOSE_ORDERLY  the peer's recv_peek reports -EPIPE once it has
+	 *                     consumed every message sent before the close, and
+	 *                     its peer_state() shows SSW_PEER_CLOSED at once;
+	 *  SSW_CLOSE_ABORT    the peer sees a reset (-ECONNRESET, SSW_PEER_RESET);
+	 *  SSW_CLOSE_DETACH   other processes still hold the endpoint (fork): free
+	 *                     this process's resources only, tell the peer nothing
+	 *                     (it learns of the end when the last holder is gone). */
+	void (*close)(struct ssw_ep *ep, int how);
 
 	/* WSPDuplicateSocket: produce a token, unique system-wide, that lets
 	 * process `target_pid` adopt this endpoint.  WSPSocket with
@@ -216,7 +221,25 @@ struct ssw_progress_ops {
 
 	/* After waking: clear wake-up state (drain eventfds, disarm). */
 	void (*wake_ack)(struct ssw_ep *ep);
+
+	/* What the peer announced, readable without consuming messages (poll
+	 * must report a FIN or a reset queued behind unread data, as TCP does).
+	 * Returns SSW_PEER_* bits; *urg (may be NULL) gets the number of urgent
+	 * notes the peer sent so far.  probe != 0 allows one system call to find
+	 * a peer that died without a word.  Optional (NULL: messages only). */
+	uint32_t (*peer_state)(struct ssw_ep *ep, int probe, uint32_t *urg);
+
+	/* Announce to the peer, beside the message stream (after the messages
+	 * already sent): SSW_NOTE_FIN (no more data from us), SSW_NOTE_URG (an
+	 * urgent byte follows; a peer that registered an owner with
+	 * SSW_NOTE_OWNER gets SIGURG), SSW_NOTE_OWNER (arg: F_SETOWN value of our
+	 * socket, 0 for none).  Optional (NULL). */
+	void (*note)(struct ssw_ep *ep, uint32_t what, int32_t arg);
 };
+
+enum { SSW_CLOSE_ORDERLY = 0, SSW_CLOSE_ABORT = 1, SSW_CLOSE_DETACH = 2 };
+enum { SSW_PEER_FIN = 1u, SSW_PEER_CLOSED = 2u, SSW_PEER_RESET = 4u };
+enum { SSW_NOTE_FIN = 1u, SSW_NOTE_URG = 2u, SSW_NOTE_OWNER = 3u };
 
 /* A provider: what one folder under src/providers exports (one symbol). */
 struct ssw_provider {

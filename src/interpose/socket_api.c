@@ -175,6 +175,12 @@ EXPORT int fcntl(int fd, int cmd, ...)
 			ssw_fcntl_setfl(s, (int)(long)arg);
 			ssw_sock_put(s);
 		}
+	} else if (cmd == F_SETOWN) {
+		struct ssw_sock *s = ssw_sock_get(fd);
+		if (s) {
+			ssw_fcntl_setown(s, (int)(long)arg);
+			ssw_sock_put(s);
+		}
 	}
 	return r;
 }

@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #define SPIN_MIN_NS 2000u
@@ -43,7 +44,6 @@ struct ssw_session {
 	uint64_t tx_inflight;
 	uint64_t peer_window;
 	uint32_t sndbuf;
-	bool tx_shut;
 	uint32_t peer_caps;
 	int32_t peer_pid;
 	uint64_t next_id;
@@ -53,7 +53,6 @@ struct ssw_session {
 	uint64_t tx_rndv_bytes;
 	bool tx_sink_have;
 	struct ssw_wire_rndv tx_sink;
-	int after_close_writes;    /* writes allowed after the peer closed (kernel: one) */
 
 	/* receive */
 	uint32_t rx_seq;
@@ -64,12 +63,19 @@ struct ssw_session {
 	bool hv;                   /* head message parsed (credits applied) */
 	struct ssw_msg hm;
 	size_t cur_off;            /* bytes of the head DATA already delivered */
-	bool rx_fin;
-	bool peer_closed;          /* the peer's endpoint is gone (orderly) */
-	int rx_err;                /* pending error for recv (-ECONNRESET) */
-	int so_error;              /* pending error for SO_ERROR / send */
-	bool rx_shut;
-	bool broken;               /* protocol violation: connection reset */
+
+	/* TCP state as the application sees it: the kernel's sk_shutdown bits,
+	 * SOCK_DONE, sk_err and TCP_CLOSE, which every answer below mirrors */
+	bool wr_shut;              /* shutdown(SHUT_WR) (our FIN) */
+	bool rd_shut;              /* shutdown(SHUT_RD) */
+	bool fin_rcvd;             /* the peer's FIN arrived (maybe behind unread data) */
+	bool reset;                /* reset by the peer or by a protocol violation */
+	bool peer_closed;          /* the peer's socket is closed: data we send draws a reset */
+	int so_error;              /* pending error (sk_err): SO_ERROR, recv and send take it */
+	bool broken;               /* protocol violation: stop parsing the peer's messages */
+	uint32_t urg_seen;         /* urgent bytes handled */
+	uint32_t peer_urg;         /* urgent bytes the peer announced */
+	uint64_t probe_ns;         /* last peer_state probe (a system call) */
 	struct {
 		bool active;
 		uint64_t id, total, done;
@@ -155,15 +161,62 @@ static uint64_t tx_limit(const struct ssw_session *s)
 	return l;
 }
 
+/* sk_shutdown & RCV_SHUTDOWN, & SEND_SHUTDOWN, and sk_state == TCP_CLOSE.
+ * On loopback a FIN is acknowledged at once, so both FINs mean CLOSE. */
+static bool rcv_down(const struct ssw_session *s) { return s->fin_rcvd || s->rd_shut || s->reset; }
+static bool snd_down(const struct ssw_session *s) { return s->wr_shut || s->reset; }
+static bool tcp_closed(const struct ssw_session *s) { return s->reset || (s->wr_shut && s->fin_rcvd); }
+
+/* A reset arrives (tcp_reset): EPIPE in CLOSE_WAIT, else ECONNRESET; none
+ * once closed.  Data already received stays readable. */
+static void on_reset(struct ssw_session *s)
+{
+	if (tcp_closed(s))
+		return;
+	s->so_error = s->fin_rcvd && !s->wr_shut ? -EPIPE : -ECONNRESET;
+	s->reset = true;
+}
+
+/* Take the pending error for a failed send (sk_stream_error). */
+static int take_send_error(struct ssw_session *s)
+{
+	int e = s->so_error ? s->so_error : -EPIPE;
+	s->so_error = 0;
+	return e;
+}
+
 static void set_broken(struct ssw_session *s, const char *why)
 {
 	if (!s->broken)
 		SSW_WARN("session: connection reset: %s", why);
 	s->broken = true;
-	if (!s->rx_err)
-		s->rx_err = -ECONNRESET;
-	if (!s->so_error)
-		s->so_error = -ECONNRESET;
+	on_reset(s);
+}
+
+/* What the peer announced beside the message stream: a FIN or a reset
+ * queued behind unread data, its death, urgent bytes.  `probe` allows a
+ * system call (to find a dead peer), at most every 200 µs. */
+static void peer_check(struct ssw_session *s, bool probe)
+{
+	const struct ssw_progress_ops *pg = s->p->progress;
+	if (!pg->peer_state || !s->ep)
+		return;
+	if (probe) {
+		uint64_t now = ssw_now_ns();
+		if (now - s->probe_ns < 200000)
+			probe = false;
+		else
+			s->probe_ns = now;
+	}
+	uint32_t urg = s->peer_urg;
+	uint32_t st = pg->peer_state(s->ep, probe, &urg);
+	s->peer_urg = urg;
+	if (st & (SSW_PEER_FIN | SSW_PEER_CLOSED))
+		s->fin_rcvd = true;
+	if (st & SSW_PEER_CLOSED)
+		s->peer_closed = true;
+	if (st & SSW_PEER_RESET)
+		on_reset(s);
 }
 
 /* ---- sending messages ---------------------------------------------------- */
@@ -231,21 +284,18 @@ static int head(struct ssw_session *s)
 	if (s->hv)
 		return 1;
 	if (s->broken)
-		return s->rx_err ? s->rx_err : -ECONNRESET;
+		return -ECONNRESET;
 	int rc = s->p->msg->recv_peek(s->ep, &buf, &len);
 	if (rc == -EAGAIN)
 		return 0;
-	if (rc == -EPIPE) {
+	if (rc == -EPIPE) { /* the peer closed (or died) after its last message */
 		s->peer_closed = true;
-		s->rx_fin = true;
+		s->fin_rcvd = true;
 		return 0;
 	}
 	if (rc < 0) {
-		if (!s->rx_err)
-			s->rx_err = rc;
-		if (!s->so_error)
-			s->so_error = rc;
-		return rc;
+		on_reset(s);
+		return -ECONNRESET;
 	}
 	if (ssw_wire_parse(buf, len, s->rx_seq, &s->hm) < 0) {
 		set_broken(s, "malformed message from peer");
@@ -359,25 +409,24 @@ static int q_reserve(struct ssw_session *s, size_t more)
 	return 0;
 }
 
-/* Record the urgent byte; `mark` is where it sits in the stream. */
+/* Record the urgent byte.  As in Linux it stays in the stream at `mark`
+ * (a normal read stops before it and, without SO_OOBINLINE, skips it); a
+ * newer urgent byte moves the mark and the older one becomes plain data. */
 static void take_oob(struct ssw_session *s, uint8_t byte)
 {
 	uint32_t fp = ssw_wire_footprint(1);
+	if (q_reserve(s, 1) < 0) {
+		set_broken(s, "out of memory for urgent byte");
+		return;
+	}
 	s->mark = s->rx_pos + s->q.len;
 	s->mark_valid = true;
-	if (s->oobinline) {
-		if (q_reserve(s, 1) < 0) {
-			set_broken(s, "out of memory for urgent byte");
-			return;
-		}
-		s->q.buf[s->q.off + s->q.len++] = byte;
-		s->q_owed++;
-		return_credits(s, fp - 1);
-	} else {
-		s->oob_byte = byte;
-		s->oob_have = true;
-		return_credits(s, fp);
-	}
+	s->q.buf[s->q.off + s->q.len++] = byte;
+	s->q_owed++;
+	s->oob_byte = byte;
+	s->oob_have = true;
+	s->urg_seen++;
+	return_credits(s, fp - 1);
 }
 
 /* Stage the head stream message into the private queue (see file comment).
@@ -404,7 +453,7 @@ static int stage_head(struct ssw_session *s)
 		consume(s);
 		return 1;
 	case SSW_MSG_FIN:
-		s->rx_fin = true;
+		s->fin_rcvd = true;
 		consume(s);
 		return 1;
 	case SSW_MSG_RNDV_READ:
@@ -499,7 +548,11 @@ static int pump(struct ssw_session *s, bool stage)
 			done++;
 			continue;
 		}
-		if (!stage || s->rr.active || s->rw.active)
+		if (s->rr.active || s->rw.active)
+			return done;
+		/* a FIN or urgent byte at the head costs no copy: take it, so poll
+		 * sees the state the kernel would show */
+		if (!stage && s->hm.h.type != SSW_MSG_FIN && s->hm.h.type != SSW_MSG_OOB)
 			return done;
 		if (!stage_head(s))
 			return done;
@@ -665,7 +718,12 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	/* Kernel TCP resets a connection closed with unread data. */
 	if (!abort && !s->broken && rx_pending_data(s))
 		abort = true;
-	s->p->conn->close(s->ep, abort || s->broken);
+	abort = abort || s->broken;
+	if (!abort && !s->wr_shut && !s->reset) {
+		/* our FIN; if the transport is full the orderly close says it */
+		(void)send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0);
+	}
+	s->p->conn->close(s->ep, abort ? SSW_CLOSE_ABORT : SSW_CLOSE_ORDERLY);
 	s->ep = NULL;
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
@@ -677,7 +735,7 @@ void ssw_session_detach(struct ssw_session *s)
 {
 	if (!s)
 		return;
-	s->p->conn->close(s->ep, 0);
+	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
 	pthread_mutex_destroy(&s->lock);
 	free(s->q.buf);
 	free(s);
@@ -685,27 +743,23 @@ void ssw_session_detach(struct ssw_session *s)
 
 /* ---- send --------------------------------------------------------------- */
 
-/* Errors a send reports before trying. */
+/* What a send reports before trying (tcp_sendmsg): <0 an error, 1 done
+ * with *ok bytes, 0 go on. */
 static int send_precheck(struct ssw_session *s, size_t total, ssize_t *ok)
 {
-	if (s->tx_shut)
-		return -EPIPE;
-	if (s->so_error) {
-		int e = s->so_error;
-		s->so_error = 0;
-		s->tx_shut = true; /* after a reset every later send is EPIPE */
-		return e;
+	peer_check(s, false);
+	if (tcp_closed(s) || s->so_error || snd_down(s))
+		return take_send_error(s);
+	if (total == 0) {
+		*ok = 0;
+		return 1;
 	}
-	if (s->broken)
-		return -EPIPE;
 	if (s->peer_closed) {
-		/* Kernel TCP: the first write after the peer closed still
-		 * succeeds (the peer answers with a reset); later ones fail. */
-		if (s->after_close_writes++ == 0) {
-			*ok = (ssize_t)total;
-			return 1;
-		}
-		return -EPIPE;
+		/* The peer's socket is gone: these bytes are accepted and draw its
+		 * reset, so the next send fails (EPIPE: we had its FIN). */
+		on_reset(s);
+		*ok = (ssize_t)total;
+		return 1;
 	}
 	return 0;
 }
@@ -735,19 +789,27 @@ static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int i
 				continue;
 			}
 			if (rc != -EAGAIN) {
-				if (sent > at)
-					break;
-				return rc == -EPIPE && !s->after_close_writes ? (s->peer_closed = true, (ssize_t)total) : rc;
+				if (rc == -EPIPE) { /* the peer died after reading everything: as a close */
+					s->peer_closed = s->fin_rcvd = true;
+					on_reset(s);
+					if (sent == at)
+						return (ssize_t)(total - at);
+				} else {
+					on_reset(s);
+				}
+				break;
 			}
 		}
 		/* No room: credits are maybe queued behind unread data. */
 		int pr = pump(s, true);
 		if (pr > 0)
 			continue;
-		if (pr < 0 || s->broken || s->peer_closed)
+		if (pr < 0 || s->reset || s->peer_closed)
 			break;
-		if (nonblock)
+		if (nonblock) {
+			peer_check(s, true);
 			break;
+		}
 		int w = wait_peer(s, dl);
 		if (w < 0) {
 			if (sent > at)
@@ -756,10 +818,12 @@ static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int i
 		}
 	}
 	if (sent == at && total > at) {
-		if (s->so_error || s->broken)
-			return -ECONNRESET;
-		if (s->peer_closed)
-			return -EPIPE;
+		if (tcp_closed(s) || s->so_error)
+			return take_send_error(s);
+		if (s->peer_closed) {
+			on_reset(s);
+			return (ssize_t)(total - at);
+		}
 		return -EAGAIN;
 	}
 	return (ssize_t)(sent - at);
@@ -770,8 +834,10 @@ static int wait_rndv(struct ssw_session *s, bool want_sink)
 {
 	while (!(want_sink ? s->tx_sink_have : s->tx_rndv_done)) {
 		int pr = pump(s, true);
-		if (s->broken || s->so_error || s->peer_closed)
-			return -ECONNRESET;
+		if (s->reset || s->peer_closed) {
+			on_reset(s);
+			return take_send_error(s);
+		}
 		if (pr > 0)
 			continue;
 		if (pr < 0)
@@ -876,6 +942,8 @@ static ssize_t send_oob(struct ssw_session *s, const struct iovec *iov, int iovc
 			struct iovec b = { &last, 1 };
 			int rc = send_msg(s, SSW_MSG_OOB, NULL, 0, &b, 1, 1);
 			if (rc == 0) {
+				if (s->p->progress->note) /* SIGURG to the reader's owner */
+					s->p->progress->note(s->ep, SSW_NOTE_URG, 0);
 				s->tx_inflight += fp;
 				s->st.bytes_sent++;
 				return (ssize_t)total;
@@ -1010,6 +1078,21 @@ static ssize_t recv_by_write(struct ssw_session *s, const struct iovec *iov, int
 	return (ssize_t)got;
 }
 
+/* The application consumed n bytes at the front of the queue. */
+static void q_take(struct ssw_session *s, size_t n)
+{
+	s->q.off += n;
+	s->q.len -= n;
+	s->rx_pos += n;
+	if (s->mark_valid && s->rx_pos > s->mark)
+		s->mark_valid = s->oob_have = false; /* read past the mark: urgent state ends */
+	/* rendezvous bytes in the queue never took credits */
+	uint64_t c = n < s->q_owed ? n : s->q_owed;
+	s->q_owed -= c;
+	if (c)
+		return_credits(s, c);
+}
+
 /* Deliver what is available now.  Returns bytes (0: nothing available),
  * or -errno. */
 static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want, int flags)
@@ -1018,31 +1101,31 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 	size_t copied = 0, qpeek = 0;
 	while (copied < want) {
 		size_t lim = want - copied;
-		uint64_t pos = s->rx_pos + (peek ? copied : 0);
+		uint64_t pos = s->rx_pos + (peek ? qpeek : 0);
 		if (s->mark_valid) {
 			if (pos == s->mark && copied)
 				break; /* a read never crosses the urgent mark */
+			if (pos == s->mark && !s->oobinline && s->q.len > qpeek) {
+				/* the urgent byte is not part of the normal stream */
+				if (peek) {
+					qpeek++;
+				} else {
+					q_take(s, 1);
+					s->mark_valid = s->oob_have = false;
+				}
+				continue;
+			}
 			if (pos < s->mark && s->mark - pos < lim)
 				lim = (size_t)(s->mark - pos);
-			if (pos > s->mark)
-				s->mark_valid = false;
 		}
 		if (s->q.len > qpeek) {
 			size_t n = s->q.len - qpeek < lim ? s->q.len - qpeek : lim;
 			iov_put(iov, iovcnt, copied, s->q.buf + s->q.off + qpeek, n);
 			copied += n;
-			if (peek) {
+			if (peek)
 				qpeek += n;
-			} else {
-				s->q.off += n;
-				s->q.len -= n;
-				s->rx_pos += n;
-				/* rendezvous bytes in the queue never took credits */
-				uint64_t c = n < s->q_owed ? n : s->q_owed;
-				s->q_owed -= c;
-				if (c)
-					return_credits(s, c);
-			}
+			else
+				q_take(s, n);
 			continue;
 		}
 		if (s->rr.active) {
@@ -1112,8 +1195,9 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 		}
 		if (s->hm.h.type == SSW_MSG_FIN && copied)
 			break;
+		bool fin = s->hm.h.type == SSW_MSG_FIN;
 		stage_head(s); /* OOB, FIN, rendezvous offers: record and go on */
-		if (s->rx_fin)
+		if (fin)
 			break;
 	}
 	return (ssize_t)copied;
@@ -1142,34 +1226,51 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 		pthread_mutex_unlock(&s->lock);
 		return got;
 	}
-	if (want == 0) {
-		pthread_mutex_unlock(&s->lock);
-		return 0;
-	}
 	size_t total = 0;
+	bool probed = false;
 	for (;;) {
-		struct iovec v[16];
-		int k = iov_slice(iov, iovcnt, total, want - total, v, 16);
-		ssize_t n = deliver(s, v, k, want - total, flags);
-		if (n < 0) {
-			got = n;
-			break;
-		}
-		total += (size_t)n;
-		if (total == want || (total && !(flags & MSG_WAITALL)) || (total && (flags & MSG_PEEK)))
-			break;
-		if (s->rx_err && !s->q.len) {
-			if (!total) {
-				got = s->rx_err;
-				s->rx_err = 0;
-				s->so_error = 0;
-				s->rx_fin = true; /* after the reset is reported, reads see EOF */
+		if (want == 0) { /* tcp_recvmsg with len 0: 0 once data is there */
+			if (rx_pending_data(s))
+				break;
+		} else {
+			struct iovec v[16];
+			int k = iov_slice(iov, iovcnt, total, want - total, v, 16);
+			ssize_t n = deliver(s, v, k, want - total, flags);
+			if (n < 0 && !s->reset) {
+				got = n;
+				break;
 			}
-			break;
+			if (n > 0)
+				total += (size_t)n;
+			if (total == want || (total && !(flags & MSG_WAITALL)) || (total && (flags & MSG_PEEK)))
+				break;
 		}
-		if (s->rx_fin || s->rx_shut)
-			break;
+		/* the order of tcp_recvmsg's checks */
+		if (total) {
+			if (s->so_error || tcp_closed(s) || rcv_down(s))
+				break;
+		} else {
+			if (s->fin_rcvd)
+				break;
+			if (s->so_error) {
+				got = s->so_error;
+				s->so_error = 0;
+				break;
+			}
+			if (rcv_down(s))
+				break;
+			if (tcp_closed(s)) {
+				got = -ENOTCONN;
+				break;
+			}
+		}
 		if (nonblock) {
+			if (!probed) { /* a peer that died without a word: one look */
+				probed = true;
+				s->probe_ns = 0;
+				peer_check(s, true);
+				continue;
+			}
 			if (!total)
 				got = -EAGAIN;
 			break;
@@ -1189,40 +1290,49 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 
 int ssw_session_shutdown(struct ssw_session *s, int how)
 {
-	int rc = 0;
 	pthread_mutex_lock(&s->lock);
+	if (s->p->progress->rx_ready(s->ep))
+		pump(s, false);
+	peer_check(s, false);
+	/* inet_shutdown: ENOTCONN once closed, but the bits are still set */
+	int rc = tcp_closed(s) ? -ENOTCONN : 0;
 	if (how == SHUT_RD || how == SHUT_RDWR)
-		s->rx_shut = true;
-	if ((how == SHUT_WR || how == SHUT_RDWR) && !s->tx_shut) {
-		s->tx_shut = true;
-		if (!s->broken && !s->peer_closed)
-			rc = send_ctl(s, SSW_MSG_FIN, NULL, 0);
-		if (rc == -EPIPE || rc == -ECONNRESET)
-			rc = 0;
+		s->rd_shut = true;
+	if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {
+		s->wr_shut = true;
+		if (!s->reset && !s->peer_closed) {
+			(void)send_ctl(s, SSW_MSG_FIN, NULL, 0);
+			if (s->p->progress->note)
+				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
+/* tcp_poll's answer. */
 static short poll_bits(struct ssw_session *s)
 {
 	short ev = 0;
 	pump(s, false);
-	bool readable = s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type));
-	if (readable || s->rx_fin || s->rx_err || s->rx_shut)
-		ev |= POLLIN | POLLRDNORM;
-	if (s->rx_fin || s->peer_closed)
-		ev |= POLLRDHUP;
-	if (s->oob_have || (s->mark_valid && s->oobinline && s->rx_pos <= s->mark))
-		ev |= POLLPRI;
-	uint64_t lim = tx_limit(s);
-	if (s->tx_shut || s->broken || s->peer_closed || s->so_error ||
-	    (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8))
-		ev |= POLLOUT | POLLWRNORM;
-	if (s->so_error || s->broken)
-		ev |= POLLERR;
-	if (s->broken || s->so_error || (s->tx_shut && s->rx_fin) || s->peer_closed)
+	peer_check(s, true);
+	size_t q = s->q.len;
+	if (q && s->mark_valid && !s->oobinline && s->rx_pos == s->mark)
+		q--; /* a lone urgent byte does not make the socket readable */
+	bool readable = q || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type));
+	if ((rcv_down(s) && snd_down(s)) || tcp_closed(s))
 		ev |= POLLHUP;
+	if (rcv_down(s))
+		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
+	if (readable)
+		ev |= POLLIN | POLLRDNORM;
+	uint64_t lim = tx_limit(s);
+	if (snd_down(s) || s->peer_closed || (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8))
+		ev |= POLLOUT | POLLWRNORM;
+	if (s->oob_have || s->peer_urg != s->urg_seen)
+		ev |= POLLPRI;
+	if (s->so_error)
+		ev |= POLLERR;
 	return ev;
 }
 
@@ -1280,6 +1390,7 @@ int ssw_session_take_error(struct ssw_session *s)
 	pthread_mutex_lock(&s->lock);
 	if (s->p->progress->rx_ready(s->ep))
 		pump(s, false);
+	peer_check(s, true);
 	int e = s->so_error;
 	s->so_error = 0;
 	pthread_mutex_unlock(&s->lock);
@@ -1313,5 +1424,30 @@ void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
 	st->tx_inflight = s->tx_inflight;
 	st->tx_limit = tx_limit(s);
 	st->rx_window = s->window;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int ssw_session_tcp_state(struct ssw_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->p->progress->rx_ready(s->ep))
+		pump(s, false);
+	peer_check(s, false);
+	int st = TCP_ESTABLISHED;
+	if (tcp_closed(s))
+		st = TCP_CLOSE;
+	else if (s->wr_shut)
+		st = TCP_FIN_WAIT2; /* our FIN was acknowledged at once */
+	else if (s->fin_rcvd)
+		st = TCP_CLOSE_WAIT;
+	pthread_mutex_unlock(&s->lock);
+	return st;
+}
+
+void ssw_session_set_owner(struct ssw_session *s, int owner)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->p->progress->note && s->ep)
+		s->p->progress->note(s->ep, SSW_NOTE_OWNER, owner);
 	pthread_mutex_unlock(&s->lock);
 }

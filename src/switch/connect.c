@@ -192,7 +192,7 @@ static int abandon(struct ssw_sock *s, int fd, int rc, bool nonblock)
 		s->sess = NULL;
 	}
 	if (s->cep) {
-		s->prov->conn->close(s->cep, 1);
+		s->prov->conn->close(s->cep, SSW_CLOSE_ABORT);
 		s->cep = NULL;
 	}
 	if (final_error(rc)) {
@@ -230,13 +230,16 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (s) {
 		int rc;
 		if (s->state == SSW_ST_CONNECTED)
-			rc = -EISCONN;
+			/* the first connect after an asynchronous completion says 0 */
+			rc = atomic_exchange(&s->connect_unseen, false) ? 0 : -EISCONN;
 		else if (s->state == SSW_ST_LISTENING)
 			rc = -EINVAL;
 		else {
 			rc = ssw_connect_poll(s, fd, atomic_load(&s->nonblock) ? 0 : -1);
 			if (rc == -EINPROGRESS)
 				rc = -EALREADY;
+			else
+				atomic_store(&s->connect_unseen, false);
 		}
 		ssw_sock_put(s);
 		return rc;
@@ -296,5 +299,7 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 	bool nonblock = atomic_load(&s->nonblock);
 	rc = ssw_connect_poll(s, fd, nonblock ? 0 : (s->sndtimeo_ms > 0 ? s->sndtimeo_ms : -1));
+	if (rc == -EINPROGRESS)
+		atomic_store(&s->connect_unseen, true);
 	return rc;
 }

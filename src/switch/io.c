@@ -207,9 +207,34 @@ int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *v
 	return 0;
 }
 
+/* TCP_INFO / TCP_MAXSEG of a switched connection: the kernel socket under
+ * it is not connected, so its answers are patched to what a connected
+ * loopback socket reports. */
+static int tcp_getsockopt(struct ssw_sock *s, int fd, int opt, void *val, socklen_t *len)
+{
+	if (s->state != SSW_ST_CONNECTED || !s->sess || !val || !len)
+		return SSW_PASS;
+	if (opt == TCP_INFO) {
+		if (sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, val, len) < 0)
+			return -errno;
+		if (*len >= 1)
+			((struct tcp_info *)val)->tcpi_state = (uint8_t)ssw_session_tcp_state(s->sess);
+		return 0;
+	}
+	if (opt == TCP_MAXSEG && *len >= sizeof(int)) {
+		/* Linux on loopback: MSS bounded by half the initial window */
+		int mss = 32741;
+		memcpy(val, &mss, sizeof mss);
+		*len = sizeof mss;
+		return 0;
+	}
+	return SSW_PASS;
+}
+
 int ssw_getsockopt(struct ssw_sock *s, int fd, int level, int opt, void *val, socklen_t *len)
 {
-	(void)fd;
+	if (level == IPPROTO_TCP)
+		return tcp_getsockopt(s, fd, opt, val, len);
 	if (level != SOL_SOCKET || opt != SO_ERROR || !val || !len || *len < sizeof(int))
 		return SSW_PASS;
 	int e = 0;
@@ -263,6 +288,12 @@ void ssw_fcntl_setfl(struct ssw_sock *s, int flags)
 	atomic_store(&s->nonblock, (flags & O_NONBLOCK) != 0);
 }
 
+void ssw_fcntl_setown(struct ssw_sock *s, int owner)
+{
+	if (s->state == SSW_ST_CONNECTED && s->sess)
+		ssw_session_set_owner(s->sess, owner);
+}
+
 int ssw_getsockname(struct ssw_sock *s, struct sockaddr *a, socklen_t *l)
 {
 	if (s->state != SSW_ST_CONNECTED)
@@ -281,6 +312,8 @@ int ssw_getpeername(struct ssw_sock *s, struct sockaddr *a, socklen_t *l)
 		return SSW_PASS;
 	if (!a || !l)
 		return -EFAULT;
+	if (ssw_session_tcp_state(s->sess) == TCP_CLOSE)
+		return -ENOTCONN; /* reset, or both FINs: inet_getname says so */
 	ssw_addr_copy_out(&s->peer, s->peer_len, a, l);
 	return 0;
 }

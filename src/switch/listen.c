@@ -274,18 +274,18 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	struct sockaddr_storage client, server;
 	struct ssw_wire_init peer;
 	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer) < 0) {
-		p->conn->close(ep, 1);
+		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}
 	int nfd = sys_socket(ls->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), IPPROTO_TCP);
 	if (nfd < 0) {
 		int e = -errno;
-		p->conn->close(ep, 1);
+		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return e;
 	}
 	struct ssw_sock *s = ssw_sock_new(SSW_ST_CONNECTED, nfd, ls->family);
 	if (!s) {
-		p->conn->close(ep, 1);
+		p->conn->close(ep, SSW_CLOSE_ABORT);
 		sys_close(nfd);
 		return -ENOMEM;
 	}
@@ -302,7 +302,7 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	s->peer_len = ssw_addr_for_family(&client, ls->family, &s->peer);
 	s->sess = ssw_session_new(p, ep, &s->opts, &peer);
 	if (!s->sess) {
-		p->conn->close(ep, 1);
+		p->conn->close(ep, SSW_CLOSE_ABORT);
 		ssw_sock_put(s);
 		sys_close(nfd);
 		return -ENOMEM;

@@ -46,7 +46,7 @@ void ssw_sock_destroy(struct ssw_sock *s)
 			ssw_session_close(s->sess, s->linger_on && s->linger_s == 0);
 	}
 	if (s->cep)
-		s->prov->conn->close(s->cep, 1);
+		s->prov->conn->close(s->cep, SSW_CLOSE_ABORT);
 	for (int i = 0; i < s->npl; i++)
 		s->prov->conn->listener_close(s->pl[i]);
 	pthread_mutex_destroy(&s->lock);

@@ -38,6 +38,7 @@ struct ssw_sock {
 
 	/* connecting */
 	struct ssw_ep *cep;
+	_Atomic bool connect_unseen; /* completed after EINPROGRESS, no connect() since */
 	struct sockaddr_storage dst;
 	socklen_t dst_len;
 

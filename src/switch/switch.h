@@ -51,6 +51,7 @@ int ssw_getsockopt(struct ssw_sock *s, int fd, int level, int opt, void *val, so
 int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *val, socklen_t len);
 int ssw_ioctl(struct ssw_sock *s, int fd, unsigned long req, void *arg, bool *handled);
 void ssw_fcntl_setfl(struct ssw_sock *s, int flags);
+void ssw_fcntl_setown(struct ssw_sock *s, int owner);
 void ssw_epoll_drop_fd(int fd);
 int ssw_getsockname(struct ssw_sock *s, struct sockaddr *a, socklen_t *l);
 int ssw_getpeername(struct ssw_sock *s, struct sockaddr *a, socklen_t *l);

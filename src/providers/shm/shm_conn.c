@@ -534,17 +534,20 @@ static int shm_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_le
 	return 0;
 }
 
-static void shm_close(struct ssw_ep *ep, int abort)
+static void shm_close(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	if (abort && ep->tx.ctl) {
+	if (ep->tx.ctl && (how == SSW_CLOSE_ABORT || (how == SSW_CLOSE_ORDERLY && !ep->connecting))) {
+		/* Said at once, beside the ring, so the peer's poll sees it behind
+		 * unread data; wake it whether it sleeps or not (rare, cheap). */
 		uint64_t one = 1;
-		atomic_store_explicit(&ep->tx.ctl->closed, SHM_CLOSED_RESET, memory_order_seq_cst);
+		atomic_store_explicit(&ep->tx.ctl->closed, how == SSW_CLOSE_ABORT ? SHM_CLOSED_RESET : SHM_CLOSED_ORDERLY,
+				      memory_order_seq_cst);
 		(void)!sys_write(ep->peer_efd, &one, sizeof one);
 	}
-	/* An orderly close needs no message: the peer sees the rendezvous
-	 * connection hang up once every process holding it has closed it. */
+	/* Detached (another process still holds it): the peer sees the
+	 * rendezvous connection hang up once every holder has closed it. */
 	shm_ep_free(ep);
 }
 

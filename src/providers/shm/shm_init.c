@@ -4,6 +4,7 @@
 #include "common/sys.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,66 @@ static int shm_rx_ready(struct ssw_ep *ep)
 	       atomic_load_explicit(&r->ctl->closed, memory_order_relaxed) != SHM_OPEN;
 }
 
+static uint32_t shm_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
+{
+	if (ep->connecting || !ep->rx.ctl)
+		return 0;
+	const struct shm_ring_ctl *c = ep->rx.ctl;
+	if (urg)
+		*urg = atomic_load_explicit(&c->urg, memory_order_acquire);
+	uint32_t closed = atomic_load_explicit(&c->closed, memory_order_acquire);
+	if (closed == SHM_CLOSED_RESET)
+		return SSW_PEER_RESET;
+	if (closed == SHM_CLOSED_ORDERLY)
+		return SSW_PEER_FIN | SSW_PEER_CLOSED;
+	uint32_t st = atomic_load_explicit(&c->fin, memory_order_acquire) ? SSW_PEER_FIN : 0;
+	if (!ep->peer_gone && probe && ep->ctl_fd >= 0) {
+		char b;
+		struct iovec iov = { &b, 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		if (sys_recvmsg(ep->ctl_fd, &mh, MSG_DONTWAIT | MSG_PEEK) == 0)
+			ep->peer_gone = 1;
+	}
+	if (ep->peer_gone)
+		return shm_gone_state(ep) == -ECONNRESET ? SSW_PEER_RESET : SSW_PEER_FIN | SSW_PEER_CLOSED;
+	return st;
+}
+
+/* SIGURG goes only to the peer process itself or its process group (the
+ * owner value is the peer's word: never signal anyone else). */
+static void shm_sigurg(struct ssw_ep *ep)
+{
+	int32_t owner = atomic_load_explicit(&ep->rx.ctl->owner, memory_order_acquire);
+	if (!owner || !ep->peer_pid)
+		return;
+	if (owner > 0 && owner != ep->peer_pid)
+		return;
+	if (owner < 0 && SYS_(getpgid, ep->peer_pid) != -owner)
+		return;
+	SYS_(kill, owner, SIGURG);
+}
+
+static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
+{
+	if (ep->connecting || !ep->tx.ctl)
+		return;
+	struct shm_ring_ctl *c = ep->tx.ctl;
+	switch (what) {
+	case SSW_NOTE_FIN:
+		atomic_store_explicit(&c->fin, 1, memory_order_release);
+		shm_wake_peer(ep);
+		break;
+	case SSW_NOTE_URG:
+		atomic_fetch_add_explicit(&c->urg, 1, memory_order_release);
+		shm_sigurg(ep);
+		shm_wake_peer(ep);
+		break;
+	case SSW_NOTE_OWNER:
+		atomic_store_explicit(&c->owner, arg, memory_order_release);
+		break;
+	}
+}
+
 static const struct ssw_progress_ops shm_progress_ops = {
 	.size = sizeof(struct ssw_progress_ops),
 	.poll_cq = shm_poll_cq,
@@ -69,6 +130,8 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.arm = shm_ring_arm,
 	.wait_fds = shm_wait_fds,
 	.wake_ack = shm_wake_ack,
+	.peer_state = shm_peer_state,
+	.note = shm_note,
 };
 
 const struct ssw_provider ssw_provider_shm = {

@@ -20,7 +20,11 @@ struct shm_ring_ctl {
 	_Alignas(64) _Atomic uint64_t tail;   /* bytes produced (producer writes) */
 	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
 	_Alignas(64) _Atomic uint32_t armed;  /* consumer is (about to go) asleep */
-	_Atomic uint32_t closed;              /* producer's end: SHM_CLOSED_* */
+	/* written by the producer only, beside the records (see peer_state) */
+	_Atomic uint32_t closed;              /* SHM_CLOSED_* */
+	_Atomic uint32_t fin;                 /* no more data follows */
+	_Atomic uint32_t urg;                 /* urgent bytes sent */
+	_Atomic int32_t owner;                /* producer's F_SETOWN: whom its peer signals SIGURG */
 };
 
 enum { SHM_OPEN = 0, SHM_CLOSED_ORDERLY = 1, SHM_CLOSED_RESET = 2 };
@@ -98,6 +102,7 @@ int shm_ring_arm(struct ssw_ep *ep);
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector);
 uint64_t shm_seg_size(uint64_t ring_size);
 void shm_wake_peer(struct ssw_ep *ep);
+int shm_gone_state(struct ssw_ep *ep);
 
 /* shm_conn.c */
 extern const struct ssw_conn_ops shm_conn_ops;
@@ -105,5 +110,8 @@ void shm_ep_free(struct ssw_ep *ep);
 
 /* shm_rdma.c */
 extern const struct ssw_rdma_ops shm_rdma_ops;
+
+/* shm_pair.c (test support): a connected pair without the rendezvous. */
+int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b);
 
 #endif

@@ -94,6 +94,14 @@ int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
 	return 0;
 }
 
+/* A peer that died without closing: as kernel TCP, a reset if it died with
+ * our data unread, else an orderly end. */
+int shm_gone_state(struct ssw_ep *ep)
+{
+	uint64_t head = atomic_load_explicit(&ep->tx.ctl->head, memory_order_acquire);
+	return head != ep->tx.pos ? -ECONNRESET : -EPIPE;
+}
+
 /* What an empty ring means: nothing yet, or the peer is gone. */
 static int empty_state(struct ssw_ep *ep)
 {
@@ -102,12 +110,10 @@ static int empty_state(struct ssw_ep *ep)
 		return ep->err = -ECONNRESET;
 	if (c != SHM_OPEN && c != SHM_CLOSED_ORDERLY)
 		return corrupt(ep);
-	if (c == SHM_CLOSED_ORDERLY || ep->peer_gone) {
-		/* As kernel TCP: a peer that closed (or died) with our data still
-		 * unread resets the connection; otherwise it is an orderly end. */
-		uint64_t head = atomic_load_explicit(&ep->tx.ctl->head, memory_order_acquire);
-		return ep->err = head != ep->tx.pos ? -ECONNRESET : -EPIPE;
-	}
+	if (c == SHM_CLOSED_ORDERLY)
+		return ep->err = -EPIPE;
+	if (ep->peer_gone) /* died: see shm_gone_state */
+		return ep->err = shm_gone_state(ep);
 	return -EAGAIN;
 }
 
