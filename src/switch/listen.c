@@ -103,7 +103,7 @@ static int agent_ensure_locked(void)
 		return 0;
 	if (agent_epfd >= 0)
 		sys_close(agent_epfd); /* the parent's instance: not ours to change */
-	agent_epfd = sys_epoll_create1(EPOLL_CLOEXEC);
+	agent_epfd = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
 	if (agent_epfd < 0)
 		return -errno;
 	agent_pid = getpid();

@@ -33,6 +33,15 @@ mkdir -p "$D"
 # listener is (SYN + RST each, through the fallback, as TCP would).
 declare -A KERNEL_SEGS=([refused_v4]=$SSW_CONN_SEGS [refused_v6]=$SSW_CONN_SEGS)
 
+# Known differences, each with its reason and the issue that tracks it.  Such a
+# scenario is still run and must not hang, crash or leak onto kernel TCP; only
+# a transcript difference is reported as "XFAIL" instead of failing.  When it
+# starts to match, the test says XPASS: take it off this list.
+declare -A KNOWN_DIFF=(
+  [fork_parent_keeps]="a connection used by two processes in turn after fork: session state is per process (issue: fork sharing)"
+  [exec_inherit]="a switched connection inherited across exec loses its session (issue: fork sharing)"
+)
+
 names=${SEM_SCENARIOS:-$("$SEM" LIST)}
 [ -n "$names" ] || { echo "FAIL: sem LIST printed nothing"; exit 1; }
 passed=() failed=()
@@ -59,7 +68,16 @@ for n in $names; do
     1) why+=("switched run: a step failed or a process crashed (exit 1)") ;;
     *) why+=("switched run exited $src") ;;
   esac
-  cmp -s "$D/$n.kernel" "$D/$n.switched" || why+=("transcript differs from kernel TCP")
+  if ! cmp -s "$D/$n.kernel" "$D/$n.switched"; then
+    if [ -n "${KNOWN_DIFF[$n]:-}" ]; then
+      echo "XFAIL - $n: known difference: ${KNOWN_DIFF[$n]}"
+      diff -u --label "$n kernel TCP" --label "$n switched" "$D/$n.kernel" "$D/$n.switched" | head -n 20 | sed 's/^/    /'
+    else
+      why+=("transcript differs from kernel TCP")
+    fi
+  elif [ -n "${KNOWN_DIFF[$n]:-}" ]; then
+    echo "XPASS - $n: matches the kernel now; remove it from KNOWN_DIFF"
+  fi
   sw=$(ssw_stats_sum "$D/$n.stats" switched)
   [ "$sw" -ge 1 ] || why+=("no connection went over shared memory (switched=$sw)")
   allowed=${KERNEL_SEGS[$n]:-0}

@@ -216,14 +216,14 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 		return -ENOMEM;
 	l->lfd = l->epfd = l->q_rd = l->q_wr = -1;
 	int q[2] = { -1, -1 }, rc;
-	l->lfd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	l->lfd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (l->lfd < 0 || sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0 ||
 	    sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
 		goto fail;
 	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, q) < 0)
 		goto fail;
-	l->q_rd = q[0];
-	l->q_wr = q[1];
+	l->q_rd = ssw_fd_hide(q[0]);
+	l->q_wr = ssw_fd_hide(q[1]);
 	if (own_epfd(l) < 0) {
 		errno = ENFILE;
 		goto fail;
@@ -260,7 +260,7 @@ static int own_epfd(struct ssw_listener *l)
 	}
 	if (l->epfd >= 0)
 		sys_close(l->epfd); /* our reference to the parent's set */
-	l->epfd = ep;
+	l->epfd = ssw_fd_hide(ep);
 	l->epfd_pid = me;
 	l->npending = 0;
 	return ep;
@@ -394,9 +394,9 @@ static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 			close_fds(fds, 4);
 			return -ENOMEM;
 		}
-		ep->ctl_fd = fds[0];
-		ep->my_efd = fds[2];
-		ep->peer_efd = fds[3];
+		ep->ctl_fd = ssw_fd_hide(fds[0]);
+		ep->my_efd = ssw_fd_hide(fds[2]);
+		ep->peer_efd = ssw_fd_hide(fds[3]);
 		int rc = -EPROTO;
 		if (n == (ssize_t)sizeof r && r.magic == SHM_MAGIC && r.type == SHM_HS_READY &&
 		    r.priv_len <= *priv_len && r.priv_len <= SSW_CONNECT_PRIV_MAX)
@@ -448,7 +448,7 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	if (!ep)
 		return -ENOMEM;
 	int rc = -ENOENT;
-	ep->ctl_fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	ep->ctl_fd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (ep->ctl_fd < 0) {
 		rc = -errno;
 		goto fail;
@@ -489,8 +489,8 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	ep->seg = p;
 	ep->seg_size = size;
 	shm_ring_attach(ep, h, ring, 1);
-	ep->my_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	ep->peer_efd = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ep->my_efd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	ep->peer_efd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (ep->my_efd < 0 || ep->peer_efd < 0) {
 		rc = -errno;
 		sys_close(memfd);
