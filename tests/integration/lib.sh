@@ -133,7 +133,7 @@ ssw_outsegs() {
 # bytes_received) over every sockswitch-stats line of FILE (0 if none)
 ssw_stats_sum() {
   [ -f "$1" ] || { echo 0; return; }
-  awk -v f="$2" '/^sockswitch-stats / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) s += kv[2] } } END { printf "%d\n", s + 0 }' "$1"
+  awk -v f="$2" '/^sockswitch-stats / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) s += kv[2] } } END { printf "%.0f\n", s + 0 }' "$1"
 }
 
 # ssw_stats_lines FILE — number of processes that reported
