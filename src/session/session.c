@@ -74,6 +74,7 @@ struct ssw_session {
 	int so_error;              /* pending error (sk_err): SO_ERROR, recv and send take it */
 	bool broken;               /* protocol violation: stop parsing the peer's messages */
 	uint32_t urg_seen;         /* urgent bytes handled */
+	bool init_rcvd;            /* the peer's in-band INIT arrived */
 	uint32_t peer_urg;         /* urgent bytes the peer announced */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
 	struct {
@@ -331,8 +332,15 @@ static void handle_control(struct ssw_session *s)
 {
 	struct ssw_msg *m = &s->hm;
 	switch (m->h.type) {
-	case SSW_MSG_INIT: /* negotiated in the handshake: never on the wire */
-		set_broken(s, "unexpected INIT");
+	case SSW_MSG_INIT: /* a one-trip connect's answer: once, first from the acceptor */
+		if (s->init_rcvd || m->u.init.window < 4096) {
+			set_broken(s, "unexpected INIT");
+			break;
+		}
+		s->init_rcvd = true;
+		s->peer_window = m->u.init.window < window_cap(s->p, s->ep) ? m->u.init.window : window_cap(s->p, s->ep);
+		s->peer_caps = m->u.init.caps;
+		s->peer_pid = m->u.init.pid;
 		break;
 	case SSW_MSG_WINDOW:
 		if (m->u.window.window < 4096)
@@ -1450,4 +1458,16 @@ void ssw_session_set_owner(struct ssw_session *s, int owner)
 	if (s->p->progress->note && s->ep)
 		s->p->progress->note(s->ep, SSW_NOTE_OWNER, owner);
 	pthread_mutex_unlock(&s->lock);
+}
+
+int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o)
+{
+	struct ssw_wire_init me;
+	ssw_session_make_init(o, &me);
+	if (me.window > s->window)
+		me.window = s->window;
+	pthread_mutex_lock(&s->lock);
+	int rc = send_ctl(s, SSW_MSG_INIT, &me, sizeof me);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }

@@ -44,6 +44,10 @@ void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_ini
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
 				    const struct ssw_session_opts *o, const struct ssw_wire_init *peer);
 
+/* The accepting side of a one-trip connect (the provider's connect_complete
+ * gave no reply): send our INIT as the first message on the ring. */
+int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o);
+
 /* Stream I/O.  Flags are MSG_* (PEEK, WAITALL, DONTWAIT, OOB, NOSIGNAL).
  * Return bytes, or -errno (-EAGAIN, -EPIPE, -ECONNRESET, -EINTR, -ENOBUFS...).
  * timeout_ms < 0: none (SO_RCVTIMEO / SO_SNDTIMEO otherwise). */

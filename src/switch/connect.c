@@ -142,6 +142,14 @@ static int progress(struct ssw_sock *s, int wait_ms)
 		size_t plen = sizeof peer;
 		int rc = p->conn->connect_complete(s->cep, &peer, &plen);
 		if (rc == 0) {
+			if (plen == 0) {
+				/* one-trip provider: the listener's INIT comes first on the
+				 * ring; until then assume it is like us (a larger window is
+				 * bounded by the transport, capabilities by -EPERM fallback) */
+				ssw_session_make_init(NULL, &peer);
+				peer.pid = 0;
+				plen = sizeof peer;
+			}
 			s->sess = plen == sizeof peer ? ssw_session_new(p, s->cep, &s->opts, &peer) : NULL;
 			if (!s->sess)
 				return -EPROTO;
@@ -299,6 +307,10 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 	bool nonblock = atomic_load(&s->nonblock);
 	rc = ssw_connect_poll(s, fd, nonblock ? 0 : (s->sndtimeo_ms > 0 ? s->sndtimeo_ms : -1));
+	/* a nonblocking TCP connect says EINPROGRESS even on loopback, and
+	 * programs count on it (they wait for POLLOUT, then connect() says 0) */
+	if (rc == 0 && nonblock)
+		rc = -EINPROGRESS;
 	if (rc == -EINPROGRESS)
 		atomic_store(&s->connect_unseen, true);
 	return rc;

@@ -301,6 +301,11 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	s->local_len = ssw_addr_for_family(&server, ls->family, &s->local);
 	s->peer_len = ssw_addr_for_family(&client, ls->family, &s->peer);
 	s->sess = ssw_session_new(p, ep, &s->opts, &peer);
+	if (s->sess && ssw_session_announce(s->sess, &s->opts) < 0) {
+		ssw_session_close(s->sess, true);
+		s->sess = NULL;
+		ep = NULL;
+	}
 	if (!s->sess) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		ssw_sock_put(s);

@@ -372,9 +372,13 @@ static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const
 		int fds[4] = { ep->ctl_fd, ep->seg_fd, ep->my_efd, ep->peer_efd };
 		rc = hs_send(l->q_wr, &r, sizeof r, fds, 4);
 	}
-	/* queue full: the connector is told, and falls back to kernel TCP */
-	ack.status = rc;
-	hs_send(ep->ctl_fd, &ack, sizeof ack, NULL, 0);
+	/* The connector did not wait for us (one-trip connect): only a refusal
+	 * is said, and it reads as a reset there, as an overflowing accept
+	 * queue would in TCP. */
+	if (rc < 0) {
+		ack.status = rc;
+		hs_send(ep->ctl_fd, &ack, sizeof ack, NULL, 0);
+	}
 	shm_ep_free(ep);
 	return rc;
 }
@@ -503,10 +507,14 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	sys_close(memfd);
 	if (rc < 0)
 		goto fail;
-	ep->connecting = 1;
-	ep->connect_deadline_ns = ssw_now_ns() + SHM_CONNECT_TIMEOUT_NS;
+	/* One trip: the segment, the doorbells and our INIT are in the
+	 * listener's backlog now, as a SYN would be; nothing to wait for (the
+	 * acceptor's INIT comes first on its ring).  SO_PEERCRED names the
+	 * listening process. */
+	ep->connecting = 0;
+	peer_cred(ep);
 	*out = ep;
-	return -EINPROGRESS;
+	return 0;
 fail:
 	shm_ep_free(ep);
 	return rc;
@@ -516,22 +524,9 @@ static int shm_connect_fd(struct ssw_ep *ep) { return ep->ctl_fd; }
 
 static int shm_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_len)
 {
-	struct shm_hs ack;
-	if (!ep->connecting)
-		return ep->err;
-	ssize_t n = hs_recv(ep->ctl_fd, &ack, sizeof ack, NULL, 0);
-	if (n == -EAGAIN)
-		return ssw_now_ns() > ep->connect_deadline_ns ? -ETIMEDOUT : -EINPROGRESS;
-	if (n <= 0) /* listener went away before answering, or garbage */
-		return n == 0 || n == -EPROTO ? -ECONNABORTED : (int)n;
-	if (n != (ssize_t)sizeof ack || ack.magic != SHM_MAGIC || ack.type != SHM_HS_ACK || ack.status < 0 ||
-	    ack.priv_len > *reply_len || ack.priv_len > SSW_CONNECT_PRIV_MAX)
-		return -ECONNABORTED;
-	memcpy(reply, ack.priv, ack.priv_len);
-	*reply_len = ack.priv_len;
-	ep->connecting = 0;
-	peer_cred(ep);
-	return 0;
+	(void)reply;
+	*reply_len = 0; /* one-trip connect: the acceptor's answer travels in-band */
+	return ep->err;
 }
 
 static void shm_close(struct ssw_ep *ep, int how)

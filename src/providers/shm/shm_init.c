@@ -41,18 +41,30 @@ static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 	return k;
 }
 
+/* After the HELLO the rendezvous connection carries nothing but a refusal
+ * (the listener could not queue us: a reset); its hang-up means every
+ * process holding the peer's end is gone. */
+static void ctl_check(struct ssw_ep *ep)
+{
+	struct shm_hs m;
+	struct iovec iov = { &m, sizeof m };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (ep->connecting || ep->ctl_fd < 0 || ep->peer_gone)
+		return;
+	ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, MSG_DONTWAIT);
+	if (n > 0)
+		ep->err = -ECONNRESET;
+	if (n >= 0)
+		ep->peer_gone = 1;
+}
+
 static void shm_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
 	atomic_store_explicit(&ep->rx.ctl->armed, 0, memory_order_relaxed);
 	if (sys_read(ep->my_efd, &v, sizeof v) == sizeof v)
 		return;
-	/* Not our doorbell: maybe the rendezvous connection hung up. */
-	char c;
-	struct iovec iov = { &c, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (!ep->connecting && ep->ctl_fd >= 0 && sys_recvmsg(ep->ctl_fd, &mh, MSG_DONTWAIT | MSG_PEEK) == 0)
-		ep->peer_gone = 1;
+	ctl_check(ep); /* not our doorbell */
 }
 
 static int shm_rx_ready(struct ssw_ep *ep)
@@ -76,13 +88,10 @@ static uint32_t shm_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 	if (closed == SHM_CLOSED_ORDERLY)
 		return SSW_PEER_FIN | SSW_PEER_CLOSED;
 	uint32_t st = atomic_load_explicit(&c->fin, memory_order_acquire) ? SSW_PEER_FIN : 0;
-	if (!ep->peer_gone && probe && ep->ctl_fd >= 0) {
-		char b;
-		struct iovec iov = { &b, 1 };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-		if (sys_recvmsg(ep->ctl_fd, &mh, MSG_DONTWAIT | MSG_PEEK) == 0)
-			ep->peer_gone = 1;
-	}
+	if (probe)
+		ctl_check(ep);
+	if (ep->err == -ECONNRESET)
+		return SSW_PEER_RESET;
 	if (ep->peer_gone)
 		return shm_gone_state(ep) == -ECONNRESET ? SSW_PEER_RESET : SSW_PEER_FIN | SSW_PEER_CLOSED;
 	return st;
