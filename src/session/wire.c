@@ -44,6 +44,9 @@ int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_
 	case SSW_MSG_WRITE_DONE:
 		if (fixed(m, m->payload, sizeof m->u.done, &m->u.done) || m->u.done.status > 0)
 			return -1;
+		/* a write rendezvous for nothing: the receiver would offer an empty sink */
+		if (m->h.type == SSW_MSG_WRITE_REQ && m->u.done.len == 0)
+			return -1;
 		return 0;
 	case SSW_MSG_WINDOW:
 		return fixed(m, m->payload, sizeof m->u.window, &m->u.window);

@@ -245,6 +245,15 @@ static void test_reject_payloads(void **state)
 	n = build(buf, SSW_MSG_SINK, &r, sizeof r, 0, 0);
 	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), -1);
 
+	/* a write rendezvous of zero bytes (found by fuzz_session_rx: the
+	 * session went on to offer a zero-length sink, itself malformed) */
+	struct ssw_wire_done wr = { .id = 1, .len = 0 };
+	n = build(buf, SSW_MSG_WRITE_REQ, &wr, sizeof wr, 0, 0);
+	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), -1);
+	wr.len = 1;
+	n = build(buf, SSW_MSG_WRITE_REQ, &wr, sizeof wr, 0, 0);
+	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), 0);
+
 	/* a status is 0 or a negative errno */
 	struct ssw_wire_done d = { .id = 1, .len = 1, .status = 1 };
 	n = build(buf, SSW_MSG_WRITE_DONE, &d, sizeof d, 0, 0);
