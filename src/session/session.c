@@ -75,6 +75,8 @@ struct ssw_session {
 	bool broken;               /* protocol violation: stop parsing the peer's messages */
 	uint32_t urg_seen;         /* urgent bytes handled */
 	bool init_rcvd;            /* the peer's in-band INIT arrived */
+	bool stage_nomem;          /* staging failed for memory: a sender waiting on it gets ENOBUFS */
+	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
 	uint32_t peer_urg;         /* urgent bytes the peer announced */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
 	struct {
@@ -445,8 +447,10 @@ static int stage_head(struct ssw_session *s)
 	switch (m->h.type) {
 	case SSW_MSG_DATA: {
 		size_t n = m->h.len - s->cur_off;
-		if (q_reserve(s, n) < 0)
+		if (q_reserve(s, n) < 0) {
+			s->stage_nomem = true;
 			return 0;
+		}
 		memcpy(s->q.buf + s->q.off + s->q.len, m->payload + s->cur_off, n);
 		s->q.len += n;
 		s->q_owed += n;
@@ -691,6 +695,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	if (!s)
 		return NULL;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->tx_cv, NULL);
 	s->p = prov;
 	s->ep = ep;
 	size_t mm = prov->msg->max_msg(ep);
@@ -735,6 +740,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	s->ep = NULL;
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->tx_cv);
 	free(s->q.buf);
 	free(s);
 }
@@ -745,6 +751,7 @@ void ssw_session_detach(struct ssw_session *s)
 		return;
 	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
 	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->tx_cv);
 	free(s->q.buf);
 	free(s);
 }
@@ -809,11 +816,14 @@ static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int i
 			}
 		}
 		/* No room: credits are maybe queued behind unread data. */
+		s->stage_nomem = false;
 		int pr = pump(s, true);
 		if (pr > 0)
 			continue;
 		if (pr < 0 || s->reset || s->peer_closed)
 			break;
+		if (s->stage_nomem && sent == at)
+			return -ENOBUFS; /* credits sit behind data we cannot stage */
 		if (nonblock) {
 			peer_check(s, true);
 			break;
@@ -871,6 +881,7 @@ static ssize_t send_rndv_read(struct ssw_session *s, const void *buf, size_t len
 		rc = wait_rndv(s, false);
 	s->p->rdma->deregister_rdma_memory(s->ep, &r.desc);
 	s->tx_rndv_id = 0;
+	pthread_cond_broadcast(&s->tx_cv);
 	if (rc < 0)
 		return rc;
 	if (s->tx_rndv_status == 0 && s->tx_rndv_bytes == len) {
@@ -893,10 +904,10 @@ static ssize_t send_rndv_read(struct ssw_session *s, const void *buf, size_t len
 static ssize_t send_rndv_write(struct ssw_session *s, const void *buf, size_t len)
 {
 	struct ssw_wire_done req = { .id = ++s->next_id, .len = len };
-	s->tx_rndv_id = req.id;
-	s->tx_sink_have = false;
 	if (ssw_session_cfg.fault_regfail)
 		return -ENOBUFS;
+	s->tx_rndv_id = req.id;
+	s->tx_sink_have = false;
 	int rc = send_ctl(s, SSW_MSG_WRITE_REQ, &req, sizeof req);
 	size_t done = 0;
 	while (rc == 0 && done < len) {
@@ -921,6 +932,7 @@ static ssize_t send_rndv_write(struct ssw_session *s, const void *buf, size_t le
 		done += n;
 	}
 	s->tx_rndv_id = 0;
+	pthread_cond_broadcast(&s->tx_cv);
 	if (rc < 0 && !done)
 		return rc;
 	if (done == len)
@@ -978,6 +990,10 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	uint64_t dl = deadline_of(timeout_ms);
 
 	pthread_mutex_lock(&s->lock);
+	/* Another thread's rendezvous send is in progress (it sleeps without
+	 * the lock): our bytes go after all of its bytes, not between. */
+	while (s->tx_rndv_id && !s->reset)
+		pthread_cond_wait(&s->tx_cv, &s->lock);
 	if (s->p->progress->rx_ready(s->ep))
 		pump(s, false);
 	int pre = send_precheck(s, total, &ok);
@@ -1065,8 +1081,8 @@ static ssize_t recv_by_write(struct ssw_session *s, const struct iovec *iov, int
 	int rc = send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
 	while (rc == 0 && s->rw.sink_out) {
 		int pr = pump(s, false);
-		if (s->broken || pr < 0) {
-			rc = -ECONNRESET;
+		if (s->broken || pr < 0 || s->reset || s->peer_closed) {
+			rc = -ECONNRESET; /* the writer is gone: its bytes never come */
 			break;
 		}
 		if (pr == 0 && s->rw.sink_out && wait_peer(s, 0) == -EINTR)
