@@ -2,15 +2,27 @@
  * registered with the kernel (its kernel socket is idle); the switch keeps it
  * in a side list of the epoll fd and merges its readiness with the kernel's
  * events.  Listeners stay registered with the kernel and are also watched for
- * provider connections.  Level- and edge-triggered and EPOLLONESHOT are kept;
- * full fidelity (nesting, sharing across fork) is the event layer's work. */
+ * provider connections (one merged event).  Level- and edge-triggered,
+ * EPOLLONESHOT and EPOLLRDHUP follow the kernel; an edge is a new arrival
+ * (bytes, FIN, reset) or returned send credits, as the kernel's wake-ups.
+ *
+ * Each epoll fd with side entries also holds a "kick" eventfd registered
+ * with the kernel under a private tag: epoll_ctl on a side entry rings it so
+ * that threads already sleeping on the epoll fd (ours, or a plain kernel
+ * epoll_wait that began before the first switched fd was added) look again.
+ * Kernel events carrying the tag are never shown to the application. */
 #include "switch/switch.h"
 
 #include "common/sys.h"
+#include "switch/evwait.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+
+#define EPX_KICK_TAG 0x5353574b49434b21ull /* "SSWKICK!" */
+#define ARM_FDS 4
 
 struct epx_entry {
 	int fd;
@@ -18,13 +30,17 @@ struct epx_entry {
 	uint32_t events;
 	epoll_data_t data;
 	bool disabled;        /* EPOLLONESHOT fired */
+	bool staged;          /* ring staged during the current wait */
 	uint32_t last;        /* edge-triggered: bits reported last time */
-	uint64_t gen;         /* edge-triggered: session activity at last report */
+	uint64_t rx_seen;     /* edge-triggered: bytes arrived at last report */
+	uint64_t tx_seen;     /* edge-triggered: bytes in flight at last look */
 	struct epx_entry *next;
 };
 
 struct epx {
 	int epfd;
+	int kick;             /* eventfd, registered in epfd with EPX_KICK_TAG; -1: none */
+	int n;                /* side entries */
 	struct epx_entry *list;
 	struct epx *next;
 };
@@ -42,6 +58,7 @@ static struct epx *find(int epfd, bool create)
 	struct epx *x = calloc(1, sizeof *x);
 	if (x) {
 		x->epfd = epfd;
+		x->kick = -1;
 		x->next = epx_all;
 		epx_all = x;
 	}
@@ -56,10 +73,46 @@ static struct epx_entry **find_entry(struct epx *x, int fd)
 	return NULL;
 }
 
-static void free_entry(struct epx_entry *e)
+static void free_entry(struct epx *x, struct epx_entry *e)
 {
 	ssw_sock_put(e->s);
 	free(e);
+	x->n--;
+}
+
+static void kick(struct epx *x)
+{
+	if (x->kick >= 0) {
+		uint64_t one = 1;
+		(void)!sys_write(x->kick, &one, sizeof one);
+	}
+}
+
+static void kick_drain(int fd)
+{
+	uint64_t v;
+	(void)!sys_read(fd, &v, sizeof v);
+}
+
+/* The kick eventfd of x, created and registered with the kernel on the first
+ * side entry; this also checks that epfd is an epoll fd (as the kernel's
+ * epoll_ctl would: EBADF, EINVAL). */
+static int kick_setup(struct epx *x)
+{
+	if (x->kick >= 0)
+		return 0;
+	int k = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (k < 0)
+		return -errno;
+	k = ssw_fd_hide(k);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EPX_KICK_TAG };
+	if (sys_epoll_ctl(x->epfd, EPOLL_CTL_ADD, k, &ev) < 0) {
+		int e = errno;
+		sys_close(k);
+		return -e;
+	}
+	x->kick = k;
+	return 0;
 }
 
 int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled)
@@ -67,51 +120,76 @@ int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handle
 	*handled = false;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	pthread_mutex_lock(&epx_lock);
-	struct epx *x = find(epfd, s != NULL);
+	struct epx *x = find(epfd, s != NULL && op == EPOLL_CTL_ADD);
 	struct epx_entry **pp = x ? find_entry(x, fd) : NULL;
 	int rc = 0;
-	if (!s) {
-		/* no longer ours (fell back to TCP): forget any side entry */
-		if (pp && (op == EPOLL_CTL_DEL || op == EPOLL_CTL_MOD)) {
+	if (!s || (pp && (*pp)->s != s)) {
+		/* no longer ours (fell back to TCP), or another socket now has the
+		 * number: forget the side entry; the kernel decides the rest */
+		if (pp && (op == EPOLL_CTL_DEL || op == EPOLL_CTL_MOD || op == EPOLL_CTL_ADD)) {
 			struct epx_entry *e = *pp;
 			*pp = e->next;
-			free_entry(e);
+			free_entry(x, e);
 			if (op == EPOLL_CTL_MOD) { /* it was never in the kernel set */
 				pthread_mutex_unlock(&epx_lock);
+				ssw_sock_put(s);
 				*handled = true;
 				return sys_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, ev) < 0 ? -errno : 0;
 			}
-			*handled = true;
+			if (op == EPOLL_CTL_DEL) {
+				pthread_mutex_unlock(&epx_lock);
+				ssw_sock_put(s);
+				*handled = true;
+				return 0;
+			}
 		}
-		pthread_mutex_unlock(&epx_lock);
-		return 0;
+		if (!s) {
+			pthread_mutex_unlock(&epx_lock);
+			return 0;
+		}
+		pp = NULL;
 	}
 	if (!x) {
 		pthread_mutex_unlock(&epx_lock);
 		ssw_sock_put(s);
-		return -ENOMEM;
-	}
-	bool listener = s->state == SSW_ST_LISTENING;
-	if (listener) {
-		/* the kernel registration decides errors (EEXIST, ENOENT) */
-		int k = sys_epoll_ctl(epfd, op, fd, ev);
-		if (k < 0) {
-			rc = -errno;
-			pthread_mutex_unlock(&epx_lock);
-			ssw_sock_put(s);
-			*handled = true;
-			return rc;
-		}
+		if (op == EPOLL_CTL_ADD)
+			return -ENOMEM;
+		/* MOD/DEL of a switched fd this epoll fd never saw: the kernel
+		 * gives the error (ENOENT, EBADF, EINVAL) */
+		return 0;
 	}
 	*handled = true;
+	if (epfd == fd) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (op != EPOLL_CTL_DEL && !ev) {
+		rc = -EFAULT;
+		goto out;
+	}
+	if (op == EPOLL_CTL_ADD && (ev->events & EPOLLEXCLUSIVE) &&
+	    (ev->events & ~(uint32_t)(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE |
+				     EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | EPOLLWRBAND))) {
+		rc = -EINVAL; /* as the kernel: EXCLUSIVE with ONESHOT, RDHUP, ... */
+		goto out;
+	}
+	bool listener = s->state == SSW_ST_LISTENING;
+	if (op == EPOLL_CTL_ADD && !listener && !pp) {
+		rc = kick_setup(x);
+		if (rc < 0)
+			goto out;
+	}
+	if (listener) {
+		/* registered with the kernel too: its answer decides errors */
+		if (sys_epoll_ctl(epfd, op, fd, ev) < 0) {
+			rc = -errno;
+			goto out;
+		}
+	}
 	switch (op) {
-	case EPOLL_CTL_ADD:
+	case EPOLL_CTL_ADD: {
 		if (pp) {
 			rc = -EEXIST;
-			break;
-		}
-		if (!ev) {
-			rc = -EFAULT;
 			break;
 		}
 		struct epx_entry *e = calloc(1, sizeof *e);
@@ -126,33 +204,39 @@ int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handle
 		e->data = ev->data;
 		e->next = x->list;
 		x->list = e;
+		x->n++;
+		kick(x);
 		break;
+	}
 	case EPOLL_CTL_MOD:
 		if (!pp) {
 			rc = -ENOENT;
 			break;
 		}
-		if (!ev) {
-			rc = -EFAULT;
+		if ((ev->events & EPOLLEXCLUSIVE) || ((*pp)->events & EPOLLEXCLUSIVE)) {
+			rc = -EINVAL;
 			break;
 		}
 		(*pp)->events = ev->events;
 		(*pp)->data = ev->data;
 		(*pp)->disabled = false;
-		(*pp)->last = 0;
+		(*pp)->last = 0; /* the kernel re-checks readiness on MOD */
+		kick(x);
 		break;
-	case EPOLL_CTL_DEL:
+	case EPOLL_CTL_DEL: {
 		if (!pp) {
 			rc = -ENOENT;
 			break;
 		}
 		struct epx_entry *d = *pp;
 		*pp = d->next;
-		free_entry(d);
+		free_entry(x, d);
 		break;
+	}
 	default:
 		rc = -EINVAL;
 	}
+out:
 	pthread_mutex_unlock(&epx_lock);
 	ssw_sock_put(s);
 	return rc;
@@ -184,127 +268,250 @@ static uint32_t entry_ready(struct epx_entry *e)
 	return ev & want;
 }
 
-/* Collect ready side entries into out (at most max). */
+/* Edge-triggered: is there an edge since the last report? */
+static bool entry_edge(struct epx_entry *e, uint32_t ev)
+{
+	uint32_t fresh = ev & ~e->last;
+	e->last = ev;
+	if (!e->s->sess)
+		return fresh != 0;
+	struct ssw_session_stats st = { 0 };
+	if (ev & EPOLLIN)
+		(void)ssw_session_fionread(e->s->sess); /* every arrival counted */
+	ssw_session_get_stats(e->s->sess, &st);
+	if ((ev & EPOLLIN) && st.bytes_received != e->rx_seen)
+		fresh |= EPOLLIN;
+	if ((ev & EPOLLOUT) && st.tx_inflight < e->tx_seen)
+		fresh |= EPOLLOUT; /* credits came back */
+	e->tx_seen = st.tx_inflight;
+	if (fresh)
+		e->rx_seen = st.bytes_received;
+	return fresh != 0;
+}
+
+/* The fd of e is no longer switched (its connect fell back to kernel TCP):
+ * hand the registration to the kernel.  Returns true when e must go. */
+static bool entry_gone(struct epx *x, struct epx_entry *e)
+{
+	struct ssw_sock *now = ssw_sock_get(e->fd);
+	ssw_sock_put(now);
+	if (now == e->s)
+		return false;
+	if (!now) {
+		struct epoll_event kev = { .events = e->events, .data = e->data };
+		if (!e->disabled)
+			(void)sys_epoll_ctl(x->epfd, EPOLL_CTL_ADD, e->fd, &kev);
+	}
+	return true;
+}
+
+/* Collect ready side entries into out (at most max); reported entries move
+ * to the end of the list so that busy sockets do not starve the others. */
 static int collect(struct epx *x, struct epoll_event *out, int max)
 {
 	int n = 0;
-	for (struct epx_entry *e = x->list; e && n < max; e = e->next) {
-		if (e->disabled)
+	struct epx_entry *moved = NULL, **mt = &moved;
+	for (struct epx_entry **pp = &x->list; *pp && n < max;) {
+		struct epx_entry *e = *pp;
+		if (e->disabled) {
+			pp = &e->next;
 			continue;
-		uint32_t ev = entry_ready(e);
-		if (e->events & EPOLLET) {
-			struct ssw_session_stats st = { 0 };
-			if (e->s->sess)
-				ssw_session_get_stats(e->s->sess, &st);
-			uint64_t gen = st.msgs_received + st.msgs_sent;
-			uint32_t fresh = ev & ~e->last;
-			e->last = ev;
-			if (!fresh && gen == e->gen)
-				continue;
-			e->gen = gen;
 		}
-		if (!ev)
+		uint32_t ev = entry_ready(e);
+		if (e->s->state != SSW_ST_LISTENING && entry_gone(x, e)) {
+			*pp = e->next;
+			free_entry(x, e);
 			continue;
+		}
+		if ((e->events & EPOLLET) && !entry_edge(e, ev))
+			ev = 0;
+		if (!ev) {
+			pp = &e->next;
+			continue;
+		}
 		out[n].events = ev;
 		out[n].data = e->data;
 		n++;
 		if (e->events & EPOLLONESHOT)
 			e->disabled = true;
+		*pp = e->next;
+		e->next = NULL;
+		*mt = e;
+		mt = &e->next;
 	}
+	struct epx_entry **tail = &x->list;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = moved;
 	return n;
+}
+
+/* Kernel events into out[n..max): the kick tag is dropped (and the kick
+ * drained); a listener's kernel event merges with its side event. */
+static int kernel_events(struct epx *x, struct epoll_event *out, int n, int max, int nside)
+{
+	int k = sys_epoll_wait(x->epfd, out + n, max - n, 0);
+	if (k < 0)
+		return -errno;
+	int w = n;
+	for (int i = n; i < n + k; i++) {
+		struct epoll_event ev = out[i];
+		if (ev.data.u64 == EPX_KICK_TAG) {
+			if (x->kick >= 0)
+				kick_drain(x->kick);
+			continue;
+		}
+		bool merged = false;
+		for (int j = 0; j < nside && !merged; j++)
+			if (out[j].data.u64 == ev.data.u64) {
+				out[j].events |= ev.events;
+				merged = true;
+			}
+		if (!merged)
+			out[w++] = ev;
+	}
+	return w;
 }
 
 int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms, const sigset_t *mask, bool *handled)
 {
 	*handled = false;
-	if (max <= 0)
+	if (!__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
 		return 0;
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = find(epfd, false);
-	bool any = x && x->list;
+	bool ours = x && (x->list || x->kick >= 0);
 	pthread_mutex_unlock(&epx_lock);
-	if (!any)
-		return 0;
+	if (!ours || max <= 0 || !events)
+		return 0; /* the kernel answers (and gives EINVAL/EFAULT) */
 	*handled = true;
-	uint64_t dl = timeout_ms > 0 ? ssw_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
-	uint64_t spin_until = ssw_now_ns() + 20000;
+	uint64_t t_start = ssw_now_ns();
+	uint64_t dl = timeout_ms > 0 ? t_start + (uint64_t)timeout_ms * 1000000ull : 0;
+	uint64_t spin_until = t_start + ssw_ev_spin_ns();
+	bool spun = false;
+	struct pollfd *pf = NULL;
+	struct ssw_session **armed = NULL;
+	struct ssw_sock **held = NULL;
+	int cap = 0, ret;
 	for (;;) {
 		pthread_mutex_lock(&epx_lock);
 		x = find(epfd, false);
-		int n = x ? collect(x, events, max) : 0;
-		pthread_mutex_unlock(&epx_lock);
-		if (n < max) {
-			int k = sys_epoll_wait(epfd, events + n, max - n, 0);
-			if (k > 0) {
-				/* a listener reported by both: keep one event */
-				n += k;
-			} else if (k < 0 && !n) {
-				return -errno;
-			}
+		if (!x) { /* closed under us */
+			pthread_mutex_unlock(&epx_lock);
+			ret = -EBADF;
+			break;
 		}
-		if (n || timeout_ms == 0)
-			return n;
-		if (timeout_ms > 0 && ssw_now_ns() >= dl)
-			return 0;
-		if (ssw_now_ns() < spin_until) {
-			ssw_cpu_relax();
+		/* leave room for the kernel's events when both kinds are ready */
+		int side_max = max > 1 ? max - 1 : max;
+		int n = collect(x, events, side_max);
+		int nside = n;
+		int r = kernel_events(x, events, n, max, nside);
+		pthread_mutex_unlock(&epx_lock);
+		if (r < 0 && !n) {
+			ret = r;
+			break;
+		}
+		if (r > 0)
+			n = r;
+		if (n || timeout_ms == 0) {
+			if (n && spun)
+				ssw_ev_spin_hit();
+			ret = n;
+			break;
+		}
+		uint64_t now = ssw_now_ns();
+		if (timeout_ms > 0 && now >= dl) {
+			ret = 0;
+			break;
+		}
+		if (now < spin_until) {
+			spun = true;
+			for (int j = 0; j < 16; j++)
+				ssw_cpu_relax();
 			continue;
 		}
-		/* sleep: the epoll fd itself (kernel events) + every side entry's wait fds */
-		struct pollfd pf[1 + 64 * 4];
-		struct ssw_sock *armed[64];
-		int np = 0, na = 0;
-		bool again = false;
-		pf[np++] = (struct pollfd){ .fd = epfd, .events = POLLIN };
+		/* sleep: the epoll fd itself (kernel events, kicks) + every side
+		 * entry's wait fds */
 		pthread_mutex_lock(&epx_lock);
 		x = find(epfd, false);
-		for (struct epx_entry *e = x ? x->list : NULL; e && na < 64 && np + 4 < (int)(sizeof pf / sizeof pf[0]); e = e->next) {
-			struct ssw_sock *s = e->s;
+		int need = 1 + (x ? x->n : 0) * ARM_FDS;
+		if (need > cap) {
+			struct pollfd *np = realloc(pf, (size_t)need * sizeof *pf);
+			struct ssw_session **na = np ? realloc(armed, (size_t)need * sizeof *armed) : NULL;
+			if (np)
+				pf = np;
+			if (na)
+				armed = na;
+			struct ssw_sock **nh = na ? realloc(held, (size_t)need * sizeof *held) : NULL;
+			if (nh)
+				held = nh;
+			if (!np || !na || !nh) {
+				pthread_mutex_unlock(&epx_lock);
+				ret = -ENOMEM;
+				break;
+			}
+			cap = need;
+		}
+		int np = 0, na = 0;
+		bool again = false;
+		uint64_t nap = 0;
+		pf[np++] = (struct pollfd){ .fd = epfd, .events = POLLIN };
+		for (struct epx_entry *e = x ? x->list : NULL; e && !again; e = e->next) {
 			if (e->disabled)
 				continue;
-			if (s->state == SSW_ST_LISTENING) {
-				for (int i = 0; i < s->npl; i++)
-					pf[np++] = (struct pollfd){ .fd = s->prov->conn->listener_fd(s->pl[i]), .events = POLLIN };
-			} else if (s->state == SSW_ST_CONNECTING && s->cep) {
-				pf[np++] = (struct pollfd){ .fd = s->prov->conn->connect_fd(s->cep), .events = POLLIN };
-			} else if (s->sess) {
-				int got = 0;
-				if (ssw_session_sleep_prepare(s->sess, &pf[np], 4, &got) < 0) {
-					again = true;
-					break;
-				}
-				atomic_fetch_add(&s->refs, 1);
-				armed[na++] = s;
+			int got = 0;
+			struct ssw_session *a = NULL;
+			switch (ssw_ev_arm(e->s, &pf[np], ARM_FDS, &got, &e->staged, &a)) {
+			case SSW_EV_PENDING:
+				again = true;
+				break;
+			case SSW_EV_NAP:
+				nap = SSW_EV_NAP_NS;
+				break;
+			default:
 				np += got;
+				if (a) {
+					atomic_fetch_add(&e->s->refs, 1);
+					held[na] = e->s;
+					armed[na++] = a;
+				}
 			}
 		}
 		pthread_mutex_unlock(&epx_lock);
+		int r2 = 0, err = 0;
+		uint64_t t0 = ssw_now_ns();
 		if (!again) {
-			int ms = timeout_ms < 0 ? -1 : 0;
-			if (timeout_ms > 0) {
-				uint64_t now = ssw_now_ns();
-				ms = now >= dl ? 0 : (int)((dl - now + 999999) / 1000000);
-			}
-			/* more than 64 switched entries: poll them in short naps */
-			if (x && na == 64 && (ms < 0 || ms > 1))
-				ms = 1;
-			struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-			int r = sys_ppoll(pf, (nfds_t)np, ms < 0 ? NULL : &ts, mask);
-			int err = errno;
-			for (int i = 0; i < na; i++) {
-				ssw_session_sleep_done(armed[i]->sess);
-				ssw_sock_put(armed[i]);
-			}
-			if (r < 0 && err == EINTR)
-				return -EINTR;
-		} else {
-			for (int i = 0; i < na; i++) {
-				ssw_session_sleep_done(armed[i]->sess);
-				ssw_sock_put(armed[i]);
-			}
+			int64_t left = -1;
+			if (timeout_ms > 0)
+				left = (int64_t)(dl > t0 ? dl - t0 : 0);
+			if (nap && (left < 0 || (uint64_t)left > nap))
+				left = (int64_t)nap;
+			struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
+			r2 = sys_ppoll(pf, (nfds_t)np, left < 0 ? NULL : &ts, mask);
+			err = errno;
 		}
+		for (int i = 0; i < na; i++) {
+			ssw_session_sleep_done(armed[i]);
+			ssw_sock_put(held[i]);
+		}
+		if (again)
+			continue;
+		ssw_ev_slept(ssw_now_ns() - t0, r2 > 0);
+		if (r2 < 0 && err == EINTR) {
+			ret = -EINTR;
+			break;
+		}
+		pthread_mutex_lock(&epx_lock);
+		x = find(epfd, false);
+		for (struct epx_entry *e = x ? x->list : NULL; e; e = e->next)
+			e->staged = false;
+		pthread_mutex_unlock(&epx_lock);
 		spin_until = 0;
 	}
+	free(pf);
+	free(armed);
+	free(held);
+	return ret;
 }
 
 void ssw_epoll_forget(int epfd)
@@ -320,8 +527,10 @@ void ssw_epoll_forget(int epfd)
 		while (x->list) {
 			struct epx_entry *e = x->list;
 			x->list = e->next;
-			free_entry(e);
+			free_entry(x, e);
 		}
+		if (x->kick >= 0)
+			sys_close(x->kick);
 		free(x);
 		break;
 	}
@@ -338,7 +547,7 @@ void ssw_epoll_drop_fd(int fd)
 		if (pp) {
 			struct epx_entry *e = *pp;
 			*pp = e->next;
-			free_entry(e);
+			free_entry(x, e);
 		}
 	}
 	pthread_mutex_unlock(&epx_lock);

@@ -5,18 +5,18 @@
 #include "switch/switch.h"
 
 #include "common/sys.h"
+#include "switch/evwait.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define EXTRA_PER_SOCK 4
-#define SPIN_POLL_NS 20000u
 
 struct pslot {
 	struct ssw_sock *s;
-	int first_extra, nextra;   /* provider fds of this entry in the extra area */
-	bool armed;
+	struct ssw_session *armed; /* sleep_done after sleeping */
+	bool staged;               /* ring staged during this call */
 };
 
 /* Readiness of one switched entry now, as poll bits. */
@@ -30,7 +30,7 @@ static short switched_revents(struct ssw_sock *s, int fd, short events)
 		if (s->state != SSW_ST_CONNECTED)
 			return POLLOUT | POLLERR | POLLHUP; /* final error: SO_ERROR tells */
 	}
-	if (s->state == SSW_ST_CONNECTED)
+	if (s->state == SSW_ST_CONNECTED && s->sess)
 		ev = ssw_session_poll(s->sess);
 	return ev & (events | POLLERR | POLLHUP | POLLNVAL);
 }
@@ -50,6 +50,15 @@ static uint64_t deadline_of(const struct timespec *t)
 	return ssw_now_ns() + (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
 }
 
+static void disarm_all(struct pslot *sl, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (sl[i].armed) {
+			ssw_session_sleep_done(sl[i].armed);
+			sl[i].armed = NULL;
+		}
+}
+
 int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const sigset_t *mask)
 {
 	struct pslot small[16];
@@ -67,7 +76,8 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		sl[i].s = ssw_sock_get(fds[i].fd);
 	uint64_t dl = deadline_of(timeout);
 	bool forever = !timeout, zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
-	uint64_t spin_until = ssw_now_ns() + SPIN_POLL_NS;
+	uint64_t t_start = ssw_now_ns(), spin_until = t_start + ssw_ev_spin_ns();
+	bool spun = false;
 
 	for (;;) {
 		/* 1. switched readiness, and the kernel's view of the rest without waiting */
@@ -110,75 +120,66 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			fds[i].revents |= k[i].revents;
 		}
 		if (ready || zero) {
+			if (ready && spun)
+				ssw_ev_spin_hit();
 			ret = ready;
 			break;
 		}
-		if (!forever && ssw_now_ns() >= dl) {
+		uint64_t now = ssw_now_ns();
+		if (!forever && now >= dl) {
 			ret = 0;
 			break;
 		}
 		/* 2. traffic may be hot: a short spin costs less than a wake-up */
-		if (ssw_now_ns() < spin_until) {
-			ssw_cpu_relax();
+		if (now < spin_until) {
+			spun = true;
+			for (int j = 0; j < 16; j++)
+				ssw_cpu_relax();
 			continue;
 		}
 		/* 3. sleep on kernel fds + provider wait fds */
 		bool again = false;
-		for (nfds_t i = 0; i < n; i++) {
+		uint64_t nap = 0;
+		for (nfds_t i = 0; i < n && !again; i++) {
 			struct ssw_sock *s = sl[i].s;
-			sl[i].nextra = 0;
-			sl[i].armed = false;
 			if (!s)
 				continue;
-			sl[i].first_extra = (int)nk;
-			if (s->state == SSW_ST_LISTENING) {
-				for (int j = 0; j < s->npl; j++)
-					k[nk++] = (struct pollfd){ .fd = s->prov->conn->listener_fd(s->pl[j]), .events = POLLIN };
-			} else if (s->state == SSW_ST_CONNECTED) {
-				int got = 0;
-				if (ssw_session_sleep_prepare(s->sess, &k[nk], EXTRA_PER_SOCK, &got) < 0) {
-					again = true;
-					break;
-				}
-				sl[i].armed = true;
-				nk += (nfds_t)got;
-			} else if (s->state == SSW_ST_CONNECTING && s->cep) {
-				k[nk++] = (struct pollfd){ .fd = s->prov->conn->connect_fd(s->cep), .events = POLLIN };
-			} else {
-				/* negotiating: the session's fds */
-				int got = 0;
-				if (s->sess && ssw_session_sleep_prepare(s->sess, &k[nk], EXTRA_PER_SOCK, &got) == 0) {
-					sl[i].armed = true;
-					nk += (nfds_t)got;
-				} else {
-					again = true;
-					break;
-				}
-			}
-			sl[i].nextra = (int)nk - sl[i].first_extra;
-		}
-		if (!again) {
-			struct timespec ts, *tp = NULL;
-			if (!forever) {
-				uint64_t now = ssw_now_ns(), left = dl > now ? dl - now : 0;
-				ts.tv_sec = (time_t)(left / 1000000000ull);
-				ts.tv_nsec = (long)(left % 1000000000ull);
-				tp = &ts;
-			}
-			int r = sys_ppoll(k, nk, tp, mask);
-			int err = errno;
-			for (nfds_t i = 0; i < n; i++)
-				if (sl[i].armed)
-					ssw_session_sleep_done(sl[i].s->sess);
-			if (r < 0 && err == EINTR) {
-				ret = -EINTR;
+			int got = 0;
+			switch (ssw_ev_arm(s, &k[nk], EXTRA_PER_SOCK, &got, &sl[i].staged, &sl[i].armed)) {
+			case SSW_EV_PENDING:
+				again = true;
 				break;
+			case SSW_EV_NAP:
+				nap = SSW_EV_NAP_NS;
+				break;
+			default:
+				nk += (nfds_t)got;
 			}
-		} else {
-			for (nfds_t i = 0; i < n; i++)
-				if (sl[i].armed)
-					ssw_session_sleep_done(sl[i].s->sess);
 		}
+		if (again) {
+			disarm_all(sl, n);
+			continue; /* re-check readiness at once */
+		}
+		struct timespec ts, *tp = NULL;
+		uint64_t t0 = ssw_now_ns();
+		if (!forever || nap) {
+			uint64_t left = forever ? nap : dl > t0 ? dl - t0 : 0;
+			if (nap && left > nap)
+				left = nap;
+			ts.tv_sec = (time_t)(left / 1000000000ull);
+			ts.tv_nsec = (long)(left % 1000000000ull);
+			tp = &ts;
+		}
+		int r = sys_ppoll(k, nk, tp, mask);
+		int err = errno;
+		disarm_all(sl, n);
+		ssw_ev_slept(ssw_now_ns() - t0, r > 0);
+		if (r < 0 && err == EINTR) {
+			ret = -EINTR;
+			break;
+		}
+		for (nfds_t i = 0; i < n; i++)
+			sl[i].staged = false;
 		spin_until = 0;
 	}
 	for (nfds_t i = 0; i < n; i++)

@@ -1,0 +1,88 @@
+/* evwait.c — the adaptive busy-poll budget and socket arming shared by
+ * poll.c and epoll.c (see evwait.h). */
+#include "switch/evwait.h"
+
+#include "common/sys.h"
+#include "session/session.h"
+
+#include <errno.h>
+
+#define SPIN_MIN_NS 2000u
+#define SPIN_START_NS 20000u
+
+static __thread uint32_t spin_ns = SPIN_START_NS;
+
+static uint32_t spin_max(void)
+{
+	uint32_t m = ssw_session_cfg.spin_max_ns;
+	return m ? m : 50000u;
+}
+
+uint64_t ssw_ev_spin_ns(void)
+{
+	uint32_t m = spin_max();
+	return spin_ns > m ? m : spin_ns;
+}
+
+void ssw_ev_spin_hit(void)
+{
+	uint32_t m = spin_max();
+	spin_ns += spin_ns / 4;
+	if (spin_ns > m)
+		spin_ns = m;
+}
+
+void ssw_ev_slept(uint64_t slept_ns, bool woken)
+{
+	uint32_t m = spin_max();
+	if (woken && slept_ns < 4ull * m) {
+		/* the event came within a few spin budgets: spin longer */
+		spin_ns *= 2;
+		if (spin_ns > m)
+			spin_ns = m;
+	} else {
+		spin_ns /= 2;
+		if (spin_ns < SPIN_MIN_NS)
+			spin_ns = SPIN_MIN_NS;
+	}
+}
+
+int ssw_ev_arm(struct ssw_sock *s, struct pollfd *pf, int n, int *nout, bool *staged,
+	       struct ssw_session **armed)
+{
+	*nout = 0;
+	*armed = NULL;
+	if (s->state == SSW_ST_LISTENING) {
+		int k = 0;
+		for (int i = 0; i < s->npl && k < n; i++)
+			pf[k++] = (struct pollfd){ .fd = s->prov->conn->listener_fd(s->pl[i]), .events = POLLIN };
+		*nout = k;
+		return k ? SSW_EV_ARMED : SSW_EV_IDLE;
+	}
+	struct ssw_ep *cep = s->cep;
+	if (s->state == SSW_ST_CONNECTING && cep) {
+		if (n < 1)
+			return SSW_EV_NAP;
+		pf[0] = (struct pollfd){ .fd = s->prov->conn->connect_fd(cep), .events = POLLIN };
+		*nout = 1;
+		return SSW_EV_ARMED;
+	}
+	struct ssw_session *sess = s->sess;
+	if (!sess)
+		return SSW_EV_NAP; /* between states: look again soon */
+	if (ssw_session_sleep_prepare(sess, pf, n, nout) == 0) {
+		*armed = sess;
+		return SSW_EV_ARMED;
+	}
+	*nout = 0;
+	if (!*staged) {
+		(void)ssw_session_fionread(sess); /* stages everything queued */
+		*staged = true;
+		return SSW_EV_PENDING;
+	}
+	/* still pending after staging: a finished connection (nothing more can
+	 * arrive), or the session could not stage (memory): then nap */
+	if (ssw_session_poll(sess) & (POLLHUP | POLLERR | POLLRDHUP))
+		return SSW_EV_IDLE;
+	return SSW_EV_NAP;
+}
