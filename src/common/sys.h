@@ -51,6 +51,10 @@ static inline int sys_epoll_create1(int f) { return (int)SYS_(epoll_create1, f);
 static inline int sys_epoll_ctl(int e, int op, int fd, struct epoll_event *ev) { return (int)SYS_(epoll_ctl, e, op, fd, ev); }
 static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) { return (int)SYS_(epoll_pwait, e, ev, n, ms, NULL, 0); }
 
+/* Zeroed memory shared with forked children (shmem.c); NULL on failure. */
+void *ssw_shared_alloc(size_t size);
+void ssw_shared_free(void *p, size_t size);
+
 /* Move one of the switch's own fds above FD_SETSIZE when the limit allows
  * (fdhide.c); returns the fd to use (the old one is closed if moved). */
 int ssw_fd_hide(int fd);

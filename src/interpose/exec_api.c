@@ -2,6 +2,7 @@
  * its environment (envp without LD_PRELOAD) still gets libsockswitch.so and
  * the SOCKSWITCH_* settings, as `sockswitch run` promised. */
 #include "interpose/real.h"
+#include "switch/switch.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -81,6 +82,19 @@ static char **fix_env(char *const envp[])
 	}
 	out[k] = NULL;
 	return out;
+}
+
+/* fork: a switched connection is held by both processes afterwards. */
+EXPORT pid_t fork(void)
+{
+	if (!ssw_real.fork)
+		ssw_real_init();
+	ssw_fork_begin();
+	pid_t p = ssw_real.fork();
+	int e = errno;
+	ssw_fork_end(p);
+	errno = e;
+	return p;
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])

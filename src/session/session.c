@@ -15,6 +15,7 @@
 #include "session/wire.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,7 +35,9 @@ struct rxq {
 };
 
 struct ssw_session {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;      /* process-shared and robust: the session is fork-shared */
+	_Atomic int holders;       /* processes holding the connection (fork adds one) */
+	size_t map_size;           /* the session's own mapping: this struct, then the queue */
 	const struct ssw_provider *p;
 	struct ssw_ep *ep;
 	size_t max_payload;
@@ -107,6 +110,26 @@ struct ssw_session_config ssw_session_cfg = {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
+
+static void set_broken(struct ssw_session *s, const char *why);
+
+/* Lock the session.  A process that died holding it (killed inside a
+ * send) leaves its state half-updated: that one connection is reset. */
+static void sess_lock(struct ssw_session *s)
+{
+	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD) {
+		pthread_mutex_consistent(&s->lock);
+		set_broken(s, "a process died while using this connection");
+	}
+}
+
+static void sess_cond_wait(struct ssw_session *s)
+{
+	if (pthread_cond_wait(&s->tx_cv, &s->lock) == EOWNERDEAD) {
+		pthread_mutex_consistent(&s->lock);
+		set_broken(s, "a process died while using this connection");
+	}
+}
 
 static size_t iov_total(const struct iovec *iov, int n)
 {
@@ -404,19 +427,11 @@ static int q_reserve(struct ssw_session *s, size_t more)
 		memmove(q->buf, q->buf + q->off, q->len);
 		q->off = 0;
 	}
-	if (q->len + more <= q->cap)
-		return 0;
 	if (ssw_session_cfg.fault_nomem)
 		return -ENOBUFS;
-	size_t cap = q->cap ? q->cap : 65536;
-	while (cap < q->len + more)
-		cap *= 2;
-	uint8_t *b = realloc(q->buf, cap);
-	if (!b)
-		return -ENOBUFS;
-	q->buf = b;
-	q->cap = cap;
-	return 0;
+	/* fixed capacity, reserved with the session (it must not move: forked
+	 * processes share it); pages are only used as far as it ever fills */
+	return q->len + more <= q->cap ? 0 : -ENOBUFS;
 }
 
 /* Record the urgent byte.  As in Linux it stays in the stream at `mark`
@@ -526,9 +541,11 @@ static int stage_rr(struct ssw_session *s)
 /* Offer the queue as the sink of the peer's WRITE_REQ. */
 static int stage_rw(struct ssw_session *s)
 {
-	uint64_t n = s->rw.total - s->rw.done;
-	if (n > (4u << 20))
-		n = 4u << 20;
+	uint64_t n = s->rw.total - s->rw.done, room = s->q.cap - s->q.len;
+	if (n > room)
+		n = room;
+	if (n < 4096 && n < s->rw.total - s->rw.done)
+		return 0;
 	if (q_reserve(s, n) < 0)
 		return 0;
 	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = n };
@@ -603,7 +620,7 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	for (uint64_t t = t0; t - t0 < spin; t = ssw_now_ns()) {
 		for (int i = 0; i < 32; i++) {
 			if (pg->rx_ready(ep)) {
-				pthread_mutex_lock(&s->lock);
+				sess_lock(s);
 				if (s->spin_ns < ssw_session_cfg.spin_max_ns)
 					s->spin_ns += s->spin_ns / 2;
 				if (s->spin_ns > ssw_session_cfg.spin_max_ns)
@@ -613,7 +630,7 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 			ssw_cpu_relax();
 		}
 	}
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 
 	if (pg->arm(ep) == -EAGAIN)
 		return 0;
@@ -633,7 +650,7 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 		break;
 	}
 	int err = errno;
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	pg->wake_ack(ep);
 	/* Slept: the spin did not pay off this time; spin less next time. */
 	s->spin_ns /= 2;
@@ -691,11 +708,28 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 {
 	if (!peer || peer->version != SSW_WIRE_VERSION || peer->window < 4096)
 		return NULL;
-	struct ssw_session *s = calloc(1, sizeof *s);
+	/* queue: what credits allow to be staged, plus one staged rendezvous */
+	uint64_t rmax = ssw_session_cfg.rndv_max ? ssw_session_cfg.rndv_max : STAGE_RNDV_MAX;
+	size_t head_sz = (sizeof(struct ssw_session) + 4095) & ~(size_t)4095;
+	size_t qcap = (size_t)window_cap(prov, ep) + (size_t)rmax + (64u << 10);
+	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap);
 	if (!s)
 		return NULL;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->tx_cv, NULL);
+	s->map_size = head_sz + qcap;
+	s->q.buf = (uint8_t *)s + head_sz;
+	s->q.cap = qcap;
+	atomic_store(&s->holders, 1);
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+	pthread_cond_init(&s->tx_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	s->p = prov;
 	s->ep = ep;
 	size_t mm = prov->msg->max_msg(ep);
@@ -723,11 +757,22 @@ static bool rx_pending_data(struct ssw_session *s)
 	return s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type) && s->hm.h.type != SSW_MSG_FIN);
 }
 
+/* This process lets go of the connection; the others keep it. */
+static void drop_local(struct ssw_session *s)
+{
+	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
+	ssw_shared_free(s, s->map_size);
+}
+
 void ssw_session_close(struct ssw_session *s, bool abort)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
+	if (atomic_fetch_sub(&s->holders, 1) > 1) {
+		drop_local(s); /* a forked process still holds it: no FIN yet */
+		return;
+	}
+	sess_lock(s);
 	/* Kernel TCP resets a connection closed with unread data. */
 	if (!abort && !s->broken && rx_pending_data(s))
 		abort = true;
@@ -741,19 +786,25 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->tx_cv);
-	free(s->q.buf);
-	free(s);
+	ssw_shared_free(s, s->map_size);
 }
 
 void ssw_session_detach(struct ssw_session *s)
 {
 	if (!s)
 		return;
-	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->tx_cv);
-	free(s->q.buf);
-	free(s);
+	atomic_fetch_sub(&s->holders, 1);
+	drop_local(s);
+}
+
+void ssw_session_hold(struct ssw_session *s, int delta)
+{
+	atomic_fetch_add(&s->holders, delta);
+}
+
+bool ssw_session_last_holder(struct ssw_session *s)
+{
+	return atomic_load(&s->holders) <= 1;
 }
 
 /* ---- send --------------------------------------------------------------- */
@@ -989,11 +1040,11 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	nonblock = nonblock || (flags & MSG_DONTWAIT);
 	uint64_t dl = deadline_of(timeout_ms);
 
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	/* Another thread's rendezvous send is in progress (it sleeps without
 	 * the lock): our bytes go after all of its bytes, not between. */
 	while (s->tx_rndv_id && !s->reset)
-		pthread_cond_wait(&s->tx_cv, &s->lock);
+		sess_cond_wait(s);
 	if (s->p->progress->rx_ready(s->ep))
 		pump(s, false);
 	int pre = send_precheck(s, total, &ok);
@@ -1235,7 +1286,7 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 	uint64_t dl = deadline_of(timeout_ms);
 	ssize_t got = 0;
 
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	if (flags & MSG_OOB) {
 		pump(s, true);
 		if (s->oobinline || !s->oob_have) {
@@ -1314,7 +1365,7 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 
 int ssw_session_shutdown(struct ssw_session *s, int how)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	if (s->p->progress->rx_ready(s->ep))
 		pump(s, false);
 	peer_check(s, false);
@@ -1362,7 +1413,7 @@ static short poll_bits(struct ssw_session *s)
 
 short ssw_session_poll(struct ssw_session *s)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	short ev = poll_bits(s);
 	pthread_mutex_unlock(&s->lock);
 	return ev;
@@ -1371,7 +1422,7 @@ short ssw_session_poll(struct ssw_session *s)
 int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout)
 {
 	int rc = 0;
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	if (s->p->progress->arm(s->ep) == -EAGAIN)
 		rc = -EAGAIN;
 	else
@@ -1382,14 +1433,14 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 
 void ssw_session_sleep_done(struct ssw_session *s)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	s->p->progress->wake_ack(s->ep);
 	pthread_mutex_unlock(&s->lock);
 }
 
 int ssw_session_fionread(struct ssw_session *s)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	pump(s, true);
 	uint64_t n = s->q.len;
 	if (s->rr.active)
@@ -1402,7 +1453,7 @@ int ssw_session_fionread(struct ssw_session *s)
 
 int ssw_session_atmark(struct ssw_session *s)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	pump(s, true);
 	int r = s->mark_valid && s->rx_pos == s->mark;
 	pthread_mutex_unlock(&s->lock);
@@ -1411,7 +1462,7 @@ int ssw_session_atmark(struct ssw_session *s)
 
 int ssw_session_take_error(struct ssw_session *s)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	if (s->p->progress->rx_ready(s->ep))
 		pump(s, false);
 	peer_check(s, true);
@@ -1423,7 +1474,7 @@ int ssw_session_take_error(struct ssw_session *s)
 
 void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	s->oobinline = o->oobinline;
 	s->sndbuf = o->sndbuf;
 	if (o->rcvbuf) {
@@ -1443,7 +1494,7 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	*st = s->st;
 	st->tx_inflight = s->tx_inflight;
 	st->tx_limit = tx_limit(s);
@@ -1453,7 +1504,7 @@ void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
 
 int ssw_session_tcp_state(struct ssw_session *s)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	if (s->p->progress->rx_ready(s->ep))
 		pump(s, false);
 	peer_check(s, false);
@@ -1470,7 +1521,7 @@ int ssw_session_tcp_state(struct ssw_session *s)
 
 void ssw_session_set_owner(struct ssw_session *s, int owner)
 {
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	if (s->p->progress->note && s->ep)
 		s->p->progress->note(s->ep, SSW_NOTE_OWNER, owner);
 	pthread_mutex_unlock(&s->lock);
@@ -1482,7 +1533,7 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 	ssw_session_make_init(o, &me);
 	if (me.window > s->window)
 		me.window = s->window;
-	pthread_mutex_lock(&s->lock);
+	sess_lock(s);
 	int rc = send_ctl(s, SSW_MSG_INIT, &me, sizeof me);
 	pthread_mutex_unlock(&s->lock);
 	return rc;

@@ -59,8 +59,13 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 int ssw_session_shutdown(struct ssw_session *s, int how);
 /* Close.  abort: SO_LINGER with zero timeout (reset).  Frees the session. */
 void ssw_session_close(struct ssw_session *s, bool abort);
-/* Forget the endpoint without telling the peer (another process still
- * holds it after fork). */
+/* Close is per process: the session lives in fork-shared memory and counts
+ * the processes holding it; only the last one's close reaches the peer.
+ * fork() adds a holder (ssw_session_hold +1 before, -1 if fork failed). */
+void ssw_session_hold(struct ssw_session *s, int delta);
+bool ssw_session_last_holder(struct ssw_session *s);
+/* Let go in this process without telling the peer (exec, or a process
+ * that must not end the connection). */
 void ssw_session_detach(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */

@@ -150,7 +150,9 @@ static int progress(struct ssw_sock *s, int wait_ms)
 				peer.pid = 0;
 				plen = sizeof peer;
 			}
+			ssw_fork_guard_enter();
 			s->sess = plen == sizeof peer ? ssw_session_new(p, s->cep, &s->opts, &peer) : NULL;
+			ssw_fork_guard_leave();
 			if (!s->sess)
 				return -EPROTO;
 			s->cep = NULL;

@@ -18,20 +18,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool active;
 static bool shm_ok;
 
-static void mark_shared(int fd, struct ssw_sock *s, void *arg)
-{
-	(void)fd, (void)arg;
-	s->shared = true;
-}
-
-static void atfork_parent(void)
-{
-	ssw_fdtab_each(mark_shared, NULL);
-}
-
 static void atfork_child(void)
 {
-	ssw_fdtab_each(mark_shared, NULL);
 	ssw_agent_after_fork_child();
 }
 
@@ -73,7 +61,7 @@ static void init_once(void)
 		return;
 	}
 	check_provider(&ssw_provider_shm, &shm_ok);
-	pthread_atfork(NULL, atfork_parent, atfork_child);
+	pthread_atfork(NULL, NULL, atfork_child);
 	active = true;
 	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
 }

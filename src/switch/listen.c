@@ -300,6 +300,7 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	atomic_store(&s->nonblock, (flags & SOCK_NONBLOCK) != 0);
 	s->local_len = ssw_addr_for_family(&server, ls->family, &s->local);
 	s->peer_len = ssw_addr_for_family(&client, ls->family, &s->peer);
+	ssw_fork_guard_enter(); /* a fork sees this session whole, in the table */
 	s->sess = ssw_session_new(p, ep, &s->opts, &peer);
 	if (s->sess && ssw_session_announce(s->sess, &s->opts) < 0) {
 		ssw_session_close(s->sess, true);
@@ -307,12 +308,14 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 		ep = NULL;
 	}
 	if (!s->sess) {
+		ssw_fork_guard_leave();
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		ssw_sock_put(s);
 		sys_close(nfd);
 		return -ENOMEM;
 	}
 	ssw_fdtab_set(nfd, s);
+	ssw_fork_guard_leave();
 	ssw_sock_put(s);
 	atomic_fetch_add(&ssw_counters.switched, 1);
 	ssw_addr_copy_out(&s->peer, s->peer_len, addr, alen);

@@ -39,11 +39,11 @@ void ssw_sock_destroy(struct ssw_sock *s)
 	if (s->state == SSW_ST_LISTENING)
 		ssw_agent_unregister(s);
 	if (s->sess) {
-		ssw_stats_account_closed(s);
-		if (s->shared)
-			ssw_session_detach(s->sess); /* another process still has it */
-		else
-			ssw_session_close(s->sess, s->linger_on && s->linger_s == 0);
+		ssw_fork_guard_enter();
+		if (ssw_session_last_holder(s->sess)) /* counted once, by the last holder */
+			ssw_stats_account_closed(s);
+		ssw_session_close(s->sess, s->linger_on && s->linger_s == 0);
+		ssw_fork_guard_leave();
 	}
 	if (s->cep)
 		s->prov->conn->close(s->cep, SSW_CLOSE_ABORT);

@@ -26,7 +26,7 @@ struct ssw_sock {
 	int fd;                      /* the first fd (for stats and logs) */
 	int family;
 	_Atomic int nonblock;        /* O_NONBLOCK of the open file description */
-	bool shared;                 /* another process holds it too (fork) */
+	unsigned fork_gen;           /* fork.c: session held for the fork of this generation */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
 	int rcvtimeo_ms, sndtimeo_ms;/* -1: none */

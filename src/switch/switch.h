@@ -62,6 +62,13 @@ int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handle
 int ssw_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask, bool *handled);
 void ssw_epoll_forget(int epfd);
 
+/* fork (fork.c): holders of fork-shared sessions */
+void ssw_fork_begin(void);
+void ssw_fork_end(pid_t pid);
+/* Around creating or closing a session, so a fork sees all or none of it. */
+void ssw_fork_guard_enter(void);
+void ssw_fork_guard_leave(void);
+
 /* Statistics (stats.c) */
 struct ssw_counters {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;

@@ -157,9 +157,16 @@ static void peer_cred(struct ssw_ep *ep)
 		ep->caps |= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
 }
 
+/* Endpoints live in fork-shared memory (common/shmem.c): after fork both
+ * processes drive the same ring indices. */
+struct ssw_ep *shm_ep_alloc(void)
+{
+	return ssw_shared_alloc(sizeof(struct ssw_ep));
+}
+
 static struct ssw_ep *ep_new(void)
 {
-	struct ssw_ep *ep = calloc(1, sizeof *ep);
+	struct ssw_ep *ep = shm_ep_alloc();
 	if (ep)
 		ep->ctl_fd = ep->my_efd = ep->peer_efd = ep->seg_fd = -1;
 	return ep;
@@ -173,7 +180,7 @@ void shm_ep_free(struct ssw_ep *ep)
 		munmap(ep->seg, ep->seg_size);
 	int fds[4] = { ep->ctl_fd, ep->my_efd, ep->peer_efd, ep->seg_fd };
 	close_fds(fds, 4);
-	free(ep);
+	ssw_shared_free(ep, sizeof *ep);
 }
 
 /* Map a segment the peer sent and check it before trusting any of it. */
@@ -297,7 +304,7 @@ static int take_hello(struct ssw_listener *l, int cfd, bool registered, struct s
 		if (n > 0)
 			close_fds(fds, 3);
 		sys_close(cfd);
-		free(ep);
+		ssw_shared_free(ep, sizeof *ep);
 		return -EPROTO;
 	}
 	ep->ctl_fd = cfd;

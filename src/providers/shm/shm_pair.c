@@ -18,7 +18,7 @@
 
 static struct ssw_ep *pair_ep(int memfd, uint64_t ring_size, int connector, int ctl_fd, int my_efd, int peer_efd)
 {
-	struct ssw_ep *ep = calloc(1, sizeof *ep);
+	struct ssw_ep *ep = shm_ep_alloc();
 	if (!ep)
 		return NULL;
 	ep->seg_fd = -1;

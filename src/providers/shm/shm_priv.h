@@ -106,7 +106,8 @@ int shm_gone_state(struct ssw_ep *ep);
 
 /* shm_conn.c */
 extern const struct ssw_conn_ops shm_conn_ops;
-void shm_ep_free(struct ssw_ep *ep);
+void shm_ep_free(struct ssw_ep *ep);   /* this process's view: fds, mappings */
+struct ssw_ep *shm_ep_alloc(void);     /* zeroed, fork-shared */
 
 /* shm_rdma.c */
 extern const struct ssw_rdma_ops shm_rdma_ops;
