@@ -26,6 +26,25 @@ void run_usage(FILE *out);
 int bench_main(int argc, char **argv);
 void bench_usage(FILE *out);
 
+int stat_main(int argc, char **argv);
+void stat_usage(FILE *out);
+
+int routes_main(int argc, char **argv);
+void routes_usage(FILE *out);
+
+int doctor_main(int argc, char **argv);
+void doctor_usage(FILE *out);
+
+/* Applies --conf FILE / --routes RULES (either may be NULL) to this process's
+ * environment, as `run` passes them to a program; -1 with a message on stderr. */
+int cli_apply_config(const char *cmd, const char *conf, const char *routes);
+
+struct ssw_routes;
+/* Loads the configuration the library would load from the environment (the
+ * tunables and the routing table into *out).  On error: -1, the one-line
+ * message in err, and printed as "sockswitch CMD: message" unless cmd is NULL. */
+int cli_check_config(const char *cmd, struct ssw_routes *out, char *err, size_t errlen);
+
 /* Hidden: the process that bench re-executes for each side of a measurement. */
 int bench_worker_main(int argc, char **argv);
 

@@ -20,9 +20,9 @@ struct command {
 static const struct command commands[] = {
 	{ "run", "run a program with its TCP connections switched", run_main, run_usage },
 	{ "bench", "measure switched vs kernel TCP side by side", bench_main, bench_usage },
-	/* { "stat",   "list switched sockets on this host",        stat_main,   stat_usage },   */
-	/* { "routes", "show which provider an address is routed to", routes_main, routes_usage }, */
-	/* { "doctor", "check this host for what can be switched",   doctor_main, doctor_usage }, */
+	{ "stat", "list switched sockets on this host", stat_main, stat_usage },
+	{ "routes", "show which provider an address is routed to, and why", routes_main, routes_usage },
+	{ "doctor", "check this host for what can be switched", doctor_main, doctor_usage },
 	{ "help", "show usage of sockswitch or of one command", help_main, help_usage },
 	{ "bench-worker", NULL, bench_worker_main, NULL },
 };
@@ -60,7 +60,9 @@ static void usage(FILE *out)
 		"Run `sockswitch COMMAND --help` (or `sockswitch help COMMAND`) for its options.\n"
 		"\n"
 		"environment:\n"
-		"  SOCKSWITCH_LIB   path of libsockswitch.so to use instead of searching for it\n");
+		"  SOCKSWITCH_LIB   path of libsockswitch.so to use instead of searching for it\n"
+		"\n"
+		"See sockswitch(1) and sockswitch.conf(5).\n");
 }
 
 static void help_usage(FILE *out)

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "libpath.h"
 #include "preload.h"
+#include "switch/route.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -38,7 +39,9 @@ void run_usage(FILE *out)
 		"                       passed on to CMD; the options above override them\n"
 		"\n"
 		"exit status: that of CMD; 127 if libsockswitch.so or CMD is not found,\n"
-		"126 if CMD cannot be executed, 2 on a usage error.\n");
+		"126 if CMD cannot be executed, 1 if the configuration is invalid (one line\n"
+		"naming the file or variable and the line; CMD is not started), 2 on a\n"
+		"usage error.\n");
 }
 
 /* Accepts "--name VALUE" and "--name=VALUE"; returns the value or NULL. */
@@ -134,6 +137,13 @@ int run_main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	free(preload);
+
+	/* A program would run on plain TCP with a bad configuration (after one
+	 * warning); asked through the CLI, the mistake is reported instead. */
+	static struct ssw_routes check;
+	char cerr[512];
+	if (cli_check_config("run", &check, cerr, sizeof cerr) < 0)
+		return CLI_EXIT_FAIL;
 
 	execvp(argv[i], argv + i);
 	int err = errno;

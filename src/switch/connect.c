@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/sys.h"
 #include "switch/addr.h"
+#include "switch/statreg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -120,6 +121,7 @@ static int fallback_connect(struct ssw_sock *s, int fd, const struct sockaddr *a
 {
 	atomic_fetch_add(&ssw_counters.fallback, 1);
 	SSW_INFO("fd %d: connect %s: kernel TCP (%s)", fd, ssw_addr_str(addr), why);
+	ssw_statreg_kernel(fd, addr, len, why);
 	if (s) {
 		struct ssw_sock *t = ssw_fdtab_take(fd);
 		if (t)
@@ -269,8 +271,9 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (!p || ssw_route_port_excluded(&ssw_routes_table, ssw_addr_port(&dst))) {
 		if (t != SSW_TARGET_TCP || ssw_route_port_excluded(&ssw_routes_table, ssw_addr_port(&dst)))
 			return fallback_connect(NULL, fd, addr, len, p ? "port excluded" : "provider unavailable");
-		SSW_DEBUG("fd %d: connect %s: kernel TCP (%s)", fd, ssw_addr_str(addr),
-			  rule ? rule->origin : "no route");
+		SSW_INFO("fd %d: connect %s: kernel TCP (%s%s)", fd, ssw_addr_str(addr),
+			 rule ? "route says tcp: " : "no route for this address", rule ? rule->origin : "");
+		ssw_statreg_route_tcp(fd, addr, len, rule);
 		int r = sys_connect(fd, addr, len);
 		return r < 0 ? -errno : 0;
 	}

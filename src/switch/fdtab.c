@@ -8,6 +8,7 @@
 #include "switch/sock.h"
 
 #include "common/log.h"
+#include "switch/statreg.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ int ssw_fdtab_set(int fd, struct ssw_sock *s)
 {
 	if (fd < 0 || fd >= tab_size)
 		return -EMFILE;
+	ssw_statreg_ensure(); /* a switched socket: publish this process for `sockswitch stat` */
 	pthread_rwlock_wrlock(&tab_lock);
 	struct ssw_sock *old = tab[fd];
 	atomic_fetch_add(&s->refs, 1);

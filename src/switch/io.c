@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/sys.h"
 #include "switch/addr.h"
+#include "switch/statreg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +119,7 @@ int ssw_shutdown(struct ssw_sock *s, int how)
 
 int ssw_close(int fd)
 {
+	ssw_statreg_fd_closed(fd);
 	struct ssw_sock *s = ssw_fdtab_take(fd);
 	int r = sys_close(fd);
 	int err = errno;

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/sys.h"
 #include "switch/addr.h"
+#include "switch/statreg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -360,6 +361,7 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 			if (k >= 0) {
 				atomic_fetch_add(&ssw_counters.fallback, 1);
 				SSW_INFO("fd %d: accepted fd %d over kernel TCP (peer not switched)", fd, k);
+				ssw_statreg_kernel(k, NULL, 0, "peer not switched");
 			}
 			if (k >= 0 || errno != EAGAIN || nonblock)
 				return k >= 0 ? k : -errno;

@@ -85,21 +85,26 @@ static int fail(struct parse_ctx *c, const char *fmt, ...)
 
 /* The origin must keep its line number even for a very long path, since it is
  * what `sockswitch routes` shows to explain a decision: cut the path's head. */
-static void set_origin(const struct parse_ctx *c, struct ssw_route_rule *r)
+static void origin_into(const struct parse_ctx *c, char *origin, size_t olen)
 {
 	if (!c->file) {
-		snprintf(r->origin, sizeof r->origin, "SOCKSWITCH_ROUTES rule %u", c->number);
+		snprintf(origin, olen, "SOCKSWITCH_ROUTES rule %u", c->number);
 		return;
 	}
 	char suffix[16];
 	int sn = snprintf(suffix, sizeof suffix, ":%u", c->number);
-	size_t avail = sizeof r->origin - 1 - (size_t)sn;
+	size_t avail = olen - 1 - (size_t)sn;
 	size_t fn = strlen(c->file);
 	if (fn <= avail)
-		snprintf(r->origin, sizeof r->origin, "%s%s", c->file, suffix);
+		snprintf(origin, olen, "%s%s", c->file, suffix);
 	else
-		snprintf(r->origin, sizeof r->origin, "...%s%s", c->file + fn - (avail - 3), suffix);
-	sanitize(r->origin);
+		snprintf(origin, olen, "...%s%s", c->file + fn - (avail - 3), suffix);
+	sanitize(origin);
+}
+
+static void set_origin(const struct parse_ctx *c, struct ssw_route_rule *r)
+{
+	origin_into(c, r->origin, sizeof r->origin);
 }
 
 static void clear_host_bits(uint8_t *a, int prefix, int bytes)
@@ -242,6 +247,9 @@ static int parse_ports(struct parse_ctx *c, const struct tok *t, size_t ntok)
 	if (ntok > 2)
 		return fail(c, "unexpected '%s' after the port list (separate ports with commas, no spaces)",
 			    echo(q, t[2]));
+	struct ssw_routes *out = c->out;
+	int idx = out->nexcl < SSW_ROUTE_MAX_EXCL ? out->nexcl++ : SSW_ROUTE_MAX_EXCL - 1;
+	origin_into(c, out->excl_origin[idx], sizeof out->excl_origin[idx]);
 	const char *p = t[1].p, *end = t[1].p + t[1].n;
 	for (;;) {
 		const char *comma = memchr(p, ',', (size_t)(end - p));
@@ -255,6 +263,8 @@ static int parse_ports(struct parse_ctx *c, const struct tok *t, size_t ntok)
 		if (!ok || v < 1 || v > 65535)
 			return fail(c, "bad port '%s' (expected 1-65535)", echo(q, pt));
 		c->out->port_excluded[v >> 3] |= (uint8_t)(1u << (v & 7));
+		if (!out->port_excl_by[v])
+			out->port_excl_by[v] = (uint8_t)(idx + 1);
 		if (!comma)
 			return 0;
 		p = comma + 1;
@@ -700,4 +710,76 @@ const char *ssw_target_name(enum ssw_target t)
 		return "fabric";
 	}
 	return "unknown";
+}
+
+void ssw_route_rule_format(const struct ssw_route_rule *rule, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+	int n;
+	if (!buf || !len)
+		return;
+	if (rule->local)
+		n = snprintf(buf, len, "route local %s", ssw_target_name(rule->target));
+	else {
+		inet_ntop(rule->family, rule->addr, a, sizeof a);
+		n = snprintf(buf, len, "route %s/%d %s", a, rule->prefix, ssw_target_name(rule->target));
+	}
+	for (int i = 0; i < rule->nopts && i < SSW_ROUTE_MAX_OPTS && n >= 0 && (size_t)n < len; i++)
+		n += snprintf(buf + n, len - (size_t)n, " %s=%s", rule->opt_key[i], rule->opt_val[i]);
+}
+
+void ssw_route_explain(const struct ssw_routes *r, const struct sockaddr *sa, socklen_t len, bool has_port,
+		       struct ssw_route_explanation *out)
+{
+	memset(out, 0, sizeof *out);
+	out->target = SSW_TARGET_TCP;
+	struct net_addr x;
+	if (!r || !addr_normalize(sa, len, &x)) {
+		snprintf(out->why, sizeof out->why, "not an IPv4 or IPv6 address: kernel TCP");
+		return;
+	}
+	char host[INET6_ADDRSTRLEN] = "?";
+	inet_ntop(x.family, x.a, host, sizeof host);
+	out->local = is_local_norm(&x);
+	out->rule = ssw_route_lookup(r, sa, len, &out->target);
+	if (out->rule)
+		out->rule_index = (int)(out->rule - r->rules) + 1;
+
+	uint16_t port = 0;
+	if (has_port) {
+		const char *p = (const char *)sa;
+		uint16_t nport;
+		memcpy(&nport, p + (x.family == AF_INET && ((const struct sockaddr *)sa)->sa_family == AF_INET
+					   ? offsetof(struct sockaddr_in, sin_port)
+					   : offsetof(struct sockaddr_in6, sin6_port)),
+		       sizeof nport);
+		port = ntohs(nport);
+		if (ssw_route_port_excluded(r, port)) {
+			out->port_excluded = true;
+			int by = r->port_excl_by[port];
+			out->port_origin = by >= 1 && by <= SSW_ROUTE_MAX_EXCL ? r->excl_origin[by - 1] : "port-exclude";
+		}
+	}
+
+	char rule_txt[256] = "";
+	if (out->rule)
+		ssw_route_rule_format(out->rule, rule_txt, sizeof rule_txt);
+	const char *where = out->local ? "an address of this host" : "not an address of this host";
+	int n;
+	if (!out->rule)
+		n = snprintf(out->why, sizeof out->why, "no rule matches %s (%s): kernel TCP", host, where);
+	else if (out->rule->local)
+		n = snprintf(out->why, sizeof out->why, "%s is %s, and rule %d `%s` (%s) is the first that matches",
+			     host, where, out->rule_index, rule_txt, out->rule->origin);
+	else
+		n = snprintf(out->why, sizeof out->why, "%s (%s) is inside rule %d `%s` (%s), the first that matches",
+			     host, where, out->rule_index, rule_txt, out->rule->origin);
+	if (out->rule && out->target == SSW_TARGET_TCP && n >= 0 && (size_t)n < sizeof out->why)
+		n += snprintf(out->why + n, sizeof out->why - (size_t)n, ": never switched");
+	if (out->port_excluded) {
+		out->target = SSW_TARGET_TCP;
+		if (n >= 0 && (size_t)n < sizeof out->why)
+			snprintf(out->why + n, sizeof out->why - (size_t)n,
+				 "; but port %u is excluded by port-exclude (%s): kernel TCP", port, out->port_origin);
+	}
 }

@@ -32,10 +32,18 @@ struct ssw_route_rule {
 	char origin[160];    /* "FILE:LINE", "SOCKSWITCH_ROUTES rule N" or "built-in default" */
 };
 
+#define SSW_ROUTE_MAX_EXCL 32
+
 struct ssw_routes {
 	int nrules;
 	struct ssw_route_rule rules[SSW_ROUTE_MAX_RULES];
 	uint8_t port_excluded[65536 / 8];   /* bitmap */
+	/* For explanations: where each port-exclude line is, and which line
+	 * first excluded each port (1 + index into excl_origin; 0: none).  Past
+	 * SSW_ROUTE_MAX_EXCL lines the last origin stands for the rest. */
+	int nexcl;
+	char excl_origin[SSW_ROUTE_MAX_EXCL][160];
+	uint8_t port_excl_by[65536];
 };
 
 /* Build the table from the environment (SOCKSWITCH_ROUTES, SOCKSWITCH_CONF)
@@ -55,6 +63,22 @@ const struct ssw_route_rule *ssw_route_lookup(const struct ssw_routes *r, const 
 					      socklen_t len, enum ssw_target *target);
 
 bool ssw_route_port_excluded(const struct ssw_routes *r, uint16_t port);
+
+/* Why a destination gets its provider, for `sockswitch routes` and logs. */
+struct ssw_route_explanation {
+	enum ssw_target target;              /* what connect() would use */
+	const struct ssw_route_rule *rule;   /* first matching rule, NULL: none */
+	int rule_index;                      /* its 1-based position in the table, 0: none */
+	bool local;                          /* the address is one of this host's */
+	bool port_excluded;                  /* has_port and the port is excluded */
+	const char *port_origin;             /* the port-exclude line that excludes it */
+	char why[384];                       /* one sentence */
+};
+/* has_port: sa's port counts (port-exclude); otherwise only the address. */
+void ssw_route_explain(const struct ssw_routes *r, const struct sockaddr *sa, socklen_t len, bool has_port,
+		       struct ssw_route_explanation *out);
+/* The rule as the configuration would write it: "route 10.0.0.0/8 fabric provider=verbs". */
+void ssw_route_rule_format(const struct ssw_route_rule *rule, char *buf, size_t len);
 
 /* True when sa is an address of this host: 127.0.0.0/8, ::1, v4-mapped
  * loopback, the unspecified address, or any address on a local interface

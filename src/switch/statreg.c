@@ -1,0 +1,626 @@
+/* statreg.c — publishes this process's live sockets for `sockswitch stat`
+ * (layout and protocol in statreg.h).  Off the data path entirely: the
+ * connect/accept/close hooks touch the table only for kernel-TCP fallbacks,
+ * and the refresher thread rebuilds the switched sockets' slots from the fd
+ * table when a reader rings the doorbell.  Every failure just leaves the
+ * process unpublished. */
+#include "switch/statreg.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+#include "switch/switch.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+
+/* Kernel TCP states (include/net/tcp_states.h), as TCP_INFO reports them. */
+enum { K_ESTABLISHED = 1, K_SYN_SENT, K_SYN_RECV, K_FIN_WAIT1, K_FIN_WAIT2, K_TIME_WAIT, K_CLOSE,
+       K_CLOSE_WAIT, K_LAST_ACK, K_LISTEN, K_CLOSING };
+
+#define REFRESH_MIN_NS 5000000ull  /* a doorbell rung in a loop costs at most 200 refreshes/s */
+
+int ssw_statreg_ready;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ssw_statreg_hdr *hdr;       /* NULL: not published */
+static struct ssw_statreg_slot *slots;
+static uint32_t *door;
+static char my_path[PATH_MAX];
+static pid_t owner;
+static _Atomic int nkernel;               /* live SSW_SR_KERNEL slots */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+const char *ssw_statreg_state_name(int state)
+{
+	switch (state) {
+	case SSW_SR_LISTENING: return "listening";
+	case SSW_SR_CONNECTING: return "connecting";
+	case SSW_SR_CONNECTED: return "connected";
+	case SSW_SR_CLOSING: return "closing";
+	case SSW_SR_SUSPENDED: return "suspended";
+	}
+	return "unknown";
+}
+
+/* Reads a small /proc file with raw syscalls (read/close are interposed). */
+static int read_small(const char *path, char *buf, size_t len)
+{
+	int fd = (int)SYS_(openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = sys_read(fd, buf, len - 1);
+	sys_close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return (int)n;
+}
+
+int ssw_statreg_dir(char *buf, unsigned len)
+{
+	const char *base = getenv("SOCKSWITCH_STAT_DIR");
+	if (!base || !*base)
+		base = SSW_STATREG_DEFAULT_DIR;
+	char link[64];
+	long n = SYS_(readlinkat, AT_FDCWD, "/proc/self/ns/net", link, sizeof link - 1);
+	if (n <= 0)
+		return -1;
+	link[n] = '\0';
+	unsigned long long ino = 0;
+	if (sscanf(link, "net:[%llu]", &ino) != 1)
+		return -1;
+	int k = snprintf(buf, len, "%s/net-%llu", base, ino);
+	return k > 0 && (unsigned)k < len ? 0 : -1;
+}
+
+static uint64_t proc_starttime(void)
+{
+	char buf[1024];
+	if (read_small("/proc/self/stat", buf, sizeof buf) < 0)
+		return 0;
+	const char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* after ") " come fields 3, 4, ...: starttime is field 22 */
+	int field = 2;
+	for (; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	return strtoull(p, NULL, 10);
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* mkdir that every user may create files in (sticky, like /tmp). */
+static int make_dir(const char *path)
+{
+	if (SYS_(mkdirat, AT_FDCWD, path, 01777) == 0)
+		SYS_(fchmodat, AT_FDCWD, path, 01777); /* the umask took bits away */
+	else if (errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static void *map_file(const char *path, uint64_t size, int mode, bool trunc)
+{
+	int fd = (int)SYS_(openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (trunc ? O_TRUNC : 0), mode);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	void *p = NULL;
+	if (SYS_(fstat, fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		if ((uint64_t)st.st_size < size && SYS_(ftruncate, fd, (off_t)size) < 0)
+			goto out;
+		if ((st.st_mode & 0777) != (unsigned)mode && st.st_uid == geteuid())
+			SYS_(fchmod, fd, mode);
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			p = NULL;
+	}
+out:
+	sys_close(fd);
+	return p;
+}
+
+/* ---- slots ---------------------------------------------------------------- */
+
+static void slot_begin(struct ssw_statreg_slot *sl)
+{
+	__atomic_store_n(&sl->seq, sl->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void slot_end(struct ssw_statreg_slot *sl)
+{
+	__atomic_store_n(&sl->seq, sl->seq + 1, __ATOMIC_RELEASE);
+}
+
+static void slot_free(struct ssw_statreg_slot *sl)
+{
+	if (sl->kind == SSW_SR_FREE)
+		return;
+	if (sl->kind == SSW_SR_KERNEL)
+		atomic_fetch_sub(&nkernel, 1);
+	slot_begin(sl);
+	sl->kind = SSW_SR_FREE;
+	slot_end(sl);
+}
+
+/* A free slot, or NULL; with reg_lock held. */
+static struct ssw_statreg_slot *slot_alloc(void)
+{
+	uint32_t used = hdr->used;
+	for (uint32_t i = 0; i < used; i++)
+		if (slots[i].kind == SSW_SR_FREE)
+			return &slots[i];
+	if (used >= SSW_STATREG_SLOTS)
+		return NULL;
+	__atomic_store_n(&hdr->used, used + 1, __ATOMIC_RELEASE);
+	return &slots[used];
+}
+
+static void fmt_addr(const struct sockaddr_storage *a, char *out, size_t n)
+{
+	char h[INET6_ADDRSTRLEN] = "?";
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *i = (const void *)a;
+		inet_ntop(AF_INET, &i->sin_addr, h, sizeof h);
+		snprintf(out, n, "%s:%u", h, ntohs(i->sin_port));
+	} else if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *i = (const void *)a;
+		if (IN6_IS_ADDR_V4MAPPED(&i->sin6_addr)) {
+			inet_ntop(AF_INET, &i->sin6_addr.s6_addr[12], h, sizeof h);
+			snprintf(out, n, "%s:%u", h, ntohs(i->sin6_port));
+		} else {
+			inet_ntop(AF_INET6, &i->sin6_addr, h, sizeof h);
+			snprintf(out, n, "[%s]:%u", h, ntohs(i->sin6_port));
+		}
+	} else {
+		snprintf(out, n, "*");
+	}
+}
+
+static uint64_t fd_inode(int fd)
+{
+	struct stat st;
+	if (SYS_(fstat, fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return 0;
+	return (uint64_t)st.st_ino;
+}
+
+/* Re-read a kernel connection; false when fd no longer is that socket. */
+static bool kernel_refresh(struct ssw_statreg_slot *sl)
+{
+	if (fd_inode(sl->fd) != sl->ino)
+		return false;
+	struct sockaddr_storage a;
+	socklen_t l = sizeof a;
+	char loc[64] = "*", rem[64];
+	memcpy(rem, sl->remote, sizeof rem);
+	if (sys_getsockname(sl->fd, (struct sockaddr *)&a, &l) == 0)
+		fmt_addr(&a, loc, sizeof loc);
+	l = sizeof a;
+	if ((int)SYS_(getpeername, sl->fd, (struct sockaddr *)&a, &l) == 0)
+		fmt_addr(&a, rem, sizeof rem);
+	struct tcp_info ti;
+	memset(&ti, 0, sizeof ti);
+	l = sizeof ti;
+	int st = SSW_SR_UNKNOWN;
+	bool have = sys_getsockopt(sl->fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0;
+	if (have) {
+		switch (ti.tcpi_state) {
+		case K_ESTABLISHED: st = SSW_SR_CONNECTED; break;
+		case K_SYN_SENT: case K_SYN_RECV: st = SSW_SR_CONNECTING; break;
+		case K_LISTEN: st = SSW_SR_LISTENING; break;
+		default: st = SSW_SR_CLOSING; break;
+		}
+	}
+	slot_begin(sl);
+	memcpy(sl->local, loc, sizeof sl->local);
+	memcpy(sl->remote, rem, sizeof sl->remote);
+	sl->state = (uint8_t)st;
+	if (have && l >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received) {
+		/* the SYN counts as one byte acknowledged */
+		sl->bytes_sent = ti.tcpi_bytes_acked ? ti.tcpi_bytes_acked - 1 : 0;
+		sl->bytes_received = ti.tcpi_bytes_received;
+	}
+	if (have && l >= offsetof(struct tcp_info, tcpi_data_segs_out) + sizeof ti.tcpi_data_segs_out) {
+		sl->msgs_sent = ti.tcpi_data_segs_out;
+		sl->msgs_received = ti.tcpi_data_segs_in;
+	}
+	slot_end(sl);
+	return true;
+}
+
+/* ---- the refresher -------------------------------------------------------- */
+
+struct ref {
+	int fd;
+	struct ssw_sock *s;
+};
+
+struct collect {
+	struct ref *v;
+	int n, max, dropped;
+};
+
+static void collect_one(int fd, struct ssw_sock *s, void *arg)
+{
+	struct collect *c = arg;
+	if (c->n >= c->max) {
+		c->dropped++;
+		return;
+	}
+	atomic_fetch_add(&s->refs, 1); /* the table's own reference keeps it above zero */
+	c->v[c->n++] = (struct ref){ fd, s };
+}
+
+static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl)
+{
+	struct ssw_session_stats st;
+	bool have_stats = false;
+	int state = SSW_SR_UNKNOWN;
+	/* Never wait for a connect in progress: it holds the lock while it
+	 * waits, and the refresher must stay quick. */
+	bool locked = pthread_mutex_trylock(&s->lock) == 0;
+	enum ssw_state ss = s->state;
+	if (ss == SSW_ST_LISTENING) {
+		state = SSW_SR_LISTENING;
+	} else if (ss == SSW_ST_CONNECTED && s->sess) {
+		/* sess is fixed once connected and lives as long as our reference */
+		ssw_session_get_stats(s->sess, &st);
+		have_stats = true;
+		int tcp = ssw_session_tcp_state(s->sess);
+		state = tcp == K_ESTABLISHED ? SSW_SR_CONNECTED : SSW_SR_CLOSING;
+	} else if (ss == SSW_ST_CONNECTING) {
+		state = SSW_SR_CONNECTING;
+	}
+	char loc[64], rem[64] = "*";
+	fmt_addr(&s->local, loc, sizeof loc);
+	if (ss != SSW_ST_LISTENING)
+		fmt_addr(ss == SSW_ST_CONNECTING ? &s->dst : &s->peer, rem, sizeof rem);
+	const char *pname = s->prov && s->prov->name ? s->prov->name : "?";
+	bool shared = s->sess && !ssw_session_last_holder(s->sess); /* held by a forked process too */
+	if (locked)
+		pthread_mutex_unlock(&s->lock);
+
+	slot_begin(sl);
+	sl->kind = SSW_SR_SWITCHED;
+	sl->state = (uint8_t)state;
+	sl->flags = shared ? SSW_SR_F_SHARED : 0;
+	sl->fd = fd;
+	snprintf(sl->provider, sizeof sl->provider, "%s", pname);
+	if (have_stats) {
+		sl->bytes_sent = st.bytes_sent;
+		sl->bytes_received = st.bytes_received;
+		sl->msgs_sent = st.msgs_sent;
+		sl->msgs_received = st.msgs_received;
+		sl->tx_inflight = st.tx_inflight;
+		sl->tx_limit = st.tx_limit;
+		sl->rx_window = st.rx_window;
+	} else {
+		sl->bytes_sent = sl->bytes_received = sl->msgs_sent = sl->msgs_received = 0;
+		sl->tx_inflight = sl->tx_limit = sl->rx_window = 0;
+	}
+	sl->ino = 0;
+	sl->since_ns = 0;
+	memcpy(sl->local, loc, sizeof loc);
+	memcpy(sl->remote, rem, sizeof rem);
+	sl->reason[0] = '\0';
+	slot_end(sl);
+}
+
+static void refresh(struct collect *c)
+{
+	c->n = 0;
+	c->dropped = 0;
+	ssw_fdtab_each(collect_one, c);
+
+	pthread_mutex_lock(&reg_lock);
+	uint32_t used = hdr->used;
+	for (uint32_t i = 0; i < used; i++) {
+		struct ssw_statreg_slot *sl = &slots[i];
+		if (sl->kind == SSW_SR_SWITCHED || (sl->kind == SSW_SR_KERNEL && !kernel_refresh(sl)))
+			slot_free(sl);
+	}
+	int dropped = c->dropped;
+	for (int i = 0; i < c->n; i++) {
+		struct ssw_statreg_slot *sl = slot_alloc();
+		if (sl)
+			publish_sock(c->v[i].fd, c->v[i].s, sl);
+		else
+			dropped++;
+	}
+	__atomic_store_n(&hdr->dropped, (uint32_t)dropped, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&reg_lock);
+
+	/* outside the registry lock: the last reference may tear a socket down */
+	for (int i = 0; i < c->n; i++)
+		ssw_sock_put(c->v[i].s);
+}
+
+static void *refresher_main(void *arg)
+{
+	(void)arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	struct collect c = { .max = SSW_STATREG_SLOTS };
+	c.v = malloc(sizeof *c.v * (size_t)c.max);
+	if (!c.v)
+		return NULL;
+	uint32_t served = __atomic_load_n(door, __ATOMIC_ACQUIRE) - 1; /* publish once at start */
+	for (;;) {
+		uint32_t v = __atomic_load_n(door, __ATOMIC_ACQUIRE);
+		if (v == served) {
+			SYS_(futex, door, FUTEX_WAIT, v, NULL, NULL, 0);
+			continue;
+		}
+		uint64_t t0 = ssw_now_ns();
+		refresh(&c);
+		served = v;
+		__atomic_store_n(&hdr->ack, v, __ATOMIC_RELEASE);
+		uint64_t dt = ssw_now_ns() - t0;
+		if (dt < REFRESH_MIN_NS) {
+			struct timespec ts = { 0, (long)(REFRESH_MIN_NS - dt) };
+			SYS_(nanosleep, &ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+/* ---- set-up --------------------------------------------------------------- */
+
+/* The namespace's directory goes away with its last process, so that test
+ * namespaces leave nothing behind.  Creators hold the directory's lock shared
+ * while they add their file and map the doorbell; the last one out holds it
+ * exclusively while it removes the doorbell and the directory. */
+static int lock_dir(const char *dir, int how)
+{
+	int fd = (int)SYS_(openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (SYS_(flock, fd, how) < 0 || SYS_(fstat, fd, &st) < 0 || st.st_nlink == 0) {
+		sys_close(fd); /* removed meanwhile */
+		return -1;
+	}
+	return fd;
+}
+
+static bool only_doorbell(int dfd)
+{
+	char buf[2048];
+	for (;;) {
+		long n = SYS_(getdents64, dfd, buf, sizeof buf);
+		if (n <= 0)
+			return n == 0;
+		for (long off = 0; off < n;) {
+			/* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
+			unsigned short reclen;
+			memcpy(&reclen, buf + off + 16, sizeof reclen);
+			const char *name = buf + off + 19;
+			if (strcmp(name, ".") && strcmp(name, "..") && strcmp(name, "doorbell"))
+				return false;
+			off += reclen;
+		}
+	}
+}
+
+static void at_exit(void)
+{
+	if (!hdr || owner != getpid())
+		return;
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", my_path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return;
+	*slash = '\0';
+	int dfd = lock_dir(dir, LOCK_EX);
+	SYS_(unlinkat, AT_FDCWD, my_path, 0);
+	if (dfd < 0)
+		return;
+	if (only_doorbell(dfd)) {
+		SYS_(unlinkat, dfd, "doorbell", 0);
+		SYS_(unlinkat, AT_FDCWD, dir, AT_REMOVEDIR);
+	}
+	sys_close(dfd);
+}
+
+/* The child of a fork has its parent's mappings but not its refresher: it
+ * starts over with a file of its own at its next socket. */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&reg_lock, NULL);
+	hdr = NULL;
+	slots = NULL;
+	door = NULL;
+	atomic_store(&nkernel, 0);
+	__atomic_store_n(&ssw_statreg_ready, 0, __ATOMIC_RELAXED);
+}
+
+static void atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+	atexit(at_exit);
+}
+
+static bool disabled(void)
+{
+	const char *e = getenv("SOCKSWITCH_STAT");
+	return e && !strcmp(e, "0");
+}
+
+static void create_locked(void)
+{
+	char dir[PATH_MAX - 32], p[PATH_MAX];
+	const char *base = getenv("SOCKSWITCH_STAT_DIR");
+	if (!base || !*base)
+		base = SSW_STATREG_DEFAULT_DIR;
+	if (ssw_statreg_dir(dir, sizeof dir) < 0)
+		return;
+	int dfd = -1;
+	for (int attempt = 0; attempt < 3 && dfd < 0; attempt++)
+		if (make_dir(base) == 0 && make_dir(dir) == 0)
+			dfd = lock_dir(dir, LOCK_SH);
+	if (dfd < 0)
+		return;
+	snprintf(my_path, sizeof my_path, "%s/%d.stat", dir, (int)getpid());
+	struct ssw_statreg_hdr *h = map_file(my_path, SSW_STATREG_FILE_SIZE, 0644, true);
+	snprintf(p, sizeof p, "%s/doorbell", dir);
+	uint32_t *d = h ? map_file(p, 4096, 0666, false) : NULL;
+	sys_close(dfd); /* unlocks */
+	if (!d) {
+		if (h) {
+			munmap(h, SSW_STATREG_FILE_SIZE);
+			SYS_(unlinkat, AT_FDCWD, my_path, 0);
+		}
+		return;
+	}
+	h->version = SSW_STATREG_VERSION;
+	h->nslots = SSW_STATREG_SLOTS;
+	h->slot_size = sizeof(struct ssw_statreg_slot);
+	h->hdr_size = SSW_STATREG_HDR_SIZE;
+	h->pid = (int32_t)getpid();
+	h->starttime = proc_starttime();
+	h->netns = strtoull(strrchr(dir, '-') + 1, NULL, 10);
+	h->refreshed_ns = realtime_ns();
+	prctl(PR_GET_NAME, h->comm, 0, 0, 0);
+	h->comm[sizeof h->comm - 1] = '\0';
+	__atomic_store_n(&h->magic, SSW_STATREG_MAGIC, __ATOMIC_RELEASE);
+
+	door = d;
+	hdr = h;
+	slots = (struct ssw_statreg_slot *)((char *)h + SSW_STATREG_HDR_SIZE);
+	owner = getpid();
+	pthread_once(&atfork_once, atfork_register);
+
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 128 << 10);
+	if (pthread_create(&t, &a, refresher_main, NULL) != 0)
+		SSW_DEBUG("stat registry: no refresher thread: counters shown by sockswitch stat stay at 0");
+	pthread_attr_destroy(&a);
+	SSW_DEBUG("stat registry: %s", my_path);
+}
+
+void ssw_statreg_ensure_slow(void)
+{
+	int saved = errno;
+	pthread_mutex_lock(&reg_lock);
+	if (!ssw_statreg_ready) {
+		if (!disabled())
+			create_locked();
+		__atomic_store_n(&ssw_statreg_ready, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&reg_lock);
+	errno = saved;
+}
+
+/* ---- hooks ---------------------------------------------------------------- */
+
+void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, const char *why)
+{
+	ssw_statreg_ensure();
+	if (!__atomic_load_n(&hdr, __ATOMIC_ACQUIRE) || fd < 0)
+		return;
+	int saved = errno;
+	uint64_t ino = fd_inode(fd);
+	if (!ino)
+		goto out;
+	struct sockaddr_storage a;
+	socklen_t l = sizeof a;
+	char loc[64] = "*", rem[64] = "*";
+	if (sys_getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+		fmt_addr(&a, loc, sizeof loc);
+	if (peer && len >= sizeof(sa_family_t)) {
+		memset(&a, 0, sizeof a);
+		memcpy(&a, peer, len < sizeof a ? len : sizeof a);
+		fmt_addr(&a, rem, sizeof rem);
+	}
+
+	pthread_mutex_lock(&reg_lock);
+	if (!hdr) {
+		pthread_mutex_unlock(&reg_lock);
+		goto out;
+	}
+	struct ssw_statreg_slot *sl = NULL;
+	uint32_t used = hdr->used;
+	for (uint32_t i = 0; i < used && !sl; i++)
+		if (slots[i].kind == SSW_SR_KERNEL && slots[i].fd == fd)
+			sl = &slots[i]; /* the fd was closed behind our back */
+	if (!sl)
+		sl = slot_alloc();
+	for (uint32_t i = 0; i < used && !sl; i++)
+		if (slots[i].kind == SSW_SR_KERNEL && fd_inode(slots[i].fd) != slots[i].ino) {
+			slot_free(&slots[i]);
+			sl = &slots[i];
+		}
+	if (!sl) {
+		__atomic_fetch_add(&hdr->dropped, 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&reg_lock);
+		goto out;
+	}
+	if (sl->kind != SSW_SR_KERNEL)
+		atomic_fetch_add(&nkernel, 1);
+	slot_begin(sl);
+	sl->kind = SSW_SR_KERNEL;
+	sl->state = SSW_SR_CONNECTING;
+	sl->flags = 0;
+	sl->fd = fd;
+	snprintf(sl->provider, sizeof sl->provider, "tcp");
+	sl->bytes_sent = sl->bytes_received = sl->msgs_sent = sl->msgs_received = 0;
+	sl->tx_inflight = sl->tx_limit = sl->rx_window = 0;
+	sl->ino = ino;
+	sl->since_ns = realtime_ns();
+	memcpy(sl->local, loc, sizeof loc);
+	memcpy(sl->remote, rem, sizeof rem);
+	snprintf(sl->reason, sizeof sl->reason, "%s", why ? why : "");
+	slot_end(sl);
+	pthread_mutex_unlock(&reg_lock);
+out:
+	errno = saved;
+}
+
+void ssw_statreg_route_tcp(int fd, const struct sockaddr *peer, socklen_t len, const struct ssw_route_rule *rule)
+{
+	if (!rule)
+		return; /* no rule matched: a remote host, not a decision worth listing */
+	char why[96 + 16];
+	snprintf(why, sizeof why, "route says tcp (%.80s)", rule->origin);
+	ssw_statreg_kernel(fd, peer, len, why);
+}
+
+void ssw_statreg_fd_closed(int fd)
+{
+	if (!atomic_load_explicit(&nkernel, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&reg_lock);
+	if (hdr) {
+		uint32_t used = hdr->used;
+		for (uint32_t i = 0; i < used; i++)
+			if (slots[i].kind == SSW_SR_KERNEL && slots[i].fd == fd)
+				slot_free(&slots[i]);
+	}
+	pthread_mutex_unlock(&reg_lock);
+}

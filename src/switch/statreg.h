@@ -1,0 +1,105 @@
+/* statreg.h — the live socket registry `sockswitch stat` reads: each process
+ * running the switch publishes its switched sockets (and the connections that
+ * fell back to kernel TCP, with the reason) in a small shared-memory file,
+ *
+ *     $SOCKSWITCH_STAT_DIR (default /dev/shm/sockswitch) / net-<netns inode> / <pid>.stat
+ *
+ * created at the process's first switched socket or fallback.  The data path
+ * never touches it: a per-process refresher thread, asleep on a futex in the
+ * namespace's `doorbell` file, copies the sessions' own counters into the
+ * slots when a reader rings (increments the doorbell and FUTEX_WAKEs), then
+ * stores the doorbell value in the header's `ack`.  Slots are written under a
+ * per-slot seqlock; readers copy the file with pread (never mmap: a file can
+ * shrink under them) and keep a slot only if its sequence number is even and
+ * unchanged across two copies.  Any failure here means "not published", never
+ * an error for the application. */
+#ifndef SSW_STATREG_H
+#define SSW_STATREG_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define SSW_STATREG_MAGIC 0x3154415453575353ull  /* "SSWSTAT1" */
+#define SSW_STATREG_VERSION 1
+#define SSW_STATREG_SLOTS 4096
+#define SSW_STATREG_HDR_SIZE 4096
+#define SSW_STATREG_DEFAULT_DIR "/dev/shm/sockswitch"
+
+enum ssw_statreg_kind { SSW_SR_FREE = 0, SSW_SR_SWITCHED = 1, SSW_SR_KERNEL = 2 };
+
+enum ssw_statreg_state {
+	SSW_SR_UNKNOWN = 0,
+	SSW_SR_LISTENING,
+	SSW_SR_CONNECTING,
+	SSW_SR_CONNECTED,
+	SSW_SR_CLOSING,      /* half-closed either way, or closed by the peer */
+	SSW_SR_SUSPENDED,    /* session suspended while moving between processes */
+};
+
+enum { SSW_SR_F_SHARED = 1 };  /* another process holds the socket too (fork) */
+
+struct ssw_statreg_hdr {
+	uint64_t magic;
+	uint32_t version, nslots, slot_size, hdr_size;
+	int32_t pid;
+	uint32_t ack;             /* doorbell value of the last refresh (atomic) */
+	uint64_t starttime;       /* field 22 of /proc/PID/stat: tells pid reuse apart */
+	uint64_t netns;           /* inode of /proc/self/ns/net */
+	uint64_t refreshed_ns;    /* CLOCK_REALTIME of the last refresh */
+	uint32_t dropped;         /* sockets not shown: the table was full (atomic) */
+	uint32_t used;            /* slots at and past this index are free (atomic) */
+	char comm[16];
+};
+
+struct ssw_statreg_slot {
+	uint32_t seq;             /* seqlock: odd while the slot is written */
+	uint8_t kind;             /* enum ssw_statreg_kind */
+	uint8_t state;            /* enum ssw_statreg_state */
+	uint16_t flags;
+	int32_t fd;
+	char provider[12];        /* "shm", "fabric", or "tcp" for kernel TCP */
+	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
+	uint64_t tx_inflight;     /* bytes sent and not yet credited back */
+	uint64_t tx_limit;        /* bytes that may be in flight (peer window, SO_SNDBUF) */
+	uint64_t rx_window;       /* credit window granted to the peer */
+	uint64_t ino;             /* inode of the kernel socket */
+	uint64_t since_ns;        /* CLOCK_REALTIME when published */
+	char local[64], remote[64];   /* "1.2.3.4:80", "[::1]:80", "*" */
+	char reason[96];          /* why kernel TCP (SSW_SR_KERNEL) */
+	char pad[64];
+};
+
+_Static_assert(sizeof(struct ssw_statreg_slot) == 384, "slot layout");
+_Static_assert(sizeof(struct ssw_statreg_hdr) <= SSW_STATREG_HDR_SIZE, "header layout");
+
+#define SSW_STATREG_FILE_SIZE ((uint64_t)SSW_STATREG_HDR_SIZE + (uint64_t)SSW_STATREG_SLOTS * sizeof(struct ssw_statreg_slot))
+
+/* The namespace's directory (base/net-INODE) into buf; -1 if the network
+ * namespace cannot be read.  Used by the library and by `sockswitch stat`. */
+int ssw_statreg_dir(char *buf, unsigned len);
+const char *ssw_statreg_state_name(int state);
+
+/* ---- hooks the switch calls (cheap no-ops once the registry is off) ---- */
+
+/* A switched socket exists in this process: make sure the table and its
+ * refresher exist (the sockets themselves are read from the fd table). */
+void ssw_statreg_ensure_slow(void);
+extern int ssw_statreg_ready;
+static inline void ssw_statreg_ensure(void)
+{
+	if (!__atomic_load_n(&ssw_statreg_ready, __ATOMIC_RELAXED))
+		ssw_statreg_ensure_slow();
+}
+
+/* fd is a kernel TCP connection the switch decided not to (or could not)
+ * carry; peer may be NULL (read back later).  why: the fallback reason. */
+void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, const char *why);
+
+struct ssw_route_rule;
+/* connect() routed to TCP: published when an explicit rule said so. */
+void ssw_statreg_route_tcp(int fd, const struct sockaddr *peer, socklen_t len, const struct ssw_route_rule *rule);
+
+/* fd is being closed. */
+void ssw_statreg_fd_closed(int fd);
+
+#endif
