@@ -4,6 +4,7 @@
 
 #include "common/sys.h"
 #include "switch/switch.h"
+#include "switch/evwait.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -143,12 +144,37 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	SSW_RET(r);
 }
 
+/* A kernel epoll_wait that began before the first switched fd joined the
+ * set can return the switch's kick event: hide it, and if nothing else came,
+ * wait again (now through the switch) for the time left. */
+static int after_kernel_wait(int epfd, struct epoll_event *ev, int max, int r, int timeout_ms, uint64_t t0,
+			     const sigset_t *mask)
+{
+	if (r <= 0)
+		return r;
+	int n = ssw_epoll_filter(ev, r);
+	if (n)
+		return n;
+	int left = timeout_ms;
+	if (timeout_ms > 0) {
+		uint64_t used = (ssw_now_ns() - t0) / 1000000ull;
+		left = used >= (uint64_t)timeout_ms ? 0 : timeout_ms - (int)used;
+	}
+	bool handled;
+	n = ssw_epoll_wait(epfd, ev, max, left, mask, &handled);
+	if (!handled)
+		n = ssw_epoll_filter(ev, (int)SYS_(epoll_pwait, epfd, ev, max, 0, NULL, 0));
+	SSW_RET(n);
+}
+
 EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	bool handled;
 	int r = ssw_epoll_wait(epfd, ev, max, timeout, NULL, &handled);
-	if (!handled)
-		return REAL(epoll_wait)(epfd, ev, max, timeout);
+	if (!handled) {
+		uint64_t t0 = ssw_now_ns();
+		return after_kernel_wait(epfd, ev, max, REAL(epoll_wait)(epfd, ev, max, timeout), timeout, t0, NULL);
+	}
 	SSW_RET(r);
 }
 
@@ -156,8 +182,11 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, c
 {
 	bool handled;
 	int r = ssw_epoll_wait(epfd, ev, max, timeout, mask, &handled);
-	if (!handled)
-		return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	if (!handled) {
+		uint64_t t0 = ssw_now_ns();
+		return after_kernel_wait(epfd, ev, max, REAL(epoll_pwait)(epfd, ev, max, timeout, mask), timeout, t0,
+					 mask);
+	}
 	SSW_RET(r);
 }
 
@@ -166,7 +195,9 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct 
 	bool handled;
 	int ms = t ? (int)(t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000) : -1;
 	int r = ssw_epoll_wait(epfd, ev, max, ms, mask, &handled);
-	if (!handled)
-		return REAL(epoll_pwait2)(epfd, ev, max, t, mask);
+	if (!handled) {
+		uint64_t t0 = ssw_now_ns();
+		return after_kernel_wait(epfd, ev, max, REAL(epoll_pwait2)(epfd, ev, max, t, mask), ms, t0, mask);
+	}
 	SSW_RET(r);
 }

@@ -17,6 +17,7 @@
 #include "switch/evwait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -123,6 +124,10 @@ int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handle
 	struct epx *x = find(epfd, s != NULL && op == EPOLL_CTL_ADD);
 	struct epx_entry **pp = x ? find_entry(x, fd) : NULL;
 	int rc = 0;
+	if (!s && pp && op != EPOLL_CTL_ADD && SYS_(fcntl, fd, F_GETFD) < 0) {
+		pthread_mutex_unlock(&epx_lock);
+		return 0; /* a closed fd: the kernel says EBADF */
+	}
 	if (!s || (pp && (*pp)->s != s)) {
 		/* no longer ours (fell back to TCP), or another socket now has the
 		 * number: forget the side entry; the kernel decides the rest */
@@ -289,18 +294,22 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev)
 	return fresh != 0;
 }
 
-/* The fd of e is no longer switched (its connect fell back to kernel TCP):
- * hand the registration to the kernel.  Returns true when e must go. */
+/* Is e's socket gone from every descriptor?  Either its connect fell back
+ * to kernel TCP (then the kernel takes the registration over) or its last
+ * descriptor was closed (the kernel drops it from the set).  A socket still
+ * open through a dup stays registered, as in the kernel. */
 static bool entry_gone(struct epx *x, struct epx_entry *e)
 {
+	if (atomic_load(&e->s->fdrefs) > 0)
+		return false;
 	struct ssw_sock *now = ssw_sock_get(e->fd);
 	ssw_sock_put(now);
 	if (now == e->s)
 		return false;
-	if (!now) {
+	bool fell_back = e->s->state == SSW_ST_CONNECTING && !e->s->cep && !e->s->sess;
+	if (!now && fell_back && !e->disabled) {
 		struct epoll_event kev = { .events = e->events, .data = e->data };
-		if (!e->disabled)
-			(void)sys_epoll_ctl(x->epfd, EPOLL_CTL_ADD, e->fd, &kev);
+		(void)sys_epoll_ctl(x->epfd, EPOLL_CTL_ADD, e->fd, &kev);
 	}
 	return true;
 }
@@ -514,6 +523,15 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 	return ret;
 }
 
+int ssw_epoll_filter(struct epoll_event *ev, int n)
+{
+	int w = 0;
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u64 != EPX_KICK_TAG)
+			ev[w++] = ev[i];
+	return w;
+}
+
 void ssw_epoll_forget(int epfd)
 {
 	if (!__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
@@ -543,11 +561,16 @@ void ssw_epoll_drop_fd(int fd)
 		return;
 	pthread_mutex_lock(&epx_lock);
 	for (struct epx *x = epx_all; x; x = x->next) {
-		struct epx_entry **pp = find_entry(x, fd);
-		if (pp) {
+		/* the entry may carry another (since closed) number of the same
+		 * socket: drop every entry whose socket has no descriptor left */
+		for (struct epx_entry **pp = &x->list; *pp;) {
 			struct epx_entry *e = *pp;
-			*pp = e->next;
-			free_entry(x, e);
+			if (e->fd == fd || atomic_load(&e->s->fdrefs) == 0) {
+				*pp = e->next;
+				free_entry(x, e);
+			} else {
+				pp = &e->next;
+			}
 		}
 	}
 	pthread_mutex_unlock(&epx_lock);

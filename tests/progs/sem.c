@@ -32,6 +32,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -2884,6 +2885,211 @@ static void sendfile_cli(const struct addr *a)
 
 static void sc_sendfile(void) { pair(AF_INET, sendfile_srv, sendfile_cli); }
 
+/* ================================================================ event scenarios (appended) */
+
+/* CPU time of this process, ms. */
+static long cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void say_cpu(long t0, long wall_ms)
+{
+	long used = cpu_ms() - t0;
+	say("cpu while waiting: %s", used * 3 < wall_ms ? "low" : "HIGH (busy loop)");
+}
+
+/* three small sends arrive; the client then waits for our go */
+static void three_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "a", 0);
+	SEND(fd, "b", 0);
+	SEND(fd, "c", 0);
+	tell();
+	await();
+	close(fd);
+}
+
+/* ---- unread_idle: unread data, waiting for something else sleeps -------- */
+
+static void unread_idle_srv(int lfd)
+{
+	int fd = acc(lfd);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	long t0 = cpu_ms();
+	POLL1(fd, POLLPRI, 300);
+	struct pollfd p[1] = { { fd, 0, 0 } };
+	RC("poll(events 0, 300ms)", poll(p, 1, 300));
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET, 3, "epoll_ctl(ADD, IN|ET)");
+	EPW(ep, 0);
+	EPW(ep, 300);
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLPRI, 4, "epoll_ctl(MOD, PRI)");
+	EPW(ep, 300);
+	say_cpu(t0, 1200);
+	recv_exact(fd, 3);
+	tell();
+	close(ep);
+	close(fd);
+}
+
+static void sc_unread_idle(void) { pair(AF_INET, unread_idle_srv, three_cli); }
+
+/* ---- epoll_close_dup: a registered fd closed while a dup keeps it -------- */
+
+static void close_dup_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int d = dup(fd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 5, "epoll_ctl(ADD fd, IN)");
+	tell();
+	await();
+	EPW(ep, 5000);
+	RC("close(fd) while a dup is open", close(fd));
+	EPW(ep, 100); /* the registration lives on with the open file */
+	RC("epoll_ctl(DEL, closed fd)", epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL));
+	RC("close(dup)", close(d));
+	EPW(ep, 100); /* last descriptor gone: removed from the set */
+	tell();
+	close(ep);
+}
+
+static void sc_epoll_close_dup(void) { pair(AF_INET, close_dup_srv, three_cli); }
+
+/* ---- epoll_flags: EPOLLEXCLUSIVE rules, EINVAL/EEXIST/ENOENT/EBADF ------- */
+
+static void flags_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT, .data.u64 = 1 };
+	RC("epoll_ctl(ADD, IN|EXCLUSIVE|ONESHOT)", epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLEXCLUSIVE, 6, "epoll_ctl(ADD, IN|EXCLUSIVE)");
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 6, "epoll_ctl(ADD again)");
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLIN, 6, "epoll_ctl(MOD of an EXCLUSIVE entry)");
+	EPW(ep, 0);
+	tell();
+	await();
+	EPW(ep, 5000);
+	RC("epoll_ctl(DEL)", epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL));
+	RC("epoll_ctl(DEL again)", epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL));
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLIN, 6, "epoll_ctl(MOD, not registered)");
+	EPCTL(ep, EPOLL_CTL_ADD, ep, EPOLLIN, 6, "epoll_ctl(ADD epfd to itself)");
+	EPCTL(fd, EPOLL_CTL_ADD, fd, EPOLLIN, 6, "epoll_ctl(ADD on a socket as epfd)");
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT, 7, "epoll_ctl(ADD, IN|OUT)");
+	EPW(ep, 0);
+	recv_exact(fd, 3);
+	tell();
+	close(ep);
+	close(fd);
+}
+
+static void sc_epoll_flags(void) { pair(AF_INET, flags_srv, three_cli); }
+
+/* ---- epoll_threads: two threads wait on one epoll fd; a third adds ------- */
+
+struct ep_thr {
+	int ep;
+	int got;
+};
+
+static void *ep_waiter(void *arg)
+{
+	struct ep_thr *t = arg;
+	struct epoll_event ev;
+	t->got = epoll_wait(t->ep, &ev, 1, 5000);
+	return NULL;
+}
+
+static void threads_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int ep = epoll_create1(0);
+	struct ep_thr a = { ep, -2 }, b = { ep, -2 };
+	pthread_t ta, tb;
+	pthread_create(&ta, NULL, ep_waiter, &a);
+	pthread_create(&tb, NULL, ep_waiter, &b);
+	usleep(SETTLE_US); /* both asleep on an epoll fd with nothing in it */
+	tell();
+	await();           /* the data is there */
+	usleep(SETTLE_US);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLONESHOT, 8, "epoll_ctl(ADD, IN|ONESHOT) while two threads wait");
+	uint64_t t0 = now_ms();
+	while ((a.got == -2 && b.got == -2) && now_ms() - t0 < 3000)
+		usleep(1000);
+	say("a waiter woke within 3 s: %s", a.got == 1 || b.got == 1 ? "yes" : "no");
+	usleep(SETTLE_US);
+	say("waiters that got the oneshot event: %d", (a.got == 1) + (b.got == 1));
+	EPCTL(ep, EPOLL_CTL_MOD, fd, EPOLLIN, 9, "epoll_ctl(MOD, IN) re-arm");
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	say("both waiters returned an event: %s", a.got == 1 && b.got == 1 ? "yes" : "no");
+	recv_exact(fd, 3);
+	tell();
+	close(ep);
+	close(fd);
+}
+
+static void sc_epoll_threads(void) { pair(AF_INET, threads_srv, three_cli); }
+
+/* ---- epoll_fork: an epoll fd inherited by a child ------------------------ */
+
+static void fork_ep_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 10, "epoll_ctl(ADD, IN)");
+	tell();
+	await();
+	pid_t p = fork();
+	if (p == 0) {
+		struct epoll_event ev;
+		int n = epoll_wait(ep, &ev, 1, 5000);
+		_exit(n == 1 && ev.data.u64 == 10 ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(p, &st, 0);
+	say("child saw the event on the inherited epoll fd: %s", WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "yes" : "no");
+	EPW(ep, 0);
+	recv_exact(fd, 3);
+	tell();
+	close(ep);
+	close(fd);
+}
+
+static void sc_epoll_fork(void) { pair(AF_INET, fork_ep_srv, three_cli); }
+
+/* ---- epoll_nested: an epoll fd watched by another epoll fd and by poll --- */
+
+static void nested_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int inner = epoll_create1(0), outer = epoll_create1(0);
+	EPCTL(inner, EPOLL_CTL_ADD, fd, EPOLLIN, 11, "epoll_ctl(inner, ADD, IN)");
+	EPCTL(outer, EPOLL_CTL_ADD, inner, EPOLLIN, 12, "epoll_ctl(outer, ADD inner, IN)");
+	EPW(outer, 0);
+	tell();
+	await();
+	EPW(outer, 5000);
+	POLL1(inner, POLLIN, 5000);
+	EPW(inner, 0);
+	recv_exact(fd, 3);
+	EPW(outer, 0);
+	tell();
+	close(outer);
+	close(inner);
+	close(fd);
+}
+
+static void sc_epoll_nested(void) { pair(AF_INET, nested_srv, three_cli); }
+
 /* ================================================================ table */
 
 struct scenario {
@@ -2953,6 +3159,12 @@ static const struct scenario scenarios[] = {
 	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },
 	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },
 	{ "sendfile", sc_sendfile, "sendfile with and without an offset, near and at EOF" },
+	{ "unread_idle", sc_unread_idle, "unread data while waiting for POLLPRI / after an ET edge: sleeps, no busy loop" },
+	{ "epoll_close_dup", sc_epoll_close_dup, "a registered fd closed while a dup is open stays in the set until the last close" },
+	{ "epoll_flags", sc_epoll_flags, "EPOLLEXCLUSIVE rules; EEXIST, ENOENT, EINVAL from epoll_ctl" },
+	{ "epoll_threads", sc_epoll_threads, "two threads asleep on one epoll fd; epoll_ctl from a third wakes one (ONESHOT), re-arm wakes the other" },
+	{ "epoll_fork", sc_epoll_fork, "an epoll fd inherited across fork reports in the child" },
+	{ "epoll_nested", sc_epoll_nested, "an epoll fd watched by another epoll fd and by poll" },
 };
 
 int main(int argc, char **argv)
