@@ -67,6 +67,13 @@ void bench_report_table(const struct bench_case *cases, int n, const struct benc
 void bench_report_json(const struct bench_case *cases, int n, const struct bench_info *info);
 int bench_report_failures(const struct bench_case *cases, int n);
 
+/* plot.c: --plot.  check: gnuplot is there and FILE.png can be written (before
+ * measuring); plot: draw the cases.  Both 0, or -1 with a message in err. */
+int bench_plot_check(const char *png, char *err, size_t errlen);
+int bench_plot(const struct bench_case *cases, int n, const char *png, char *err, size_t errlen);
+/* The gnuplot to run: $SOCKSWITCH_GNUPLOT, else gnuplot from PATH. */
+const char *bench_gnuplot(void);
+
 /* bench_util.c: names (worker command line, reports), time, sizes, statistics. */
 const char *bench_kind_name(enum bench_kind k);
 int bench_kind_parse(const char *s, enum bench_kind *k);

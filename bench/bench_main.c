@@ -50,12 +50,17 @@ void bench_usage(FILE *out)
 		"                   are 1024 and 1024*1024)\n"
 		"  --no-pin         let the scheduler place the two workers (default: one per\n"
 		"                   CPU, on the first two CPUs allowed, for repeatable numbers)\n"
-		"  --plot FILE.png  draw the results as a chart (not implemented yet)\n"
+		"  --plot FILE.png  also measure the round trip at every --sizes size, and draw\n"
+		"                   latency and throughput by message size and connections/s,\n"
+		"                   kernel next to switched, as a PNG with gnuplot (the table or\n"
+		"                   JSON is printed as well)\n"
 		"  -h, --help       show this help\n"
 		"\n"
 		"environment:\n"
 		"  SOCKSWITCH_LIB   libsockswitch.so for the switched column (default: searched\n"
 		"                   like `sockswitch run` does)\n"
+		"  SOCKSWITCH_GNUPLOT  gnuplot program for --plot (default: gnuplot from PATH;\n"
+		"                   Debian package gnuplot-nox)\n"
 		"  SOCKSWITCH_LOG, SOCKSWITCH_CONF, SOCKSWITCH_ROUTES, ...\n"
 		"                   passed to the workers, so they affect the switched column\n"
 		"\n"
@@ -146,6 +151,20 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 
 	memset(cases, 0, sizeof(*cases) * (size_t)max);
 	cases[n++].p = (struct bench_params){ BENCH_LATENCY, 64, k->rtt_count, k->rtt_warmup, k->rtt_max_s };
+	if (o->plot) {
+		/* the chart draws latency by message size: one round-trip case per size */
+		char lat[256];
+		snprintf(lat, sizeof(lat), "%s", o->sizes);
+		char *ls = NULL;
+		for (char *tok = strtok_r(lat, ",", &ls); tok; tok = strtok_r(NULL, ",", &ls)) {
+			size_t size;
+			if (bench_parse_size(tok, &size) < 0 || size == 64 || n >= max - MAX_SIZES - 2)
+				continue; /* a bad size is reported below */
+			/* big messages take longer per round trip: fewer of them */
+			long count = size > 65536 ? k->rtt_count / 8 : k->rtt_count;
+			cases[n++].p = (struct bench_params){ BENCH_LATENCY, size, count, count / 10, k->rtt_max_s / 2 };
+		}
+	}
 
 	char list[256];
 	if (strlen(o->sizes) >= sizeof(list)) {
@@ -154,13 +173,14 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 	}
 	memcpy(list, o->sizes, strlen(o->sizes) + 1);
 	char *save = NULL;
+	int first_stream = n;
 	for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		size_t size;
 		if (bench_parse_size(tok, &size) < 0) {
 			fprintf(stderr, "sockswitch bench: --sizes: '%s' is not a size from 1 to 64M\n", tok);
 			return -1;
 		}
-		if (n >= max - 1) {
+		if (n - first_stream >= MAX_SIZES || n >= max - 1) {
 			fprintf(stderr, "sockswitch bench: --sizes: at most %d sizes\n", MAX_SIZES);
 			return -1;
 		}
@@ -168,7 +188,7 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 		long count = (long)((64ULL << 30) / size);
 		cases[n++].p = (struct bench_params){ BENCH_STREAM, size, count, 0, duration };
 	}
-	if (n == 1) {
+	if (n == first_stream) {
 		fprintf(stderr, "sockswitch bench: --sizes: empty list\n");
 		return -1;
 	}
@@ -191,13 +211,14 @@ int bench_main(int argc, char **argv)
 	int rc = parse_options(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
-	if (o.plot) {
-		fprintf(stderr, "sockswitch bench: --plot is not implemented yet\n");
-		return CLI_EXIT_USAGE;
+	char perr[512];
+	if (o.plot && bench_plot_check(o.plot, perr, sizeof(perr)) < 0) {
+		fprintf(stderr, "sockswitch bench: %s\n", perr);
+		return CLI_EXIT_FAIL;
 	}
 
-	struct bench_case cases[MAX_SIZES + 2];
-	int n = plan(&o, cases, MAX_SIZES + 2);
+	struct bench_case cases[2 * MAX_SIZES + 2];
+	int n = plan(&o, cases, 2 * MAX_SIZES + 2);
 	if (n < 0)
 		return CLI_EXIT_USAGE;
 
@@ -231,7 +252,16 @@ int bench_main(int argc, char **argv)
 	else
 		bench_report_table(cases, n, &info);
 	fflush(stdout);
+	int plot_failed = 0;
+	if (o.plot) {
+		if (bench_plot(cases, n, o.plot, perr, sizeof(perr)) < 0) {
+			fprintf(stderr, "sockswitch bench: %s\n", perr);
+			plot_failed = 1;
+		} else {
+			fprintf(stderr, "bench: chart written to %s\n", o.plot);
+		}
+	}
 	bench_env_free(env[MODE_KERNEL]);
 	bench_env_free(env[MODE_SWITCHED]);
-	return bench_report_failures(cases, n) ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+	return bench_report_failures(cases, n) || plot_failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
