@@ -193,20 +193,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		break;
 	}
-	case 1: { /* ACK → connect_complete */
-		struct ssw_ep *ep = calloc(1, sizeof *ep);
+	case 1: { /* anything after the HELLO on a connected rendezvous socket */
+		/* One-trip connect: the listener only ever says a refusal there, so
+		 * any record must read as a reset, and nothing else may happen. */
+		struct ssw_ep *ep = shm_ep_alloc();
 		CHECK(ep);
 		ep->ctl_fd = fcntl(sp[0], F_DUPFD_CLOEXEC, 0);
 		ep->my_efd = ep->peer_efd = ep->seg_fd = -1;
-		ep->connecting = 1;
-		ep->connect_deadline_ns = ssw_now_ns() + 1000000000ull;
+		size_t rlen = cap;
+		CHECK(ssw_provider_shm.conn->connect_complete(ep, priv, &rlen) == 0 && rlen == 0);
+		struct shm_ring_ctl *ctl = calloc(2, sizeof *ctl);
+		CHECK(ctl);
+		ep->rx.ctl = &ctl[0];
+		ep->tx.ctl = &ctl[1];
 		if (send_rec(sp[1], msg, mlen, fds, nf) == 0) {
-			size_t rlen = cap;
-			int rc = ssw_provider_shm.conn->connect_complete(ep, priv, &rlen);
-			CHECK(rc == 0 || rc == -EINPROGRESS || rc == -ECONNABORTED);
-			if (rc == 0)
-				CHECK(rlen <= cap);
+			uint32_t st = ssw_provider_shm.progress->peer_state(ep, 1, NULL);
+			/* a record is a refusal; an empty one reads as the hang-up */
+			CHECK(st == SSW_PEER_RESET || st == (SSW_PEER_FIN | SSW_PEER_CLOSED));
+			CHECK(ssw_provider_shm.msg->recv_peek(ep, &(const void *){ 0 }, &(size_t){ 0 }) < 0);
 		}
+		ep->rx.ctl = ep->tx.ctl = NULL;
+		free(ctl);
 		shm_ep_free(ep);
 		break;
 	}
