@@ -286,8 +286,7 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 		/* sess is fixed once connected and lives as long as our reference */
 		ssw_session_get_stats(s->sess, &st);
 		have_stats = true;
-		int tcp = ssw_session_tcp_state(s->sess);
-		state = tcp == K_ESTABLISHED ? SSW_SR_CONNECTED : SSW_SR_CLOSING;
+		state = SSW_SR_CONNECTED;
 	} else if (ss == SSW_ST_CONNECTING) {
 		state = SSW_SR_CONNECTING;
 	}

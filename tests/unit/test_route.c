@@ -506,6 +506,92 @@ static void test_port_exclude(void **state)
 	assert_false(ssw_route_port_excluded(NULL, 22));
 }
 
+/* ssw_route_explain: the rule, its position and origin, locality, the
+ * port-exclude line that overrides it, and a sentence saying so. */
+static void explain(const char *addr, uint16_t port, bool has_port, struct ssw_route_explanation *ex)
+{
+	struct addr a = mkaddr(addr);
+	if (a.ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&a.ss)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)&a.ss)->sin6_port = htons(port);
+	ssw_route_explain(&T, (struct sockaddr *)&a.ss, a.len, has_port, ex);
+}
+
+static void test_explain(void **state)
+{
+	(void)state;
+	static struct ssw_route_explanation ex;
+	assert_int_equal(build(&T, "route 10.1.0.0/16 tcp", "# c\nroute 10.0.0.0/8 fabric provider=verbs\n"
+			       "port-exclude 22\nport-exclude 22,5432\n"), 0);
+	explain("10.1.2.3", 80, true, &ex);
+	assert_int_equal(ex.target, SSW_TARGET_TCP);
+	assert_int_equal(ex.rule_index, 1);
+	assert_string_equal(ex.rule->origin, "SOCKSWITCH_ROUTES rule 1");
+	assert_false(ex.local);
+	assert_non_null(strstr(ex.why, "never switched"));
+
+	explain("10.2.0.1", 80, true, &ex);
+	assert_int_equal(ex.target, SSW_TARGET_FABRIC);
+	assert_int_equal(ex.rule_index, 2);
+	assert_string_equal(ex.rule->origin, "test.conf:2");
+	assert_false(ex.port_excluded);
+	char txt[256];
+	ssw_route_rule_format(ex.rule, txt, sizeof txt);
+	assert_string_equal(txt, "route 10.0.0.0/8 fabric provider=verbs");
+
+	/* the first port-exclude line that names the port is the one shown */
+	explain("10.2.0.1", 22, true, &ex);
+	assert_int_equal(ex.target, SSW_TARGET_TCP);
+	assert_true(ex.port_excluded);
+	assert_string_equal(ex.port_origin, "test.conf:3");
+	assert_non_null(strstr(ex.why, "port 22 is excluded by port-exclude (test.conf:3)"));
+	explain("10.2.0.1", 5432, true, &ex);
+	assert_string_equal(ex.port_origin, "test.conf:4");
+	/* without a port, port-exclude does not apply */
+	explain("10.2.0.1", 22, false, &ex);
+	assert_int_equal(ex.target, SSW_TARGET_FABRIC);
+
+	explain("127.0.0.1", 80, true, &ex);
+	assert_int_equal(ex.target, SSW_TARGET_SHM);
+	assert_true(ex.local);
+	assert_int_equal(ex.rule_index, 3);
+	assert_string_equal(ex.rule->origin, "built-in default");
+	assert_non_null(strstr(ex.why, "is an address of this host"));
+	explain("::ffff:127.0.0.1", 80, true, &ex);
+	assert_int_equal(ex.target, SSW_TARGET_SHM);
+
+	explain("192.0.2.99", 80, true, &ex);
+	assert_null(ex.rule);
+	assert_int_equal(ex.rule_index, 0);
+	assert_int_equal(ex.target, SSW_TARGET_TCP);
+	assert_non_null(strstr(ex.why, "no rule matches 192.0.2.99"));
+
+	/* a v6 rule prints back in its CIDR form */
+	assert_int_equal(build(&T, "route fd00::/8 tcp;route ::ffff:10.0.0.0/104 shm", NULL), 0);
+	ssw_route_rule_format(&T.rules[0], txt, sizeof txt);
+	assert_string_equal(txt, "route fd00::/8 tcp");
+	ssw_route_rule_format(&T.rules[1], txt, sizeof txt);
+	assert_string_equal(txt, "route 10.0.0.0/8 shm");
+
+	/* many port-exclude lines: origins stay bounded, the last slot stands for the rest */
+	char many[4096] = "";
+	for (int i = 1; i <= SSW_ROUTE_MAX_EXCL + 5; i++)
+		snprintf(many + strlen(many), sizeof many - strlen(many), "port-exclude %d\n", 1000 + i);
+	assert_int_equal(build(&T, NULL, many), 0);
+	assert_int_equal(T.nexcl, SSW_ROUTE_MAX_EXCL);
+	explain("127.0.0.1", 1001, true, &ex);
+	assert_string_equal(ex.port_origin, "test.conf:1");
+	explain("127.0.0.1", 1000 + SSW_ROUTE_MAX_EXCL + 5, true, &ex);
+	assert_true(ex.port_excluded);
+
+	/* not an address */
+	struct sockaddr_un_like { sa_family_t f; char p[20]; } u = { AF_UNIX, "x" };
+	ssw_route_explain(&T, (struct sockaddr *)&u, sizeof u, true, &ex);
+	assert_int_equal(ex.target, SSW_TARGET_TCP);
+	assert_null(ex.rule);
+}
+
 static void test_origins(void **state)
 {
 	(void)state;
@@ -1032,6 +1118,7 @@ int main(void)
 		cmocka_unit_test(test_whitespace_and_comments),
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_port_exclude),
+		cmocka_unit_test(test_explain),
 		cmocka_unit_test(test_origins),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_too_many_rules),
