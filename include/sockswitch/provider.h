@@ -159,6 +159,11 @@ struct ssw_msg_ops {
 
 	/* Consume the message recv_peek returned and re-post its buffer. */
 	void (*recv_done)(struct ssw_ep *ep);
+
+	/* Bytes of messages send() would take now (header overhead included),
+	 * without blocking: poll's POLLOUT needs it when the credit window is
+	 * larger than the transport.  Optional (NULL: as much as credits allow). */
+	size_t (*send_room)(struct ssw_ep *ep);
 };
 
 /* Memory registration and one-sided transfers (seeds 002, 004). */

@@ -28,6 +28,7 @@
 #define SPIN_MIN_NS 2000u
 #define STAGE_RNDV_MAX (64u << 20)   /* largest rendezvous we stage to break a send/send deadlock */
 #define CHUNK_MAX (32u << 10)        /* inline DATA message payload cap */
+#define WINDOW_DEFAULT (4u << 20)    /* unread bytes a receiver takes, as loopback TCP */
 
 struct rxq {
 	uint8_t *buf;
@@ -79,6 +80,7 @@ struct ssw_session {
 	uint32_t urg_seen;         /* urgent bytes handled */
 	bool init_rcvd;            /* the peer's in-band INIT arrived */
 	bool stage_nomem;          /* staging failed for memory: a sender waiting on it gets ENOBUFS */
+	bool credit_owed;          /* a CREDIT message found the transport full */
 	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
 	uint32_t peer_urg;         /* urgent bytes the peer announced */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
@@ -267,6 +269,7 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 	if (rc == 0) {
 		s->tx_seq++;
 		s->rx_unacked -= credits;
+		s->credit_owed = false;
 		s->st.msgs_sent++;
 	}
 	return rc;
@@ -274,6 +277,7 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 
 static int wait_peer(struct ssw_session *s, uint64_t deadline);
 static uint32_t window_cap(const struct ssw_provider *prov, struct ssw_ep *ep);
+static uint64_t credit_batch(const struct ssw_session *s);
 static int pump(struct ssw_session *s, bool stage);
 
 /* Control messages must get through: wait for transport room if needed. */
@@ -295,8 +299,10 @@ static int send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size
 static void return_credits(struct ssw_session *s, uint64_t n)
 {
 	s->rx_unacked += n;
-	if (s->rx_unacked >= s->window / 4)
-		(void)send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0); /* if full, the next message carries them */
+	if (s->rx_unacked >= credit_batch(s))
+		/* if the transport is full, the next message carries them, or
+		 * wait_peer retries before it sleeps */
+		s->credit_owed = send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
 }
 
 /* ---- receiving messages -------------------------------------------------- */
@@ -632,6 +638,10 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	}
 	sess_lock(s);
 
+	/* Credits we could not return earlier: the peer may be waiting for them
+	 * while we wait for it.  Retry, and if the transport is still full,
+	 * sleep only briefly. */
+	bool owed = s->credit_owed && send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
 	if (pg->arm(ep) == -EAGAIN)
 		return 0;
 	struct pollfd pfd[4];
@@ -644,6 +654,8 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 			uint64_t now = ssw_now_ns();
 			ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 		}
+		if (owed && (ms < 0 || ms > 1))
+			ms = 1;
 		r = sys_poll(pfd, (nfds_t)n, ms);
 		if (r < 0 && errno == EINTR && !eintr_visible())
 			continue;
@@ -670,11 +682,29 @@ static uint64_t deadline_of(int timeout_ms)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-/* Largest window the transport can hold next to control traffic. */
-static uint32_t window_cap(const struct ssw_provider *prov, struct ssw_ep *ep)
+/* What the transport itself holds next to control traffic. */
+static uint32_t ring_window(const struct ssw_provider *prov, struct ssw_ep *ep)
 {
 	uint64_t w = (uint64_t)prov->msg->max_msg(ep) * 2;
 	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* Largest window: as much unread data as loopback TCP takes before a
+ * sender blocks (about 4 MiB), or the transport's size if larger.  Beyond
+ * the transport, bytes wait in the receiver's staging queue, which a
+ * receiver stuck in its own send fills (no send/send deadlock). */
+static uint32_t window_cap(const struct ssw_provider *prov, struct ssw_ep *ep)
+{
+	uint32_t r = ring_window(prov, ep);
+	return r > WINDOW_DEFAULT ? r : WINDOW_DEFAULT;
+}
+
+/* Credits go back in batches; a batch must fit the transport, or a sender
+ * waiting for ring space would never hear that it was freed. */
+static uint64_t credit_batch(const struct ssw_session *s)
+{
+	uint32_t r = ring_window(s->p, s->ep);
+	return (s->window < r ? s->window : r) / 4;
 }
 
 static uint32_t my_caps(void)
@@ -1385,11 +1415,31 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 	return rc;
 }
 
+/* The transport takes a useful amount now (the window may be larger than
+ * the transport; then the peer's CREDIT messages wake a waiter as it reads). */
+static bool tx_room_ok(struct ssw_session *s)
+{
+	if (!s->p->msg->send_room)
+		return true;
+	size_t want = ssw_wire_footprint(s->max_payload) + 64;
+	uint64_t r = ring_window(s->p, s->ep) / 8;
+	if (want > r)
+		want = (size_t)r;
+	return s->p->msg->send_room(s->ep) >= want;
+}
+
 /* tcp_poll's answer. */
 static short poll_bits(struct ssw_session *s)
 {
 	short ev = 0;
 	pump(s, false);
+	uint64_t l0 = tx_limit(s);
+	if (!s->wr_shut && (!(l0 > s->tx_inflight && l0 - s->tx_inflight >= l0 / 8) || !tx_room_ok(s)))
+		/* a writer waiting for POLLOUT: the credits may sit behind unread
+		 * data, and the peer (maybe waiting on us the same way) gets its
+		 * transport back when we take its data into our queue, as a
+		 * kernel receive buffer would */
+		pump(s, true);
 	peer_check(s, true);
 	size_t q = s->q.len;
 	if (q && s->mark_valid && !s->oobinline && s->rx_pos == s->mark)
@@ -1402,7 +1452,7 @@ static short poll_bits(struct ssw_session *s)
 	if (readable)
 		ev |= POLLIN | POLLRDNORM;
 	uint64_t lim = tx_limit(s);
-	if (snd_down(s) || s->peer_closed || (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8))
+	if (snd_down(s) || s->peer_closed || (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8 && tx_room_ok(s)))
 		ev |= POLLOUT | POLLWRNORM;
 	if (s->oob_have || s->peer_urg != s->urg_seen)
 		ev |= POLLPRI;
@@ -1478,7 +1528,7 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 	s->oobinline = o->oobinline;
 	s->sndbuf = o->sndbuf;
 	if (o->rcvbuf) {
-		uint64_t wmax = (uint64_t)s->p->msg->max_msg(s->ep) * 2;
+		uint64_t wmax = window_cap(s->p, s->ep);
 		uint32_t w = o->rcvbuf > wmax ? (uint32_t)wmax : o->rcvbuf;
 		if (w < 4096)
 			w = 4096;

@@ -242,10 +242,16 @@ static void test_arm_and_wake(void **state)
 	/* nothing there: arming succeeds and the flag is visible to the producer */
 	assert_int_equal(shm_ring_arm(&g->c), 0);
 	assert_int_equal(atomic_load(&g->ctl[0]->armed), 1);
-	/* the producer rings the doorbell exactly once, and clears the flag */
+	/* the producer rings the doorbell exactly once per sleep round */
 	assert_int_equal(send_buf(&g->p, "x", 1), 0);
-	assert_int_equal(atomic_load(&g->ctl[0]->armed), 0);
 	assert_int_equal(eventfd_count(g->efd_c), 1);
+	assert_int_equal(atomic_load(&g->ctl[0]->rung), 1);
+	assert_int_equal(send_buf(&g->p, "w", 1), 0); /* sleeper not awake yet: no second ring */
+	assert_int_equal(eventfd_count(g->efd_c), 0);
+	/* the sleeper wakes (what wake_ack does): rung cleared, one sleeper less */
+	atomic_store(&g->ctl[0]->rung, 0);
+	atomic_fetch_sub(&g->ctl[0]->armed, 1);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
 	/* not armed: no system call, no wake-up (the hot path) */
 	assert_int_equal(send_buf(&g->p, "y", 1), 0);
 	assert_int_equal(eventfd_count(g->efd_c), 0);
@@ -258,9 +264,15 @@ static void test_arm_and_wake(void **state)
 	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
 	assert_int_equal(shm_ring_peek(&g->c, &m, &len), 0);
 	assert_int_equal(shm_ring_arm(&g->c), 0);
+	/* two sleepers on one ring (two threads): one ring wakes both (shared fd) */
+	assert_int_equal(shm_ring_arm(&g->c), 0);
+	assert_int_equal(atomic_load(&g->ctl[0]->armed), 2);
+	atomic_fetch_sub(&g->ctl[0]->armed, 1);
 	/* ...and a message behind it wakes us */
 	assert_int_equal(send_buf(&g->p, "z", 1), 0);
 	assert_int_equal(eventfd_count(g->efd_c), 1);
+	atomic_store(&g->ctl[0]->rung, 0); /* woke */
+	atomic_fetch_sub(&g->ctl[0]->armed, 1);
 	shm_ring_done(&g->c);
 	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
 	assert_int_equal(out[0], 'z');

@@ -23,6 +23,7 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.send = shm_ring_send,
 	.recv_peek = shm_ring_peek,
 	.recv_done = shm_ring_done,
+	.send_room = shm_ring_room,
 };
 
 static int shm_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
@@ -61,10 +62,15 @@ static void ctl_check(struct ssw_ep *ep)
 static void shm_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
-	atomic_store_explicit(&ep->rx.ctl->armed, 0, memory_order_relaxed);
-	if (sys_read(ep->my_efd, &v, sizeof v) == sizeof v)
-		return;
-	ctl_check(ep); /* not our doorbell */
+	/* rung first: a sleeper arming now gets the next ring, or finds the
+	 * eventfd still readable */
+	atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
+	if (sys_read(ep->my_efd, &v, sizeof v) != sizeof v)
+		ctl_check(ep); /* not our doorbell */
+	uint32_t a = atomic_load_explicit(&ep->rx.ctl->armed, memory_order_relaxed);
+	while (a && !atomic_compare_exchange_weak_explicit(&ep->rx.ctl->armed, &a, a - 1, memory_order_relaxed,
+							   memory_order_relaxed))
+		;
 }
 
 static int shm_rx_ready(struct ssw_ep *ep)

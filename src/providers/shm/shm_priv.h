@@ -19,7 +19,8 @@
 struct shm_ring_ctl {
 	_Alignas(64) _Atomic uint64_t tail;   /* bytes produced (producer writes) */
 	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
-	_Alignas(64) _Atomic uint32_t armed;  /* consumer is (about to go) asleep */
+	_Alignas(64) _Atomic uint32_t armed;  /* consumer threads (about to go) asleep: a count */
+	_Atomic uint32_t rung;                /* producer rang since the consumer last woke */
 	/* written by the producer only, beside the records (see peer_state) */
 	_Atomic uint32_t closed;              /* SHM_CLOSED_* */
 	_Atomic uint32_t fin;                 /* no more data follows */
@@ -99,6 +100,7 @@ int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len);
 void shm_ring_done(struct ssw_ep *ep);
 int shm_ring_arm(struct ssw_ep *ep);
+size_t shm_ring_room(struct ssw_ep *ep);
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector);
 uint64_t shm_seg_size(uint64_t ring_size);
 void shm_wake_peer(struct ssw_ep *ep);

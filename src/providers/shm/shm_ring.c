@@ -40,8 +40,9 @@ void shm_wake_peer(struct ssw_ep *ep)
 	/* Pairs with the consumer's store of `armed` then re-read of `tail`:
 	 * either it sees our tail, or we see its flag. */
 	atomic_thread_fence(memory_order_seq_cst);
+	/* one ring per sleep round, however many sleepers (they share the fd) */
 	if (atomic_load_explicit(&ep->tx.ctl->armed, memory_order_relaxed) &&
-	    atomic_exchange_explicit(&ep->tx.ctl->armed, 0, memory_order_relaxed)) {
+	    !atomic_exchange_explicit(&ep->tx.ctl->rung, 1, memory_order_relaxed)) {
 		uint64_t one = 1;
 		(void)!sys_write(ep->peer_efd, &one, sizeof one);
 	}
@@ -92,6 +93,20 @@ int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
 	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
 	shm_wake_peer(ep);
 	return 0;
+}
+
+size_t shm_ring_room(struct ssw_ep *ep)
+{
+	struct shm_ring *r = &ep->tx;
+	if (ep->err || !r->ctl)
+		return 0;
+	uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+	if (head > r->pos || r->pos - head > r->size || (head & 7))
+		return 0; /* corrupt: send() will say so */
+	r->other = head;
+	uint64_t room = r->size - (r->pos - head);
+	/* a record may not wrap: what fits before the end or after it */
+	return room > SHM_REC_HDR ? (size_t)(room - SHM_REC_HDR) : 0;
 }
 
 /* A peer that died without closing: as kernel TCP, a reset if it died with
@@ -170,11 +185,12 @@ int shm_ring_arm(struct ssw_ep *ep)
 	struct shm_ring *r = &ep->rx;
 	if (ep->err || ep->peer_gone)
 		return -EAGAIN;
-	atomic_store_explicit(&r->ctl->armed, 1, memory_order_seq_cst);
+	/* a count, not a flag: two threads of ours may sleep on this ring */
+	atomic_fetch_add_explicit(&r->ctl->armed, 1, memory_order_seq_cst);
 	uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst);
 	if (tail != r->pos + r->cur ||
 	    atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN) {
-		atomic_store_explicit(&r->ctl->armed, 0, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&r->ctl->armed, 1, memory_order_relaxed);
 		return -EAGAIN;
 	}
 	return 0;
