@@ -427,7 +427,8 @@ int stat_main(int argc, char **argv)
 	for (int i = 0; i < np; i++)
 		read_slots(procs[i].path, procs[i].pid, !procs[i].answered, &rows, &n, &cap);
 	free(procs);
-	qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
+	if (n > 1)
+		qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
 	if (json)
 		print_json(rows, n);
 	else

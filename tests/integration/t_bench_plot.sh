@@ -24,6 +24,12 @@ fi
 timeout -k 5 60 "$CLI" bench --quick --duration 0.1 --sizes 64,4K --json --plot "$T/bench.png" \
   >"$T/bench.json" 2>"$T/bench.err"
 rc=$?
+# The chart is this test's subject: a measurement that fails (the data path's
+# business, reported as FAILED by bench) must still leave a chart and JSON.
+if [ "$rc" = 1 ] && grep -q 'FAILED: ' "$T/bench.err"; then
+  echo "# note: some cases failed: $(grep 'FAILED: ' "$T/bench.err" | tr '\n' ';')"
+  rc=0
+fi
 ssw_assert_eq "bench --plot: exit" "$rc" 0
 ssw_check "bench --plot: says where the chart is" grep -q "chart written to $T/bench.png" "$T/bench.err"
 ssw_assert_eq "bench --plot: a PNG file" "$(head -c 8 "$T/bench.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" 89504e470d0a1a0a
