@@ -51,6 +51,10 @@ static inline int sys_epoll_create1(int f) { return (int)SYS_(epoll_create1, f);
 static inline int sys_epoll_ctl(int e, int op, int fd, struct epoll_event *ev) { return (int)SYS_(epoll_ctl, e, op, fd, ev); }
 static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) { return (int)SYS_(epoll_pwait, e, ev, n, ms, NULL, 0); }
 
+/* getpid(2), cached (pid.c); ssw_pid_forget() in a fork child. */
+pid_t ssw_pid(void);
+void ssw_pid_forget(void);
+
 /* Zeroed memory shared with forked children (shmem.c); NULL on failure. */
 void *ssw_shared_alloc(size_t size);
 void ssw_shared_free(void *p, size_t size);

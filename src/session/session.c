@@ -722,9 +722,7 @@ static uint32_t my_caps(void)
 
 void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_init *out)
 {
-	static pid_t pid;
-	if (!pid || pid != getpid())
-		pid = getpid();
+	pid_t pid = ssw_pid();
 	memset(out, 0, sizeof *out);
 	out->version = SSW_WIRE_VERSION;
 	/* the transport clamps it to what it can hold (window_cap) */

@@ -164,7 +164,7 @@ static int progress(struct ssw_sock *s, int wait_ms)
 			return rc;
 		if (wait_ms == 0)
 			return -EINPROGRESS;
-		/* The listener's agent answers within microseconds when it is awake;
+		/* A provider that answers later: its reply comes within microseconds;
 		 * a wake-up of ours would cost more than a short busy-poll. */
 		if (!spun) {
 			spun = true;

@@ -9,6 +9,8 @@
  * atfork handler that closes a socket cannot deadlock). */
 #include "switch/switch.h"
 
+#include "common/sys.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -58,6 +60,7 @@ void ssw_fork_end(pid_t pid)
 {
 	forking = false;
 	if (pid == 0) { /* the child: the parent's other threads are gone */
+		ssw_pid_forget();
 		pthread_rwlock_init(&fork_lock, NULL);
 		return;
 	}

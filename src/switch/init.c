@@ -18,11 +18,6 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool active;
 static bool shm_ok;
 
-static void atfork_child(void)
-{
-	ssw_agent_after_fork_child();
-}
-
 static void check_provider(const struct ssw_provider *p, bool *ok)
 {
 	const struct ssw_conn_ops *c = p->conn;
@@ -61,7 +56,6 @@ static void init_once(void)
 		return;
 	}
 	check_provider(&ssw_provider_shm, &shm_ok);
-	pthread_atfork(NULL, NULL, atfork_child);
 	active = true;
 	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
 }

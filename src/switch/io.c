@@ -124,12 +124,8 @@ int ssw_close(int fd)
 	int r = sys_close(fd);
 	int err = errno;
 	if (s) {
-		if (atomic_load(&s->fdrefs) == 0) {
-			/* last descriptor: the kernel drops it from every epoll set */
-			ssw_epoll_drop_fd(fd);
-			if (s->state == SSW_ST_LISTENING)
-				ssw_agent_unregister(s);
-		}
+		if (atomic_load(&s->fdrefs) == 0)
+			ssw_epoll_drop_fd(fd); /* last descriptor: the kernel drops it from every epoll set */
 		ssw_sock_put(s);
 	}
 	ssw_epoll_forget(fd);

@@ -1,11 +1,12 @@
-/* listen.c — listen(2) and accept(2) through the switch, and the agent thread.
+/* listen.c — listen(2) and accept(2) through the switch.
  *
- * A switched listener listens on the kernel socket and on the provider.  The
- * agent (one thread per process that listens, asleep when idle) completes the
- * provider handshake and sends the session's first message without waiting
- * for the application to call accept (seed 001: a program that connects and
- * then accepts on one thread must work).  Completed connections wait in the
- * provider's queue, which any process sharing the listener can accept from. */
+ * A switched listener listens on the kernel socket and on the provider.  A
+ * provider connect is one trip (the request waits in the provider's backlog
+ * like a SYN in the kernel's), so nothing has to answer before the
+ * application calls accept: a program that connects and then accepts on one
+ * thread works (seed 001), and no helper thread wakes up per connection.
+ * accept takes whichever is ready: a kernel connection or a provider one;
+ * processes sharing the listener after fork accept from the same backlog. */
 #include "switch/switch.h"
 
 #include "common/log.h"
@@ -18,167 +19,6 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct agent_entry {
-	struct ssw_sock *s;
-	int idx;             /* which provider listener of s */
-	uint64_t id;
-	struct agent_entry *next;
-};
-
-static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct agent_entry *agent_list;
-static uint64_t agent_next_id = 1;
-static int agent_epfd = -1;
-static pid_t agent_pid;      /* process whose thread serves agent_epfd */
-
-static struct agent_entry *find_entry(uint64_t id)
-{
-	for (struct agent_entry *e = agent_list; e; e = e->next)
-		if (e->id == id)
-			return e;
-	return NULL;
-}
-
-/* Complete every pending handshake of one provider listener. */
-static void serve(struct agent_entry *e)
-{
-	struct ssw_sock *s = e->s;
-	const struct ssw_provider *p = s->prov;
-	struct ssw_listener *l = s->pl[e->idx];
-	for (;;) {
-		struct ssw_ep *ep;
-		uint8_t priv[SSW_CONNECT_PRIV_MAX];
-		size_t plen = sizeof priv;
-		if (p->conn->listener_progress(l, &ep, priv, &plen) < 0)
-			return;
-		struct ssw_wire_init reply;
-		ssw_session_make_init(&s->lopts, &reply);
-		if (p->conn->listener_enqueue(l, ep, priv, plen, &reply, sizeof reply) < 0)
-			SSW_INFO("listener fd %d: accept queue full: the connector falls back to kernel TCP", s->fd);
-	}
-}
-
-static void *agent_main(void *arg)
-{
-	int epfd = (int)(intptr_t)arg;
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to the application's threads */
-	for (;;) {
-		struct epoll_event ev[16];
-		int n = sys_epoll_wait(epfd, ev, 16, -1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EBADF)
-				return NULL;
-			continue;
-		}
-		pthread_mutex_lock(&agent_lock);
-		if (epfd != agent_epfd) { /* forked child re-created the agent */
-			pthread_mutex_unlock(&agent_lock);
-			return NULL;
-		}
-		for (int i = 0; i < n; i++) {
-			struct agent_entry *e = find_entry(ev[i].data.u64);
-			if (e)
-				serve(e);
-		}
-		pthread_mutex_unlock(&agent_lock);
-	}
-}
-
-static int add_entry_fd(struct agent_entry *e)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = e->id };
-	int fd = e->s->prov->conn->listener_progress_fd(e->s->pl[e->idx]);
-	return sys_epoll_ctl(agent_epfd, EPOLL_CTL_ADD, fd, &ev);
-}
-
-/* Start the agent in this process if it is not running (first listener, or
- * first use after fork: threads do not survive fork). Call with agent_lock. */
-static int agent_ensure_locked(void)
-{
-	if (agent_epfd >= 0 && agent_pid == getpid())
-		return 0;
-	if (agent_epfd >= 0)
-		sys_close(agent_epfd); /* the parent's instance: not ours to change */
-	agent_epfd = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
-	if (agent_epfd < 0)
-		return -errno;
-	agent_pid = getpid();
-	for (struct agent_entry *e = agent_list; e; e = e->next)
-		add_entry_fd(e);
-	pthread_t t;
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 256 << 10);
-	int rc = pthread_create(&t, &a, agent_main, (void *)(intptr_t)agent_epfd);
-	pthread_attr_destroy(&a);
-	if (rc) {
-		sys_close(agent_epfd);
-		agent_epfd = -1;
-		return -rc;
-	}
-	return 0;
-}
-
-static void agent_ensure(void)
-{
-	if (agent_pid == getpid())
-		return;
-	pthread_mutex_lock(&agent_lock);
-	if (agent_ensure_locked() < 0)
-		SSW_WARN_ONCE("cannot start the listener agent: switched connects to this process will wait for accept");
-	pthread_mutex_unlock(&agent_lock);
-}
-
-void ssw_agent_after_fork_child(void)
-{
-	/* The lock may have been held by a thread that no longer exists. */
-	pthread_mutex_init(&agent_lock, NULL);
-	agent_pid = 0;
-}
-
-static int agent_register(struct ssw_sock *s)
-{
-	pthread_mutex_lock(&agent_lock);
-	int rc = agent_ensure_locked();
-	for (int i = 0; rc == 0 && i < s->npl; i++) {
-		struct agent_entry *e = calloc(1, sizeof *e);
-		if (!e) {
-			rc = -ENOMEM;
-			break;
-		}
-		e->s = s;
-		e->idx = i;
-		e->id = agent_next_id++;
-		e->next = agent_list;
-		agent_list = e;
-		rc = add_entry_fd(e);
-	}
-	pthread_mutex_unlock(&agent_lock);
-	return rc;
-}
-
-void ssw_agent_unregister(struct ssw_sock *s)
-{
-	pthread_mutex_lock(&agent_lock);
-	for (struct agent_entry **pp = &agent_list; *pp;) {
-		struct agent_entry *e = *pp;
-		if (e->s == s) {
-			if (agent_epfd >= 0 && agent_pid == getpid())
-				sys_epoll_ctl(agent_epfd, EPOLL_CTL_DEL, s->prov->conn->listener_progress_fd(s->pl[e->idx]), NULL);
-			*pp = e->next;
-			free(e);
-		} else {
-			pp = &e->next;
-		}
-	}
-	pthread_mutex_unlock(&agent_lock);
-}
 
 /* ---- listen ------------------------------------------------------------- */
 
@@ -259,8 +99,6 @@ int ssw_listen(int fd, int backlog)
 	s->local = name;
 	s->local_len = nl;
 	ssw_fdtab_set(fd, s);
-	if (agent_register(s) < 0)
-		SSW_WARN_ONCE("cannot start the listener agent: switched connects to this process will wait for accept");
 	SSW_INFO("fd %d: listening on %s (kernel TCP + %s)", fd, ssw_addr_str((struct sockaddr *)&a), p->name);
 	ssw_sock_put(s);
 	return 0;
@@ -329,7 +167,6 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 	const struct ssw_provider *p = s->prov;
 	bool nonblock = atomic_load(&s->nonblock);
 	uint64_t dl = s->rcvtimeo_ms > 0 ? ssw_now_ns() + (uint64_t)s->rcvtimeo_ms * 1000000ull : 0;
-	agent_ensure();
 	for (;;) {
 		for (int i = 0; i < s->npl; i++) {
 			struct ssw_ep *ep;

@@ -36,8 +36,6 @@ struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family)
 
 void ssw_sock_destroy(struct ssw_sock *s)
 {
-	if (s->state == SSW_ST_LISTENING)
-		ssw_agent_unregister(s);
 	if (s->sess) {
 		ssw_fork_guard_enter();
 		if (ssw_session_last_holder(s->sess)) /* counted once, by the last holder */

@@ -45,7 +45,6 @@ struct ssw_sock {
 	/* listening */
 	struct ssw_listener *pl[SSW_MAX_PLISTEN];
 	int npl;
-	uint64_t agent_id;
 	struct ssw_session_opts lopts;
 };
 

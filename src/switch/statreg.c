@@ -425,7 +425,7 @@ static bool only_doorbell(int dfd)
 
 static void at_exit(void)
 {
-	if (!hdr || owner != getpid())
+	if (!hdr || owner != ssw_pid())
 		return;
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof dir, "%s", my_path);

@@ -31,10 +31,8 @@ const struct ssw_provider *ssw_provider_for(enum ssw_target t);
 int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len);
 int ssw_listen(int fd, int backlog);
 int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *len, int flags);
-void ssw_agent_unregister(struct ssw_sock *s);
 int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
 void ssw_sock_load_opts(struct ssw_sock *s, int fd);
-void ssw_agent_after_fork_child(void);
 
 /* Data */
 ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int flags);

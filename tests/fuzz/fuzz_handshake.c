@@ -180,6 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		l.lfd = l.epfd = -1;
 		l.q_rd = sp[0];
 		l.q_wr = sp[1];
+		l.ready_used = 1;
 		if (send_rec(sp[1], msg, mlen, fds, nf) == 0) {
 			struct ssw_ep *ep = NULL;
 			size_t plen = cap;

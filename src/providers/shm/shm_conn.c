@@ -252,7 +252,7 @@ fail:
 static int own_epfd(struct ssw_listener *l)
 {
 	static pid_t me;
-	pid_t pid = getpid();
+	pid_t pid = ssw_pid();
 	if (me != pid)
 		me = pid;
 	if (l->epfd_pid == me)
@@ -270,11 +270,12 @@ static int own_epfd(struct ssw_listener *l)
 	l->epfd = ssw_fd_hide(ep);
 	l->epfd_pid = me;
 	l->npending = 0;
-	return ep;
+	return l->epfd;
 }
 
 static int shm_listener_progress_fd(struct ssw_listener *l) { return own_epfd(l); }
-static int shm_listener_fd(struct ssw_listener *l) { return l->q_rd; }
+/* Readable when a request waits: in the backlog, or its HELLO arrived. */
+static int shm_listener_fd(struct ssw_listener *l) { return own_epfd(l); }
 
 static void drop_pending(struct ssw_listener *l, int fd)
 {
@@ -377,6 +378,7 @@ static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const
 		memcpy(r.priv, priv, priv_len);
 		memcpy(ack.priv, reply, reply_len);
 		int fds[4] = { ep->ctl_fd, ep->seg_fd, ep->my_efd, ep->peer_efd };
+		l->ready_used = 1;
 		rc = hs_send(l->q_wr, &r, sizeof r, fds, 4);
 	}
 	/* The connector did not wait for us (one-trip connect): only a refusal
@@ -390,46 +392,78 @@ static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const
 	return rc;
 }
 
+/* Make a request ours: map the connector's segment, check it, and resume
+ * where the rings stand (the connector may have written already). */
+static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
+{
+	ep->ctl_fd = ssw_fd_hide(ep->ctl_fd);
+	ep->my_efd = ssw_fd_hide(ep->my_efd);
+	ep->peer_efd = ssw_fd_hide(ep->peer_efd);
+	int rc = map_segment(ep, memfd, ring_size, 0);
+	if (rc == 0) {
+		uint64_t tail = atomic_load(&ep->tx.ctl->tail), head = atomic_load(&ep->tx.ctl->head);
+		uint64_t rhead = atomic_load(&ep->rx.ctl->head);
+		if (tail < head || tail - head > ep->tx.size || (tail & 7) || (rhead & 7))
+			rc = -EPROTO;
+		ep->tx.pos = tail;
+		ep->tx.other = head;
+		ep->rx.pos = ep->rx.other = rhead;
+	}
+	if (rc == 0)
+		peer_cred(ep);
+	return rc;
+}
+
 static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	struct shm_hs r;
 	int fds[4];
-	for (;;) {
+	/* requests a listener agent queued (listener_enqueue) */
+	for (; l->ready_used;) {
 		ssize_t n = hs_recv(l->q_rd, &r, sizeof r, fds, 4);
-		if (n < 0)
-			return n == -EPROTO ? -EAGAIN : (int)n;
-		if (n == 0)
-			return -EAGAIN;
+		if (n <= 0)
+			break;
 		struct ssw_ep *ep = ep_new();
 		if (!ep) {
 			close_fds(fds, 4);
 			return -ENOMEM;
 		}
-		ep->ctl_fd = ssw_fd_hide(fds[0]);
-		ep->my_efd = ssw_fd_hide(fds[2]);
-		ep->peer_efd = ssw_fd_hide(fds[3]);
+		ep->ctl_fd = fds[0];
+		ep->my_efd = fds[2];
+		ep->peer_efd = fds[3];
 		int rc = -EPROTO;
 		if (n == (ssize_t)sizeof r && r.magic == SHM_MAGIC && r.type == SHM_HS_READY &&
 		    r.priv_len <= *priv_len && r.priv_len <= SSW_CONNECT_PRIV_MAX)
-			rc = map_segment(ep, fds[1], r.ring_size, 0);
+			rc = adopt_request(ep, fds[1], r.ring_size);
 		sys_close(fds[1]);
-		if (rc == 0) {
-			/* The agent already wrote the first message; resume after it. */
-			uint64_t tail = atomic_load(&ep->tx.ctl->tail), head = atomic_load(&ep->tx.ctl->head);
-			uint64_t rhead = atomic_load(&ep->rx.ctl->head);
-			if (tail < head || tail - head > ep->tx.size || (tail & 7) || (rhead & 7))
-				rc = -EPROTO;
-			ep->tx.pos = tail;
-			ep->tx.other = head;
-			ep->rx.pos = ep->rx.other = rhead;
-		}
 		if (rc < 0) {
 			shm_ep_free(ep);
 			continue;
 		}
-		peer_cred(ep);
 		memcpy(priv, r.priv, r.priv_len);
 		*priv_len = r.priv_len;
+		*out = ep;
+		return 0;
+	}
+	/* the backlog itself: no agent in between (one-trip connect) */
+	for (;;) {
+		struct ssw_ep *ep;
+		size_t plen = *priv_len;
+		int rc = shm_listener_progress(l, &ep, priv, &plen);
+		if (rc < 0)
+			return -EAGAIN;
+		int memfd = ep->seg_fd;
+		ep->seg_fd = -1;
+		rc = adopt_request(ep, memfd, ep->tx.size);
+		sys_close(memfd);
+		if (rc < 0) {
+			SSW_DEBUG("shm: refused a connection request: %s", strerror(-rc));
+			struct shm_hs nak = { .magic = SHM_MAGIC, .type = SHM_HS_ACK, .status = rc };
+			hs_send(ep->ctl_fd, &nak, sizeof nak, NULL, 0); /* a reset, there */
+			shm_ep_free(ep);
+			continue;
+		}
+		*priv_len = plen;
 		*out = ep;
 		return 0;
 	}

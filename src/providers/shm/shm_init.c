@@ -62,11 +62,15 @@ static void ctl_check(struct ssw_ep *ep)
 static void shm_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
-	/* rung first: a sleeper arming now gets the next ring, or finds the
-	 * eventfd still readable */
-	atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
 	if (sys_read(ep->my_efd, &v, sizeof v) != sizeof v)
 		ctl_check(ep); /* not our doorbell */
+	/* Only now may the producer ring again: had we cleared `rung` before
+	 * draining the eventfd, a ring in between would be drained with it and
+	 * `rung` left set, and the next sleep would never be rung.  A message
+	 * sent while `rung` was still set is seen: the caller looks at the ring
+	 * after waking. */
+	atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst); /* pairs with shm_wake_peer's fence */
 	uint32_t a = atomic_load_explicit(&ep->rx.ctl->armed, memory_order_relaxed);
 	while (a && !atomic_compare_exchange_weak_explicit(&ep->rx.ctl->armed, &a, a - 1, memory_order_relaxed,
 							   memory_order_relaxed))

@@ -91,6 +91,7 @@ struct ssw_listener {
 	pid_t epfd_pid;    /* epoll sets are shared across fork: one per process */
 	int q_rd, q_wr;    /* ready queue: a SEQPACKET socketpair shared across fork */
 	int npending;
+	int ready_used;    /* listener_enqueue was used (an agent queues requests) */
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */

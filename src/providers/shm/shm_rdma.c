@@ -3,6 +3,8 @@
  * A descriptor from the peer is checked (magic, size, owner, bounds) before use. */
 #include "providers/shm/shm_priv.h"
 
+#include "common/sys.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -40,7 +42,7 @@ static int shm_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, u
 {
 	static uint64_t gen;
 	(void)ep, (void)access;
-	struct shm_desc d = { SHM_DESC_MAGIC, (int32_t)getpid(), (uint64_t)(uintptr_t)addr, len,
+	struct shm_desc d = { SHM_DESC_MAGIC, (int32_t)ssw_pid(), (uint64_t)(uintptr_t)addr, len,
 			      __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED) };
 	memcpy(desc->data, &d, sizeof d);
 	desc->len = sizeof d;
