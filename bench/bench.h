@@ -10,7 +10,10 @@ enum bench_kind {
 	BENCH_LATENCY, /* blocking ping-pong, round-trip percentiles */
 	BENCH_STREAM,  /* one-way stream of fixed-size messages */
 	BENCH_CONNECT, /* connect + 1 byte + close, repeated */
+	BENCH_EPOLL,   /* BENCH_EPOLL_CONNS connections to one epoll server, request/response */
 };
+
+#define BENCH_EPOLL_CONNS 64
 
 /* The two columns: identical workers, with or without the switch preloaded. */
 enum bench_mode { MODE_KERNEL, MODE_SWITCHED, MODE_COUNT };

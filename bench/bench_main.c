@@ -39,13 +39,15 @@ void bench_usage(FILE *out)
 		"  stream SIZE        one process writes whole messages for --duration, the\n"
 		"                     other reads; MB/s (10^6 bytes) and messages/s at the reader\n"
 		"  connect+1 B+close  connections per second, served one after another\n"
+		"  epoll 64 conns 64 B  64 connections to one epoll server, one 64 B request\n"
+		"                     in flight on each; answered requests per second\n"
 		"The ratio column is oriented so that above 1 means switched is faster:\n"
 		"switched/kernel for rates, kernel/switched for latencies.\n"
 		"\n"
 		"options:\n"
 		"  --json           print one JSON object instead of the table\n"
 		"  --quick          fewer round trips and %.1f s per case (about 10 s in all), for CI\n"
-		"  --duration SEC   seconds per stream and connect case (default %.1f, max 20)\n"
+		"  --duration SEC   seconds per stream, connect and epoll case (default %.1f, max 20)\n"
 		"  --sizes LIST     stream message sizes, e.g. 64,4K,64K,1M (the default; K and M\n"
 		"                   are 1024 and 1024*1024)\n"
 		"  --no-pin         let the scheduler place the two workers (default: one per\n"
@@ -158,7 +160,7 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 		char *ls = NULL;
 		for (char *tok = strtok_r(lat, ",", &ls); tok; tok = strtok_r(NULL, ",", &ls)) {
 			size_t size;
-			if (bench_parse_size(tok, &size) < 0 || size == 64 || n >= max - MAX_SIZES - 2)
+			if (bench_parse_size(tok, &size) < 0 || size == 64 || n >= max - MAX_SIZES - 3)
 				continue; /* a bad size is reported below */
 			/* big messages take longer per round trip: fewer of them */
 			long count = size > 65536 ? k->rtt_count / 8 : k->rtt_count;
@@ -180,7 +182,7 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 			fprintf(stderr, "sockswitch bench: --sizes: '%s' is not a size from 1 to 64M\n", tok);
 			return -1;
 		}
-		if (n - first_stream >= MAX_SIZES || n >= max - 1) {
+		if (n - first_stream >= MAX_SIZES || n >= max - 2) {
 			fprintf(stderr, "sockswitch bench: --sizes: at most %d sizes\n", MAX_SIZES);
 			return -1;
 		}
@@ -193,6 +195,7 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 		return -1;
 	}
 	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration };
+	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration };
 	return n;
 }
 
@@ -217,8 +220,8 @@ int bench_main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
-	struct bench_case cases[2 * MAX_SIZES + 2];
-	int n = plan(&o, cases, 2 * MAX_SIZES + 2);
+	struct bench_case cases[2 * MAX_SIZES + 3];
+	int n = plan(&o, cases, 2 * MAX_SIZES + 3);
 	if (n < 0)
 		return CLI_EXIT_USAGE;
 

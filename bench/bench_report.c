@@ -46,6 +46,12 @@ static int rows_of(const struct bench_case *c, struct row rows[2])
 			rows[i].higher_is_better = 1;
 		}
 		return 2;
+	case BENCH_EPOLL:
+		snprintf(rows[0].name, sizeof(rows[0].name), "epoll_%d_%s_requests", BENCH_EPOLL_CONNS, id);
+		snprintf(rows[0].label, sizeof(rows[0].label), "%s", what);
+		rows[0].unit = "req/s";
+		rows[0].higher_is_better = 1;
+		return 1;
 	case BENCH_CONNECT:
 		snprintf(rows[0].name, sizeof(rows[0].name), "connect");
 		snprintf(rows[0].label, sizeof(rows[0].label), "%s", what);

@@ -12,6 +12,7 @@ static const char *const kind_names[] = {
 	[BENCH_LATENCY] = "latency",
 	[BENCH_STREAM] = "stream",
 	[BENCH_CONNECT] = "connect",
+	[BENCH_EPOLL] = "epoll",
 };
 
 const char *bench_kind_name(enum bench_kind k)
@@ -43,6 +44,7 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 	case BENCH_LATENCY: snprintf(buf, len, "round trip %s", sz); return;
 	case BENCH_STREAM: snprintf(buf, len, "stream %s", sz); return;
 	case BENCH_CONNECT: snprintf(buf, len, "connect+1 B+close"); return;
+	case BENCH_EPOLL: snprintf(buf, len, "epoll %d conns %s", BENCH_EPOLL_CONNS, sz); return;
 	}
 	snprintf(buf, len, "?");
 }

@@ -31,6 +31,7 @@ static const struct bench_roles *roles_of(enum bench_kind k)
 	case BENCH_LATENCY: return &bench_latency_roles;
 	case BENCH_STREAM: return &bench_stream_roles;
 	case BENCH_CONNECT: return &bench_connect_roles;
+	case BENCH_EPOLL: return &bench_epoll_roles;
 	}
 	return NULL;
 }

@@ -17,6 +17,7 @@ struct bench_roles {
 extern const struct bench_roles bench_latency_roles;
 extern const struct bench_roles bench_stream_roles;
 extern const struct bench_roles bench_connect_roles;
+extern const struct bench_roles bench_epoll_roles;
 
 /* Records "what: strerror(errno)" in r and returns -1. */
 int bench_fail(struct bench_result *r, const char *what);
