@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FDS_PER_CONN 4        /* the app's socket + rendezvous socket + two eventfds (README) */
+#define FDS_PER_CONN 2        /* the app's socket + the rendezvous socket, also the doorbell (README) */
 #define MAPS_PER_CONN 1
 #define RING_DEFAULT_KIB 512
 

@@ -55,8 +55,8 @@ static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int 
 		port = ntohs(in6->sin6_port);
 		fam = '6';
 	}
-	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v1:%c*:%d", fam, port)
-			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v1:%c:%s:%d", fam, host, port);
+	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c*:%d", fam, port)
+			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c:%s:%d", fam, host, port);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -290,8 +290,8 @@ static int take_hello(struct ssw_listener *l, int cfd, bool registered, struct s
 		      size_t *priv_len)
 {
 	struct shm_hs hs;
-	int fds[3];
-	ssize_t n = hs_recv(cfd, &hs, sizeof hs, fds, 3);
+	int fds[1];
+	ssize_t n = hs_recv(cfd, &hs, sizeof hs, fds, 1);
 	if (n == -EAGAIN)
 		return -EAGAIN;
 	if (registered) {
@@ -303,15 +303,13 @@ static int take_hello(struct ssw_listener *l, int cfd, bool registered, struct s
 	if (!ep || hs.magic != SHM_MAGIC || hs.type != SHM_HS_HELLO || hs.priv_len > SSW_CONNECT_PRIV_MAX ||
 	    hs.priv_len > *priv_len || rs < SHM_RING_MIN || rs > SHM_RING_MAX || (rs & (rs - 1))) {
 		if (n > 0)
-			close_fds(fds, 3);
+			close_fds(fds, 1);
 		sys_close(cfd);
 		ssw_shared_free(ep, sizeof *ep);
 		return -EPROTO;
 	}
-	ep->ctl_fd = cfd;
+	ep->ctl_fd = cfd; /* also the doorbell, both ways */
 	ep->seg_fd = fds[0];
-	ep->peer_efd = fds[1];
-	ep->my_efd = fds[2]; /* the connector made both doorbells: one less call here */
 	ep->tx.size = rs;
 	memcpy(priv, hs.priv, hs.priv_len);
 	*priv_len = hs.priv_len;
@@ -377,9 +375,9 @@ static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const
 	if (priv_len <= SSW_CONNECT_PRIV_MAX && reply_len <= SSW_CONNECT_PRIV_MAX) {
 		memcpy(r.priv, priv, priv_len);
 		memcpy(ack.priv, reply, reply_len);
-		int fds[4] = { ep->ctl_fd, ep->seg_fd, ep->my_efd, ep->peer_efd };
+		int fds[2] = { ep->ctl_fd, ep->seg_fd };
 		l->ready_used = 1;
-		rc = hs_send(l->q_wr, &r, sizeof r, fds, 4);
+		rc = hs_send(l->q_wr, &r, sizeof r, fds, 2);
 	}
 	/* The connector did not wait for us (one-trip connect): only a refusal
 	 * is said, and it reads as a reset there, as an overflowing accept
@@ -397,8 +395,6 @@ static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const
 static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
 {
 	ep->ctl_fd = ssw_fd_hide(ep->ctl_fd);
-	ep->my_efd = ssw_fd_hide(ep->my_efd);
-	ep->peer_efd = ssw_fd_hide(ep->peer_efd);
 	int rc = map_segment(ep, memfd, ring_size, 0);
 	if (rc == 0) {
 		uint64_t tail = atomic_load(&ep->tx.ctl->tail), head = atomic_load(&ep->tx.ctl->head);
@@ -417,20 +413,18 @@ static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
 static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	struct shm_hs r;
-	int fds[4];
+	int fds[2];
 	/* requests a listener agent queued (listener_enqueue) */
 	for (; l->ready_used;) {
-		ssize_t n = hs_recv(l->q_rd, &r, sizeof r, fds, 4);
+		ssize_t n = hs_recv(l->q_rd, &r, sizeof r, fds, 2);
 		if (n <= 0)
 			break;
 		struct ssw_ep *ep = ep_new();
 		if (!ep) {
-			close_fds(fds, 4);
+			close_fds(fds, 2);
 			return -ENOMEM;
 		}
 		ep->ctl_fd = fds[0];
-		ep->my_efd = fds[2];
-		ep->peer_efd = fds[3];
 		int rc = -EPROTO;
 		if (n == (ssize_t)sizeof r && r.magic == SHM_MAGIC && r.type == SHM_HS_READY &&
 		    r.priv_len <= *priv_len && r.priv_len <= SSW_CONNECT_PRIV_MAX)
@@ -534,21 +528,13 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	ep->seg = p;
 	ep->seg_size = size;
 	shm_ring_attach(ep, h, ring, 1);
-	ep->my_efd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	ep->peer_efd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	if (ep->my_efd < 0 || ep->peer_efd < 0) {
-		rc = -errno;
-		sys_close(memfd);
-		goto fail;
-	}
 	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = ring, .priv_len = (uint32_t)priv_len };
 	memcpy(hs.priv, priv, priv_len);
-	int fds[3] = { memfd, ep->my_efd, ep->peer_efd };
-	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, fds, 3);
+	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, &memfd, 1);
 	sys_close(memfd);
 	if (rc < 0)
 		goto fail;
-	/* One trip: the segment, the doorbells and our INIT are in the
+	/* One trip: the segment and our INIT are in the
 	 * listener's backlog now, as a SYN would be; nothing to wait for (the
 	 * acceptor's INIT comes first on its ring).  SO_PEERCRED names the
 	 * listening process. */
@@ -577,10 +563,9 @@ static void shm_close(struct ssw_ep *ep, int how)
 	if (ep->tx.ctl && (how == SSW_CLOSE_ABORT || (how == SSW_CLOSE_ORDERLY && !ep->connecting))) {
 		/* Said at once, beside the ring, so the peer's poll sees it behind
 		 * unread data; wake it whether it sleeps or not (rare, cheap). */
-		uint64_t one = 1;
 		atomic_store_explicit(&ep->tx.ctl->closed, how == SSW_CLOSE_ABORT ? SHM_CLOSED_RESET : SHM_CLOSED_ORDERLY,
 				      memory_order_seq_cst);
-		(void)!sys_write(ep->peer_efd, &one, sizeof one);
+		shm_ring_bell(ep);
 	}
 	/* Detached (another process still holds it): the peer sees the
 	 * rendezvous connection hang up once every holder has closed it. */

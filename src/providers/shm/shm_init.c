@@ -42,28 +42,51 @@ static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 	return k;
 }
 
-/* After the HELLO the rendezvous connection carries nothing but a refusal
- * (the listener could not queue us: a reset); its hang-up means every
- * process holding the peer's end is gone. */
-static void ctl_check(struct ssw_ep *ep)
+/* After the HELLO the rendezvous connection carries doorbells (1 byte) and
+ * at most a refusal (longer: the listener could not take us, a reset); its
+ * hang-up means every process holding the peer's end is gone. */
+static void ctl_record(struct ssw_ep *ep, ssize_t n)
+{
+	if (n > 1)
+		ep->err = -ECONNRESET;
+	if (n == 0 || n > 1)
+		ep->peer_gone = 1;
+}
+
+/* Drain the doorbells (wake_ack). */
+static void ctl_drain(struct ssw_ep *ep)
 {
 	struct shm_hs m;
-	struct iovec iov = { &m, sizeof m };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	for (int i = 0; i < 64 && !ep->peer_gone; i++) {
+		ssize_t n = SYS_(recvfrom, ep->ctl_fd, &m, sizeof m, MSG_DONTWAIT, NULL, NULL);
+		if (n < 0)
+			return;
+		ctl_record(ep, n);
+	}
+}
+
+/* Has the peer hung up (or refused us)?  Looks without taking anything:
+ * another thread of ours may be asleep waiting for a doorbell. */
+static void ctl_probe(struct ssw_ep *ep)
+{
 	if (ep->connecting || ep->ctl_fd < 0 || ep->peer_gone)
 		return;
-	ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, MSG_DONTWAIT);
-	if (n > 0)
-		ep->err = -ECONNRESET;
-	if (n >= 0)
-		ep->peer_gone = 1;
+	struct pollfd p = { .fd = ep->ctl_fd, .events = POLLRDHUP };
+	if (sys_poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		return;
+	struct shm_hs m;
+	/* the first record left: a doorbell (1 byte), a refusal, or nothing */
+	ssize_t n = SYS_(recvfrom, ep->ctl_fd, &m, sizeof m, MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC, NULL, NULL);
+	ctl_record(ep, n > 1 ? n : 0);
 }
 
 static void shm_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
-	if (sys_read(ep->my_efd, &v, sizeof v) != sizeof v)
-		ctl_check(ep); /* not our doorbell */
+	if (ep->my_efd < 0)
+		ctl_drain(ep);
+	else if (sys_read(ep->my_efd, &v, sizeof v) != sizeof v)
+		ctl_probe(ep); /* not our doorbell */
 	/* Only now may the producer ring again: had we cleared `rung` before
 	 * draining the eventfd, a ring in between would be drained with it and
 	 * `rung` left set, and the next sleep would never be rung.  A message
@@ -99,7 +122,7 @@ static uint32_t shm_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 		return SSW_PEER_FIN | SSW_PEER_CLOSED;
 	uint32_t st = atomic_load_explicit(&c->fin, memory_order_acquire) ? SSW_PEER_FIN : 0;
 	if (probe)
-		ctl_check(ep);
+		ctl_probe(ep);
 	if (ep->err == -ECONNRESET)
 		return SSW_PEER_RESET;
 	if (ep->peer_gone)

@@ -69,10 +69,11 @@ struct shm_hs {
 };
 
 struct ssw_ep {
-	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone */
+	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
+			    * bytes both ways (1 byte each; anything longer is a refusal) */
 	int seg_fd;        /* agent side only: the memfd, handed to the acceptor */
-	int my_efd;        /* we sleep on it */
-	int peer_efd;      /* we ring it when the peer sleeps */
+	int my_efd;        /* eventfd doorbells instead (test rigs), else -1 */
+	int peer_efd;
 	void *seg;
 	size_t seg_size;
 	struct shm_ring tx, rx;
@@ -105,6 +106,7 @@ size_t shm_ring_room(struct ssw_ep *ep);
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector);
 uint64_t shm_seg_size(uint64_t ring_size);
 void shm_wake_peer(struct ssw_ep *ep);
+void shm_ring_bell(struct ssw_ep *ep);
 int shm_gone_state(struct ssw_ep *ep);
 
 /* shm_conn.c */

@@ -43,8 +43,21 @@ void shm_wake_peer(struct ssw_ep *ep)
 	/* one ring per sleep round, however many sleepers (they share the fd) */
 	if (atomic_load_explicit(&ep->tx.ctl->armed, memory_order_relaxed) &&
 	    !atomic_exchange_explicit(&ep->tx.ctl->rung, 1, memory_order_relaxed)) {
+		shm_ring_bell(ep);
+	}
+}
+
+/* Ring the peer's doorbell: one byte on the rendezvous connection (the fd
+ * it already sleeps on for our hang-up), or an eventfd where the endpoint
+ * has one (test rigs).  A full socket buffer means rings are pending. */
+void shm_ring_bell(struct ssw_ep *ep)
+{
+	if (ep->peer_efd >= 0) {
 		uint64_t one = 1;
 		(void)!sys_write(ep->peer_efd, &one, sizeof one);
+	} else if (ep->ctl_fd >= 0) {
+		char b = 0;
+		SYS_(sendto, ep->ctl_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
 	}
 }
 
