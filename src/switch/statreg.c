@@ -286,7 +286,8 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 		/* sess is fixed once connected and lives as long as our reference */
 		ssw_session_get_stats(s->sess, &st);
 		have_stats = true;
-		state = SSW_SR_CONNECTED;
+		/* half-closed either way, or reset: what TCP calls the closing states */
+		state = st.tcp_state == K_ESTABLISHED ? SSW_SR_CONNECTED : SSW_SR_CLOSING;
 	} else if (ss == SSW_ST_CONNECTING) {
 		state = SSW_SR_CONNECTING;
 	}

@@ -29,7 +29,7 @@ start_pair() { # NAME SERVER_MODE CLIENT_MODE [VAR=VAL for the client]
   ssw_wait_file "$T/$name.port" 10 || { ssw_fail "$name: server did not start"; return 1; }
   PORT=$(cat "$T/$name.port")
   ssw_bg "$name-client" "$cmode" "$@" -- "$SSW_PYTHON" "$SSW_PROGS/trickle.py" client \
-    --port "$PORT" --stop-file "$T/$name.stop" --max-s 25
+    --port "$PORT" --stop-file "$T/$name.stop" --half-close-file "$T/$name.half" --max-s 25
 }
 
 NS=$(readlink /proc/self/ns/net | tr -dc 0-9)
@@ -68,6 +68,14 @@ if wait_for provider=shm state=connected remote=127.0.0.1:$P1; then
   ssw_check "table: header and a connected shm row" \
     grep -qE "^$CPID +python3? +[0-9]+ +shm +connected +127\.0\.0\.1:[0-9]+ +127\.0\.0\.1:$P1 " "$T/stat.txt"
   ssw_check "registry file of the client exists" test -f "$DIR/$CPID.stat"
+  # half-close: the client's end is in a closing state (FIN_WAIT2); the
+  # server reads its EOF and leaves
+  touch "$T/sw.half"
+  if wait_for state=closing remote=127.0.0.1:$P1 provider=shm; then
+    ssw_ok "switched: after shutdown(SHUT_WR) the client's end shows state closing"
+  else
+    ssw_fail "switched: half-closed connection not shown as closing: $(cat "$T/stat.json")"
+  fi
 else
   ssw_fail "switched: connection not listed by stat: $(cat "$T/stat.json" "$T/stat.err")"
 fi

@@ -6,7 +6,8 @@ rate, so that a test can watch it live (sockswitch stat) while it runs.
       accepts one connection, reads until EOF, prints "SERVER ok bytes=N"
   trickle.py client --host 127.0.0.1 --port P --stop-file F [--chunk 4096] [--max-s 25]
       sends CHUNK bytes every 10 ms until STOP-FILE exists (or MAX-S passed),
-      prints "RESULT ok bytes=N"
+      prints "RESULT ok bytes=N"; with --half-close-file H, once H exists it
+      stops sending and shuts down its sending side, keeping the socket open
 Nothing in here knows about sockswitch.
 """
 import argparse
@@ -41,9 +42,15 @@ def client(a):
     chunk = b"t" * a.chunk
     total = 0
     end = time.time() + a.max_s
+    half = False
     while not os.path.exists(a.stop_file) and time.time() < end:
-        c.sendall(chunk)
-        total += len(chunk)
+        if a.half_close_file and os.path.exists(a.half_close_file):
+            if not half:
+                c.shutdown(socket.SHUT_WR)  # half-closed: still open for reading
+                half = True
+        else:
+            c.sendall(chunk)
+            total += len(chunk)
         time.sleep(0.01)
     c.close()
     print("RESULT ok bytes=%d" % total, flush=True)
@@ -56,6 +63,7 @@ def main():
     p.add_argument("--port", type=int)
     p.add_argument("--port-file")
     p.add_argument("--stop-file")
+    p.add_argument("--half-close-file", help="when it exists: shutdown(SHUT_WR), keep the socket")
     p.add_argument("--chunk", type=int, default=4096)
     p.add_argument("--max-s", type=float, default=25.0)
     a = p.parse_args()
