@@ -195,8 +195,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	case 1: { /* anything after the HELLO on a connected rendezvous socket */
-		/* One-trip connect: the listener only ever says a refusal there, so
-		 * any record must read as a reset, and nothing else may happen. */
+		/* One-trip connect: after the HELLO the rendezvous socket carries
+		 * doorbells (1 byte) and at most a refusal. */
 		struct ssw_ep *ep = shm_ep_alloc();
 		CHECK(ep);
 		ep->ctl_fd = fcntl(sp[0], F_DUPFD_CLOEXEC, 0);
@@ -208,8 +208,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ep->rx.ctl = &ctl[0];
 		ep->tx.ctl = &ctl[1];
 		if (send_rec(sp[1], msg, mlen, fds, nf) == 0) {
+			/* drained as a waking sleeper does: a 1-byte record is a
+			 * doorbell, a longer one a refusal (reset), an empty one
+			 * reads as the hang-up */
+			ssw_provider_shm.progress->wake_ack(ep);
+			CHECK(mlen <= 1 || ep->err == -ECONNRESET);
+			CHECK(mlen != 1 || (!ep->err && !ep->peer_gone));
+			/* then the peer goes away: an end either way, and reads fail */
+			shutdown(sp[1], SHUT_WR);
 			uint32_t st = ssw_provider_shm.progress->peer_state(ep, 1, NULL);
-			/* a record is a refusal; an empty one reads as the hang-up */
 			CHECK(st == SSW_PEER_RESET || st == (SSW_PEER_FIN | SSW_PEER_CLOSED));
 			CHECK(ssw_provider_shm.msg->recv_peek(ep, &(const void *){ 0 }, &(size_t){ 0 }) < 0);
 		}
