@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -55,9 +56,11 @@ static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) {
 pid_t ssw_pid(void);
 void ssw_pid_forget(void);
 
-/* Zeroed memory shared with forked children (shmem.c); NULL on failure. */
-void *ssw_shared_alloc(size_t size);
-void ssw_shared_free(void *p, size_t size);
+/* Memory shared with forked children (shmem.c): the first `zero` bytes are
+ * zero (all of it when newly mapped); NULL on failure.  free with reuse only
+ * when no other process can still see it (kept for the next alloc). */
+void *ssw_shared_alloc(size_t size, size_t zero);
+void ssw_shared_free(void *p, size_t size, bool reuse);
 
 /* Move one of the switch's own fds above FD_SETSIZE when the limit allows
  * (fdhide.c); returns the fd to use (the old one is closed if moved). */

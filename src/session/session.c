@@ -740,7 +740,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	uint64_t rmax = ssw_session_cfg.rndv_max ? ssw_session_cfg.rndv_max : STAGE_RNDV_MAX;
 	size_t head_sz = (sizeof(struct ssw_session) + 4095) & ~(size_t)4095;
 	size_t qcap = (size_t)window_cap(prov, ep) + (size_t)rmax + (64u << 10);
-	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap);
+	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap, sizeof *s);
 	if (!s)
 		return NULL;
 	s->map_size = head_sz + qcap;
@@ -789,7 +789,7 @@ static bool rx_pending_data(struct ssw_session *s)
 static void drop_local(struct ssw_session *s)
 {
 	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
-	ssw_shared_free(s, s->map_size);
+	ssw_shared_free(s, s->map_size, false); /* another process still maps it */
 }
 
 void ssw_session_close(struct ssw_session *s, bool abort)
@@ -814,7 +814,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->tx_cv);
-	ssw_shared_free(s, s->map_size);
+	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
 }
 
 void ssw_session_detach(struct ssw_session *s)
@@ -1582,6 +1582,11 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 	ssw_session_make_init(o, &me);
 	if (me.window > s->window)
 		me.window = s->window;
+	/* The connector assumed we are like it (its own capabilities, the
+	 * largest window): when that is so there is nothing to say, and the
+	 * message (and a wake-up of the connector) is saved. */
+	if (me.caps == s->peer_caps && me.window >= window_cap(s->p, s->ep))
+		return 0;
 	sess_lock(s);
 	int rc = send_ctl(s, SSW_MSG_INIT, &me, sizeof me);
 	pthread_mutex_unlock(&s->lock);

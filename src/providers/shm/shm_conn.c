@@ -161,7 +161,7 @@ static void peer_cred(struct ssw_ep *ep)
  * processes drive the same ring indices. */
 struct ssw_ep *shm_ep_alloc(void)
 {
-	return ssw_shared_alloc(sizeof(struct ssw_ep));
+	return ssw_shared_alloc(sizeof(struct ssw_ep), sizeof(struct ssw_ep));
 }
 
 static struct ssw_ep *ep_new(void)
@@ -172,7 +172,9 @@ static struct ssw_ep *ep_new(void)
 	return ep;
 }
 
-void shm_ep_free(struct ssw_ep *ep)
+/* This process's view of an endpoint goes: fds, segment mapping, and the
+ * endpoint itself (kept for reuse unless another process still maps it). */
+static void ep_release(struct ssw_ep *ep, bool detach)
 {
 	if (!ep)
 		return;
@@ -180,7 +182,12 @@ void shm_ep_free(struct ssw_ep *ep)
 		munmap(ep->seg, ep->seg_size);
 	int fds[4] = { ep->ctl_fd, ep->my_efd, ep->peer_efd, ep->seg_fd };
 	close_fds(fds, 4);
-	ssw_shared_free(ep, sizeof *ep);
+	ssw_shared_free(ep, sizeof *ep, !detach);
+}
+
+void shm_ep_free(struct ssw_ep *ep)
+{
+	ep_release(ep, false);
 }
 
 /* Map a segment the peer sent and check it before trusting any of it. */
@@ -305,7 +312,7 @@ static int take_hello(struct ssw_listener *l, int cfd, bool registered, struct s
 		if (n > 0)
 			close_fds(fds, 1);
 		sys_close(cfd);
-		ssw_shared_free(ep, sizeof *ep);
+		ssw_shared_free(ep, sizeof *ep, true);
 		return -EPROTO;
 	}
 	ep->ctl_fd = cfd; /* also the doorbell, both ways */
@@ -569,7 +576,7 @@ static void shm_close(struct ssw_ep *ep, int how)
 	}
 	/* Detached (another process still holds it): the peer sees the
 	 * rendezvous connection hang up once every holder has closed it. */
-	shm_ep_free(ep);
+	ep_release(ep, how == SSW_CLOSE_DETACH);
 }
 
 static int shm_duplicate(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len)
