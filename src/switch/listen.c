@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/sys.h"
 #include "switch/addr.h"
+#include "switch/evwait.h"
 #include "switch/statreg.h"
 
 #include <arpa/inet.h>
@@ -189,7 +190,22 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 			uint64_t now = ssw_now_ns();
 			ms = now >= dl ? 0 : (int)((dl - now) / 1000000) + 1;
 		}
-		int r = sys_poll(pf, (nfds_t)(1 + s->npl), ms);
+		int r = 0;
+		if (ms != 0) {
+			/* a busy server's next connection is often a few µs away: look
+			 * for the adaptive spin budget before paying for a wake-up */
+			uint64_t t0 = ssw_now_ns(), spin = ssw_ev_spin_ns();
+			while ((r = sys_poll(pf, (nfds_t)(1 + s->npl), 0)) == 0 && ssw_now_ns() - t0 < spin)
+				ssw_cpu_relax();
+			if (r > 0)
+				ssw_ev_spin_hit();
+		}
+		if (r == 0) {
+			uint64_t t1 = ssw_now_ns();
+			r = sys_poll(pf, (nfds_t)(1 + s->npl), ms);
+			if (ms != 0)
+				ssw_ev_slept(ssw_now_ns() - t1, r > 0);
+		}
 		if (r < 0)
 			return -errno;
 		if (pf[0].revents & (POLLIN | POLLERR | POLLHUP)) {
