@@ -15,7 +15,7 @@
 static bool any_switched(const struct pollfd *fds, nfds_t n)
 {
 	for (nfds_t i = 0; i < n; i++)
-		if (ssw_fdtab_any(&fds[i].fd, 1))
+		if (ssw_fdtab_any(&fds[i].fd, 1) || ssw_epoll_has_members(fds[i].fd))
 			return true;
 	return false;
 }
@@ -54,7 +54,10 @@ static int select_common(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct
 	for (int fd = 0; fd < nfds; fd++)
 		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)))
 			fds[n++] = fd;
-	if (!ssw_fdtab_any(fds, n))
+	bool ours = ssw_fdtab_any(fds, n);
+	for (int i = 0; i < n && !ours; i++)
+		ours = ssw_epoll_has_members(fds[i]);
+	if (!ours)
 		return 0;
 	*handled = true;
 	struct pollfd *p = calloc((size_t)n + 1, sizeof *p);

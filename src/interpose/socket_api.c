@@ -295,15 +295,19 @@ EXPORT int epoll_create(int size)
 		return -1;
 	}
 	int r = fresh((int)syscall(SYS_epoll_create1, 0));
-	if (r >= 0)
+	if (r >= 0) {
 		ssw_epoll_forget(r);
+		ssw_fdinfo_set(r, SSW_FI_EPOLL);
+	}
 	return r;
 }
 
 EXPORT int epoll_create1(int flags)
 {
 	int r = fresh((int)syscall(SYS_epoll_create1, flags));
-	if (r >= 0)
+	if (r >= 0) {
 		ssw_epoll_forget(r);
+		ssw_fdinfo_set(r, SSW_FI_EPOLL);
+	}
 	return r;
 }

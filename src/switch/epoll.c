@@ -38,11 +38,22 @@ struct epx_entry {
 	struct epx_entry *next;
 };
 
+/* An epoll fd of ours (with switched members) registered in this one: the
+ * kernel sees only its kernel members, so its switched readiness is added
+ * here (nested epoll). */
+struct epx_nested {
+	int fd;
+	uint32_t events;
+	epoll_data_t data;
+	struct epx_nested *next;
+};
+
 struct epx {
 	int epfd;
 	int kick;             /* eventfd, registered in epfd with EPX_KICK_TAG; -1: none */
 	int n;                /* side entries */
 	struct epx_entry *list;
+	struct epx_nested *nested;
 	struct epx *next;
 };
 
@@ -116,10 +127,52 @@ static int kick_setup(struct epx *x)
 	return 0;
 }
 
+/* epoll_ctl of an epoll fd with switched members into another epoll fd:
+ * the kernel registers it (its kernel members), we remember it for the
+ * switched ones.  Called with epx_lock. */
+static void nested_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	if (!(ssw_fdinfo_get(fd) & SSW_FI_EPOLL))
+		return;
+	struct epx *x = find(epfd, false);
+	if (!x && op != EPOLL_CTL_ADD)
+		return;
+	if (!x && !(x = find(epfd, true)))
+		return;
+	struct epx_nested **pp = &x->nested;
+	while (*pp && (*pp)->fd != fd)
+		pp = &(*pp)->next;
+	if (op == EPOLL_CTL_DEL) {
+		if (*pp) {
+			struct epx_nested *d = *pp;
+			*pp = d->next;
+			free(d);
+		}
+		return;
+	}
+	if (!ev || (!*pp && op != EPOLL_CTL_ADD))
+		return;
+	if (!*pp && !(*pp = calloc(1, sizeof **pp)))
+		return;
+	(*pp)->fd = fd;
+	(*pp)->events = ev->events;
+	(*pp)->data = ev->data;
+}
+
 int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled)
 {
 	*handled = false;
 	struct ssw_sock *s = ssw_sock_get(fd);
+	if (!s && (ssw_fdinfo_get(fd) & SSW_FI_EPOLL) && __atomic_load_n(&epx_all, __ATOMIC_RELAXED)) {
+		/* an epoll fd into an epoll fd: the kernel decides; we remember it */
+		*handled = true;
+		if (sys_epoll_ctl(epfd, op, fd, ev) < 0)
+			return -errno;
+		pthread_mutex_lock(&epx_lock);
+		nested_ctl(epfd, op, fd, ev);
+		pthread_mutex_unlock(&epx_lock);
+		return 0;
+	}
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = find(epfd, s != NULL && op == EPOLL_CTL_ADD);
 	struct epx_entry **pp = x ? find_entry(x, fd) : NULL;
@@ -355,6 +408,101 @@ static int collect(struct epx *x, struct epoll_event *out, int max)
 	return n;
 }
 
+/* Would an epoll_wait on x report a switched member now?  As the kernel's
+ * poll of an epoll fd: edge-triggered members only with an edge not yet
+ * reported; nothing is consumed.  Called with epx_lock. */
+static bool side_ready(struct epx *x)
+{
+	for (struct epx_entry *e = x->list; e; e = e->next) {
+		if (e->disabled)
+			continue;
+		uint32_t ev = entry_ready(e);
+		if (!ev)
+			continue;
+		if (!(e->events & EPOLLET) || (ev & ~e->last))
+			return true;
+		if (e->s->sess) {
+			struct ssw_session_stats st = { 0 };
+			ssw_session_get_stats(e->s->sess, &st);
+			if (((ev & EPOLLIN) && st.bytes_received != e->rx_seen) ||
+			    ((ev & EPOLLOUT) && st.tx_inflight < e->tx_seen))
+				return true;
+		}
+	}
+	return false;
+}
+
+bool ssw_epoll_has_members(int epfd)
+{
+	if (!(ssw_fdinfo_get(epfd) & SSW_FI_EPOLL) || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&epx_lock);
+	struct epx *x = find(epfd, false);
+	bool r = x && x->n;
+	pthread_mutex_unlock(&epx_lock);
+	return r;
+}
+
+int ssw_epoll_peek(int epfd)
+{
+	if (!(ssw_fdinfo_get(epfd) & SSW_FI_EPOLL) || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
+		return -1;
+	pthread_mutex_lock(&epx_lock);
+	struct epx *x = find(epfd, false);
+	int r = x && x->n ? side_ready(x) : -1;
+	pthread_mutex_unlock(&epx_lock);
+	return r;
+}
+
+/* Events of nested epoll fds whose switched members are ready (outside
+ * epx_lock: peeking takes it), merged with what the kernel reported for
+ * them; appended to out[n..max). */
+static int nested_events(int epfd, struct epoll_event *out, int n, int max, bool *any)
+{
+	struct epx_nested copy[16];
+	int k = 0;
+	pthread_mutex_lock(&epx_lock);
+	struct epx *x = find(epfd, false);
+	for (struct epx_nested *q = x ? x->nested : NULL; q && k < 16; q = q->next)
+		copy[k++] = *q;
+	pthread_mutex_unlock(&epx_lock);
+	*any = k > 0;
+	for (int i = 0; i < k; i++) {
+		/* the kernel saw the inner epoll fd readable: maybe only its private
+		 * kick (an epoll_ctl wake-up for its own waiters), which is not an
+		 * event to anyone else */
+		int j = 0;
+		while (j < n && out[j].data.u64 != copy[i].data.u64)
+			j++;
+		if (j == n)
+			continue;
+		pthread_mutex_lock(&epx_lock);
+		struct epx *in = find(copy[i].fd, false);
+		int kfd = in ? in->kick : -1;
+		pthread_mutex_unlock(&epx_lock);
+		if (kfd < 0)
+			continue;
+		kick_drain(kfd);
+		struct pollfd p = { .fd = copy[i].fd, .events = POLLIN };
+		if (sys_poll(&p, 1, 0) > 0 || ssw_epoll_peek(copy[i].fd) > 0)
+			continue;
+		out[j] = out[--n]; /* nothing there after all */
+	}
+	for (int i = 0; i < k && n < max; i++) {
+		if (!(copy[i].events & EPOLLIN) || ssw_epoll_peek(copy[i].fd) <= 0)
+			continue;
+		bool merged = false;
+		for (int j = 0; j < n && !merged; j++)
+			if (out[j].data.u64 == copy[i].data.u64) {
+				out[j].events |= EPOLLIN;
+				merged = true;
+			}
+		if (!merged)
+			out[n++] = (struct epoll_event){ .events = EPOLLIN, .data = copy[i].data };
+	}
+	return n;
+}
+
 /* Kernel events into out[n..max): the kick tag is dropped (and the kick
  * drained); a listener's kernel event merges with its side event. */
 static int kernel_events(struct epx *x, struct epoll_event *out, int n, int max, int nside)
@@ -389,7 +537,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		return 0;
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = find(epfd, false);
-	bool ours = x && (x->list || x->kick >= 0);
+	bool ours = x && (x->list || x->kick >= 0 || x->nested);
 	pthread_mutex_unlock(&epx_lock);
 	if (!ours || max <= 0 || !events)
 		return 0; /* the kernel answers (and gives EINVAL/EFAULT) */
@@ -422,6 +570,8 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		}
 		if (r > 0)
 			n = r;
+		bool nested = false;
+		n = nested_events(epfd, events, n < 0 ? 0 : n, max, &nested);
 		if (n || timeout_ms == 0) {
 			if (n && spun)
 				ssw_ev_spin_hit();
@@ -493,6 +643,8 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 			int64_t left = -1;
 			if (timeout_ms > 0)
 				left = (int64_t)(dl > t0 ? dl - t0 : 0);
+			if (nested && !nap)
+				nap = 1000000; /* nested epoll fds: look again every ms */
 			if (nap && (left < 0 || (uint64_t)left > nap))
 				left = (int64_t)nap;
 			struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
@@ -549,6 +701,11 @@ void ssw_epoll_forget(int epfd)
 		}
 		if (x->kick >= 0)
 			sys_close(x->kick);
+		while (x->nested) {
+			struct epx_nested *q = x->nested;
+			x->nested = q->next;
+			free(q);
+		}
 		free(x);
 		break;
 	}

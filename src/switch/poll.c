@@ -83,13 +83,22 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		/* 1. switched readiness, and the kernel's view of the rest without waiting */
 		int ready = 0;
 		nfds_t nk = n;
+		bool nested = false;
 		for (nfds_t i = 0; i < n; i++) {
 			k[i] = fds[i];
 			k[i].revents = 0;
 			fds[i].revents = 0;
 			struct ssw_sock *s = sl[i].s;
-			if (!s)
+			if (!s) {
+				/* an epoll fd with switched members: the kernel sees only
+				 * its kernel members */
+				int pk = fds[i].fd >= 0 ? ssw_epoll_peek(fds[i].fd) : -1;
+				if (pk >= 0)
+					nested = true;
+				if (pk > 0 && (fds[i].events & POLLIN))
+					fds[i].revents = POLLIN;
 				continue;
+			}
 			if (s->state == SSW_ST_LISTENING) {
 				if ((fds[i].events & POLLIN) && listener_pending(s))
 					fds[i].revents |= POLLIN;
@@ -160,6 +169,8 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			disarm_all(sl, n);
 			continue; /* re-check readiness at once */
 		}
+		if (nested && !nap)
+			nap = 1000000; /* epoll fds with switched members: look again every ms */
 		struct timespec ts, *tp = NULL;
 		uint64_t t0 = ssw_now_ns();
 		if (!forever || nap) {

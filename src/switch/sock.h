@@ -72,6 +72,7 @@ enum {
 	SSW_FI_OPTS = 8,      /* a SOL_SOCKET option was set: read them back */
 	SSW_FI_BOUND = 16,
 	SSW_FI_NONBLOCK = 32,
+	SSW_FI_EPOLL = 64,    /* an epoll fd (made through our epoll_create) */
 };
 uint8_t ssw_fdinfo_get(int fd);
 void ssw_fdinfo_set(int fd, uint8_t v);

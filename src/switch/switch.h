@@ -59,6 +59,10 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
 int ssw_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask, bool *handled);
 void ssw_epoll_forget(int epfd);
+/* An epoll fd of ours watched from outside (poll, or another epoll fd):
+ * 1 if a switched member is ready now, 0 if not, -1 if it has none. */
+int ssw_epoll_peek(int epfd);
+bool ssw_epoll_has_members(int epfd);
 
 /* fork (fork.c): holders of fork-shared sessions */
 void ssw_fork_begin(void);

@@ -39,7 +39,6 @@ declare -A KERNEL_SEGS=([refused_v4]=$SSW_CONN_SEGS [refused_v6]=$SSW_CONN_SEGS)
 # starts to match, the test says XPASS: take it off this list.
 declare -A KNOWN_DIFF=(
   [exec_inherit]="a switched connection inherited across exec loses its session (issue 3 note: exec inheritance)"
-  [epoll_nested]="an epoll fd holding switched sockets, watched by another epoll fd or poll: readiness of switched entries is not visible to the kernel (outer waiter sleeps; a pending epoll_ctl kick shows as readable) (issue 4: nested epoll)"
 )
 
 names=${SEM_SCENARIOS:-$("$SEM" LIST)}
