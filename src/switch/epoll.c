@@ -432,6 +432,61 @@ static bool side_ready(struct epx *x)
 	return false;
 }
 
+/* Arm the switched members of x into pf (at most n fds); their sessions go
+ * to armed[]/held[] (at most hmax, count in *na).  Called with epx_lock.
+ * Returns SSW_EV_PENDING when a member has something (re-check first),
+ * SSW_EV_NAP when not all could be armed, else SSW_EV_ARMED. */
+static int arm_members(struct epx *x, struct pollfd *pf, int n, int *nout, struct ssw_session **armed,
+		       struct ssw_sock **held, int hmax, int *na)
+{
+	int k = 0, res = SSW_EV_ARMED;
+	for (struct epx_entry *e = x->list; e; e = e->next) {
+		if (e->disabled)
+			continue;
+		if (k + ARM_FDS > n || *na >= hmax) {
+			res = SSW_EV_NAP;
+			break;
+		}
+		int got = 0;
+		struct ssw_session *a = NULL;
+		int r = ssw_ev_arm(e->s, &pf[k], ARM_FDS, &got, &e->staged, &a);
+		if (r == SSW_EV_PENDING) {
+			res = SSW_EV_PENDING;
+			break;
+		}
+		if (r == SSW_EV_NAP)
+			res = SSW_EV_NAP;
+		k += got;
+		if (a) {
+			atomic_fetch_add(&e->s->refs, 1);
+			held[*na] = e->s;
+			armed[(*na)++] = a;
+		}
+	}
+	*nout = k;
+	return res;
+}
+
+int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct ssw_session **armed,
+			  struct ssw_sock **held, int hmax, int *na)
+{
+	*nout = 0;
+	pthread_mutex_lock(&epx_lock);
+	struct epx *x = find(epfd, false);
+	int r = x ? arm_members(x, pf, n, nout, armed, held, hmax, na) : SSW_EV_IDLE;
+	pthread_mutex_unlock(&epx_lock);
+	return r;
+}
+
+void ssw_epoll_members_woke(int epfd)
+{
+	pthread_mutex_lock(&epx_lock);
+	struct epx *x = find(epfd, false);
+	for (struct epx_entry *e = x ? x->list : NULL; e; e = e->next)
+		e->staged = false;
+	pthread_mutex_unlock(&epx_lock);
+}
+
 bool ssw_epoll_has_members(int epfd)
 {
 	if (!(ssw_fdinfo_get(epfd) & SSW_FI_EPOLL) || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
@@ -594,6 +649,10 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		pthread_mutex_lock(&epx_lock);
 		x = find(epfd, false);
 		int need = 1 + (x ? x->n : 0) * ARM_FDS;
+		for (struct epx_nested *q = x ? x->nested : NULL; q; q = q->next) {
+			struct epx *in = find(q->fd, false);
+			need += in ? in->n * ARM_FDS : 0;
+		}
 		if (need > cap) {
 			struct pollfd *np = realloc(pf, (size_t)need * sizeof *pf);
 			struct ssw_session **na = np ? realloc(armed, (size_t)need * sizeof *armed) : NULL;
@@ -615,25 +674,19 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		bool again = false;
 		uint64_t nap = 0;
 		pf[np++] = (struct pollfd){ .fd = epfd, .events = POLLIN };
-		for (struct epx_entry *e = x ? x->list : NULL; e && !again; e = e->next) {
-			if (e->disabled)
-				continue;
-			int got = 0;
-			struct ssw_session *a = NULL;
-			switch (ssw_ev_arm(e->s, &pf[np], ARM_FDS, &got, &e->staged, &a)) {
-			case SSW_EV_PENDING:
-				again = true;
-				break;
-			case SSW_EV_NAP:
-				nap = SSW_EV_NAP_NS;
-				break;
-			default:
+		/* our switched members, then those of nested epoll fds */
+		for (int pass = 0; x && pass < 2 && !again; pass++) {
+			for (struct epx_nested *q = pass ? x->nested : NULL; pass == 0 || q; q = q ? q->next : NULL) {
+				struct epx *t = pass ? find(q->fd, false) : x;
+				int got = 0, r = t ? arm_members(t, &pf[np], cap - np, &got, armed, held, cap, &na)
+						   : SSW_EV_IDLE;
 				np += got;
-				if (a) {
-					atomic_fetch_add(&e->s->refs, 1);
-					held[na] = e->s;
-					armed[na++] = a;
-				}
+				if (r == SSW_EV_PENDING)
+					again = true;
+				else if (r == SSW_EV_NAP)
+					nap = SSW_EV_NAP_NS;
+				if (pass == 0 || again)
+					break;
 			}
 		}
 		pthread_mutex_unlock(&epx_lock);
@@ -643,8 +696,6 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 			int64_t left = -1;
 			if (timeout_ms > 0)
 				left = (int64_t)(dl > t0 ? dl - t0 : 0);
-			if (nested && !nap)
-				nap = 1000000; /* nested epoll fds: look again every ms */
 			if (nap && (left < 0 || (uint64_t)left > nap))
 				left = (int64_t)nap;
 			struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
@@ -666,6 +717,11 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		x = find(epfd, false);
 		for (struct epx_entry *e = x ? x->list : NULL; e; e = e->next)
 			e->staged = false;
+		for (struct epx_nested *q = x ? x->nested : NULL; q; q = q->next) {
+			struct epx *in = find(q->fd, false);
+			for (struct epx_entry *e = in ? in->list : NULL; e; e = e->next)
+				e->staged = false;
+		}
 		pthread_mutex_unlock(&epx_lock);
 		spin_until = 0;
 	}

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #define EXTRA_PER_SOCK 4
+#define NESTED_FDS 256   /* wait fds of switched members of polled epoll fds */
+#define NESTED_ARMED 64
 
 struct pslot {
 	struct ssw_sock *s;
@@ -43,6 +45,15 @@ static bool listener_pending(struct ssw_sock *s)
 	return s->npl && sys_poll(pf, (nfds_t)s->npl, 0) > 0;
 }
 
+static void disarm_nested(struct ssw_session **armed, struct ssw_sock **held, int *n)
+{
+	for (int i = 0; i < *n; i++) {
+		ssw_session_sleep_done(armed[i]);
+		ssw_sock_put(held[i]);
+	}
+	*n = 0;
+}
+
 static uint64_t deadline_of(const struct timespec *t)
 {
 	if (!t)
@@ -63,7 +74,10 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 {
 	struct pslot small[16];
 	struct pslot *sl = n <= 16 ? small : calloc(n, sizeof *sl);
-	struct pollfd *k = calloc(n + n * EXTRA_PER_SOCK + 1, sizeof *k);
+	struct pollfd *k = calloc(n + n * EXTRA_PER_SOCK + 1 + NESTED_FDS, sizeof *k);
+	struct ssw_session *narmed[NESTED_ARMED];
+	struct ssw_sock *nheld[NESTED_ARMED];
+	int nna = 0;
 	int ret = 0;
 	if (!sl || !k) {
 		free(k);
@@ -169,8 +183,26 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			disarm_all(sl, n);
 			continue; /* re-check readiness at once */
 		}
-		if (nested && !nap)
-			nap = 1000000; /* epoll fds with switched members: look again every ms */
+		/* epoll fds with switched members: sleep on those members too */
+		nfds_t kmax = n + n * EXTRA_PER_SOCK + 1 + NESTED_FDS;
+		for (nfds_t i = 0; nested && i < n && !again; i++) {
+			if (sl[i].s || fds[i].fd < 0 || !(fds[i].events & POLLIN))
+				continue;
+			int got = 0, cnt = 0;
+			int r = ssw_epoll_arm_members(fds[i].fd, &k[nk], (int)(kmax - nk), &got, narmed + nna, nheld + nna,
+						      NESTED_ARMED - nna, &cnt);
+			nna += cnt;
+			nk += (nfds_t)got;
+			if (r == SSW_EV_PENDING)
+				again = true;
+			else if (r == SSW_EV_NAP)
+				nap = SSW_EV_NAP_NS;
+		}
+		if (again) {
+			disarm_nested(narmed, nheld, &nna);
+			disarm_all(sl, n);
+			continue;
+		}
 		struct timespec ts, *tp = NULL;
 		uint64_t t0 = ssw_now_ns();
 		if (!forever || nap) {
@@ -184,6 +216,10 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		int r = sys_ppoll(k, nk, tp, mask);
 		int err = errno;
 		disarm_all(sl, n);
+		disarm_nested(narmed, nheld, &nna);
+		for (nfds_t i = 0; nested && i < n; i++)
+			if (!sl[i].s && fds[i].fd >= 0)
+				ssw_epoll_members_woke(fds[i].fd);
 		ssw_ev_slept(ssw_now_ns() - t0, r > 0);
 		if (r < 0 && err == EINTR) {
 			ret = -EINTR;
