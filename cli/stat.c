@@ -89,14 +89,7 @@ static uint64_t proc_starttime(int pid)
 	size_t n = fread(buf, 1, sizeof buf - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	int field = 2;
-	for (; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
+	return ssw_statreg_starttime(buf);
 }
 
 static int read_hdr(const char *path, struct ssw_statreg_hdr *h)

@@ -84,12 +84,9 @@ int ssw_statreg_dir(char *buf, unsigned len)
 	return k > 0 && (unsigned)k < len ? 0 : -1;
 }
 
-static uint64_t proc_starttime(void)
+uint64_t ssw_statreg_starttime(const char *stat)
 {
-	char buf[1024];
-	if (read_small("/proc/self/stat", buf, sizeof buf) < 0)
-		return 0;
-	const char *p = strrchr(buf, ')');
+	const char *p = strrchr(stat, ')');
 	if (!p)
 		return 0;
 	/* after ") " come fields 3, 4, ...: starttime is field 22 */
@@ -98,6 +95,14 @@ static uint64_t proc_starttime(void)
 		if (*p == ' ')
 			field++;
 	return strtoull(p, NULL, 10);
+}
+
+static uint64_t proc_starttime(void)
+{
+	char buf[1024];
+	if (read_small("/proc/self/stat", buf, sizeof buf) < 0)
+		return 0;
+	return ssw_statreg_starttime(buf);
 }
 
 static uint64_t realtime_ns(void)

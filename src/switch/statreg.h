@@ -102,4 +102,8 @@ void ssw_statreg_route_tcp(int fd, const struct sockaddr *peer, socklen_t len, c
 /* fd is being closed. */
 void ssw_statreg_fd_closed(int fd);
 
+/* starttime (field 22) from the text of /proc/PID/stat: tells a pid reused
+ * by another process from the one that published; 0 if unreadable. */
+uint64_t ssw_statreg_starttime(const char *stat);
+
 #endif
