@@ -75,21 +75,22 @@ struct ssw_conn_ops {
 	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog,
 		      struct ssw_listener **out);
 
-	/* Connection requests are handled in two halves so that the transport
-	 * and session handshake complete without the application calling accept
-	 * (seed 001), and so that any process sharing the listener can accept:
+	/* Connection requests.  The connect must complete without the
+	 * application calling accept (seed 001), and any process sharing the
+	 * listener may accept:
 	 *
-	 *  - the switch's agent thread sleeps on listener_progress_fd() and calls
-	 *    listener_progress(), which receives one connection request and
-	 *    returns 0 with an endpoint and the connector's private data, or
-	 *    -EAGAIN.  The agent then calls listener_enqueue() with the reply
-	 *    private data (the session's answer: credits, capabilities): the
-	 *    provider completes the connection with that reply and queues it
-	 *    for accept.  The agent's endpoint is released either way;
-	 *  - WSPAccept: accept() dequeues one queued connection, non-blocking:
-	 *    0 with an endpoint and the connector's private data (*priv_len in:
-	 *    capacity, out: length), or -EAGAIN.  listener_fd() is readable
-	 *    while the queue is not empty.  Exactly one process gets each. */
+	 *  - WSPAccept: accept() takes one request, non-blocking: 0 with an
+	 *    endpoint and the connector's private data (*priv_len in: capacity,
+	 *    out: length), or -EAGAIN.  listener_fd() is readable while one
+	 *    waits.  Exactly one process gets each.
+	 *  - A provider whose connect needs the listener's answer (a reply with
+	 *    private data) gets it from a helper of the switch's: it sleeps on
+	 *    listener_progress_fd(), takes a request with listener_progress()
+	 *    (0 with an endpoint and the connector's data, or -EAGAIN) and
+	 *    calls listener_enqueue() with the reply, which completes the
+	 *    connection and queues it for accept().  The shm provider connects
+	 *    in one trip (connect_complete gives no reply) and needs none of
+	 *    this; the switch runs no such helper at present. */
 	int (*listener_progress_fd)(struct ssw_listener *l);
 	int (*listener_progress)(struct ssw_listener *l, struct ssw_ep **ep, void *priv,
 				 size_t *priv_len);
