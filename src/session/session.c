@@ -105,7 +105,7 @@ struct ssw_session {
 };
 
 struct ssw_session_config ssw_session_cfg = {
-	.rndv_threshold = 64u << 10,
+	.rndv_threshold = SSW_RNDV_OFF,
 	.rndv_max = 256u << 10,
 	.rdma_mode = SSW_RDMA_AUTO,
 	.spin_max_ns = 50000,

@@ -14,7 +14,8 @@ struct ssw_session;
 
 /* Tunables, read once from the environment (session_config.c). */
 struct ssw_session_config {
-	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous */
+	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous
+				    * (SSW_RNDV_OFF: none; the default unless a mode is forced) */
 	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit).  Past the
 				    * L2 cache a one-core CMA copy loses to the two-core ring pipeline */
 	int rdma_mode;             /* SOCKSWITCH_RDMA: 0 auto, 1 read, 2 write, 3 none */
@@ -23,6 +24,7 @@ struct ssw_session_config {
 	int fault_nomem;           /* SOCKSWITCH_FAULT=nomem: temporary buffers fail (tests) */
 };
 enum { SSW_RDMA_AUTO = 0, SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY, SSW_RDMA_NONE };
+#define SSW_RNDV_OFF UINT32_MAX
 extern struct ssw_session_config ssw_session_cfg;
 /* Returns 0, or -1 with a message naming the bad variable. */
 int ssw_session_config_load(char *err, size_t errlen);
