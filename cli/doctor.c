@@ -186,9 +186,10 @@ static void check_cma(void)
 	if (yama >= 0)
 		snprintf(ys, sizeof ys, " (Yama ptrace_scope %ld)", yama);
 	if (res == 0)
-		report(OK, "CMA: process_vm_readv between processes of this user works%s: large sends are copied once", ys);
+		report(OK, "CMA: process_vm_readv between processes of this user works%s: the rendezvous can be used "
+			   "(SOCKSWITCH_RDMA=read|write; off by default on shm, where the ring is faster)", ys);
 	else if (res > 0)
-		report(WARN, "CMA: process_vm_readv refused: %s%s: large sends are copied through the ring (slower, still switched)",
+		report(WARN, "CMA: process_vm_readv refused: %s%s: a requested rendezvous falls back to the ring (still switched)",
 		       strerror(res), ys);
 	else
 		report(WARN, "CMA: cannot test (fork failed)");
