@@ -1,5 +1,6 @@
 /* bench_report.c — prints the results as a side-by-side table or as one JSON object. */
 #include "bench.h"
+#include "json.h"
 #include "cli.h"
 
 #include <math.h>
@@ -126,20 +127,6 @@ void bench_report_table(const struct bench_case *cases, int n, const struct benc
 		}
 }
 
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
-}
 
 static void json_number(double v)
 {
@@ -152,7 +139,7 @@ static void json_number(double v)
 void bench_report_json(const struct bench_case *cases, int n, const struct bench_info *info)
 {
 	printf("{\n  \"tool\": \"sockswitch bench\",\n  \"version\": \"%s\",\n  \"library\": ", SSW_VERSION);
-	json_string(info->lib);
+	cli_json_str(info->lib);
 	printf(",\n  \"address\": \"127.0.0.1\",\n  \"quick\": %s,\n  \"duration_s\": ",
 	       info->quick ? "true" : "false");
 	json_number(info->duration);
@@ -180,7 +167,7 @@ void bench_report_json(const struct bench_case *cases, int n, const struct bench
 				const struct bench_result *r = &cases[i].r[m];
 				if (!r->ok || r->note[0]) {
 					printf(", \"%s_%s\": ", m == MODE_KERNEL ? "kernel" : "switched", r->ok ? "note" : "error");
-					json_string(r->ok ? r->note : r->error);
+					cli_json_str(r->ok ? r->note : r->error);
 				}
 			}
 			printf("}");

@@ -2,6 +2,7 @@
  * under the configuration the switch would load, and why; without an address,
  * the whole table in the order it is tried. */
 #include "cli.h"
+#include "json.h"
 
 #include "switch/route.h"
 
@@ -16,7 +17,7 @@
 void routes_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: sockswitch routes [--conf FILE] [--routes RULES] [ADDR[:PORT]...]\n"
+		"usage: sockswitch routes [--json] [--conf FILE] [--routes RULES] [ADDR[:PORT]...]\n"
 		"\n"
 		"For each address, prints the provider a connect() to it gets (shm, fabric\n"
 		"or tcp = kernel TCP), the rule that decides it (file and line, the\n"
@@ -28,6 +29,9 @@ void routes_usage(FILE *out)
 		"[::1]:80, localhost:6379.\n"
 		"\n"
 		"options:\n"
+		"  --json          one JSON array: per address {address, host, provider,\n"
+		"                  rule, rule_text, origin, port_excluded_by, why}; without\n"
+		"                  an address, the rules {index, rule, origin}\n"
 		"  --conf FILE     routing configuration file (instead of SOCKSWITCH_CONF)\n"
 		"  --routes RULES  rules separated by ';' (instead of SOCKSWITCH_ROUTES)\n"
 		"  -h, --help      show this help\n"
@@ -115,8 +119,31 @@ static int parse_target(const char *arg, struct sockaddr_storage *ss, socklen_t 
 	return 0;
 }
 
+static void json_or_null(const char *s)
+{
+	if (s)
+		cli_json_str(s);
+	else
+		printf("null");
+}
+
+static void json_table(const struct ssw_routes *r)
+{
+	printf("[");
+	for (int i = 0; i < r->nrules; i++) {
+		char txt[256];
+		ssw_route_rule_format(&r->rules[i], txt, sizeof txt);
+		printf("%s\n  {\"index\": %d, \"rule\": ", i ? "," : "", i + 1);
+		cli_json_str(txt);
+		printf(", \"origin\": ");
+		cli_json_str(r->rules[i].origin);
+		printf("}");
+	}
+	printf("\n]\n");
+}
+
 static void explain_one(const struct ssw_routes *r, const char *arg, const struct sockaddr_storage *ss,
-			socklen_t len, bool has_port)
+			socklen_t len, bool has_port, int json)
 {
 	struct ssw_route_explanation ex;
 	ssw_route_explain(r, (const struct sockaddr *)ss, len, has_port, &ex);
@@ -124,6 +151,31 @@ static void explain_one(const struct ssw_routes *r, const char *arg, const struc
 	const void *a = ss->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
 						  : (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
 	inet_ntop(ss->ss_family, a, host, sizeof host);
+	if (json) {
+		char txt[256] = "";
+		if (ex.rule)
+			ssw_route_rule_format(ex.rule, txt, sizeof txt);
+		printf("%s\n  {\"address\": ", json > 1 ? "," : "");
+		cli_json_str(arg);
+		printf(", \"host\": ");
+		cli_json_str(host);
+		printf(", \"provider\": ");
+		cli_json_str(ssw_target_name(ex.target));
+		if (ex.rule)
+			printf(", \"rule\": %d", ex.rule_index);
+		else
+			printf(", \"rule\": null");
+		printf(", \"rule_text\": ");
+		json_or_null(ex.rule ? txt : NULL);
+		printf(", \"origin\": ");
+		json_or_null(ex.rule ? ex.rule->origin : NULL);
+		printf(", \"port_excluded_by\": ");
+		json_or_null(ex.port_excluded ? ex.port_origin : NULL);
+		printf(", \"why\": ");
+		cli_json_str(ex.why);
+		printf("}");
+		return;
+	}
 
 	printf("%s", arg);
 	if (strcmp(arg, host) && !has_port)
@@ -151,7 +203,7 @@ static void explain_one(const struct ssw_routes *r, const char *arg, const struc
 int routes_main(int argc, char **argv)
 {
 	const char *conf = NULL, *rules = NULL;
-	int first = argc;
+	int first = argc, json = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char **dst = NULL;
@@ -163,6 +215,10 @@ int routes_main(int argc, char **argv)
 		if (!strcmp(a, "--")) {
 			first = i + 1;
 			break;
+		}
+		if (!strcmp(a, "--json")) {
+			json = 1;
+			continue;
 		}
 		if (!strncmp(a, "--conf", 6) && (a[6] == '\0' || a[6] == '='))
 			dst = &conf, v = a[6] ? a + 7 : NULL;
@@ -192,13 +248,18 @@ int routes_main(int argc, char **argv)
 	if (cli_check_config("routes", &table, err, sizeof err) < 0)
 		return CLI_EXIT_FAIL;
 	const char *dis = getenv("SOCKSWITCH_DISABLE");
-	if (dis && *dis && strcmp(dis, "0"))
+	if (dis && *dis && strcmp(dis, "0") && !json)
 		printf("note: SOCKSWITCH_DISABLE is set: programs started with it use kernel TCP for everything\n");
 
 	if (first >= argc) {
-		print_table(&table);
+		if (json)
+			json_table(&table);
+		else
+			print_table(&table);
 		return CLI_EXIT_OK;
 	}
+	if (json)
+		printf("[");
 	int rc = CLI_EXIT_OK;
 	for (int i = first; i < argc; i++) {
 		struct sockaddr_storage ss;
@@ -214,7 +275,9 @@ int routes_main(int argc, char **argv)
 			rc = CLI_EXIT_FAIL;
 			continue;
 		}
-		explain_one(&table, argv[i], &ss, len, has_port);
+		explain_one(&table, argv[i], &ss, len, has_port, json ? json++ : 0);
 	}
+	if (json)
+		printf("\n]\n");
 	return rc;
 }

@@ -4,6 +4,7 @@
  * their answers, then reads each process's table with the per-slot seqlock. */
 #include "cli.h"
 
+#include "json.h"
 #include "switch/statreg.h"
 
 #include <dirent.h>
@@ -236,20 +237,6 @@ static int cmp_rows(const void *x, const void *y)
 	return a->s.fd < b->s.fd ? -1 : a->s.fd > b->s.fd;
 }
 
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
 
 static void print_json(const struct row *rows, int n)
 {
@@ -258,13 +245,13 @@ static void print_json(const struct row *rows, int n)
 		const struct row *r = &rows[i];
 		const struct ssw_statreg_slot *s = &r->s;
 		printf("%s\n  {\"pid\": %d, \"command\": ", i ? "," : "", r->pid);
-		json_str(r->comm);
+		cli_json_str(r->comm);
 		printf(", \"fd\": %d, \"local\": ", s->fd);
-		json_str(s->local);
+		cli_json_str(s->local);
 		printf(", \"remote\": ");
-		json_str(s->remote);
+		cli_json_str(s->remote);
 		printf(", \"provider\": ");
-		json_str(s->provider);
+		cli_json_str(s->provider);
 		printf(", \"state\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu, "
 		       "\"msgs_sent\": %llu, \"msgs_received\": %llu, \"tx_inflight\": %llu, \"tx_limit\": %llu, "
 		       "\"rx_window\": %llu, \"shared\": %s, \"stale\": %s, \"fallback_reason\": ",
@@ -274,7 +261,7 @@ static void print_json(const struct row *rows, int n)
 		       (unsigned long long)s->tx_limit, (unsigned long long)s->rx_window,
 		       s->flags & SSW_SR_F_SHARED ? "true" : "false", r->stale ? "true" : "false");
 		if (s->kind == SSW_SR_KERNEL)
-			json_str(s->reason);
+			cli_json_str(s->reason);
 		else
 			printf("null");
 		printf("}");

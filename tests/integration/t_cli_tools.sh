@@ -35,6 +35,18 @@ SOCKSWITCH_ROUTES='route 127.0.0.2/32 tcp' "$CLI" routes 127.0.0.2 >"$T/r4.out" 
 ssw_check "routes env: SOCKSWITCH_ROUTES rule 1" grep -qE '^  from +SOCKSWITCH_ROUTES rule 1$' "$T/r4.out"
 "$CLI" routes --conf "$CONF" >"$T/r5.out" 2>&1
 ssw_check "routes table: rules in order" grep -qE '^ +1 +route 10\.0\.0\.0/8 tcp ' "$T/r5.out"
+# --json: the same answers for machines
+"$CLI" routes --json --conf "$CONF" 10.9.8.7:80 '[::1]:5432' 127.0.0.1:6379 >"$T/r6.json" 2>"$T/r6.err"; rc=$?
+ssw_assert_eq "routes --json: exit" "$rc" 0
+ssw_assert_eq "routes --json: three answers with their rule origin, exclusion and provider" \
+  "$("$SSW_PYTHON" -c 'import json, sys
+a = json.load(open(sys.argv[1]))
+print(len(a), a[0]["origin"] == sys.argv[2] + ":2", a[1]["port_excluded_by"] == sys.argv[2] + ":5",
+      a[2]["provider"], a[0]["provider"])' "$T/r6.json" "$CONF" 2>&1)" "3 True True shm tcp"
+"$CLI" routes --json --conf "$CONF" >"$T/r7.json" 2>&1
+ssw_assert_eq "routes --json table: first rule" \
+  "$("$SSW_PYTHON" -c 'import json, sys; a = json.load(open(sys.argv[1])); print(a[0]["index"], a[0]["rule"])' "$T/r7.json" 2>&1)" \
+  "1 route 10.0.0.0/8 tcp"
 ssw_check "routes table: excluded ports" grep -q "22 ($CONF:5), 5432 ($CONF:5)" "$T/r5.out"
 "$CLI" routes 1.2.3.4:99999 >/dev/null 2>&1; rc=$?
 ssw_assert_eq "routes: bad port is a usage error" "$rc" 2
