@@ -3,6 +3,7 @@
  * per-namespace rendezvous, Cross Memory Attach, limits, libfabric) and says
  * what will and will not be switched.  Exit 1 when the switch cannot work. */
 #include "cli.h"
+#include "json.h"
 #include "libpath.h"
 
 #include "switch/route.h"
@@ -41,7 +42,7 @@
 void doctor_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: sockswitch doctor [--conf FILE] [--routes RULES]\n"
+		"usage: sockswitch doctor [--json] [--conf FILE] [--routes RULES]\n"
 		"\n"
 		"Checks this host, this user and this environment for what the switch needs\n"
 		"and says what will and will not be switched:\n"
@@ -50,7 +51,7 @@ void doctor_usage(FILE *out)
 		"  memfd, eventfd shared memory segments and wake-ups can be created\n"
 		"  rendezvous     abstract Unix sockets work in this network namespace\n"
 		"  CMA            Cross Memory Attach (process_vm_readv) between two processes\n"
-		"                 of this user; refused: large sends are copied through the ring\n"
+		"                 of this user (used by a requested rendezvous; off by default)\n"
 		"  limits         open files and memory maps per process: switched connections\n"
 		"  libfabric      installed providers (the fabric provider is a later version)\n"
 		"  namespace      this network namespace (connections switch only inside one)\n"
@@ -58,6 +59,8 @@ void doctor_usage(FILE *out)
 		"Each line starts with ok, warn (works, with a limitation) or FAIL.\n"
 		"\n"
 		"options:\n"
+		"  --json          one JSON object: can_work, failures, warnings, checks\n"
+		"                  [{level (ok|warn|fail|info), check, message}]\n"
 		"  --conf FILE     check this configuration file (instead of SOCKSWITCH_CONF)\n"
 		"  --routes RULES  check these rules (instead of SOCKSWITCH_ROUTES)\n"
 		"  -h, --help      show this help\n"
@@ -68,16 +71,31 @@ void doctor_usage(FILE *out)
 
 static int nfail, nwarn;
 
+/* --json: the lines are kept and printed as one object at the end */
+static bool json_mode;
+static struct {
+	int level;
+	char text[512];
+} lines[64];
+static int nlines;
+
 __attribute__((format(printf, 2, 3)))
 static void report(int level, const char *fmt, ...)
 {
 	static const char *tag[] = { "ok  ", "warn", "FAIL", "    " };
 	va_list ap;
-	printf("%s  ", tag[level]);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	if (json_mode) {
+		if (nlines < (int)(sizeof lines / sizeof lines[0])) {
+			lines[nlines].level = level;
+			vsnprintf(lines[nlines++].text, sizeof lines[0].text, fmt, ap);
+		}
+	} else {
+		printf("%s  ", tag[level]);
+		vprintf(fmt, ap);
+		printf("\n");
+	}
 	va_end(ap);
-	printf("\n");
 	if (level == 1)
 		nwarn++;
 	if (level == 2)
@@ -352,6 +370,10 @@ int doctor_main(int argc, char **argv)
 			doctor_usage(stdout);
 			return CLI_EXIT_OK;
 		}
+		if (!strcmp(a, "--json")) {
+			json_mode = true;
+			continue;
+		}
 		if (!strcmp(a, "--conf"))
 			dst = &conf;
 		else if (!strcmp(a, "--routes"))
@@ -407,6 +429,26 @@ int doctor_main(int argc, char **argv)
 	check_registry();
 	check_libfabric();
 
+	if (json_mode) {
+		static const char *lv[] = { "ok", "warn", "fail", "info" };
+		printf("{\"can_work\": %s, \"failures\": %d, \"warnings\": %d, \"checks\": [",
+		       nfail ? "false" : "true", nfail, nwarn);
+		for (int i = 0; i < nlines; i++) {
+			/* "name: message": the check's name is what precedes the first colon */
+			char name[64];
+			const char *colon = strchr(lines[i].text, ':');
+			size_t k = colon && (size_t)(colon - lines[i].text) < sizeof name ? (size_t)(colon - lines[i].text) : 0;
+			memcpy(name, lines[i].text, k);
+			name[k] = '\0';
+			printf("%s\n  {\"level\": \"%s\", \"check\": ", i ? "," : "", lv[lines[i].level]);
+			cli_json_str(name);
+			printf(", \"message\": ");
+			cli_json_str(lines[i].text);
+			printf("}");
+		}
+		printf("\n]}\n");
+		return nfail ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+	}
 	if (have_table)
 		summary(&table);
 	printf("\n%s: %d failure(s), %d warning(s)\n",

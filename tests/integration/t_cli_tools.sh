@@ -80,6 +80,14 @@ ssw_check "doctor: says what is switched" grep -qE '^  127\.0\.0\.1 +-> shm$' "$
 "$CLI" doctor --conf "$BAD" >"$T/d2.out" 2>&1; rc=$?
 ssw_assert_eq "doctor bad conf: exit 1" "$rc" 1
 ssw_check "doctor bad conf: FAIL line with file:line" grep -qE "^FAIL  configuration: $BAD:2: " "$T/d2.out"
+"$CLI" doctor --json --conf "$BAD" >"$T/d4.json" 2>&1; rc=$?
+ssw_assert_eq "doctor --json bad conf: exit 1" "$rc" 1
+ssw_assert_eq "doctor --json: can_work false, the configuration check failed naming file:line" \
+  "$("$SSW_PYTHON" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+c = [x for x in d["checks"] if x["check"] == "configuration"]
+print(d["can_work"], d["failures"] >= 1, c[0]["level"], (sys.argv[2] + ":2:") in c[0]["message"])' "$T/d4.json" "$BAD" 2>&1)" \
+  "False True fail True"
 SOCKSWITCH_LIB=/nonexistent/libsockswitch.so "$CLI" doctor >"$T/d3.out" 2>&1; rc=$?
 ssw_assert_eq "doctor without the library: exit 1" "$rc" 1
 
