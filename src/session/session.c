@@ -817,14 +817,6 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
 }
 
-void ssw_session_detach(struct ssw_session *s)
-{
-	if (!s)
-		return;
-	atomic_fetch_sub(&s->holders, 1);
-	drop_local(s);
-}
-
 void ssw_session_hold(struct ssw_session *s, int delta)
 {
 	atomic_fetch_add(&s->holders, delta);

@@ -66,9 +66,6 @@ void ssw_session_close(struct ssw_session *s, bool abort);
  * fork() adds a holder (ssw_session_hold +1 before, -1 if fork failed). */
 void ssw_session_hold(struct ssw_session *s, int delta);
 bool ssw_session_last_holder(struct ssw_session *s);
-/* Let go in this process without telling the peer (exec, or a process
- * that must not end the connection). */
-void ssw_session_detach(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
 short ssw_session_poll(struct ssw_session *s);

@@ -528,10 +528,7 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		goto fail;
 	}
 	struct shm_seg_hdr *h = p;
-	h->magic = SHM_MAGIC;
-	h->version = SHM_VERSION;
-	h->ring_size = ring;
-	h->seg_size = size;
+	shm_seg_init(h, ring);
 	ep->seg = p;
 	ep->seg_size = size;
 	shm_ring_attach(ep, h, ring, 1);

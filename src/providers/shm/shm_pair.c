@@ -69,11 +69,7 @@ int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b)
 	void *h0 = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd[0], 0);
 	if (h0 == MAP_FAILED)
 		goto sys_fail;
-	struct shm_seg_hdr *h = h0;
-	h->magic = SHM_MAGIC;
-	h->version = SHM_VERSION;
-	h->ring_size = ring_size;
-	h->seg_size = size;
+	shm_seg_init(h0, ring_size);
 	munmap(h0, size);
 
 	x = pair_ep(fd[0], ring_size, 1, fd[1], fd[3], fd[6]);

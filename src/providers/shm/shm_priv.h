@@ -105,6 +105,8 @@ int shm_ring_arm(struct ssw_ep *ep);
 size_t shm_ring_room(struct ssw_ep *ep);
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector);
 uint64_t shm_seg_size(uint64_t ring_size);
+/* The connector writes the header of a new (zeroed) segment. */
+void shm_seg_init(struct shm_seg_hdr *h, uint64_t ring_size);
 void shm_wake_peer(struct ssw_ep *ep);
 void shm_ring_bell(struct ssw_ep *ep);
 int shm_gone_state(struct ssw_ep *ep);

@@ -17,6 +17,14 @@ uint64_t shm_seg_size(uint64_t ring_size)
 	return SHM_DATA_OFF + 2 * ring_size;
 }
 
+void shm_seg_init(struct shm_seg_hdr *h, uint64_t ring_size)
+{
+	h->magic = SHM_MAGIC;
+	h->version = SHM_VERSION;
+	h->ring_size = ring_size;
+	h->seg_size = shm_seg_size(ring_size);
+}
+
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector)
 {
 	uint8_t *base = (uint8_t *)h + SHM_DATA_OFF;
