@@ -1,8 +1,8 @@
 /* fuzz_handshake.c — libFuzzer target for the shm provider's connection
  * set-up, everything a peer hands us over the rendezvous sockets: the HELLO a
- * connector sends the listening agent (with its memfd and eventfds), the READY
- * the agent queues for accept (the segment is mapped and its indices checked
- * there), and the ACK a connector receives.  The input chooses the record's
+ * connector leaves in the listener's backlog (with its memfd; accept maps the
+ * segment and checks its indices), and what a connector may receive after it
+ * (doorbells, a refusal).  The input chooses the record's
  * bytes, how many and which descriptors ride along, and the segment's size and
  * contents.
  *
@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&h, data, size < sizeof h ? size : sizeof h);
 	data += size < sizeof h ? size : sizeof h;
 	size -= size < sizeof h ? size : sizeof h;
-	struct ssw_listener *agent = the_listener(); /* made once, before the mark */
+	struct ssw_listener *lis = the_listener(); /* made once, before the mark */
 	/* the lowest free descriptor now: the same after this input, or it leaked */
 	int fd_mark = dup(0);
 	close(fd_mark);
@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t k = mlen < size ? mlen : size;
 	memcpy(msg, data, k);
 	data += k, size -= k;
-	static const uint32_t types[] = { SHM_HS_READY, SHM_HS_ACK, SHM_HS_HELLO };
+	static const uint32_t types[] = { SHM_HS_HELLO, SHM_HS_ACK, SHM_HS_HELLO };
 	uint64_t ring = SHM_RING_MIN;
 	if (mlen >= sizeof hs) {
 		memcpy(&hs, msg, sizeof hs);
@@ -174,26 +174,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char priv[SSW_CONNECT_PRIV_MAX];
 	size_t cap = h.cap % (SSW_CONNECT_PRIV_MAX + 1);
 	switch (h.mode % 3) {
-	case 0: { /* READY on the ready queue → accept */
-		struct ssw_listener l;
-		memset(&l, 0, sizeof l);
-		l.lfd = l.epfd = -1;
-		l.q_rd = sp[0];
-		l.q_wr = sp[1];
-		l.ready_used = 1;
-		if (send_rec(sp[1], msg, mlen, fds, nf) == 0) {
-			struct ssw_ep *ep = NULL;
-			size_t plen = cap;
-			int rc = ssw_provider_shm.conn->accept(&l, &ep, priv, &plen);
-			CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOMEM);
-			if (rc == 0) {
-				CHECK(plen <= cap);
-				exercise(ep);
-				ssw_provider_shm.conn->close(ep, SSW_CLOSE_ABORT);
-			}
-		}
-		break;
-	}
 	case 1: { /* anything after the HELLO on a connected rendezvous socket */
 		/* One-trip connect: after the HELLO the rendezvous socket carries
 		 * doorbells (1 byte) and at most a refusal. */
@@ -225,39 +205,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		shm_ep_free(ep);
 		break;
 	}
-	case 2: { /* HELLO → the listening agent, then the rest of the set-up */
-		if (!agent)
+	case 0:
+	case 2: { /* HELLO in the listener's backlog → accept maps and checks the segment */
+		if (!lis)
 			break;
 		struct sockaddr_un un;
 		socklen_t ul = sizeof un;
-		CHECK(getsockname(agent->lfd, (struct sockaddr *)&un, &ul) == 0);
+		CHECK(getsockname(lis->lfd, (struct sockaddr *)&un, &ul) == 0);
 		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		CHECK(c >= 0);
 		if (connect(c, (struct sockaddr *)&un, ul) == 0 && send_rec(c, msg, mlen, fds, nf) == 0) {
 			for (int i = 0; i < 3; i++) {
-				struct ssw_ep *ep = NULL;
+				struct ssw_ep *acc = NULL;
 				size_t plen = cap;
-				int rc = ssw_provider_shm.conn->listener_progress(agent, &ep, priv, &plen);
+				int rc = ssw_provider_shm.conn->accept(lis, &acc, priv, &plen);
+				CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOMEM);
 				if (rc != 0)
 					continue;
 				CHECK(plen <= cap);
-				/* the agent answers and queues it; the acceptor maps the segment */
-				rc = ssw_provider_shm.conn->listener_enqueue(agent, ep, priv, plen, "ok", 2);
-				struct ssw_ep *acc = NULL;
-				size_t alen = sizeof priv;
-				if (rc == 0 && ssw_provider_shm.conn->accept(agent, &acc, priv, &alen) == 0) {
-					exercise(acc);
-					ssw_provider_shm.conn->close(acc, SSW_CLOSE_ABORT);
-				}
+				exercise(acc);
+				ssw_provider_shm.conn->close(acc, SSW_CLOSE_ABORT);
 				break;
 			}
 		}
 		close(c);
-		/* let the agent see the hang-up of anything left pending */
+		/* let the listener see the hang-up of anything left pending */
 		for (int i = 0; i < 3; i++) {
 			struct ssw_ep *ep = NULL;
 			size_t plen = sizeof priv;
-			if (ssw_provider_shm.conn->listener_progress(agent, &ep, priv, &plen) == 0)
+			if (ssw_provider_shm.conn->accept(lis, &ep, priv, &plen) == 0)
 				ssw_provider_shm.conn->close(ep, SSW_CLOSE_ABORT);
 		}
 		break;

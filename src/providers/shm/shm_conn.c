@@ -228,16 +228,12 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	struct ssw_listener *l = calloc(1, sizeof *l);
 	if (!l)
 		return -ENOMEM;
-	l->lfd = l->epfd = l->q_rd = l->q_wr = -1;
-	int q[2] = { -1, -1 }, rc;
+	l->lfd = l->epfd = -1;
+	int rc;
 	l->lfd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (l->lfd < 0 || sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0 ||
 	    sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
 		goto fail;
-	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, q) < 0)
-		goto fail;
-	l->q_rd = ssw_fd_hide(q[0]);
-	l->q_wr = ssw_fd_hide(q[1]);
 	if (own_epfd(l) < 0) {
 		errno = ENFILE;
 		goto fail;
@@ -280,7 +276,6 @@ static int own_epfd(struct ssw_listener *l)
 	return l->epfd;
 }
 
-static int shm_listener_progress_fd(struct ssw_listener *l) { return own_epfd(l); }
 /* Readable when a request waits: in the backlog, or its HELLO arrived. */
 static int shm_listener_fd(struct ssw_listener *l) { return own_epfd(l); }
 
@@ -345,7 +340,8 @@ static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 	return -EAGAIN;
 }
 
-static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+/* One request whose HELLO arrived, with the connector's private data. */
+static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	struct epoll_event evs[16];
 	if (own_epfd(l) < 0)
@@ -371,32 +367,6 @@ static int shm_listener_progress(struct ssw_listener *l, struct ssw_ep **out, vo
 	return -EAGAIN;
 }
 
-static int shm_listener_enqueue(struct ssw_listener *l, struct ssw_ep *ep, const void *priv, size_t priv_len,
-				const void *reply, size_t reply_len)
-{
-	struct shm_hs r = { .magic = SHM_MAGIC, .type = SHM_HS_READY, .ring_size = ep->tx.size,
-			    .priv_len = (uint32_t)priv_len };
-	struct shm_hs ack = { .magic = SHM_MAGIC, .type = SHM_HS_ACK, .ring_size = ep->tx.size,
-			      .priv_len = (uint32_t)reply_len };
-	int rc = -EINVAL;
-	if (priv_len <= SSW_CONNECT_PRIV_MAX && reply_len <= SSW_CONNECT_PRIV_MAX) {
-		memcpy(r.priv, priv, priv_len);
-		memcpy(ack.priv, reply, reply_len);
-		int fds[2] = { ep->ctl_fd, ep->seg_fd };
-		l->ready_used = 1;
-		rc = hs_send(l->q_wr, &r, sizeof r, fds, 2);
-	}
-	/* The connector did not wait for us (one-trip connect): only a refusal
-	 * is said, and it reads as a reset there, as an overflowing accept
-	 * queue would in TCP. */
-	if (rc < 0) {
-		ack.status = rc;
-		hs_send(ep->ctl_fd, &ack, sizeof ack, NULL, 0);
-	}
-	shm_ep_free(ep);
-	return rc;
-}
-
 /* Make a request ours: map the connector's segment, check it, and resume
  * where the rings stand (the connector may have written already). */
 static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
@@ -419,38 +389,11 @@ static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
 
 static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
-	struct shm_hs r;
-	int fds[2];
-	/* requests a listener agent queued (listener_enqueue) */
-	for (; l->ready_used;) {
-		ssize_t n = hs_recv(l->q_rd, &r, sizeof r, fds, 2);
-		if (n <= 0)
-			break;
-		struct ssw_ep *ep = ep_new();
-		if (!ep) {
-			close_fds(fds, 2);
-			return -ENOMEM;
-		}
-		ep->ctl_fd = fds[0];
-		int rc = -EPROTO;
-		if (n == (ssize_t)sizeof r && r.magic == SHM_MAGIC && r.type == SHM_HS_READY &&
-		    r.priv_len <= *priv_len && r.priv_len <= SSW_CONNECT_PRIV_MAX)
-			rc = adopt_request(ep, fds[1], r.ring_size);
-		sys_close(fds[1]);
-		if (rc < 0) {
-			shm_ep_free(ep);
-			continue;
-		}
-		memcpy(priv, r.priv, r.priv_len);
-		*priv_len = r.priv_len;
-		*out = ep;
-		return 0;
-	}
-	/* the backlog itself: no agent in between (one-trip connect) */
+	/* straight from the backlog: connect is one trip, nobody answers first */
 	for (;;) {
 		struct ssw_ep *ep;
 		size_t plen = *priv_len;
-		int rc = shm_listener_progress(l, &ep, priv, &plen);
+		int rc = take_request(l, &ep, priv, &plen);
 		if (rc < 0)
 			return -EAGAIN;
 		int memfd = ep->seg_fd;
@@ -474,8 +417,8 @@ static void shm_listener_close(struct ssw_listener *l)
 {
 	if (!l)
 		return;
-	int fds[4] = { l->lfd, l->epfd, l->q_rd, l->q_wr };
-	close_fds(fds, 4);
+	int fds[2] = { l->lfd, l->epfd };
+	close_fds(fds, 2);
 	free(l);
 }
 
@@ -593,9 +536,6 @@ static uint32_t shm_ep_caps(struct ssw_ep *ep) { return ep->caps; }
 const struct ssw_conn_ops shm_conn_ops = {
 	.size = sizeof(struct ssw_conn_ops),
 	.listen = shm_listen,
-	.listener_progress_fd = shm_listener_progress_fd,
-	.listener_progress = shm_listener_progress,
-	.listener_enqueue = shm_listener_enqueue,
 	.listener_fd = shm_listener_fd,
 	.accept = shm_accept,
 	.listener_close = shm_listener_close,

@@ -58,7 +58,7 @@ struct shm_ring {
 };
 
 /* Handshake over the rendezvous socket (SOCK_SEQPACKET). */
-enum { SHM_HS_HELLO = 1, SHM_HS_ACK = 2, SHM_HS_READY = 3 };
+enum { SHM_HS_HELLO = 1, SHM_HS_ACK = 2 }; /* ACK: only a refusal (status < 0) */
 struct shm_hs {
 	uint32_t magic;
 	uint32_t type;
@@ -88,11 +88,9 @@ struct ssw_ep {
 
 struct ssw_listener {
 	int lfd;           /* abstract unix listening socket */
-	int epfd;          /* agent side: lfd + connections waiting for their HELLO */
+	int epfd;          /* lfd + connections waiting for their HELLO (listener_fd) */
 	pid_t epfd_pid;    /* epoll sets are shared across fork: one per process */
-	int q_rd, q_wr;    /* ready queue: a SEQPACKET socketpair shared across fork */
 	int npending;
-	int ready_used;    /* listener_enqueue was used (an agent queues requests) */
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
