@@ -20,7 +20,6 @@
 #include <sys/un.h>
 
 #define SHM_RING_DEFAULT (512u << 10)
-#define SHM_CONNECT_TIMEOUT_NS 2000000000ull
 #define SHM_MAX_PENDING 1024
 
 static uint64_t ring_size_setting(void)
@@ -485,7 +484,6 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	 * listener's backlog now, as a SYN would be; nothing to wait for (the
 	 * acceptor's INIT comes first on its ring).  SO_PEERCRED names the
 	 * listening process. */
-	ep->connecting = 0;
 	peer_cred(ep);
 	*out = ep;
 	return 0;
@@ -507,7 +505,7 @@ static void shm_close(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	if (ep->tx.ctl && (how == SSW_CLOSE_ABORT || (how == SSW_CLOSE_ORDERLY && !ep->connecting))) {
+	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {
 		/* Said at once, beside the ring, so the peer's poll sees it behind
 		 * unread data; wake it whether it sleeps or not (rare, cheap). */
 		atomic_store_explicit(&ep->tx.ctl->closed, how == SSW_CLOSE_ABORT ? SHM_CLOSED_RESET : SHM_CLOSED_ORDERLY,

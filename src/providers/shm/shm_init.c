@@ -35,7 +35,7 @@ static int shm_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
 static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 {
 	int k = 0;
-	if (k < n && !ep->connecting && ep->my_efd >= 0)
+	if (k < n && ep->my_efd >= 0)
 		pfd[k++] = (struct pollfd){ .fd = ep->my_efd, .events = POLLIN };
 	if (k < n && ep->ctl_fd >= 0 && !ep->peer_gone)
 		pfd[k++] = (struct pollfd){ .fd = ep->ctl_fd, .events = POLLIN };
@@ -69,7 +69,7 @@ static void ctl_drain(struct ssw_ep *ep)
  * another thread of ours may be asleep waiting for a doorbell. */
 static void ctl_probe(struct ssw_ep *ep)
 {
-	if (ep->connecting || ep->ctl_fd < 0 || ep->peer_gone)
+	if (ep->ctl_fd < 0 || ep->peer_gone)
 		return;
 	struct pollfd p = { .fd = ep->ctl_fd, .events = POLLRDHUP };
 	if (sys_poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
@@ -110,7 +110,7 @@ static int shm_rx_ready(struct ssw_ep *ep)
 
 static uint32_t shm_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 {
-	if (ep->connecting || !ep->rx.ctl)
+	if (!ep->rx.ctl)
 		return 0;
 	const struct shm_ring_ctl *c = ep->rx.ctl;
 	if (urg)
@@ -146,7 +146,7 @@ static void shm_sigurg(struct ssw_ep *ep)
 
 static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 {
-	if (ep->connecting || !ep->tx.ctl)
+	if (!ep->tx.ctl)
 		return;
 	struct shm_ring_ctl *c = ep->tx.ctl;
 	switch (what) {

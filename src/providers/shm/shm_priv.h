@@ -78,9 +78,7 @@ struct ssw_ep {
 	size_t seg_size;
 	struct shm_ring tx, rx;
 	int err;           /* sticky: 0, -EPIPE, -ECONNRESET */
-	int connecting;    /* connector waiting for the ACK */
 	int peer_gone;     /* ctl_fd reported the peer's end closed */
-	uint64_t connect_deadline_ns;
 	pid_t peer_pid;
 	uid_t peer_uid;
 	uint32_t caps;
