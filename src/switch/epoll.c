@@ -638,12 +638,8 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 			ret = 0;
 			break;
 		}
-		if (now < spin_until) {
-			spun = true;
-			for (int j = 0; j < 16; j++)
-				ssw_cpu_relax();
+		if (ssw_ev_spin_step(now, spin_until, &spun))
 			continue;
-		}
 		/* sleep: the epoll fd itself (kernel events, kicks) + every side
 		 * entry's wait fds */
 		pthread_mutex_lock(&epx_lock);

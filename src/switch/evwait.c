@@ -32,6 +32,16 @@ void ssw_ev_spin_hit(void)
 		spin_ns = m;
 }
 
+bool ssw_ev_spin_step(uint64_t now, uint64_t spin_until, bool *spun)
+{
+	if (now >= spin_until)
+		return false;
+	*spun = true;
+	for (int j = 0; j < 16; j++)
+		ssw_cpu_relax();
+	return true;
+}
+
 void ssw_ev_slept(uint64_t slept_ns, bool woken)
 {
 	uint32_t m = spin_max();

@@ -154,12 +154,8 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			break;
 		}
 		/* 2. traffic may be hot: a short spin costs less than a wake-up */
-		if (now < spin_until) {
-			spun = true;
-			for (int j = 0; j < 16; j++)
-				ssw_cpu_relax();
+		if (ssw_ev_spin_step(now, spin_until, &spun))
 			continue;
-		}
 		/* 3. sleep on kernel fds + provider wait fds */
 		bool again = false;
 		uint64_t nap = 0;
