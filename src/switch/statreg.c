@@ -33,6 +33,8 @@ enum { K_ESTABLISHED = 1, K_SYN_SENT, K_SYN_RECV, K_FIN_WAIT1, K_FIN_WAIT2, K_TI
 
 int ssw_statreg_ready;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* held by the refresher for a whole pass, references included: see ssw_statreg_quiesce */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ssw_statreg_hdr *hdr;       /* NULL: not published */
 static struct ssw_statreg_slot *slots;
 static uint32_t *door;
@@ -379,7 +381,9 @@ static void *refresher_main(void *arg)
 			continue;
 		}
 		uint64_t t0 = ssw_now_ns();
+		pthread_mutex_lock(&pass_lock);
 		refresh(&c);
+		pthread_mutex_unlock(&pass_lock);
 		served = v;
 		__atomic_store_n(&hdr->ack, v, __ATOMIC_RELEASE);
 		uint64_t dt = ssw_now_ns() - t0;
@@ -455,6 +459,7 @@ static void at_exit(void)
 static void atfork_child(void)
 {
 	pthread_mutex_init(&reg_lock, NULL);
+	pthread_mutex_init(&pass_lock, NULL);
 	hdr = NULL;
 	slots = NULL;
 	door = NULL;
@@ -527,6 +532,19 @@ static void create_locked(void)
 		SSW_DEBUG("stat registry: no refresher thread: counters shown by sockswitch stat stay at 0");
 	pthread_attr_destroy(&a);
 	SSW_DEBUG("stat registry: %s", my_path);
+}
+
+/* A socket the application closed while a refresh pass held a reference is
+ * torn down (and its bytes counted) by the refresher when the pass ends; the
+ * exit summary waits for a pass in progress, at most a second, so that a
+ * short-lived program does not lose its last connection's counters. */
+void ssw_statreg_quiesce(void)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 1;
+	if (pthread_mutex_timedlock(&pass_lock, &dl) == 0)
+		pthread_mutex_unlock(&pass_lock);
 }
 
 void ssw_statreg_ensure_slow(void)

@@ -84,6 +84,8 @@ const char *ssw_statreg_state_name(int state);
 /* A switched socket exists in this process: make sure the table and its
  * refresher exist (the sockets themselves are read from the fd table). */
 void ssw_statreg_ensure_slow(void);
+/* Wait (at most 1 s) for a refresh pass in progress to drop its references. */
+void ssw_statreg_quiesce(void);
 extern int ssw_statreg_ready;
 static inline void ssw_statreg_ensure(void)
 {

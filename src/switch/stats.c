@@ -4,6 +4,7 @@
 #include "switch/switch.h"
 
 #include "common/sys.h"
+#include "switch/statreg.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -44,6 +45,7 @@ void ssw_stats_dump_at_exit(void)
 	const char *path = getenv("SOCKSWITCH_STATS_FILE");
 	if (!path || !*path)
 		return;
+	ssw_statreg_quiesce();
 	struct live_sum l = { 0, 0 };
 	ssw_fdtab_each(add_live, &l);
 	char line[256];
