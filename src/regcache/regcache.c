@@ -170,7 +170,8 @@ static void overlap_run(const struct ssw_regcache *rc, uintptr_t s, uintptr_t e,
 static void index_splice(struct ssw_regcache *rc, size_t lo, size_t hi, struct rc_entry *en)
 {
 	size_t to = en ? lo + 1 : lo;
-	memmove(&rc->idx[to], &rc->idx[hi], (rc->n - hi) * sizeof *rc->idx);
+	if (rc->n > hi) /* idx may still be NULL when empty: memmove(NULL, ..., 0) is undefined */
+		memmove(&rc->idx[to], &rc->idx[hi], (rc->n - hi) * sizeof *rc->idx);
 	if (en)
 		rc->idx[lo] = en;
 	rc->n = rc->n - (hi - lo) + (en ? 1 : 0);
