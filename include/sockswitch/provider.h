@@ -228,6 +228,12 @@ struct ssw_progress_ops {
 	/* After waking: clear wake-up state (drain eventfds, disarm). */
 	void (*wake_ack)(struct ssw_ep *ep);
 
+	/* After waking, when another thread or process still sleeps on this
+	 * endpoint: disarm, but leave the wake-up (doorbell) pending, since it
+	 * may be the only one the other sleeper gets.  Optional (NULL: the
+	 * switch calls wake_ack). */
+	void (*wake_leave)(struct ssw_ep *ep);
+
 	/* What the peer announced, readable without consuming messages (poll
 	 * must report a FIN or a reset queued behind unread data, as TCP does).
 	 * Returns SSW_PEER_* bits; *urg (may be NULL) gets the number of urgent

@@ -75,3 +75,8 @@ void ssw_log(enum ssw_log_level lvl, const char *fmt, ...)
 	(void)!syscall(SYS_write, log_fd, line, len);
 	errno = saved;
 }
+
+int ssw_log_fd(void)
+{
+	return log_fd;
+}

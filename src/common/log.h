@@ -8,6 +8,8 @@ enum ssw_log_level { SSW_LOG_ERROR = 0, SSW_LOG_WARN, SSW_LOG_INFO, SSW_LOG_DEBU
  * err when the value is invalid (the level then stays at warn). */
 int ssw_log_init(char *err, unsigned errlen);
 int ssw_log_enabled(enum ssw_log_level lvl);
+/* The fd log lines go to (2, or SOCKSWITCH_LOG_FILE's). */
+int ssw_log_fd(void);
 void ssw_log(enum ssw_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define SSW_ERROR(...) ssw_log(SSW_LOG_ERROR, __VA_ARGS__)

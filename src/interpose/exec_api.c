@@ -2,7 +2,12 @@
  * its environment (envp without LD_PRELOAD) still gets libsockswitch.so and
  * the SOCKSWITCH_* settings, as `sockswitch run` promised. */
 #include "interpose/real.h"
+#include "switch/relay.h"
 #include "switch/switch.h"
+
+#include <spawn.h>
+#include <stdarg.h>
+#include <alloca.h>
 
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -35,33 +40,39 @@ static const char *find(char *const env[], const char *key, size_t klen)
 	return NULL;
 }
 
-/* Build envp + our preload + SOCKSWITCH_* of ours that envp lacks.  Returns
- * envp itself when nothing is missing, NULL on allocation failure. */
-static char **fix_env(char *const envp[])
+static bool is_relayed_var(const char *v)
+{
+	return !strncmp(v, "SOCKSWITCH_RELAYED=", 19);
+}
+
+/* Build envp + our preload + SOCKSWITCH_* of ours that envp lacks, with
+ * `relayed` (SOCKSWITCH_RELAYED=..., may be NULL) in place of any such
+ * variable envp carries.  Returns envp itself when nothing changes, NULL on
+ * allocation failure. */
+static char **fix_env(char *const envp[], char *relayed)
 {
 	const char *self = self_path();
-	if (!self[0] || getenv("SOCKSWITCH_NO_EXEC_KEEP"))
-		return (char **)envp;
+	bool keep = self[0] && !getenv("SOCKSWITCH_NO_EXEC_KEEP");
 	const char *pre = find(envp, "LD_PRELOAD", 10);
-	bool need_pre = !pre || !strstr(pre, self);
-	int n = 0, extra = 0;
+	bool need_pre = keep && (!pre || !strstr(pre, self));
+	int n = 0, extra = 0, stale = 0;
 	while (envp && envp[n])
-		n++;
-	for (int i = 0; environ && environ[i]; i++) {
-		if (strncmp(environ[i], "SOCKSWITCH_", 11))
+		stale += is_relayed_var(envp[n++]);
+	for (int i = 0; keep && environ && environ[i]; i++) {
+		if (strncmp(environ[i], "SOCKSWITCH_", 11) || is_relayed_var(environ[i]))
 			continue;
 		const char *eq = strchr(environ[i], '=');
 		if (eq && !find(envp, environ[i], (size_t)(eq - environ[i])))
 			extra++;
 	}
-	if (!need_pre && !extra)
+	if (!need_pre && !extra && !stale && !relayed)
 		return (char **)envp;
-	char **out = calloc((size_t)(n + extra + 2), sizeof *out);
+	char **out = calloc((size_t)(n + extra + 3), sizeof *out);
 	if (!out)
 		return NULL;
 	int k = 0;
 	for (int i = 0; i < n; i++)
-		if (!need_pre || strncmp(envp[i], "LD_PRELOAD=", 11))
+		if ((!need_pre || strncmp(envp[i], "LD_PRELOAD=", 11)) && !is_relayed_var(envp[i]))
 			out[k++] = envp[i];
 	if (need_pre) {
 		size_t len = strlen(self) + (pre ? strlen(pre) : 0) + 16;
@@ -73,13 +84,15 @@ static char **fix_env(char *const envp[])
 		snprintf(v, len, "LD_PRELOAD=%s%s%s", self, pre && *pre ? ":" : "", pre ? pre : "");
 		out[k++] = v;
 	}
-	for (int i = 0; environ && environ[i]; i++) {
-		if (strncmp(environ[i], "SOCKSWITCH_", 11))
+	for (int i = 0; keep && environ && environ[i]; i++) {
+		if (strncmp(environ[i], "SOCKSWITCH_", 11) || is_relayed_var(environ[i]))
 			continue;
 		const char *eq = strchr(environ[i], '=');
 		if (eq && !find(envp, environ[i], (size_t)(eq - environ[i])))
 			out[k++] = environ[i];
 	}
+	if (relayed)
+		out[k++] = relayed;
 	out[k] = NULL;
 	return out;
 }
@@ -97,18 +110,73 @@ EXPORT pid_t fork(void)
 	return p;
 }
 
+/* Every exec and spawn goes through here: switched connections the new
+ * program inherits are handed to relays first (relay.h). */
+static int do_exec(int (*fn)(const char *, char *const[], char *const[]), const char *path,
+		   char *const argv[], char *const envp[])
+{
+	struct ssw_exec_undo u;
+	char *rel = ssw_exec_prepare(true, &u);
+	char **e = fix_env(envp, rel);
+	int r = fn(path, argv, e ? e : envp);
+	int err = errno;
+	/* only reached on failure; the copies are lost on success anyway */
+	ssw_exec_failed(&u);
+	if (e && e != envp)
+		free(e);
+	free(rel);
+	errno = err;
+	return r;
+}
+
+/* vfork: a child that shares our memory cannot hand connections to relays
+ * before its exec, so while any socket is switched vfork is a fork (which
+ * POSIX allows); otherwise the real one.  A C wrapper cannot call the real
+ * vfork (the child would return through a frame the parent needs), so an
+ * assembly stub asks which one and jumps to it. */
+__attribute__((used)) void *ssw_vfork_target(void)
+{
+	if (!ssw_real.vfork)
+		ssw_real_init();
+	if (ssw_has_switched() || !ssw_real.vfork)
+		return (void *)fork;
+	return (void *)ssw_real.vfork;
+}
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork,@function\n"
+	"vfork:\n"
+	"\tsub $8, %rsp\n"
+	"\tcall ssw_vfork_target\n"
+	"\tadd $8, %rsp\n"
+	"\tjmp *%rax\n"
+	".size vfork, .-vfork\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork,%function\n"
+	"vfork:\n"
+	"\tstp x29, x30, [sp, #-16]!\n"
+	"\tbl ssw_vfork_target\n"
+	"\tldp x29, x30, [sp], #16\n"
+	"\tbr x0\n"
+	".size vfork, .-vfork\n");
+#endif
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	char **e = fix_env(envp);
-	int r = REAL(execve)(path, argv, e ? e : envp);
-	/* only reached on failure; the copy is lost on success anyway */
-	return r;
+	if (!ssw_real.execve)
+		ssw_real_init();
+	return do_exec(ssw_real.execve, path, argv, envp);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	char **e = fix_env(envp);
-	return REAL(execvpe)(file, argv, e ? e : envp);
+	if (!ssw_real.execvpe)
+		ssw_real_init();
+	return do_exec(ssw_real.execvpe, file, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -121,22 +189,81 @@ EXPORT int execvp(const char *file, char *const argv[])
 	return execvpe(file, argv, environ);
 }
 
+/* The C library's execl family calls its own execve, out of our reach. */
+#define ARGV_FROM_VA(arg0, ap, argv)                                   \
+	do {                                                                     \
+		int n_ = 1;                                                      \
+		va_list c_;                                                      \
+		va_copy(c_, ap);                                                 \
+		while (va_arg(c_, char *))                                       \
+			n_++;                                                    \
+		va_end(c_);                                                      \
+		argv = alloca(sizeof(char *) * (size_t)(n_ + 1));                \
+		argv[0] = (char *)(arg0);                                        \
+		for (int i_ = 1; i_ <= n_; i_++)                                 \
+			argv[i_] = va_arg(ap, char *);                           \
+	} while (0)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	ARGV_FROM_VA(arg, ap, argv);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	ARGV_FROM_VA(arg, ap, argv);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+	va_list ap;
+	va_start(ap, arg);
+	ARGV_FROM_VA(arg, ap, argv);
+	envp = va_arg(ap, char **);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+/* posix_spawn: the child is a new program at once; what it inherits is
+ * relayed, and this process keeps using the same fds (through the relay). */
+static int do_spawn(int (*fn)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+			      char *const[], char *const[]),
+		    pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *at,
+		    char *const argv[], char *const envp[])
+{
+	struct ssw_exec_undo u;
+	char *rel = ssw_exec_prepare(false, &u);
+	char **e = fix_env(envp, rel);
+	int r = fn(pid, path, fa, at, argv, e ? e : envp);
+	if (e && e != envp)
+		free(e);
+	free(rel);
+	return r;
+}
+
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *at, char *const argv[], char *const envp[])
 {
-	char **e = fix_env(envp);
-	int r = REAL(posix_spawn)(pid, path, fa, at, argv, e ? e : envp);
-	if (e && e != envp)
-		free(e);
-	return r;
+	if (!ssw_real.posix_spawn)
+		ssw_real_init();
+	return do_spawn(ssw_real.posix_spawn, pid, path, fa, at, argv, envp);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *at, char *const argv[], char *const envp[])
 {
-	char **e = fix_env(envp);
-	int r = REAL(posix_spawnp)(pid, file, fa, at, argv, e ? e : envp);
-	if (e && e != envp)
-		free(e);
-	return r;
+	if (!ssw_real.posix_spawnp)
+		ssw_real_init();
+	return do_spawn(ssw_real.posix_spawnp, pid, file, fa, at, argv, envp);
 }

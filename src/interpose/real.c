@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include "switch/relay.h"
 #include "switch/sock.h"
 
 struct ssw_real ssw_real;
@@ -17,7 +18,7 @@ static void resolve(void)
 	R(getpeername); R(send); R(recv); R(sendto); R(recvfrom); R(sendmsg); R(recvmsg); R(read);
 	R(write); R(readv); R(writev); R(sendfile); R(poll); R(ppoll); R(select); R(pselect);
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(execve); R(execvpe); R(fork);
-	R(posix_spawn); R(posix_spawnp);
+	R(posix_spawn); R(posix_spawnp); R(vfork); R(close_range);
 	RN(read_chk, "__read_chk");
 	RN(recv_chk, "__recv_chk");
 	RN(recvfrom_chk, "__recvfrom_chk");
@@ -36,4 +37,6 @@ __attribute__((constructor)) static void early(void)
 	ssw_real_init();
 	/* the fd table exists from the start so socket() can record what it made */
 	ssw_fdtab_init();
+	/* fds a relay carries for us since the exec that started this program */
+	ssw_relayed_import();
 }

@@ -54,6 +54,8 @@ struct ssw_real {
 	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
 	int (*execve)(const char *, char *const[], char *const[]);
+	pid_t (*vfork)(void);
+	int (*close_range)(unsigned, unsigned, int);
 	pid_t (*fork)(void);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,

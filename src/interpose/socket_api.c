@@ -2,6 +2,7 @@
  * that find the switched socket by fd and call the switch, or go to libc. */
 #include "interpose/real.h"
 
+#include "switch/relay.h"
 #include "switch/switch.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <sys/syscall.h>
 #include <netinet/in.h>
 #include <unistd.h>
+#include <linux/close_range.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -25,6 +27,7 @@ static int fresh(int fd)
 		if (s)
 			ssw_sock_put(s);
 		ssw_fdinfo_set(fd, 0);
+		ssw_relayed_drop(fd);
 	}
 	return fd;
 }
@@ -115,7 +118,23 @@ EXPORT int shutdown(int fd, int how)
 EXPORT int close(int fd)
 {
 	ssw_fdinfo_set(fd, 0);
+	ssw_relayed_drop(fd);
 	SSW_RET(ssw_close(fd));
+}
+
+/* close_range: the switch lets go of each switched socket in the range as
+ * close() does (a forked child closing everything must drop its holds). */
+EXPORT int close_range(unsigned lo, unsigned hi, int flags)
+{
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && lo <= hi) {
+		ssw_close_range(lo, hi);
+		ssw_relayed_close_range(lo, hi);
+	}
+	if (!ssw_real.close_range)
+		ssw_real_init();
+	if (ssw_real.close_range)
+		return ssw_real.close_range(lo, hi, flags);
+	return (int)syscall(SYS_close_range, lo, hi, flags);
 }
 
 EXPORT int dup(int fd)
@@ -124,6 +143,7 @@ EXPORT int dup(int fd)
 	if (n >= 0) {
 		ssw_fdinfo_set(n, ssw_fdinfo_get(fd));
 		ssw_dup(fd, n);
+		ssw_relayed_dup(fd, n);
 	}
 	return n;
 }
@@ -138,6 +158,7 @@ EXPORT int dup2(int fd, int nfd)
 		ssw_epoll_forget(r);
 		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
+		ssw_relayed_dup(fd, r);
 	}
 	return r;
 }
@@ -150,6 +171,7 @@ EXPORT int dup3(int fd, int nfd, int flags)
 		ssw_epoll_forget(r);
 		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
+		ssw_relayed_dup(fd, r);
 	}
 	return r;
 }
@@ -167,6 +189,7 @@ EXPORT int fcntl(int fd, int cmd, ...)
 		fresh(r);
 		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
+		ssw_relayed_dup(fd, r);
 	} else if (cmd == F_SETFL) {
 		int fl = (int)(long)arg;
 		ssw_fdinfo_update(fd, fl & O_NONBLOCK ? SSW_FI_NONBLOCK : 0, fl & O_NONBLOCK ? 0 : SSW_FI_NONBLOCK);
@@ -216,8 +239,12 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
-	if (!s)
+	if (!s) {
+		int q = ssw_relayed_query(fd, SSW_RQ_GETOPT, level, opt, val, len);
+		if (q != SSW_PASS)
+			SSW_RET(q);
 		return REAL(getsockopt)(fd, level, opt, val, len);
+	}
 	int r = ssw_getsockopt(s, fd, level, opt, val, len);
 	ssw_sock_put(s);
 	if (r == SSW_PASS)
@@ -229,6 +256,10 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
+		socklen_t l = len;
+		int q = ssw_relayed_query(fd, SSW_RQ_SETOPT, level, opt, (void *)val, &l);
+		if (q != SSW_PASS)
+			SSW_RET(q);
 		if (level == SOL_SOCKET)
 			ssw_fdinfo_update(fd, SSW_FI_OPTS, 0);
 		return REAL(setsockopt)(fd, level, opt, val, len);
@@ -241,8 +272,12 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
-	if (!s)
+	if (!s) {
+		int q = ssw_relayed_query(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
+		if (q != SSW_PASS)
+			SSW_RET(q);
 		return REAL(getsockname)(fd, a, l);
+	}
 	int r = ssw_getsockname(s, a, l);
 	ssw_sock_put(s);
 	if (r == SSW_PASS)
@@ -253,8 +288,12 @@ EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
-	if (!s)
+	if (!s) {
+		int q = ssw_relayed_query(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
+		if (q != SSW_PASS)
+			SSW_RET(q);
 		return REAL(getpeername)(fd, a, l);
+	}
 	int r = ssw_getpeername(s, a, l);
 	ssw_sock_put(s);
 	if (r == SSW_PASS)

@@ -38,6 +38,10 @@ struct rxq {
 struct ssw_session {
 	pthread_mutex_t lock;      /* process-shared and robust: the session is fork-shared */
 	_Atomic int holders;       /* processes holding the connection (fork adds one) */
+	/* Threads (of any holder) asleep on the provider's fds.  One of them
+	 * may drain a doorbell another armed for and then consume what that
+	 * one waits for (credits, data): with company, sleeps are naps. */
+	_Atomic int sleepers;
 	size_t map_size;           /* the session's own mapping: this struct, then the queue */
 	const struct ssw_provider *p;
 	struct ssw_ep *ep;
@@ -81,6 +85,8 @@ struct ssw_session {
 	bool init_rcvd;            /* the peer's in-band INIT arrived */
 	bool stage_nomem;          /* staging failed for memory: a sender waiting on it gets ENOBUFS */
 	bool credit_owed;          /* a CREDIT message found the transport full */
+	uint64_t rx_gen;           /* messages taken in: changes another thread's wait may miss */
+	uint32_t nap_ms;           /* bound on the next lone sleep (wait_peer), 0: SLEEP_CAP_MIN_MS */
 	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
 	uint32_t peer_urg;         /* urgent bytes the peer announced */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
@@ -275,6 +281,7 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 	return rc;
 }
 
+
 static int wait_peer(struct ssw_session *s, uint64_t deadline);
 static uint32_t window_cap(const struct ssw_provider *prov, struct ssw_ep *ep);
 static uint64_t credit_batch(const struct ssw_session *s);
@@ -329,6 +336,7 @@ static int head(struct ssw_session *s)
 		on_reset(s);
 		return -ECONNRESET;
 	}
+	s->rx_gen++; /* something arrived: a thread about to sleep must look again */
 	if (ssw_wire_parse(buf, len, s->rx_seq, &s->hm) < 0) {
 		set_broken(s, "malformed message from peer");
 		return -ECONNRESET;
@@ -614,6 +622,28 @@ static bool eintr_visible(void)
 /* Wait for the peer: spin (adaptively) then sleep on the provider's fds.
  * Called and returns with the lock held.  deadline 0 = none.
  * Returns 0 (something may have changed), -ETIMEDOUT or -EINTR. */
+/* After a sleep: take the doorbell, unless a fellow sleeper (still in its
+ * sleep) may need it: a woken poll re-checks the fd, and goes back to sleep
+ * if we drained it first.  A fellow wakes at once on a doorbell left for it;
+ * a count left high by a killed process costs a few extra wake-ups (then
+ * the doorbell is taken), not a spin. */
+static void woke(struct ssw_session *s)
+{
+	static __thread unsigned left;
+	const struct ssw_progress_ops *pg = s->p->progress;
+	if (pg->wake_leave && left < 64 && atomic_load(&s->sleepers) > 0) {
+		left++;
+		pg->wake_leave(s->ep);
+		return;
+	}
+	left = 0;
+	pg->wake_ack(s->ep);
+}
+
+#define SLEEP_NAP_MS 5 /* = SSW_EV_NAP_NS: the bound on a wake-up lost to a fellow sleeper */
+#define SLEEP_CAP_MIN_MS 50
+#define SLEEP_CAP_MAX_MS 1000
+
 static int wait_peer(struct ssw_session *s, uint64_t deadline)
 {
 	struct ssw_ep *ep = s->ep;
@@ -621,6 +651,7 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	uint64_t t0 = ssw_now_ns(), spin = s->spin_ns;
 	if (deadline && t0 >= deadline)
 		return -ETIMEDOUT;
+	uint64_t gen = s->rx_gen;
 
 	pthread_mutex_unlock(&s->lock);
 	for (uint64_t t = t0; t - t0 < spin; t = ssw_now_ns()) {
@@ -637,6 +668,10 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 		}
 	}
 	sess_lock(s);
+	/* another thread took messages in while we spun unlocked (credits we
+	 * wait for, say): their doorbell is gone, so look before sleeping */
+	if (s->rx_gen != gen)
+		return 0;
 
 	/* Credits we could not return earlier: the peer may be waiting for them
 	 * while we wait for it.  Retry, and if the transport is still full,
@@ -646,6 +681,12 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 		return 0;
 	struct pollfd pfd[4];
 	int n = pg->wait_fds(ep, pfd, 4);
+	bool company = atomic_fetch_add(&s->sleepers, 1) > 0;
+	/* Alone now, a thread may join and take what we wait for (its doorbell
+	 * gone with it): no sleep is endless.  The bound grows while nothing
+	 * comes (an idle connection wakes about once a second), and is short
+	 * again once traffic wakes us. */
+	int cap = company ? SLEEP_NAP_MS : s->nap_ms ? (int)s->nap_ms : SLEEP_CAP_MIN_MS;
 	pthread_mutex_unlock(&s->lock);
 	int r;
 	for (;;) {
@@ -656,14 +697,21 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 		}
 		if (owed && (ms < 0 || ms > 1))
 			ms = 1;
+		if (ms < 0 || ms > cap)
+			ms = cap;
 		r = sys_poll(pfd, (nfds_t)n, ms);
 		if (r < 0 && errno == EINTR && !eintr_visible())
 			continue;
 		break;
 	}
 	int err = errno;
+	atomic_fetch_sub(&s->sleepers, 1);
 	sess_lock(s);
-	pg->wake_ack(ep);
+	woke(s);
+	if (r > 0)
+		s->nap_ms = SLEEP_CAP_MIN_MS;
+	else if (r == 0 && !company)
+		s->nap_ms = cap * 2 > SLEEP_CAP_MAX_MS ? SLEEP_CAP_MAX_MS : (uint32_t)cap * 2;
 	/* Slept: the spin did not pay off this time; spin less next time. */
 	s->spin_ns /= 2;
 	if (s->spin_ns < SPIN_MIN_NS)
@@ -820,6 +868,15 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 void ssw_session_hold(struct ssw_session *s, int delta)
 {
 	atomic_fetch_add(&s->holders, delta);
+}
+
+int ssw_session_fds(struct ssw_session *s, int *fds, int max)
+{
+	struct pollfd p[8];
+	int n = s->ep ? s->p->progress->wait_fds(s->ep, p, max < 8 ? max : 8) : 0;
+	for (int i = 0; i < n; i++)
+		fds[i] = p[i].fd;
+	return n;
 }
 
 bool ssw_session_last_holder(struct ssw_session *s)
@@ -1463,18 +1520,21 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 {
 	int rc = 0;
 	sess_lock(s);
-	if (s->p->progress->arm(s->ep) == -EAGAIN)
+	if (s->p->progress->arm(s->ep) == -EAGAIN) {
 		rc = -EAGAIN;
-	else
+	} else {
 		*nout = s->p->progress->wait_fds(s->ep, pfd, n);
+		rc = atomic_fetch_add(&s->sleepers, 1) > 0 ? 1 : 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
 void ssw_session_sleep_done(struct ssw_session *s)
 {
+	atomic_fetch_sub(&s->sleepers, 1);
 	sess_lock(s);
-	s->p->progress->wake_ack(s->ep);
+	woke(s);
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -65,12 +65,16 @@ void ssw_session_close(struct ssw_session *s, bool abort);
  * the processes holding it; only the last one's close reaches the peer.
  * fork() adds a holder (ssw_session_hold +1 before, -1 if fork failed). */
 void ssw_session_hold(struct ssw_session *s, int delta);
+/* The provider fds this connection needs in this process (at most max). */
+int ssw_session_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
 short ssw_session_poll(struct ssw_session *s);
-/* Prepare to sleep: returns 0 and fills up to n pollfds, or -EAGAIN if
- * something is already pending (do not sleep). */
+/* Prepare to sleep: returns 0 and fills up to n pollfds, 1 the same but
+ * another thread sleeps on this connection too (then sleep in naps: it may
+ * take the wake-up meant for this one), or -EAGAIN if something is already
+ * pending (do not sleep).  After 0 or 1, call ssw_session_sleep_done. */
 int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout);
 void ssw_session_sleep_done(struct ssw_session *s);
 

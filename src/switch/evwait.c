@@ -80,9 +80,10 @@ int ssw_ev_arm(struct ssw_sock *s, struct pollfd *pf, int n, int *nout, bool *st
 	struct ssw_session *sess = s->sess;
 	if (!sess)
 		return SSW_EV_NAP; /* between states: look again soon */
-	if (ssw_session_sleep_prepare(sess, pf, n, nout) == 0) {
+	int sp = ssw_session_sleep_prepare(sess, pf, n, nout);
+	if (sp >= 0) {
 		*armed = sess;
-		return SSW_EV_ARMED;
+		return sp ? SSW_EV_NAP : SSW_EV_ARMED; /* NAP: fds given, but sleep in naps */
 	}
 	*nout = 0;
 	if (!*staged) {

@@ -26,7 +26,7 @@ bool ssw_ev_spin_step(uint64_t now, uint64_t spin_until, bool *spun);
  *                   on it after sleeping
  *   SSW_EV_PENDING  something is pending: re-check readiness before sleeping
  *   SSW_EV_IDLE     nothing will change on s (a finished connection)
- *   SSW_EV_NAP      cannot arm s: sleep in short naps
+ *   SSW_EV_NAP      sleep in short naps (fds may be given, and *armed set, too)
  * A switched connection whose ring holds messages the application has not
  * asked for (data while it waits for POLLOUT only, or past an edge already
  * reported) cannot be armed; those messages are staged into the session (the

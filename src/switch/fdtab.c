@@ -21,6 +21,24 @@ static int tab_size;
 static _Atomic int tab_count;   /* entries: lets plain-only processes skip the lock */
 static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
 
+/* A thread walking the table (the stat refresher) may hold its lock at a
+ * fork: take it around the fork so the child never inherits it held. */
+static void fork_prepare(void)
+{
+	pthread_rwlock_wrlock(&tab_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_rwlock_unlock(&tab_lock);
+}
+
+/* not an unlock: the child's thread has another id than the locker */
+static void fork_child(void)
+{
+	pthread_rwlock_init(&tab_lock, NULL);
+}
+
 int ssw_fdtab_init(void)
 {
 	struct rlimit rl;
@@ -41,6 +59,7 @@ int ssw_fdtab_init(void)
 		return -ENOMEM;
 	}
 	info = (uint8_t *)p + (size_t)n * sizeof *tab;
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	tab_size = (int)n;
 	__atomic_store_n(&tab, (struct ssw_sock **)p, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&once);
@@ -128,6 +147,31 @@ void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg
 		if (tab[fd])
 			fn(fd, tab[fd], arg);
 	pthread_rwlock_unlock(&tab_lock);
+}
+
+int ssw_fdtab_size(void)
+{
+	return tab_size;
+}
+
+int ssw_fdtab_count(void)
+{
+	return atomic_load_explicit(&tab_count, memory_order_relaxed);
+}
+
+/* In a relay process (relay.c): the table keeps only fd's socket.  Other
+ * sockets are dropped without their teardown, which belongs to the processes
+ * that hold them: their objects are simply left behind. */
+void ssw_fdtab_forget_except(int keep)
+{
+	struct ssw_sock *ks = keep >= 0 && keep < tab_size ? tab[keep] : NULL;
+	for (int fd = 0; fd < tab_size && atomic_load(&tab_count) > (ks ? 1 : 0); fd++) {
+		if (fd == keep || !tab[fd])
+			continue;
+		struct ssw_sock *s = ssw_fdtab_take(fd);
+		if (s == ks)
+			ssw_sock_put(s);
+	}
 }
 
 uint8_t ssw_fdinfo_get(int fd)

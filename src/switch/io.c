@@ -133,6 +133,16 @@ int ssw_close(int fd)
 	return r < 0 ? -err : 0;
 }
 
+void ssw_close_range(unsigned lo, unsigned hi)
+{
+	unsigned top = (unsigned)ssw_fdtab_size();
+	for (unsigned fd = lo; fd <= hi && fd < top && ssw_fdtab_count(); fd++) {
+		int f = (int)fd;
+		if (ssw_fdtab_any(&f, 1))
+			ssw_close(f);
+	}
+}
+
 void ssw_dup(int oldfd, int newfd)
 {
 	struct ssw_sock *s = ssw_sock_get(oldfd);

@@ -170,6 +170,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 				break;
 			case SSW_EV_NAP:
 				nap = SSW_EV_NAP_NS;
+				nk += (nfds_t)got; /* fds may come with a nap */
 				break;
 			default:
 				nk += (nfds_t)got;

@@ -62,6 +62,10 @@ bool ssw_fdtab_any(const int *fds, int n);
 /* Call fn on every sock in the table (under the table lock: keep it short). */
 void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg);
 
+int ssw_fdtab_count(void);
+int ssw_fdtab_size(void);
+void ssw_fdtab_forget_except(int keep);
+
 struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family);
 
 /* What the switch knows of an fd from its creation (0: nothing). */

@@ -467,9 +467,21 @@ static void atfork_child(void)
 	__atomic_store_n(&ssw_statreg_ready, 0, __ATOMIC_RELAXED);
 }
 
+/* The refresher may hold the registry lock at the fork: the child would
+ * inherit it locked by a thread it does not have. */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&reg_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&reg_lock);
+}
+
 static void atfork_register(void)
 {
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	atexit(at_exit);
 }
 

@@ -38,7 +38,6 @@ declare -A KERNEL_SEGS=([refused_v4]=$SSW_CONN_SEGS [refused_v6]=$SSW_CONN_SEGS)
 # a transcript difference is reported as "XFAIL" instead of failing.  When it
 # starts to match, the test says XPASS: take it off this list.
 declare -A KNOWN_DIFF=(
-  [exec_inherit]="a switched connection inherited across exec loses its session (issue 3 note: exec inheritance)"
 )
 
 names=${SEM_SCENARIOS:-$("$SEM" LIST)}

@@ -2684,6 +2684,74 @@ static void exec_cli(const struct addr *a)
 
 static void sc_exec_inherit(void) { pair(AF_INET, exec_srv, exec_cli); }
 
+/* fork + exec: the new program sees a TCP socket (options, names) and the
+ * peer's close as end-of-file */
+static void exec_child2(void *arg)
+{
+	(void)arg;
+	char fdarg[16], reparg[16];
+	snprintf(fdarg, sizeof fdarg, "%d", g_fd);
+	snprintf(reparg, sizeof reparg, "%d", rep_fd);
+	execlp(self_exe, "sem", "__exec_reader", fdarg, reparg, (char *)NULL);
+	die("exec: %s", ename(errno));
+}
+
+static int exec_reader(int fd, int rfd)
+{
+	rep_fd = rfd;
+	role = "exec-child";
+	handle(SIGPIPE, on_sigpipe);
+	handle(SIGALRM, on_alarm);
+	alarm(WD_CHILD);
+	int v = -1, one = 1;
+	socklen_t l = sizeof v;
+	RC("getsockopt SO_DOMAIN", getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l));
+	say("domain is AF_INET: %d", v == AF_INET);
+	l = sizeof v;
+	RC("getsockopt SO_TYPE", getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l));
+	say("type is SOCK_STREAM: %d", v == SOCK_STREAM);
+	l = sizeof v;
+	RC("getsockopt SO_PROTOCOL", getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l));
+	say("protocol is TCP: %d", v == IPPROTO_TCP);
+	RC("setsockopt TCP_NODELAY", setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one));
+	l = sizeof v;
+	RC("getsockopt TCP_NODELAY", getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &l));
+	say("nodelay: %d", v != 0);
+	struct addr me, p;
+	get_name(fd, false, &me);
+	get_name(fd, true, &p);
+	say("getsockname %s, getpeername %s", adesc(&me), adesc(&p));
+	int d = dup(fd);
+	struct addr p2;
+	get_name(d, true, &p2);
+	say("dup'ed fd has the same peer: %d", p2.len == p.len && memcmp(&p2.ss, &p.ss, p.len) == 0);
+	close(d);
+	SEND(fd, "ready", 0);
+	recv_exact(fd, 3);
+	RECV(fd, 64, 0);
+	POLL1(fd, POLLIN | POLLRDHUP, 1000);
+	RC("close", close(fd));
+	return 0;
+}
+
+static void exec2_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 5);
+	SEND(fd, "bye", 0);
+	RC("server close", close(fd));
+}
+
+static void exec2_cli(const struct addr *a)
+{
+	g_fd = conn(a);
+	struct proc ch = spawn("exec-child", exec_child2, NULL);
+	RC("parent: close its copy", close(g_fd));
+	reap(&ch);
+}
+
+static void sc_exec_eof(void) { pair(AF_INET, exec2_srv, exec2_cli); }
+
 /* a forked helper closes its copy of the listener: the listener lives on */
 static int g_lfd;
 static void close_listener_child(void *arg)
@@ -3155,6 +3223,7 @@ static const struct scenario scenarios[] = {
 	{ "fork_after_connect", sc_fork_after_connect, "child writes, parent closes its copy: data, then EOF when the child exits" },
 	{ "fork_parent_keeps", sc_fork_parent_keeps, "child exits, parent still holds: no EOF until the parent closes" },
 	{ "exec_inherit", sc_exec_inherit, "fork+exec with an inherited connected socket" },
+	{ "exec_eof", sc_exec_eof, "fork+execlp: the new program sees TCP options and names, then the peer's close as EOF" },
 	{ "fork_listener", sc_fork_listener, "a forked child closes its copy of the listener; the listener lives on" },
 	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },
 	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },
@@ -3171,6 +3240,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "__exec_writer") == 0)
 		return exec_writer(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "__exec_reader") == 0)
+		return exec_reader(atoi(argv[2]), atoi(argv[3]));
 	if (argc != 2) {
 		fprintf(stderr, "usage: sem LIST | HELP | SCENARIO\n");
 		return 2;

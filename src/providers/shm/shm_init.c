@@ -80,6 +80,14 @@ static void ctl_probe(struct ssw_ep *ep)
 	ctl_record(ep, n > 1 ? n : 0);
 }
 
+static void shm_wake_leave(struct ssw_ep *ep)
+{
+	uint32_t a = atomic_load_explicit(&ep->rx.ctl->armed, memory_order_relaxed);
+	while (a && !atomic_compare_exchange_weak_explicit(&ep->rx.ctl->armed, &a, a - 1, memory_order_relaxed,
+							   memory_order_relaxed))
+		;
+}
+
 static void shm_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
@@ -94,10 +102,7 @@ static void shm_wake_ack(struct ssw_ep *ep)
 	 * after waking. */
 	atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
 	atomic_thread_fence(memory_order_seq_cst); /* pairs with shm_wake_peer's fence */
-	uint32_t a = atomic_load_explicit(&ep->rx.ctl->armed, memory_order_relaxed);
-	while (a && !atomic_compare_exchange_weak_explicit(&ep->rx.ctl->armed, &a, a - 1, memory_order_relaxed,
-							   memory_order_relaxed))
-		;
+	shm_wake_leave(ep);
 }
 
 static int shm_rx_ready(struct ssw_ep *ep)
@@ -172,6 +177,7 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.arm = shm_ring_arm,
 	.wait_fds = shm_wait_fds,
 	.wake_ack = shm_wake_ack,
+	.wake_leave = shm_wake_leave,
 	.peer_state = shm_peer_state,
 	.note = shm_note,
 };

@@ -1,0 +1,323 @@
+/* relay.c — a relay process carries a switched connection for a program
+ * exec'd with it (see relay.h).
+ *
+ * The relay is forked (twice, so that it is nobody's child: the application
+ * never reaps or waits for it) from the image about to exec, so it shares the
+ * connection's fork-shared state and holds it like any forked process.  It
+ * keeps only what it needs (the connection's fds, its end of the Unix socket,
+ * the provider's wake-up fds, the log), and copies bytes both ways until both
+ * directions are closed, turning end-of-file into shutdown(SHUT_WR) on the
+ * other side.  The exec'ing image lets go of the connection as a forked
+ * process does when it closes its copy. */
+#include "switch/relay.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RELAY_BUF (256u << 10)
+#define MAXFDS 64
+
+struct held {
+	struct ssw_sock *s;
+	int fds[MAXFDS];
+	int nfds;
+};
+
+struct collect {
+	struct held *v;
+	int n, max;
+};
+
+static void collect_one(int fd, struct ssw_sock *s, void *arg)
+{
+	struct collect *c = arg;
+	for (int i = 0; i < c->n; i++) {
+		if (c->v[i].s == s) {
+			if (c->v[i].nfds < MAXFDS)
+				c->v[i].fds[c->v[i].nfds++] = fd;
+			return;
+		}
+	}
+	if (c->n == c->max)
+		return;
+	atomic_fetch_add(&s->refs, 1); /* under the table lock: the entry holds one */
+	c->v[c->n++] = (struct held){ .s = s, .fds = { fd }, .nfds = 1 };
+}
+
+bool ssw_has_switched(void)
+{
+	return ssw_fdtab_count() > 0;
+}
+
+/* The fd still is a TCP socket of the table's family: a close the switch did
+ * not see (fclose of an fdopen'd socket, a raw system call) leaves a stale
+ * entry, and numbers reused through our calls clear theirs. */
+static bool same_socket(int fd, const struct ssw_sock *s)
+{
+	struct stat st;
+	int dom = 0;
+	socklen_t l = sizeof dom;
+	if (SYS_(fstat, fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	return sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) == 0 && dom == s->family;
+}
+
+static pid_t real_fork(void)
+{
+	static pid_t (*fn)(void);
+	if (!fn)
+		fn = (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
+	return fn ? fn() : (pid_t)syscall(SYS_fork);
+}
+
+/* ---- the relay process ---------------------------------------------------- */
+
+struct dir {
+	int from, to;          /* fds */
+	char *buf;
+	size_t len, off;
+	bool eof, shut;        /* read end-of-file; shut the other side's writing */
+	uint64_t total;        /* bytes read (logs) */
+};
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Close every fd but k[]: the relay must not keep the application's files,
+ * pipes and other connections open (a reader would never see their EOF). */
+static void close_others(int *k, int nk)
+{
+	qsort(k, (size_t)nk, sizeof *k, cmp_int);
+	unsigned lo = 0;
+	for (int i = 0; i <= nk; i++) {
+		unsigned hi = i < nk ? (unsigned)k[i] : ~0u;
+		if (hi > lo && SYS_(close_range, lo, hi - 1, 0) < 0) {
+			struct rlimit rl;
+			unsigned top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 20) ? (unsigned)rl.rlim_cur : 1u << 16;
+			for (unsigned fd = lo; fd < hi && fd < top; fd++)
+				sys_close((int)fd);
+		}
+		if (i < nk)
+			lo = (unsigned)k[i] + 1;
+	}
+}
+
+static void pump(struct dir *d, short rev_from, short rev_to)
+{
+	if (!d->eof && d->len < RELAY_BUF && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = recv(d->from, d->buf + d->len, RELAY_BUF - d->len, MSG_DONTWAIT);
+		if (n > 0) {
+			d->len += (size_t)n;
+			d->total += (uint64_t)n;
+		} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+			SSW_DEBUG("relay: fd %d: %s after %llu bytes", d->from, n ? strerror(errno) : "end of file",
+				  (unsigned long long)d->total);
+			d->eof = true; /* a reset reads as the end here: a Unix socket has no RST */
+		}
+	}
+	if (d->off < d->len && (rev_to & (POLLOUT | POLLERR | POLLHUP))) {
+		ssize_t n = send(d->to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0) {
+			d->off += (size_t)n;
+			if (d->off == d->len)
+				d->off = d->len = 0;
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			SSW_DEBUG("relay: send fd %d: %s", d->to, strerror(errno));
+			d->off = d->len = 0; /* the receiver is gone: nothing more goes that way */
+			d->eof = true;
+		}
+	}
+	if (d->eof && d->len == 0 && !d->shut) {
+		shutdown(d->to, SHUT_WR);
+		d->shut = true;
+	}
+}
+
+static _Noreturn void relay_main(struct held *h, int u)
+{
+	ssw_pid_forget();
+	setsid();
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &sa, NULL); /* the application's handlers are not ours */
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, NULL);
+
+	int n = h->fds[0];
+	int k[8 + MAXFDS], nk = 0;
+	k[nk++] = n;
+	k[nk++] = u;
+	k[nk++] = ssw_log_fd();
+	nk += ssw_session_fds(h->s->sess, k + nk, 4);
+	/* the table forgets the rest; the other copies of this one close normally */
+	ssw_fdtab_forget_except(n);
+	close_others(k, nk);
+
+	struct dir in = { .from = n, .to = u, .buf = malloc(RELAY_BUF) };
+	struct dir out = { .from = u, .to = n, .buf = malloc(RELAY_BUF) };
+	if (!in.buf || !out.buf)
+		in.eof = out.eof = true;
+	while (!(in.shut && out.shut)) {
+		struct pollfd p[2] = { { .fd = n }, { .fd = u } };
+		if (!in.eof && in.len < RELAY_BUF)
+			p[0].events |= POLLIN;
+		if (out.len)
+			p[0].events |= POLLOUT;
+		if (!out.eof && out.len < RELAY_BUF)
+			p[1].events |= POLLIN;
+		if (in.len)
+			p[1].events |= POLLOUT;
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			SSW_WARN("relay: poll: %s", strerror(errno));
+			break;
+		}
+		/* The application closed its end for good: nobody reads what the
+		 * peer sends any more; what the application sent still goes out. */
+		if ((p[1].revents & POLLHUP) && out.eof && !in.shut) {
+			SSW_DEBUG("relay: the application closed its end");
+			in.eof = in.shut = true;
+			in.len = in.off = 0;
+		}
+		pump(&in, p[0].revents, p[1].revents);
+		pump(&out, p[1].revents, p[0].revents);
+	}
+	SSW_DEBUG("relay: done (in %d/%d, out %d/%d)", in.eof, in.shut, out.eof, out.shut);
+	close(n); /* the last holder's close: FIN, or RST over unread data */
+	sys_close(u);
+	SYS_(exit_group, 0);
+	__builtin_unreachable();
+}
+
+/* ---- the exec'ing image ----------------------------------------------------- */
+
+static int relay(struct held *h)
+{
+	int sv[2], pp[2];
+	if (SYS_(socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	if (SYS_(pipe2, pp, O_CLOEXEC) < 0) {
+		int e = -errno;
+		sys_close(sv[0]);
+		sys_close(sv[1]);
+		return e;
+	}
+	ssw_session_hold(h->s->sess, 1); /* the relay's */
+	pid_t a = real_fork();
+	if (a == 0) {
+		pid_t b = real_fork();
+		if (b == 0) {
+			sys_close(sv[0]);
+			sys_close(pp[0]);
+			(void)!sys_write(pp[1], "r", 1); /* started: the connection is ours */
+			sys_close(pp[1]);
+			relay_main(h, sv[1]);
+		}
+		SYS_(exit_group, 0);
+	}
+	sys_close(sv[1]);
+	sys_close(pp[1]);
+	/* B says it started; A's exit status cannot tell us, since the
+	 * application's SIGCHLD handler may reap A first */
+	char c;
+	ssize_t got;
+	while ((got = sys_read(pp[0], &c, 1)) < 0 && errno == EINTR)
+		;
+	sys_close(pp[0]);
+	if (a > 0)
+		while (SYS_(wait4, a, NULL, 0, NULL) < 0 && errno == EINTR)
+			;
+	if (got != 1) {
+		ssw_session_hold(h->s->sess, -1);
+		sys_close(sv[0]);
+		return -EAGAIN;
+	}
+	if (atomic_load(&h->s->nonblock))
+		SYS_(fcntl, sv[0], F_SETFL, O_RDWR | O_NONBLOCK);
+	for (int i = 0; i < h->nfds; i++) {
+		int fd = h->fds[i];
+		int fl = (int)SYS_(fcntl, fd, F_GETFD);
+		SYS_(dup3, sv[0], fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		struct ssw_sock *t = ssw_fdtab_take(fd);
+		if (t)
+			ssw_sock_put(t); /* the last one lets go of the connection: the relay holds it */
+		ssw_epoll_forget(fd);
+		ssw_relayed_add(fd, &h->s->local, h->s->local_len, &h->s->peer, h->s->peer_len);
+	}
+	sys_close(sv[0]);
+	SSW_INFO("fd %d: switched connection handed to relay process for exec", h->fds[0]);
+	return 0;
+}
+
+char *ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
+{
+	u->dropped = NULL;
+	u->n = 0;
+	struct collect c = { .max = 256 };
+	c.v = ssw_fdtab_count() ? malloc(sizeof *c.v * (size_t)c.max) : NULL;
+	if (c.v)
+		ssw_fdtab_each(collect_one, &c);
+	if (c.n && in_place)
+		u->dropped = malloc(sizeof *u->dropped * (size_t)c.n);
+	for (int i = 0; i < c.n; i++) {
+		struct held *h = &c.v[i];
+		if (h->s->state != SSW_ST_CONNECTED || !h->s->sess)
+			continue;
+		int live = 0;
+		bool inherit = false;
+		for (int j = 0; j < h->nfds; j++) {
+			if (!same_socket(h->fds[j], h->s))
+				continue;
+			h->fds[live++] = h->fds[j];
+			if (!((int)SYS_(fcntl, h->fds[j], F_GETFD) & FD_CLOEXEC))
+				inherit = true;
+		}
+		h->nfds = live;
+		if (inherit && relay(h) == 0)
+			continue;
+		/* Not inherited: this image's hold ends with it.  The sole holder
+		 * keeps it (an exec that fails must find the connection alive);
+		 * its peer learns of the end from the provider's hang-up. */
+		if (in_place && u->dropped && !ssw_session_last_holder(h->s->sess)) {
+			ssw_session_hold(h->s->sess, -1);
+			u->dropped[u->n++] = h->s;
+			h->s = NULL; /* its reference keeps the session mapped until the undo */
+		}
+	}
+	for (int i = 0; i < c.n; i++)
+		ssw_sock_put(c.v[i].s);
+	free(c.v);
+	return ssw_relayed_env();
+}
+
+void ssw_exec_failed(struct ssw_exec_undo *u)
+{
+	for (int i = 0; i < u->n; i++) {
+		ssw_session_hold(u->dropped[i]->sess, 1);
+		ssw_sock_put(u->dropped[i]);
+	}
+	free(u->dropped);
+	u->dropped = NULL;
+	u->n = 0;
+}

@@ -1,0 +1,46 @@
+/* relay.h — handing a switched connection to a program exec'd with it.
+ *
+ * A switched connection's state lives in this image's memory and dies with
+ * it at exec.  So before an exec (or posix_spawn) that keeps a switched
+ * connection's fd open, a relay process forked from this image takes the
+ * connection over and the fd becomes an AF_UNIX stream socket to the relay
+ * (relay.c); the new program reads and writes it like any socket, and asks
+ * the switch (relayed.c) only for what a Unix socket would answer
+ * differently from TCP: its addresses and TCP options. */
+#ifndef SSW_RELAY_H
+#define SSW_RELAY_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+#include "switch/switch.h"
+
+/* relay.c */
+struct ssw_exec_undo {
+	struct ssw_sock **dropped; /* holds given up for the exec, given back if it fails */
+	int n;
+};
+/* Before exec (in_place) or posix_spawn (!in_place): relay every switched
+ * connection the new program inherits; for an exec, also give up this
+ * image's hold of the others.  Returns the SOCKSWITCH_RELAYED=... string the
+ * new program's environment needs (malloc'd), or NULL. */
+char *ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u);
+/* The exec failed: this image holds its connections again. */
+void ssw_exec_failed(struct ssw_exec_undo *u);
+/* Any switched socket in this process (vfork then behaves as fork). */
+bool ssw_has_switched(void);
+
+/* relayed.c */
+int ssw_relayed_add(int fd, const struct sockaddr_storage *local, socklen_t llen,
+		    const struct sockaddr_storage *peer, socklen_t plen);
+void ssw_relayed_drop(int fd);
+void ssw_relayed_dup(int oldfd, int newfd);
+void ssw_relayed_close_range(unsigned lo, unsigned hi);
+enum ssw_relayed_q { SSW_RQ_SOCKNAME, SSW_RQ_PEERNAME, SSW_RQ_GETOPT, SSW_RQ_SETOPT };
+/* getsockname/getpeername (val = sockaddr, len = its length), get/setsockopt
+ * for a relayed fd: 0 or -errno; SSW_PASS: not relayed or the kernel's answer. */
+int ssw_relayed_query(int fd, enum ssw_relayed_q q, int level, int opt, void *val, socklen_t *len);
+char *ssw_relayed_env(void);
+void ssw_relayed_import(void);
+
+#endif
