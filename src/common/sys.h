@@ -29,6 +29,7 @@ static inline int sys_accept4(int fd, struct sockaddr *a, socklen_t *l, int f) {
 static inline ssize_t sys_sendmsg(int fd, const struct msghdr *m, int f) { return SYS_(sendmsg, fd, m, f); }
 static inline ssize_t sys_recvmsg(int fd, struct msghdr *m, int f) { return SYS_(recvmsg, fd, m, f); }
 static inline int sys_getsockname(int fd, struct sockaddr *a, socklen_t *l) { return (int)SYS_(getsockname, fd, a, l); }
+static inline int sys_getpeername(int fd, struct sockaddr *a, socklen_t *l) { return (int)SYS_(getpeername, fd, a, l); }
 static inline int sys_getsockopt(int fd, int lv, int o, void *v, socklen_t *l) { return (int)SYS_(getsockopt, fd, lv, o, v, l); }
 static inline int sys_setsockopt(int fd, int lv, int o, const void *v, socklen_t l) { return (int)SYS_(setsockopt, fd, lv, o, v, l); }
 static inline int sys_ppoll(struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *m)

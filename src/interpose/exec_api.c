@@ -40,39 +40,32 @@ static const char *find(char *const env[], const char *key, size_t klen)
 	return NULL;
 }
 
-static bool is_relayed_var(const char *v)
-{
-	return !strncmp(v, "SOCKSWITCH_RELAYED=", 19);
-}
-
-/* Build envp + our preload + SOCKSWITCH_* of ours that envp lacks, with
- * `relayed` (SOCKSWITCH_RELAYED=..., may be NULL) in place of any such
- * variable envp carries.  Returns envp itself when nothing changes, NULL on
- * allocation failure. */
-static char **fix_env(char *const envp[], char *relayed)
+/* Build envp + our preload + SOCKSWITCH_* of ours that envp lacks.  Returns
+ * envp itself when nothing changes, NULL on allocation failure. */
+static char **fix_env(char *const envp[])
 {
 	const char *self = self_path();
 	bool keep = self[0] && !getenv("SOCKSWITCH_NO_EXEC_KEEP");
 	const char *pre = find(envp, "LD_PRELOAD", 10);
 	bool need_pre = keep && (!pre || !strstr(pre, self));
-	int n = 0, extra = 0, stale = 0;
+	int n = 0, extra = 0;
 	while (envp && envp[n])
-		stale += is_relayed_var(envp[n++]);
+		n++;
 	for (int i = 0; keep && environ && environ[i]; i++) {
-		if (strncmp(environ[i], "SOCKSWITCH_", 11) || is_relayed_var(environ[i]))
+		if (strncmp(environ[i], "SOCKSWITCH_", 11))
 			continue;
 		const char *eq = strchr(environ[i], '=');
 		if (eq && !find(envp, environ[i], (size_t)(eq - environ[i])))
 			extra++;
 	}
-	if (!need_pre && !extra && !stale && !relayed)
+	if (!need_pre && !extra)
 		return (char **)envp;
-	char **out = calloc((size_t)(n + extra + 3), sizeof *out);
+	char **out = calloc((size_t)(n + extra + 2), sizeof *out);
 	if (!out)
 		return NULL;
 	int k = 0;
 	for (int i = 0; i < n; i++)
-		if ((!need_pre || strncmp(envp[i], "LD_PRELOAD=", 11)) && !is_relayed_var(envp[i]))
+		if (!need_pre || strncmp(envp[i], "LD_PRELOAD=", 11))
 			out[k++] = envp[i];
 	if (need_pre) {
 		size_t len = strlen(self) + (pre ? strlen(pre) : 0) + 16;
@@ -85,14 +78,12 @@ static char **fix_env(char *const envp[], char *relayed)
 		out[k++] = v;
 	}
 	for (int i = 0; keep && environ && environ[i]; i++) {
-		if (strncmp(environ[i], "SOCKSWITCH_", 11) || is_relayed_var(environ[i]))
+		if (strncmp(environ[i], "SOCKSWITCH_", 11))
 			continue;
 		const char *eq = strchr(environ[i], '=');
 		if (eq && !find(envp, environ[i], (size_t)(eq - environ[i])))
 			out[k++] = environ[i];
 	}
-	if (relayed)
-		out[k++] = relayed;
 	out[k] = NULL;
 	return out;
 }
@@ -116,15 +107,14 @@ static int do_exec(int (*fn)(const char *, char *const[], char *const[]), const 
 		   char *const argv[], char *const envp[])
 {
 	struct ssw_exec_undo u;
-	char *rel = ssw_exec_prepare(true, &u);
-	char **e = fix_env(envp, rel);
+	ssw_exec_prepare(true, &u);
+	char **e = fix_env(envp);
 	int r = fn(path, argv, e ? e : envp);
 	int err = errno;
 	/* only reached on failure; the copies are lost on success anyway */
 	ssw_exec_failed(&u);
 	if (e && e != envp)
 		free(e);
-	free(rel);
 	errno = err;
 	return r;
 }
@@ -243,12 +233,11 @@ static int do_spawn(int (*fn)(pid_t *, const char *, const posix_spawn_file_acti
 		    char *const argv[], char *const envp[])
 {
 	struct ssw_exec_undo u;
-	char *rel = ssw_exec_prepare(false, &u);
-	char **e = fix_env(envp, rel);
+	ssw_exec_prepare(false, &u);
+	char **e = fix_env(envp);
 	int r = fn(pid, path, fa, at, argv, e ? e : envp);
 	if (e && e != envp)
 		free(e);
-	free(rel);
 	return r;
 }
 

@@ -2,6 +2,7 @@
  * load; a switched connection goes to its session. */
 #include "interpose/real.h"
 
+#include "switch/relay.h"
 #include "switch/switch.h"
 
 #include <errno.h>
@@ -49,8 +50,31 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, const stru
 	return REAL(sendto)(fd, buf, len, flags, a, al);
 }
 
+/* fds in SCM_RIGHTS messages: (at most) the first 64 of them */
+static int cmsg_fds(const struct msghdr *m, int *out, int max)
+{
+	int n = 0;
+	if (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+		return 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k && n < max; i++)
+			memcpy(&out[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	return n;
+}
+
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
+	if (m && m->msg_controllen && ssw_has_switched()) {
+		/* a switched connection sent to another process goes through a relay */
+		int fds[64];
+		int n = cmsg_fds(m, fds, 64);
+		if (n)
+			ssw_relay_fds(fds, n);
+	}
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_send(s, m->msg_iov, (int)m->msg_iovlen, flags);
@@ -139,7 +163,15 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 			SSW_RET(r);
 		}
 	}
-	return REAL(recvmsg)(fd, m, flags);
+	ssize_t r = REAL(recvmsg)(fd, m, flags);
+	if (r >= 0 && m->msg_controllen) {
+		/* new fds: whatever the switch knew of those numbers is stale */
+		int fds[64];
+		int n = cmsg_fds(m, fds, 64);
+		for (int i = 0; i < n; i++)
+			ssw_fd_fresh(fds[i]);
+	}
+	return r;
 }
 
 EXPORT ssize_t read(int fd, void *buf, size_t len)

@@ -4,7 +4,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include "switch/relay.h"
 #include "switch/sock.h"
 
 struct ssw_real ssw_real;
@@ -37,6 +36,4 @@ __attribute__((constructor)) static void early(void)
 	ssw_real_init();
 	/* the fd table exists from the start so socket() can record what it made */
 	ssw_fdtab_init();
-	/* fds a relay carries for us since the exec that started this program */
-	ssw_relayed_import();
 }

@@ -22,14 +22,27 @@
  * socket was closed behind our back, e.g. by fclose). */
 static int fresh(int fd)
 {
-	if (fd >= 0) {
-		struct ssw_sock *s = ssw_fdtab_take(fd);
-		if (s)
-			ssw_sock_put(s);
-		ssw_fdinfo_set(fd, 0);
-		ssw_relayed_drop(fd);
-	}
+	if (fd >= 0)
+		ssw_fd_fresh(fd);
 	return fd;
+}
+
+/* Answer from the relayed table: an fd not met before (received over
+ * SCM_RIGHTS, inherited across exec) is looked at once, unless the switch
+ * knows it is something else. */
+static int relayed_query(int fd, enum ssw_relayed_q q, int level, int opt, void *val, socklen_t *len)
+{
+	int r = ssw_relayed_query(fd, q, level, opt, val, len);
+	if (r != SSW_PASS || fd < 0)
+		return r;
+	uint8_t fi = ssw_fdinfo_get(fd);
+	if (fi & (SSW_FI_NOTRELAY | SSW_FI_TCP4 | SSW_FI_TCP6 | SSW_FI_EPOLL))
+		return SSW_PASS;
+	if (!ssw_relayed_recognize(fd)) {
+		ssw_fdinfo_set(fd, fi | SSW_FI_NOTRELAY);
+		return SSW_PASS;
+	}
+	return ssw_relayed_query(fd, q, level, opt, val, len);
 }
 
 EXPORT int socket(int domain, int type, int protocol)
@@ -240,7 +253,7 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
-		int q = ssw_relayed_query(fd, SSW_RQ_GETOPT, level, opt, val, len);
+		int q = relayed_query(fd, SSW_RQ_GETOPT, level, opt, val, len);
 		if (q != SSW_PASS)
 			SSW_RET(q);
 		return REAL(getsockopt)(fd, level, opt, val, len);
@@ -257,7 +270,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		socklen_t l = len;
-		int q = ssw_relayed_query(fd, SSW_RQ_SETOPT, level, opt, (void *)val, &l);
+		int q = relayed_query(fd, SSW_RQ_SETOPT, level, opt, (void *)val, &l);
 		if (q != SSW_PASS)
 			SSW_RET(q);
 		if (level == SOL_SOCKET)
@@ -273,7 +286,7 @@ EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
-		int q = ssw_relayed_query(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
+		int q = relayed_query(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
 		if (q != SSW_PASS)
 			SSW_RET(q);
 		return REAL(getsockname)(fd, a, l);
@@ -289,7 +302,7 @@ EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
-		int q = ssw_relayed_query(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
+		int q = relayed_query(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
 		if (q != SSW_PASS)
 			SSW_RET(q);
 		return REAL(getpeername)(fd, a, l);

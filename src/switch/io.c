@@ -1,6 +1,7 @@
 /* io.c — data transfer, close, dup and socket options of switched sockets:
  * the socket-level rules (blocking mode, timeouts, SIGPIPE, option tracking)
  * around the session's stream operations. */
+#include "switch/relay.h"
 #include "switch/switch.h"
 
 #include "common/log.h"
@@ -131,6 +132,15 @@ int ssw_close(int fd)
 	ssw_epoll_forget(fd);
 	errno = err;
 	return r < 0 ? -err : 0;
+}
+
+void ssw_fd_fresh(int fd)
+{
+	struct ssw_sock *s = ssw_fdtab_take(fd);
+	if (s)
+		ssw_sock_put(s);
+	ssw_fdinfo_set(fd, 0);
+	ssw_relayed_drop(fd);
 }
 
 void ssw_close_range(unsigned lo, unsigned hi)

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -212,13 +213,40 @@ static _Noreturn void relay_main(struct held *h, int u)
 
 /* ---- the exec'ing image ----------------------------------------------------- */
 
+/* A connected pair whose listening end carries the connection's name:
+ * sv[0] the application's end, sv[1] the relay's. */
+static int named_pair(const struct ssw_sock *s, int sv[2])
+{
+	struct sockaddr_un un;
+	socklen_t ul;
+	if (ssw_relay_name(&s->local, s->local_len, &s->peer, s->peer_len, &un, &ul) < 0)
+		return -EINVAL;
+	int lfd = sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int cfd = sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int afd = -1, e = 0;
+	if (lfd < 0 || cfd < 0 || sys_bind(lfd, (struct sockaddr *)&un, ul) < 0 || sys_listen(lfd, 1) < 0 ||
+	    sys_connect(cfd, (struct sockaddr *)&un, ul) < 0 || (afd = sys_accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		e = -errno;
+	if (lfd >= 0)
+		sys_close(lfd); /* the name lives on in the pair's peer addresses */
+	if (e) {
+		if (cfd >= 0)
+			sys_close(cfd);
+		return e;
+	}
+	sv[0] = cfd;
+	sv[1] = afd;
+	return 0;
+}
+
 static int relay(struct held *h)
 {
-	int sv[2], pp[2];
-	if (SYS_(socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return -errno;
+	int sv[2] = { -1, -1 }, pp[2];
+	int e = named_pair(h->s, sv);
+	if (e < 0)
+		return e;
 	if (SYS_(pipe2, pp, O_CLOEXEC) < 0) {
-		int e = -errno;
+		e = -errno;
 		sys_close(sv[0]);
 		sys_close(sv[1]);
 		return e;
@@ -266,11 +294,11 @@ static int relay(struct held *h)
 		ssw_relayed_add(fd, &h->s->local, h->s->local_len, &h->s->peer, h->s->peer_len);
 	}
 	sys_close(sv[0]);
-	SSW_INFO("fd %d: switched connection handed to relay process for exec", h->fds[0]);
+	SSW_INFO("fd %d: switched connection handed to a relay process (exec or SCM_RIGHTS)", h->fds[0]);
 	return 0;
 }
 
-char *ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
+void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 {
 	u->dropped = NULL;
 	u->n = 0;
@@ -308,7 +336,36 @@ char *ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 	for (int i = 0; i < c.n; i++)
 		ssw_sock_put(c.v[i].s);
 	free(c.v);
-	return ssw_relayed_env();
+}
+
+static bool in_list(const int *fds, int n, int fd)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] == fd)
+			return true;
+	return false;
+}
+
+void ssw_relay_fds(const int *fds, int n)
+{
+	if (!ssw_fdtab_count() || !ssw_fdtab_any(fds, n))
+		return;
+	struct collect c = { .max = 256 };
+	c.v = malloc(sizeof *c.v * (size_t)c.max);
+	if (!c.v)
+		return;
+	ssw_fdtab_each(collect_one, &c);
+	for (int i = 0; i < c.n; i++) {
+		struct held *h = &c.v[i];
+		bool sent = false;
+		for (int j = 0; j < h->nfds; j++)
+			sent |= in_list(fds, n, h->fds[j]);
+		if (sent && h->s->state == SSW_ST_CONNECTED && h->s->sess && relay(h) < 0)
+			SSW_WARN("fd %d: cannot relay a switched connection sent to another process", h->fds[0]);
+	}
+	for (int i = 0; i < c.n; i++)
+		ssw_sock_put(c.v[i].s);
+	free(c.v);
 }
 
 void ssw_exec_failed(struct ssw_exec_undo *u)

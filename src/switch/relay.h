@@ -1,8 +1,10 @@
-/* relay.h — handing a switched connection to a program exec'd with it.
+/* relay.h — handing a switched connection to a program exec'd with it, or
+ * to a process it is sent to over SCM_RIGHTS.
  *
  * A switched connection's state lives in this image's memory and dies with
- * it at exec.  So before an exec (or posix_spawn) that keeps a switched
- * connection's fd open, a relay process forked from this image takes the
+ * it at exec (and never reaches a process the fd is sent to).  So before an
+ * exec (or posix_spawn) that keeps a switched connection's fd open, or before
+ * the fd is sent, a relay process forked from this image takes the
  * connection over and the fd becomes an AF_UNIX stream socket to the relay
  * (relay.c); the new program reads and writes it like any socket, and asks
  * the switch (relayed.c) only for what a Unix socket would answer
@@ -22,9 +24,11 @@ struct ssw_exec_undo {
 };
 /* Before exec (in_place) or posix_spawn (!in_place): relay every switched
  * connection the new program inherits; for an exec, also give up this
- * image's hold of the others.  Returns the SOCKSWITCH_RELAYED=... string the
- * new program's environment needs (malloc'd), or NULL. */
-char *ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u);
+ * image's hold of the others. */
+void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u);
+/* Before passing fds to another process (SCM_RIGHTS): relay the switched
+ * connections among them.  Those fds stay usable here, through the relay. */
+void ssw_relay_fds(const int *fds, int n);
 /* The exec failed: this image holds its connections again. */
 void ssw_exec_failed(struct ssw_exec_undo *u);
 /* Any switched socket in this process (vfork then behaves as fork). */
@@ -40,7 +44,14 @@ enum ssw_relayed_q { SSW_RQ_SOCKNAME, SSW_RQ_PEERNAME, SSW_RQ_GETOPT, SSW_RQ_SET
 /* getsockname/getpeername (val = sockaddr, len = its length), get/setsockopt
  * for a relayed fd: 0 or -errno; SSW_PASS: not relayed or the kernel's answer. */
 int ssw_relayed_query(int fd, enum ssw_relayed_q q, int level, int opt, void *val, socklen_t *len);
-char *ssw_relayed_env(void);
-void ssw_relayed_import(void);
+/* The abstract name a relay listens on, carrying the connection's addresses
+ * (getpeername of the application's end returns it), and its parser. */
+struct sockaddr_un;
+int ssw_relay_name(const struct sockaddr_storage *l, socklen_t ll, const struct sockaddr_storage *p, socklen_t pl,
+		   struct sockaddr_un *out, socklen_t *outlen);
+bool ssw_relay_name_parse(const struct sockaddr_un *un, socklen_t len, struct sockaddr_storage *l, socklen_t *ll,
+			  struct sockaddr_storage *p, socklen_t *pl);
+/* fd (not in the table) is a relay's socket: add it; false if it is not one. */
+bool ssw_relayed_recognize(int fd);
 
 #endif

@@ -3,8 +3,9 @@
  * writes and readiness are the kernel's own; only what would show the
  * difference (addresses, the socket's domain and protocol, TCP and IP
  * options) is answered from what this table remembers of the connection.
- * The table crosses exec in SOCKSWITCH_RELAYED, so a program exec'd with an
- * inherited connection (inetd, sshd, socat EXEC) sees its TCP peer. */
+ * A process that gets such an fd another way (exec, SCM_RIGHTS) recognises
+ * it by the relay's name (ssw_relayed_recognize), so a program exec'd with
+ * an inherited connection (inetd, sshd, socat EXEC) sees its TCP peer. */
 #include "switch/relay.h"
 
 #include "common/sys.h"
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 struct relayed {
 	struct sockaddr_storage local, peer;
@@ -173,115 +175,86 @@ out:
 	return r;
 }
 
-/* ---- across exec --------------------------------------------------------- */
+/* ---- recognising a relay's socket -------------------------------------- */
 
-static void hex(const void *p, size_t n, char *out)
+/* The relay listens on an abstract Unix name that carries the connection's
+ * addresses, and the application's end is connected to it: so any process
+ * that ends up with that end (through exec, SCM_RIGHTS or fork) can ask the
+ * kernel (getpeername) what it stands for, with nothing else to pass along.
+ * Name: \0, prefix, pid, counter, local len, local, peer len, peer. */
+#define NAME_PREFIX "sockswitch-relay/"
+
+int ssw_relay_name(const struct sockaddr_storage *l, socklen_t ll, const struct sockaddr_storage *p, socklen_t pl,
+		   struct sockaddr_un *out, socklen_t *outlen)
 {
-	static const char d[] = "0123456789abcdef";
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = d[b[i] >> 4];
-		out[2 * i + 1] = d[b[i] & 15];
-	}
-	out[2 * n] = '\0';
+	static _Atomic unsigned counter;
+	if (ll > sizeof(struct sockaddr_in6) || pl > sizeof(struct sockaddr_in6))
+		return -EINVAL;
+	memset(out, 0, sizeof *out);
+	out->sun_family = AF_UNIX;
+	char *b = out->sun_path;
+	size_t n = 1 + sizeof NAME_PREFIX - 1;
+	memcpy(b + 1, NAME_PREFIX, sizeof NAME_PREFIX - 1);
+	uint32_t id[2] = { (uint32_t)ssw_pid(), atomic_fetch_add(&counter, 1) };
+	memcpy(b + n, id, sizeof id);
+	n += sizeof id;
+	if (n + 2 + ll + pl > sizeof out->sun_path)
+		return -ENAMETOOLONG;
+	b[n++] = (char)ll;
+	memcpy(b + n, l, ll);
+	n += ll;
+	b[n++] = (char)pl;
+	memcpy(b + n, p, pl);
+	n += pl;
+	*outlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+	return 0;
 }
 
-static int unhex(const char *s, size_t n, void *out, size_t max)
+static bool inet_ok(const struct sockaddr_storage *a, size_t len)
 {
-	if (n % 2 || n / 2 > max)
-		return -1;
-	unsigned char *b = out;
-	for (size_t i = 0; i < n / 2; i++) {
-		int v = 0;
-		for (int k = 0; k < 2; k++) {
-			char c = s[2 * i + (size_t)k];
-			int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-			if (x < 0)
-				return -1;
-			v = v * 16 + x;
-		}
-		b[i] = (unsigned char)v;
-	}
-	return (int)(n / 2);
+	return (a->ss_family == AF_INET && len == sizeof(struct sockaddr_in)) ||
+	       (a->ss_family == AF_INET6 && len == sizeof(struct sockaddr_in6));
 }
 
-/* "SOCKSWITCH_RELAYED=fd:local:peer;..." for the relayed fds an exec keeps
- * (no FD_CLOEXEC); NULL when there are none or memory is short. */
-char *ssw_relayed_env(void)
+/* Parse a peer name; false when it is not a relay's (anything may be there:
+ * another program's abstract socket, or a made-up name). */
+bool ssw_relay_name_parse(const struct sockaddr_un *un, socklen_t len, struct sockaddr_storage *l, socklen_t *ll,
+			  struct sockaddr_storage *p, socklen_t *pl)
 {
-	if (!atomic_load_explicit(&count, memory_order_relaxed))
-		return NULL;
-	pthread_mutex_lock(&lock);
-	size_t per = 16 + 4 * sizeof(struct sockaddr_storage) + 4, cap = 32, n = 0;
-	for (int fd = 0; fd < tab_len; fd++)
-		if (tab[fd])
-			cap += per;
-	char *out = malloc(cap);
-	if (out) {
-		n = (size_t)snprintf(out, cap, "SOCKSWITCH_RELAYED=");
-		for (int fd = 0; fd < tab_len; fd++) {
-			struct relayed *e = tab[fd];
-			int fl = e ? (int)SYS_(fcntl, fd, F_GETFD) : -1;
-			if (!e || fl < 0 || (fl & FD_CLOEXEC))
-				continue;
-			char l[2 * sizeof e->local + 1], p[2 * sizeof e->peer + 1];
-			hex(&e->local, e->local_len, l);
-			hex(&e->peer, e->peer_len, p);
-			n += (size_t)snprintf(out + n, cap - n, "%s%d:%s:%s", out[n - 1] == '=' ? "" : ";", fd, l, p);
-		}
-		if (out[n - 1] == '=') {
-			free(out);
-			out = NULL;
-		}
-	}
-	pthread_mutex_unlock(&lock);
-	return out;
-}
-
-static bool is_unix_stream(int fd)
-{
-	struct stat st;
-	int v = 0;
-	socklen_t l = sizeof v;
-	if (SYS_(fstat, fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+	size_t off = offsetof(struct sockaddr_un, sun_path);
+	if (len <= off || un->sun_family != AF_UNIX)
 		return false;
-	if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
+	size_t n = len - off, k = 1 + sizeof NAME_PREFIX - 1 + 2 * sizeof(uint32_t);
+	const unsigned char *b = (const unsigned char *)un->sun_path;
+	if (n < k + 2 || b[0] != 0 || memcmp(b + 1, NAME_PREFIX, sizeof NAME_PREFIX - 1))
 		return false;
-	l = sizeof v;
-	return sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v == SOCK_STREAM;
+	size_t a = b[k++];
+	if (a > sizeof *l || k + a + 1 > n)
+		return false;
+	memset(l, 0, sizeof *l);
+	memcpy(l, b + k, a);
+	k += a;
+	*ll = (socklen_t)a;
+	size_t c = b[k++];
+	if (c > sizeof *p || k + c != n)
+		return false;
+	memset(p, 0, sizeof *p);
+	memcpy(p, b + k, c);
+	*pl = (socklen_t)c;
+	return inet_ok(l, a) && inet_ok(p, c) && l->ss_family == p->ss_family;
 }
 
-/* At start: take over what the image before exec left.  An entry whose fd is
- * not (any more) an AF_UNIX stream socket is ignored: the variable may have
- * outlived the fd it described (a grandchild, a program that closed it). */
-void ssw_relayed_import(void)
+/* fd is not in the table: is it a relay's socket we have not met (received
+ * over SCM_RIGHTS, inherited across exec)?  Then it is added.  One system
+ * call; the caller skips fds known to be something else. */
+bool ssw_relayed_recognize(int fd)
 {
-	const char *v = getenv("SOCKSWITCH_RELAYED");
-	if (!v)
-		return;
-	char *copy = strdup(v);
-	unsetenv("SOCKSWITCH_RELAYED");
-	if (!copy)
-		return;
-	char *save = NULL;
-	for (char *it = strtok_r(copy, ";", &save); it; it = strtok_r(NULL, ";", &save)) {
-		char *c1 = strchr(it, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		char *end;
-		long fd = strtol(it, &end, 10);
-		if (end != c1 || fd < 0 || fd > 1 << 22)
-			continue;
-		struct sockaddr_storage l, p;
-		memset(&l, 0, sizeof l);
-		memset(&p, 0, sizeof p);
-		int ll = unhex(c1 + 1, (size_t)(c2 - c1 - 1), &l, sizeof l);
-		int pl = unhex(c2 + 1, strlen(c2 + 1), &p, sizeof p);
-		if (ll < (int)sizeof(sa_family_t) || pl < (int)sizeof(sa_family_t) || !is_unix_stream((int)fd))
-			continue;
-		if (l.ss_family != AF_INET && l.ss_family != AF_INET6)
-			continue;
-		ssw_relayed_add((int)fd, &l, (socklen_t)ll, &p, (socklen_t)pl);
-	}
-	free(copy);
+	struct sockaddr_un un;
+	socklen_t len = sizeof un;
+	struct sockaddr_storage l, p;
+	socklen_t ll, pl;
+	if (sys_getpeername(fd, (struct sockaddr *)&un, &len) < 0 || len > sizeof un ||
+	    !ssw_relay_name_parse(&un, len, &l, &ll, &p, &pl))
+		return false;
+	return ssw_relayed_add(fd, &l, ll, &p, pl) == 0;
 }

@@ -77,6 +77,7 @@ enum {
 	SSW_FI_BOUND = 16,
 	SSW_FI_NONBLOCK = 32,
 	SSW_FI_EPOLL = 64,    /* an epoll fd (made through our epoll_create) */
+	SSW_FI_NOTRELAY = 128,/* looked at: not a relay's socket (relayed.c) */
 };
 uint8_t ssw_fdinfo_get(int fd);
 void ssw_fdinfo_set(int fd, uint8_t v);

@@ -43,6 +43,8 @@ int ssw_shutdown(struct ssw_sock *s, int how);
 int ssw_close(int fd);
 /* The fd `newfd` now refers to the same socket as `oldfd` (dup family). */
 void ssw_dup(int oldfd, int newfd);
+/* A new fd from outside the switch's view (SCM_RIGHTS): forget the number. */
+void ssw_fd_fresh(int fd);
 /* close_range(2) without CLOSE_RANGE_CLOEXEC: close() each switched fd in [lo, hi]. */
 void ssw_close_range(unsigned lo, unsigned hi);
 

@@ -2752,6 +2752,76 @@ static void exec2_cli(const struct addr *a)
 
 static void sc_exec_eof(void) { pair(AF_INET, exec2_srv, exec2_cli); }
 
+/* SCM_RIGHTS: a connected socket sent to another process over a Unix socket */
+static int g_sp[2];
+
+static void scm_receiver(void *arg)
+{
+	(void)arg;
+	char b;
+	struct iovec v = { &b, 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+	if (recvmsg(g_sp[1], &m, 0) != 1)
+		die("recvmsg: %s", ename(errno));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		die("no fd received");
+	int fd;
+	memcpy(&fd, CMSG_DATA(c), sizeof fd);
+	int v2 = -1;
+	socklen_t l = sizeof v2;
+	RC("getsockopt SO_DOMAIN", getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v2, &l));
+	say("domain is AF_INET: %d", v2 == AF_INET);
+	struct addr me, p;
+	get_name(fd, false, &me);
+	get_name(fd, true, &p);
+	say("getsockname %s, getpeername %s", adesc(&me), adesc(&p));
+	SEND(fd, "via passed fd", 0);
+	recv_exact(fd, 2);
+	RC("shutdown SHUT_WR", shutdown(fd, SHUT_WR));
+	RECV(fd, 64, 0);
+	RC("close", close(fd));
+}
+
+static void scm_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 13);
+	SEND(fd, "ok", 0);
+	RECV(fd, 64, 0);
+	RC("server close", close(fd));
+}
+
+static void scm_cli(const struct addr *a)
+{
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, g_sp) < 0)
+		die("socketpair");
+	struct proc ch = spawn("receiver", scm_receiver, NULL);
+	int fd = conn(a);
+	char b = 'F';
+	struct iovec v = { &b, 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof u);
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	RC("sendmsg SCM_RIGHTS", sendmsg(g_sp[0], &m, 0));
+	RC("sender: close its copy", close(fd));
+	reap(&ch);
+}
+
+static void sc_scm_rights(void) { pair(AF_INET, scm_srv, scm_cli); }
+
 /* a forked helper closes its copy of the listener: the listener lives on */
 static int g_lfd;
 static void close_listener_child(void *arg)
@@ -3223,6 +3293,7 @@ static const struct scenario scenarios[] = {
 	{ "fork_after_connect", sc_fork_after_connect, "child writes, parent closes its copy: data, then EOF when the child exits" },
 	{ "fork_parent_keeps", sc_fork_parent_keeps, "child exits, parent still holds: no EOF until the parent closes" },
 	{ "exec_inherit", sc_exec_inherit, "fork+exec with an inherited connected socket" },
+	{ "scm_rights", sc_scm_rights, "a connected socket sent over SCM_RIGHTS: the receiver talks to the peer, sees its names, EOF" },
 	{ "exec_eof", sc_exec_eof, "fork+execlp: the new program sees TCP options and names, then the peer's close as EOF" },
 	{ "fork_listener", sc_fork_listener, "a forked child closes its copy of the listener; the listener lives on" },
 	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },

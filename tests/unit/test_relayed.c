@@ -1,7 +1,7 @@
 /* test_relayed.c — the table of relayed fds (switch/relayed.c): what a program
  * exec'd with a switched connection asks of its AF_UNIX stand-in (addresses,
- * TCP options), dup/close bookkeeping, and the SOCKSWITCH_RELAYED variable
- * that carries the table across exec, including hostile or stale values. */
+ * TCP options), dup/close bookkeeping, and the relay's name, by which a
+ * process the fd reaches recognises it (hostile names included). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "switch/relay.h"
@@ -123,79 +124,126 @@ static void test_dup_and_close(void **state)
 	close(e);
 }
 
-static void test_env_round_trip(void **state)
+/* a connected pair whose listening end is bound to name: the application's end */
+static int named_pair(const struct sockaddr_un *un, socklen_t ul, int *other)
 {
-	(void)state;
-	addrs();
-	int keep = unix_fd(), cloexec = unix_fd();
-	fcntl(cloexec, F_SETFD, FD_CLOEXEC);
-	ssw_relayed_add(keep, &L, LL, &P, PL);
-	ssw_relayed_add(cloexec, &L, LL, &P, PL);
-	char *env = ssw_relayed_env();
-	assert_non_null(env);
-	char want[32];
-	snprintf(want, sizeof want, "=%d:", keep);
-	assert_non_null(strstr(env, want)); /* inherited: listed */
-	snprintf(want, sizeof want, ";%d:", cloexec);
-	assert_null(strstr(env, want)); /* closed by the exec: not listed */
-	/* what the exec'd program does at start */
-	ssw_relayed_drop(keep);
-	ssw_relayed_drop(cloexec);
-	assert_int_equal(putenv(env), 0);
-	ssw_relayed_import();
-	assert_null(getenv("SOCKSWITCH_RELAYED")); /* consumed */
-	struct sockaddr_storage a;
-	socklen_t l = sizeof a;
-	assert_int_equal(ssw_relayed_query(keep, SSW_RQ_PEERNAME, 0, 0, &a, &l), 0);
-	assert_int_equal(l, PL);
-	assert_memory_equal(&a, &P, PL);
-	assert_int_equal(ssw_relayed_query(cloexec, SSW_RQ_PEERNAME, 0, 0, &a, &l), SSW_PASS);
-	ssw_relayed_drop(keep);
-	close(keep);
-	close(cloexec);
+	int l = socket(AF_UNIX, SOCK_STREAM, 0), c = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(l >= 0 && c >= 0);
+	assert_int_equal(bind(l, (const struct sockaddr *)un, ul), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(connect(c, (const struct sockaddr *)un, ul), 0);
+	*other = accept(l, NULL, NULL);
+	assert_true(*other >= 0);
+	close(l);
+	return c;
 }
 
-/* The variable comes from the environment: anything in it may be stale or
- * made up.  Only entries naming a live AF_UNIX stream socket are taken. */
-static void test_env_hostile(void **state)
+static void test_name_round_trip(void **state)
 {
 	(void)state;
 	addrs();
-	int pfd[2];
-	assert_int_equal(pipe(pfd), 0);
-	int tcp = socket(AF_INET, SOCK_STREAM, 0), ok = unix_fd();
-	char l[2 * sizeof L + 1], p[2 * sizeof P + 1];
-	for (socklen_t i = 0; i < LL; i++)
-		sprintf(l + 2 * i, "%02x", ((unsigned char *)&L)[i]);
-	for (socklen_t i = 0; i < PL; i++)
-		sprintf(p + 2 * i, "%02x", ((unsigned char *)&P)[i]);
-	const char *bad[] = {
-		"", ";;;", "x:y:z", "-1:00:00", "99999999999:00:00", "3", "3:", "3::", "3:zz:zz", "3:0:0",
-		"3:0000:0000", "3:0a00:0a0", "1048576:0200:0200",
-	};
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		setenv("SOCKSWITCH_RELAYED", bad[i], 1);
-		ssw_relayed_import();
+	struct sockaddr_un un;
+	socklen_t ul;
+	assert_int_equal(ssw_relay_name(&L, LL, &P, PL, &un, &ul), 0);
+	struct sockaddr_storage l, p;
+	socklen_t ll, pl;
+	assert_true(ssw_relay_name_parse(&un, ul, &l, &ll, &p, &pl));
+	assert_int_equal(ll, LL);
+	assert_memory_equal(&l, &L, LL);
+	assert_memory_equal(&p, &P, PL);
+	/* IPv6 fits too */
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(9), .sin6_addr = IN6ADDR_LOOPBACK_INIT,
+				   .sin6_scope_id = 3 };
+	struct sockaddr_storage s6;
+	memset(&s6, 0, sizeof s6);
+	memcpy(&s6, &a6, sizeof a6);
+	assert_int_equal(ssw_relay_name(&s6, sizeof a6, &s6, sizeof a6, &un, &ul), 0);
+	assert_true(ssw_relay_name_parse(&un, ul, &l, &ll, &p, &pl));
+	assert_int_equal(((struct sockaddr_in6 *)&p)->sin6_scope_id, 3);
+	/* two names are never the same (a pid and a counter in each) */
+	struct sockaddr_un un2;
+	socklen_t ul2;
+	assert_int_equal(ssw_relay_name(&L, LL, &P, PL, &un2, &ul2), 0);
+	assert_true(ul != ul2 || memcmp(&un, &un2, ul) != 0);
+}
+
+/* Whatever another program's abstract socket is called, or a made-up name,
+ * is not taken for a relay's. */
+static void test_name_hostile(void **state)
+{
+	(void)state;
+	addrs();
+	struct sockaddr_un un;
+	socklen_t ul;
+	assert_int_equal(ssw_relay_name(&L, LL, &P, PL, &un, &ul), 0);
+	struct sockaddr_storage l, p;
+	socklen_t ll, pl;
+	size_t off = offsetof(struct sockaddr_un, sun_path);
+	for (socklen_t n = 0; n < ul; n++) /* every truncation */
+		assert_false(ssw_relay_name_parse(&un, n, &l, &ll, &p, &pl));
+	struct sockaddr_un bad = un;
+	bad.sun_path[0] = 'x'; /* a path name, not abstract */
+	assert_false(ssw_relay_name_parse(&bad, ul, &l, &ll, &p, &pl));
+	bad = un;
+	bad.sun_path[1] ^= 1; /* another prefix */
+	assert_false(ssw_relay_name_parse(&bad, ul, &l, &ll, &p, &pl));
+	/* lengths that overrun, families that are not IP or differ */
+	size_t k = off + 1 + strlen("sockswitch-relay/") + 8;
+	for (int v = 0; v < 256; v++) {
+		bad = un;
+		((unsigned char *)&bad)[k] = (unsigned char)v;
+		if (v == (int)LL)
+			continue;
+		assert_false(ssw_relay_name_parse(&bad, ul, &l, &ll, &p, &pl));
 	}
-	char buf[2048];
-	/* a pipe and a TCP socket are not stand-ins; AF_UNIX with an AF_UNIX address neither */
-	snprintf(buf, sizeof buf, "%d:%s:%s;%d:%s:%s;%d:0100:0100;%d:%s:%s", pfd[0], l, p, tcp, l, p, ok, ok, l, p);
-	setenv("SOCKSWITCH_RELAYED", buf, 1);
-	ssw_relayed_import();
+	bad = un;
+	sa_family_t fam = AF_UNIX;
+	memcpy((char *)&bad + k + 1, &fam, sizeof fam);
+	assert_false(ssw_relay_name_parse(&bad, ul, &l, &ll, &p, &pl));
+	/* random bytes after the prefix */
+	srand(7);
+	for (int i = 0; i < 20000; i++) {
+		bad = un;
+		for (size_t b = k; b < (size_t)ul; b++)
+			if (rand() % 4 == 0)
+				((unsigned char *)&bad)[b] = (unsigned char)rand();
+		socklen_t n = (socklen_t)(k + (size_t)rand() % (sizeof bad - k));
+		if (ssw_relay_name_parse(&bad, n, &l, &ll, &p, &pl)) { /* only well-formed ones */
+			assert_true(l.ss_family == AF_INET || l.ss_family == AF_INET6);
+			assert_int_equal(l.ss_family, p.ss_family);
+		}
+	}
+}
+
+/* The process an fd reaches (exec, SCM_RIGHTS) recognises it by its peer's name. */
+static void test_recognize(void **state)
+{
+	(void)state;
+	addrs();
+	struct sockaddr_un un;
+	socklen_t ul;
+	assert_int_equal(ssw_relay_name(&L, LL, &P, PL, &un, &ul), 0);
+	int other, fd = named_pair(&un, ul, &other);
+	assert_true(ssw_relayed_recognize(fd));
 	struct sockaddr_storage a;
 	socklen_t al = sizeof a;
-	assert_int_equal(ssw_relayed_query(pfd[0], SSW_RQ_PEERNAME, 0, 0, &a, &al), SSW_PASS);
-	assert_int_equal(ssw_relayed_query(tcp, SSW_RQ_PEERNAME, 0, 0, &a, &al), SSW_PASS);
-	for (int fd = 0; fd < 64; fd++)
-		if (fd != ok)
-			assert_int_equal(ssw_relayed_query(fd, SSW_RQ_PEERNAME, 0, 0, &a, &al), SSW_PASS);
-	assert_int_equal(ssw_relayed_query(ok, SSW_RQ_PEERNAME, 0, 0, &a, &al), 0);
+	assert_int_equal(ssw_relayed_query(fd, SSW_RQ_PEERNAME, 0, 0, &a, &al), 0);
 	assert_int_equal(port_of(&a), 40001);
-	ssw_relayed_drop(ok);
-	close(ok);
-	close(tcp);
+	ssw_relayed_drop(fd);
+	/* the relay's own end, a plain socketpair, a pipe, a TCP socket: no */
+	assert_false(ssw_relayed_recognize(other));
+	int plain = unix_fd(), pfd[2], tcp = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(pipe(pfd), 0);
+	assert_false(ssw_relayed_recognize(plain));
+	assert_false(ssw_relayed_recognize(pfd[0]));
+	assert_false(ssw_relayed_recognize(tcp));
+	assert_false(ssw_relayed_recognize(-1));
+	close(fd);
+	close(other);
+	close(plain);
 	close(pfd[0]);
 	close(pfd[1]);
+	close(tcp);
 }
 
 int main(void)
@@ -204,8 +252,9 @@ int main(void)
 		cmocka_unit_test(test_not_relayed_passes),
 		cmocka_unit_test(test_names_and_options),
 		cmocka_unit_test(test_dup_and_close),
-		cmocka_unit_test(test_env_round_trip),
-		cmocka_unit_test(test_env_hostile),
+		cmocka_unit_test(test_name_round_trip),
+		cmocka_unit_test(test_name_hostile),
+		cmocka_unit_test(test_recognize),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
