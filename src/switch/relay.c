@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/sys.h"
+#include "switch/statreg.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -173,6 +175,9 @@ static _Noreturn void relay_main(struct held *h, int u)
 	/* the table forgets the rest; the other copies of this one close normally */
 	ssw_fdtab_forget_except(n);
 	close_others(k, nk);
+	/* seen as such in ps, and in `sockswitch stat` (its own registry file) */
+	prctl(PR_SET_NAME, "ssw-relay", 0, 0, 0);
+	ssw_statreg_ensure();
 
 	struct dir in = { .from = n, .to = u, .buf = malloc(RELAY_BUF) };
 	struct dir out = { .from = u, .to = n, .buf = malloc(RELAY_BUF) };
