@@ -341,6 +341,8 @@ void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 	for (int i = 0; i < c.n; i++)
 		ssw_sock_put(c.v[i].s);
 	free(c.v);
+	if (in_place)
+		ssw_statreg_exec();
 }
 
 static bool in_list(const int *fds, int n, int fd)

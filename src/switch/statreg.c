@@ -454,6 +454,15 @@ static void at_exit(void)
 	sys_close(dfd);
 }
 
+/* exec: this image's sockets go with it, and the pid lives on in the new
+ * program (which starts a file of its own if it switches anything).  If the
+ * exec fails, this process no longer shows in `stat` (rare: an exec that
+ * fails is usually followed by _exit). */
+void ssw_statreg_exec(void)
+{
+	at_exit();
+}
+
 /* The child of a fork has its parent's mappings but not its refresher: it
  * starts over with a file of its own at its next socket. */
 static void atfork_child(void)
