@@ -212,6 +212,7 @@ static _Noreturn void relay_main(struct held *h, int u)
 	SSW_DEBUG("relay: done (in %d/%d, out %d/%d)", in.eof, in.shut, out.eof, out.shut);
 	close(n); /* the last holder's close: FIN, or RST over unread data */
 	sys_close(u);
+	ssw_statreg_leave();
 	SYS_(exit_group, 0);
 	__builtin_unreachable();
 }
@@ -342,7 +343,7 @@ void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 		ssw_sock_put(c.v[i].s);
 	free(c.v);
 	if (in_place)
-		ssw_statreg_exec();
+		ssw_statreg_leave();
 }
 
 static bool in_list(const int *fds, int n, int fd)

@@ -454,11 +454,12 @@ static void at_exit(void)
 	sys_close(dfd);
 }
 
-/* exec: this image's sockets go with it, and the pid lives on in the new
- * program (which starts a file of its own if it switches anything).  If the
- * exec fails, this process no longer shows in `stat` (rare: an exec that
- * fails is usually followed by _exit). */
-void ssw_statreg_exec(void)
+/* Leaving without exit handlers: exec (this image's sockets go with it, and
+ * the pid lives on in the new program, which starts a file of its own if it
+ * switches anything; if the exec fails, this process no longer shows in
+ * `stat` — rare: a failed exec is usually followed by _exit), or a relay's
+ * _exit. */
+void ssw_statreg_leave(void)
 {
 	at_exit();
 }

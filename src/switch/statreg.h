@@ -86,8 +86,8 @@ const char *ssw_statreg_state_name(int state);
 void ssw_statreg_ensure_slow(void);
 /* Wait (at most 1 s) for a refresh pass in progress to drop its references. */
 void ssw_statreg_quiesce(void);
-/* Before exec: take this process's file away (see statreg.c). */
-void ssw_statreg_exec(void);
+/* Before exec or _exit: take this process's file away (see statreg.c). */
+void ssw_statreg_leave(void);
 extern int ssw_statreg_ready;
 static inline void ssw_statreg_ensure(void)
 {
