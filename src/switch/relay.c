@@ -78,11 +78,19 @@ static bool same_socket(int fd, const struct ssw_sock *s)
 	return sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) == 0 && dom == s->family;
 }
 
+/* The C library's fork, without our holder counting (the relay takes its
+ * one hold itself), but through a sanitizer runtime's fork when one is
+ * loaded first: it keeps its own locks consistent across fork. */
 static pid_t real_fork(void)
 {
 	static pid_t (*fn)(void);
-	if (!fn)
-		fn = (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
+	if (!fn) {
+		pid_t (*first)(void) = (pid_t(*)(void))dlsym(RTLD_DEFAULT, "fork");
+		Dl_info a, b;
+		bool ours = first && dladdr((void *)first, &a) && dladdr((void *)real_fork, &b) &&
+			    a.dli_fbase == b.dli_fbase;
+		fn = first && !ours ? first : (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
+	}
 	return fn ? fn() : (pid_t)syscall(SYS_fork);
 }
 
@@ -175,9 +183,8 @@ static _Noreturn void relay_main(struct held *h, int u)
 	/* the table forgets the rest; the other copies of this one close normally */
 	ssw_fdtab_forget_except(n);
 	close_others(k, nk);
-	/* seen as such in ps, and in `sockswitch stat` (its own registry file) */
+	/* seen as such in ps; it keeps no stat registry (no threads of its own) */
 	prctl(PR_SET_NAME, "ssw-relay", 0, 0, 0);
-	ssw_statreg_ensure();
 
 	struct dir in = { .from = n, .to = u, .buf = malloc(RELAY_BUF) };
 	struct dir out = { .from = u, .to = n, .buf = malloc(RELAY_BUF) };
@@ -212,7 +219,6 @@ static _Noreturn void relay_main(struct held *h, int u)
 	SSW_DEBUG("relay: done (in %d/%d, out %d/%d)", in.eof, in.shut, out.eof, out.shut);
 	close(n); /* the last holder's close: FIN, or RST over unread data */
 	sys_close(u);
-	ssw_statreg_leave();
 	SYS_(exit_group, 0);
 	__builtin_unreachable();
 }
