@@ -86,7 +86,7 @@ struct ssw_session {
 	bool stage_nomem;          /* staging failed for memory: a sender waiting on it gets ENOBUFS */
 	bool credit_owed;          /* a CREDIT message found the transport full */
 	uint64_t rx_gen;           /* messages taken in: changes another thread's wait may miss */
-	uint32_t nap_ms;           /* bound on the next lone sleep (wait_peer), 0: SLEEP_CAP_MIN_MS */
+	uint32_t nap_ms;           /* bound on the next sleep in wait_peer, 0: SLEEP_CAP_MIN_MS */
 	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
 	uint32_t peer_urg;         /* urgent bytes the peer announced */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
@@ -640,9 +640,9 @@ static void woke(struct ssw_session *s)
 	pg->wake_ack(s->ep);
 }
 
-#define SLEEP_NAP_MS 5 /* = SSW_EV_NAP_NS: the bound on a wake-up lost to a fellow sleeper */
-#define SLEEP_CAP_MIN_MS 50
-#define SLEEP_CAP_MAX_MS 1000
+#define SLEEP_CAP_MIN_MS 1
+#define SLEEP_CAP_MAX_MS 1000  /* alone and idle: about one wake-up a second */
+#define SLEEP_CAP_COMPANY_MS 64 /* two threads asleep on one connection */
 
 static int wait_peer(struct ssw_session *s, uint64_t deadline)
 {
@@ -682,11 +682,14 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	struct pollfd pfd[4];
 	int n = pg->wait_fds(ep, pfd, 4);
 	bool company = atomic_fetch_add(&s->sleepers, 1) > 0;
-	/* Alone now, a thread may join and take what we wait for (its doorbell
-	 * gone with it): no sleep is endless.  The bound grows while nothing
-	 * comes (an idle connection wakes about once a second), and is short
-	 * again once traffic wakes us. */
-	int cap = company ? SLEEP_NAP_MS : s->nap_ms ? (int)s->nap_ms : SLEEP_CAP_MIN_MS;
+	/* Another thread of this connection may take what we wait for (a
+	 * credit, say) together with its doorbell, now or after it joins us:
+	 * no sleep is endless.  The bound starts at 1 ms and doubles while
+	 * nothing comes (an idle connection wakes about once a second, 64 ms
+	 * with company), and is short again once traffic wakes us. */
+	int cap = s->nap_ms ? (int)s->nap_ms : SLEEP_CAP_MIN_MS;
+	if (company && cap > SLEEP_CAP_COMPANY_MS)
+		cap = SLEEP_CAP_COMPANY_MS;
 	pthread_mutex_unlock(&s->lock);
 	int r;
 	for (;;) {
@@ -710,7 +713,7 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	woke(s);
 	if (r > 0)
 		s->nap_ms = SLEEP_CAP_MIN_MS;
-	else if (r == 0 && !company)
+	else if (r == 0)
 		s->nap_ms = cap * 2 > SLEEP_CAP_MAX_MS ? SLEEP_CAP_MAX_MS : (uint32_t)cap * 2;
 	/* Slept: the spin did not pay off this time; spin less next time. */
 	s->spin_ns /= 2;
