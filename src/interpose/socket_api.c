@@ -153,11 +153,8 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 EXPORT int dup(int fd)
 {
 	int n = fresh(REAL(dup)(fd));
-	if (n >= 0) {
-		ssw_fdinfo_set(n, ssw_fdinfo_get(fd));
+	if (n >= 0)
 		ssw_dup(fd, n);
-		ssw_relayed_dup(fd, n);
-	}
 	return n;
 }
 
@@ -169,9 +166,7 @@ EXPORT int dup2(int fd, int nfd)
 	if (r >= 0) {
 		fresh(r); /* dup2 closed whatever nfd was */
 		ssw_epoll_forget(r);
-		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
-		ssw_relayed_dup(fd, r);
 	}
 	return r;
 }
@@ -182,9 +177,7 @@ EXPORT int dup3(int fd, int nfd, int flags)
 	if (r >= 0) {
 		fresh(r);
 		ssw_epoll_forget(r);
-		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
-		ssw_relayed_dup(fd, r);
 	}
 	return r;
 }
@@ -200,9 +193,7 @@ EXPORT int fcntl(int fd, int cmd, ...)
 		return r;
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
 		fresh(r);
-		ssw_fdinfo_set(r, ssw_fdinfo_get(fd));
 		ssw_dup(fd, r);
-		ssw_relayed_dup(fd, r);
 	} else if (cmd == F_SETFL) {
 		int fl = (int)(long)arg;
 		ssw_fdinfo_update(fd, fl & O_NONBLOCK ? SSW_FI_NONBLOCK : 0, fl & O_NONBLOCK ? 0 : SSW_FI_NONBLOCK);

@@ -281,7 +281,6 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 	return rc;
 }
 
-
 static int wait_peer(struct ssw_session *s, uint64_t deadline);
 static uint32_t window_cap(const struct ssw_provider *prov, struct ssw_ep *ep);
 static uint64_t credit_batch(const struct ssw_session *s);
@@ -619,9 +618,6 @@ static bool eintr_visible(void)
 	return false;
 }
 
-/* Wait for the peer: spin (adaptively) then sleep on the provider's fds.
- * Called and returns with the lock held.  deadline 0 = none.
- * Returns 0 (something may have changed), -ETIMEDOUT or -EINTR. */
 /* After a sleep: take the doorbell, unless a fellow sleeper (still in its
  * sleep) may need it: a woken poll re-checks the fd, and goes back to sleep
  * if we drained it first.  A fellow wakes at once on a doorbell left for it;
@@ -644,6 +640,9 @@ static void woke(struct ssw_session *s)
 #define SLEEP_CAP_MAX_MS 1000  /* alone and idle: about one wake-up a second */
 #define SLEEP_CAP_COMPANY_MS 64 /* two threads asleep on one connection */
 
+/* Wait for the peer: spin (adaptively) then sleep on the provider's fds.
+ * Called and returns with the lock held.  deadline 0 = none.
+ * Returns 0 (something may have changed), -ETIMEDOUT or -EINTR. */
 static int wait_peer(struct ssw_session *s, uint64_t deadline)
 {
 	struct ssw_ep *ep = s->ep;

@@ -155,6 +155,8 @@ void ssw_close_range(unsigned lo, unsigned hi)
 
 void ssw_dup(int oldfd, int newfd)
 {
+	ssw_fdinfo_set(newfd, ssw_fdinfo_get(oldfd));
+	ssw_relayed_dup(oldfd, newfd);
 	struct ssw_sock *s = ssw_sock_get(oldfd);
 	if (!s)
 		return;

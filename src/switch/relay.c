@@ -60,6 +60,25 @@ static void collect_one(int fd, struct ssw_sock *s, void *arg)
 	c->v[c->n++] = (struct held){ .s = s, .fds = { fd }, .nfds = 1 };
 }
 
+/* Every switched socket with its fds, each with a reference; false if none
+ * or no memory.  Pair with release_all. */
+static bool collect_all(struct collect *c)
+{
+	c->n = 0;
+	c->max = 256;
+	c->v = ssw_fdtab_count() ? malloc(sizeof *c->v * (size_t)c->max) : NULL;
+	if (c->v)
+		ssw_fdtab_each(collect_one, c);
+	return c->n > 0;
+}
+
+static void release_all(struct collect *c)
+{
+	for (int i = 0; i < c->n; i++)
+		ssw_sock_put(c->v[i].s);
+	free(c->v);
+}
+
 bool ssw_has_switched(void)
 {
 	return ssw_fdtab_count() > 0;
@@ -81,6 +100,23 @@ static bool same_socket(int fd, const struct ssw_sock *s)
 /* The C library's fork, without our holder counting (the relay takes its
  * one hold itself), but through a sanitizer runtime's fork when one is
  * loaded first: it keeps its own locks consistent across fork. */
+/* Keep the fds of h that still are its socket; true if one of them stays
+ * open across exec (no FD_CLOEXEC). */
+static bool live_fds(struct held *h)
+{
+	int live = 0;
+	bool inherit = false;
+	for (int j = 0; j < h->nfds; j++) {
+		if (!same_socket(h->fds[j], h->s))
+			continue;
+		h->fds[live++] = h->fds[j];
+		if (!((int)SYS_(fcntl, h->fds[j], F_GETFD) & FD_CLOEXEC))
+			inherit = true;
+	}
+	h->nfds = live;
+	return inherit;
+}
+
 static pid_t real_fork(void)
 {
 	static pid_t (*fn)(void);
@@ -175,7 +211,7 @@ static _Noreturn void relay_main(struct held *h, int u)
 	pthread_sigmask(SIG_SETMASK, &none, NULL);
 
 	int n = h->fds[0];
-	int k[8 + MAXFDS], nk = 0;
+	int k[8], nk = 0;
 	k[nk++] = n;
 	k[nk++] = u;
 	k[nk++] = ssw_log_fd();
@@ -314,27 +350,14 @@ void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 {
 	u->dropped = NULL;
 	u->n = 0;
-	struct collect c = { .max = 256 };
-	c.v = ssw_fdtab_count() ? malloc(sizeof *c.v * (size_t)c.max) : NULL;
-	if (c.v)
-		ssw_fdtab_each(collect_one, &c);
-	if (c.n && in_place)
+	struct collect c = { 0 };
+	if (collect_all(&c) && in_place)
 		u->dropped = malloc(sizeof *u->dropped * (size_t)c.n);
 	for (int i = 0; i < c.n; i++) {
 		struct held *h = &c.v[i];
 		if (h->s->state != SSW_ST_CONNECTED || !h->s->sess)
 			continue;
-		int live = 0;
-		bool inherit = false;
-		for (int j = 0; j < h->nfds; j++) {
-			if (!same_socket(h->fds[j], h->s))
-				continue;
-			h->fds[live++] = h->fds[j];
-			if (!((int)SYS_(fcntl, h->fds[j], F_GETFD) & FD_CLOEXEC))
-				inherit = true;
-		}
-		h->nfds = live;
-		if (inherit && relay(h) == 0)
+		if (live_fds(h) && relay(h) == 0)
 			continue;
 		/* Not inherited: this image's hold ends with it.  The sole holder
 		 * keeps it (an exec that fails must find the connection alive);
@@ -345,9 +368,7 @@ void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 			h->s = NULL; /* its reference keeps the session mapped until the undo */
 		}
 	}
-	for (int i = 0; i < c.n; i++)
-		ssw_sock_put(c.v[i].s);
-	free(c.v);
+	release_all(&c);
 	if (in_place)
 		ssw_statreg_leave();
 }
@@ -362,24 +383,23 @@ static bool in_list(const int *fds, int n, int fd)
 
 void ssw_relay_fds(const int *fds, int n)
 {
-	if (!ssw_fdtab_count() || !ssw_fdtab_any(fds, n))
+	struct collect c = { 0 };
+	if (!ssw_fdtab_any(fds, n) || !collect_all(&c)) {
+		free(c.v);
 		return;
-	struct collect c = { .max = 256 };
-	c.v = malloc(sizeof *c.v * (size_t)c.max);
-	if (!c.v)
-		return;
-	ssw_fdtab_each(collect_one, &c);
+	}
 	for (int i = 0; i < c.n; i++) {
 		struct held *h = &c.v[i];
 		bool sent = false;
 		for (int j = 0; j < h->nfds; j++)
 			sent |= in_list(fds, n, h->fds[j]);
-		if (sent && h->s->state == SSW_ST_CONNECTED && h->s->sess && relay(h) < 0)
+		if (!sent || h->s->state != SSW_ST_CONNECTED || !h->s->sess)
+			continue;
+		(void)live_fds(h);
+		if (h->nfds && relay(h) < 0)
 			SSW_WARN("fd %d: cannot relay a switched connection sent to another process", h->fds[0]);
 	}
-	for (int i = 0; i < c.n; i++)
-		ssw_sock_put(c.v[i].s);
-	free(c.v);
+	release_all(&c);
 }
 
 void ssw_exec_failed(struct ssw_exec_undo *u)

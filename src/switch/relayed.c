@@ -9,6 +9,7 @@
 #include "switch/relay.h"
 
 #include "common/sys.h"
+#include "switch/addr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,8 +112,7 @@ static int put_addr(const struct sockaddr_storage *ss, socklen_t sl, struct sock
 {
 	if (!a || !l)
 		return -EFAULT;
-	memcpy(a, ss, *l < sl ? *l : sl);
-	*l = sl;
+	ssw_addr_copy_out(ss, sl, a, l);
 	return 0;
 }
 

@@ -41,7 +41,8 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 int ssw_shutdown(struct ssw_sock *s, int how);
 /* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */
 int ssw_close(int fd);
-/* The fd `newfd` now refers to the same socket as `oldfd` (dup family). */
+/* The fd `newfd` now refers to the same socket as `oldfd` (dup family):
+ * what the switch knows of oldfd (entry, fd info, relayed) goes to newfd too. */
 void ssw_dup(int oldfd, int newfd);
 /* A new fd from outside the switch's view (SCM_RIGHTS): forget the number. */
 void ssw_fd_fresh(int fd);
