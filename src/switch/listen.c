@@ -137,6 +137,13 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 		int one = 1;
 		sys_setsockopt(nfd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one);
 	}
+	/* a kernel-accepted socket inherits the listener's buffer sizes, and
+	 * getsockopt on ours reads this fresh kernel socket */
+	int bufs[2] = { (int)s->opts.rcvbuf, (int)s->opts.sndbuf };
+	if (bufs[0] > 0)
+		sys_setsockopt(nfd, SOL_SOCKET, SO_RCVBUF, &bufs[0], sizeof bufs[0]);
+	if (bufs[1] > 0)
+		sys_setsockopt(nfd, SOL_SOCKET, SO_SNDBUF, &bufs[1], sizeof bufs[1]);
 	atomic_store(&s->nonblock, (flags & SOCK_NONBLOCK) != 0);
 	s->local_len = ssw_addr_for_family(&server, ls->family, &s->local);
 	s->peer_len = ssw_addr_for_family(&client, ls->family, &s->peer);

@@ -67,6 +67,7 @@ static int bad;             /* a set-up step or a child failed */
 static pid_t kids[16];
 static int nkids;
 static const char *self_exe = "/proc/self/exe";
+static void set_listen_opt(int fd);
 
 static void write_all_fd(int fd, const void *p, size_t n)
 {
@@ -502,6 +503,7 @@ static int listener(int fam, bool any, struct addr *out)
 	}
 	if (bind(fd, (struct sockaddr *)&a.ss, a.len) < 0)
 		die("bind: %s", ename(errno));
+	set_listen_opt(fd);
 	if (listen(fd, 64) < 0)
 		die("listen: %s", ename(errno));
 	get_name(fd, false, out);
@@ -3228,6 +3230,240 @@ static void nested_srv(int lfd)
 
 static void sc_epoll_nested(void) { pair(AF_INET, nested_srv, three_cli); }
 
+/* ---- HUP/ERR through epoll, whatever the interest set ------------------ */
+
+/* epoll always reports EPOLLERR and EPOLLHUP; the other bits only when
+ * asked for.  One epoll fd per interest set (a fd is in a set once). */
+static void ep_interest_report(int fd, const char *when)
+{
+	static const struct { uint32_t ev; const char *n; } sets[] = {
+		{ EPOLLIN | EPOLLOUT | EPOLLRDHUP, "IN|OUT|RDHUP" }, { EPOLLIN, "IN" }, { EPOLLOUT, "OUT" },
+		{ EPOLLRDHUP, "RDHUP" },  { 0, "0" },
+	};
+	say("-- %s", when);
+	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+		int ep = epoll_create1(0);
+		struct epoll_event ev = { .events = sets[i].ev, .data.u64 = i };
+		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+			die("epoll set-up: %s", ename(errno));
+		struct epoll_event out[2];
+		memset(out, 0, sizeof out);
+		int n = epoll_wait(ep, out, 2, 0);
+		say("epoll interest %s: %d %s", sets[i].n, n, n > 0 ? epstr(out[0].events) : "-");
+		close(ep);
+	}
+	POLL1(fd, 0, 0);
+	POLL1(fd, POLLOUT, 0);
+}
+
+static void ephup_close_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 1);
+	await();
+	RC("close (everything read)", close(fd));
+	tell();
+	await();
+}
+
+static void ephup_close_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "x", 0);
+	usleep(SETTLE_US);
+	ep_interest_report(fd, "established, idle");
+	tell();
+	await();
+	usleep(SETTLE_US);
+	ep_interest_report(fd, "the peer closed (its FIN)");
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	usleep(SETTLE_US);
+	ep_interest_report(fd, "and we shut down writing: both FINs");
+	RECV(fd, 64, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_epoll_hup_closed(void) { pair(AF_INET, ephup_close_srv, ephup_close_cli); }
+
+static void ephup_reset_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 1);
+	await();
+	usleep(100000); /* the client is asleep in epoll_wait by now */
+	struct linger lg = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+	RC("close (reset)", close(fd));
+	tell();
+}
+
+static void ephup_reset_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "x", 0);
+	/* interest 0: only the reset's ERR|HUP may end this wait */
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, 0, 5, "epoll_ctl(ADD, 0)");
+	tell();
+	EPW(ep, 5000);
+	close(ep);
+	await();
+	ep_interest_report(fd, "reset by the peer");
+	RECV(fd, 64, 0);
+	ep_interest_report(fd, "reset, error taken");
+	close(fd);
+}
+
+static void sc_epoll_hup_reset(void) { pair(AF_INET, ephup_reset_srv, ephup_reset_cli); }
+
+/* ---- SO_RCVBUF/SO_SNDBUF set before connect or listen ------------------ */
+
+/* What kernel TCP does with a 16 KiB SO_RCVBUF: the receiver's queue stays
+ * within its buffer (24 KiB: the doubled 32 KiB less overhead), while a
+ * nonblocking sender pushes up to its own autotuned send buffer (MiBs) before
+ * EAGAIN.  So the receiver's queue is what is compared; a switch that ignored
+ * the option would let its default window (hundreds of KiB) through. */
+static int g_lrcvbuf, g_lsndbuf; /* set on the listener before listen (0: not) */
+
+static void set_listen_opt(int fd)
+{
+	if (g_lrcvbuf && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &g_lrcvbuf, sizeof g_lrcvbuf) < 0)
+		die("setsockopt(SO_RCVBUF) before listen: %s", ename(errno));
+	if (g_lsndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &g_lsndbuf, sizeof g_lsndbuf) < 0)
+		die("setsockopt(SO_SNDBUF) before listen: %s", ename(errno));
+}
+
+/* Nonblocking sends until EAGAIN persists past a few settles; the total. */
+static size_t fill_nb(int fd)
+{
+	set_nonblock(fd, true);
+	uint8_t b[16 * KiB];
+	memset(b, 'f', sizeof b);
+	size_t total = 0;
+	bool eagain = false;
+	for (int round = 0; round < 3; round++) {
+		eagain = false;
+		while (total < 64 * MiB) {
+			ssize_t w = send(fd, b, sizeof b, 0);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				eagain = errno == EAGAIN;
+				if (!eagain)
+					say("send: %s", ename(errno));
+				break;
+			}
+			total += (size_t)w;
+		}
+		usleep(SETTLE_US);
+	}
+	set_nonblock(fd, false);
+	say("nonblocking sender stopped by EAGAIN: %s", eagain ? "yes" : "no");
+	if (getenv("SEM_EXACT"))
+		say("exact sent: %zu", total);
+	return total;
+}
+
+static void say_bucket(const char *what, size_t n)
+{
+	static const size_t edges[] = { 64 * KiB, 256 * KiB, 1 * MiB, 8 * MiB };
+	size_t i = 0;
+	while (i < sizeof edges / sizeof edges[0] && n >= edges[i])
+		i++;
+	if (i == 0)
+		say("%s: < 64 KiB", what);
+	else if (i == sizeof edges / sizeof edges[0])
+		say("%s: >= 8 MiB", what);
+	else
+		say("%s: %zu KiB .. %zu KiB", what, edges[i - 1] / KiB, edges[i] / KiB);
+}
+
+/* The receiver, once the sender is stuck: how much it holds, then reads
+ * everything and compares with the sender's total. */
+static void drain_count(int fd)
+{
+	await();
+	int inq = -1;
+	if (ioctl(fd, FIONREAD, &inq) < 0)
+		say("FIONREAD: %s", ename(errno));
+	if (getenv("SEM_EXACT"))
+		say("exact queued: %d", inq);
+	say_bucket("queued at the receiver (FIONREAD)", inq < 0 ? 0 : (size_t)inq);
+	char b[64 * KiB];
+	size_t got = 0, sent;
+	for (;;) {
+		ssize_t r = recv(fd, b, sizeof b, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	await_buf(&sent, sizeof sent);
+	say("received everything the sender sent: %s", got == sent ? "yes" : "no");
+}
+
+static void fill_then_close(int fd)
+{
+	size_t n = fill_nb(fd);
+	tell();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	tell_buf(&n, sizeof n);
+}
+
+static void rcvbuf_writer_srv(int lfd)
+{
+	int fd = acc(lfd);
+	fill_then_close(fd);
+	close(fd);
+}
+
+static void rcvbuf_connect_cli(const struct addr *a)
+{
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	if (fd < 0)
+		die("socket: %s", ename(errno));
+	SETINT(fd, SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF before connect", 16 * KiB);
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		die("connect: %s", ename(errno));
+	GETINT(fd, SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF after connect");
+	drain_count(fd);
+	close(fd);
+}
+
+static void sc_rcvbuf_connect(void) { pair(AF_INET, rcvbuf_writer_srv, rcvbuf_connect_cli); }
+
+static void rcvbuf_listen_srv(int lfd)
+{
+	GETINT(lfd, SOL_SOCKET, SO_RCVBUF, "listener SO_RCVBUF");
+	GETINT(lfd, SOL_SOCKET, SO_SNDBUF, "listener SO_SNDBUF");
+	int fd = acc(lfd);
+	GETINT(fd, SOL_SOCKET, SO_RCVBUF, "accepted SO_RCVBUF");
+	GETINT(fd, SOL_SOCKET, SO_SNDBUF, "accepted SO_SNDBUF");
+	tell();
+	drain_count(fd);
+	close(fd);
+}
+
+/* Sends once the server has accepted: before that, the switch's connector
+ * assumes the largest window until the acceptor's INIT arrives (a gap). */
+static void writer_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	fill_then_close(fd);
+	close(fd);
+}
+
+static void sc_rcvbuf_listen(void)
+{
+	g_lrcvbuf = 16 * KiB;
+	g_lsndbuf = 24 * KiB;
+	say("listener: SO_RCVBUF %d, SO_SNDBUF %d before listen", g_lrcvbuf, g_lsndbuf);
+	pair(AF_INET, rcvbuf_listen_srv, writer_cli);
+}
+
 /* ================================================================ table */
 
 struct scenario {
@@ -3305,6 +3541,10 @@ static const struct scenario scenarios[] = {
 	{ "epoll_threads", sc_epoll_threads, "two threads asleep on one epoll fd; epoll_ctl from a third wakes one (ONESHOT), re-arm wakes the other" },
 	{ "epoll_fork", sc_epoll_fork, "an epoll fd inherited across fork reports in the child" },
 	{ "epoll_nested", sc_epoll_nested, "an epoll fd watched by another epoll fd and by poll" },
+	{ "epoll_hup_closed", sc_epoll_hup_closed, "peer closed, then we SHUT_WR: HUP through epoll with any interest set (even 0)" },
+	{ "epoll_hup_reset", sc_epoll_hup_reset, "peer reset: ERR|HUP wakes an epoll_wait with interest 0; every interest set" },
+	{ "rcvbuf_connect", sc_rcvbuf_connect, "SO_RCVBUF 16 KiB before connect: the receiver's queue stays small" },
+	{ "rcvbuf_listen", sc_rcvbuf_listen, "SO_RCVBUF/SO_SNDBUF on the listener: the accepted socket inherits them" },
 };
 
 int main(int argc, char **argv)
