@@ -163,14 +163,33 @@ ssw_cmd() {
   SSW_CMD+=("${envs[@]}" "$@")
 }
 
-# ssw_run MODE [VAR=VAL…] -- CMD… : run in the foreground (stdio inherited)
-ssw_run() { ssw_cmd "$@"; "${SSW_CMD[@]}"; }
+# The test's own stdout, kept when a command's output goes to a file: what
+# was running must show in ctest's log even when ctest kills the test.
+exec {SSW_LOG_FD}>&1
+
+# ssw_step TEXT — say what runs next (before it runs: a hang is then named)
+ssw_step() { echo "# $*" >&"$SSW_LOG_FD"; }
+
+# ssw_run MODE [VAR=VAL…] -- CMD… : run in the foreground (stdio inherited);
+# a command its timeout killed is named on the test's stdout
+ssw_run() {
+  ssw_cmd "$@"
+  "${SSW_CMD[@]}"
+  local rc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then
+    local args=("$@") i=0
+    while [ $i -lt ${#args[@]} ] && [ "${args[$i]}" != -- ]; do i=$((i + 1)); done
+    echo "TIMEOUT - killed after ${SSW_TIMEOUT}s ($1): ${args[*]:$((i + 1))}" >&"$SSW_LOG_FD"
+  fi
+  return $rc
+}
 
 # ssw_bg NAME MODE [VAR=VAL…] -- CMD… : start in the background, stdout/stderr
 # to $T/NAME.out and $T/NAME.err; its pid (the timeout process, which forwards
 # signals to CMD) is in SSW_BG_PID and is killed at exit if still running.
 ssw_bg() {
   local name=$1; shift
+  ssw_step "start $name ($1)"
   ssw_cmd "$@"
   "${SSW_CMD[@]}" >"$T/$name.out" 2>"$T/$name.err" &
   SSW_BG_PID=$!
@@ -277,6 +296,7 @@ ssw_finish() {
 ssw_echo_pair() {
   local name=$1 smode=$2 cmode=$3 host=$4 sizes=$5; shift 5
   local portf="$T/$name.port" spid port rc_s rc_c seg0 swrap=() cwrap=()
+  ssw_step "echo pair $name ($smode server, $cmode client, $sizes)"
   rm -f "$portf"
   if [ -n "${SSW_ECHO_TRACE:-}" ]; then
     # strace each side; the switch is preloaded into the tracee only

@@ -46,6 +46,7 @@ passed=() failed=()
 start=$SECONDS
 
 for n in $names; do
+  ssw_step "scenario $n"
   ssw_run plain -- "$SEM" "$n" >"$D/$n.kernel" 2>"$D/$n.kernel.err"
   krc=$?
   seg0=$(ssw_outsegs)
