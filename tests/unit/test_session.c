@@ -333,6 +333,109 @@ static void test_credits_behind_unread_data(void **state)
 	close_pair(&p);
 }
 
+/* Staging keeps the window: bytes the receiver took into its queue to look
+ * past them (FIONREAD, SIOCATMARK, a POLLOUT poll or its own send waiting
+ * for credits) keep their credits until the application reads them.  Were
+ * they returned at staging, the sender could refill the window each time
+ * and the receiver would hold several windows unread. */
+enum stage_path { STAGE_FIONREAD, STAGE_ATMARK, STAGE_POLL, STAGE_SEND };
+
+#define STAGE_WIN 8192
+
+/* Nonblocking sends until EAGAIN; bytes sent. */
+static size_t fill_window(struct ssw_session *s, const uint8_t *src, size_t at, size_t cap)
+{
+	size_t sent = 0;
+	for (int i = 0; i < 1000 && at + sent < cap; i++) {
+		ssize_t k = snd(s, src + at + sent, cap - at - sent, 0);
+		if (k == -EAGAIN)
+			break;
+		assert_true(k > 0);
+		sent += (size_t)k;
+	}
+	return sent;
+}
+
+static void stage(struct pair *p, enum stage_path how)
+{
+	static uint8_t junk[4096];
+	switch (how) {
+	case STAGE_FIONREAD:
+		(void)ssw_session_fionread(p->b);
+		break;
+	case STAGE_ATMARK:
+		assert_int_equal(ssw_session_atmark(p->b), 0);
+		break;
+	case STAGE_POLL: /* b's own window toward a is full: it looks for credits */
+		assert_false(ssw_session_poll(p->b) & POLLOUT);
+		break;
+	case STAGE_SEND:
+		assert_int_equal(snd(p->b, junk, sizeof junk, 0), -EAGAIN);
+		break;
+	}
+}
+
+static void staging_keeps_window(enum stage_path how)
+{
+	struct pair p;
+	struct ssw_session_opts small = { .rcvbuf = STAGE_WIN };
+	open_pair(&p, &small, &small);
+	enum { N = 200000 };
+	static uint8_t src[N], dst[N], back[N];
+	pattern(src, N, 9);
+	/* b fills a's window first (a never reads it): b's poll and send then
+	 * have to look past a's data for credits, and stage it */
+	size_t bsent = fill_window(p.b, back, 0, N);
+	assert_true(bsent > 0 && bsent <= STAGE_WIN);
+	size_t sent = fill_window(p.a, src, 0, N), got = 0;
+	assert_true(sent > 0 && sent <= STAGE_WIN);
+	for (int round = 0; round < 4; round++) {
+		stage(&p, how);
+		sent += fill_window(p.a, src, sent, N);
+		/* the window, not only the bytes: never more unread than granted */
+		assert_true(sent - got <= STAGE_WIN);
+		/* the application reads a little: exactly that much may follow */
+		ssize_t k = rcv(p.b, dst + got, 1000, 0);
+		assert_int_equal(k, 1000);
+		got += 1000;
+	}
+	struct ssw_session_stats st;
+	ssw_session_get_stats(p.a, &st);
+	assert_true(st.tx_inflight <= STAGE_WIN);
+	assert_int_equal(ssw_session_fionread(p.b), sent - got); /* nothing lost in the queue */
+	while (got < sent) {
+		ssize_t k = rcv(p.b, dst + got, sent - got, 0);
+		assert_true(k > 0);
+		got += (size_t)k;
+	}
+	assert_memory_equal(src, dst, sent);
+	close_pair(&p);
+}
+
+static void test_staging_keeps_window_fionread(void **state)
+{
+	(void)state;
+	staging_keeps_window(STAGE_FIONREAD);
+}
+
+static void test_staging_keeps_window_atmark(void **state)
+{
+	(void)state;
+	staging_keeps_window(STAGE_ATMARK);
+}
+
+static void test_staging_keeps_window_poll(void **state)
+{
+	(void)state;
+	staging_keeps_window(STAGE_POLL);
+}
+
+static void test_staging_keeps_window_send(void **state)
+{
+	(void)state;
+	staging_keeps_window(STAGE_SEND);
+}
+
 /* ---- receive flags and urgent data -------------------------------------- */
 
 static void test_peek(void **state)
@@ -891,6 +994,10 @@ int main(void)
 		T(test_blocked_sender_resumes),
 		T(test_window_option_change),
 		T(test_credits_behind_unread_data),
+		T(test_staging_keeps_window_fionread),
+		T(test_staging_keeps_window_atmark),
+		T(test_staging_keeps_window_poll),
+		T(test_staging_keeps_window_send),
 		T(test_peek),
 		T(test_waitall),
 		T(test_oob_mark),
