@@ -11,6 +11,13 @@
  * (ssw_wire_parse, in sequence), and nothing blocks (each input runs in
  * bounded time; CI passes -timeout).
  *
+ * Flow control, while the peer behaves (only in-window DATA, FIN, CREDIT:
+ * the first other message ends it): our session never returns more credits
+ * than the peer has in flight, the application never has more unread than
+ * the largest window granted (staging must keep credits until the bytes are
+ * read), FIONREAD never claims more than that, and our own bytes in flight
+ * stay within the peer's window.  A violation aborts.
+ *
  * One exception is steered around, not hidden: a receive that meets the
  * peer's WRITE_REQ registers the application buffer as a sink and waits for
  * the peer's WRITE_DONE without a deadline (session.c recv_by_write, see
@@ -20,6 +27,7 @@
  * parsed and handled through the other entry points (FIONREAD, SIOCATMARK,
  * send), which stage into a sink without waiting. */
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -62,7 +70,15 @@ struct peer {
 	uint64_t unacked;     /* credit bytes it owes us back (what we sent) */
 	int injected;
 	uint8_t src[8192];    /* memory it exposes by RNDV_READ */
+	/* flow-control accounting, valid while `clean` */
+	bool clean;
+	uint64_t rx_inflight; /* footprints of its DATA our session has not credited back */
+	uint64_t unread;      /* its DATA payload the application has not read */
+	uint64_t wmax;        /* the largest window our session granted */
+	uint64_t win;         /* the window it granted our session */
 };
+
+#define FLOW(c) do { if (pr.clean && !(c)) abort(); } while (0)
 
 /* Read everything our session sent: every message must be well-formed. */
 static void drain(struct peer *pr)
@@ -77,29 +93,68 @@ static void drain(struct peer *pr)
 		CHECK(ssw_wire_parse(m, len, pr->rx_seq, &msg) == 0);
 		CHECK(msg.h.type != SSW_MSG_INIT);
 		pr->rx_seq++;
+		if (pr->clean) {
+			if (msg.h.credits > pr->rx_inflight)
+				abort(); /* credits for bytes never sent */
+			pr->rx_inflight -= msg.h.credits;
+		}
 		if (msg.h.type == SSW_MSG_DATA || msg.h.type == SSW_MSG_OOB)
 			pr->unacked += ssw_wire_footprint(msg.h.len);
+		if (pr->clean && pr->unacked > pr->win)
+			abort(); /* we overran the peer's window */
 		ssw_provider_shm.msg->recv_done(pr->ep);
 	}
 	CHECK(rc == -EAGAIN || rc == -EPIPE || rc == -ECONNRESET);
 	pr->injected = 0;
 }
 
-static void inject(struct peer *pr, const void *a, size_t alen, const void *b, size_t blen)
+static bool inject(struct peer *pr, const void *a, size_t alen, const void *b, size_t blen)
 {
 	if (!pr->ep || pr->injected >= MAX_INJECT)
-		return;
+		return false;
 	struct iovec v[2] = { { (void *)a, alen }, { (void *)b, blen } };
-	if (ssw_provider_shm.msg->send(pr->ep, v, blen ? 2 : 1) == 0)
-		pr->injected++;
+	if (ssw_provider_shm.msg->send(pr->ep, v, blen ? 2 : 1) != 0)
+		return false;
+	pr->injected++;
+	return true;
 }
 
 /* A well-sequenced message with fuzzed fields. */
-static void inject_msg(struct peer *pr, uint8_t type, uint32_t credits, const void *pl, size_t plen)
+static bool inject_msg(struct peer *pr, uint8_t type, uint32_t credits, const void *pl, size_t plen)
 {
 	struct ssw_wire_hdr h;
 	ssw_wire_hdr_set(&h, type, (uint32_t)plen, credits, pr->tx_seq++);
-	inject(pr, &h, sizeof h, pl, plen);
+	return inject(pr, &h, sizeof h, pl, plen);
+}
+
+/* The largest window our session has granted so far. */
+static void note_window(struct peer *pr, struct ssw_session *s)
+{
+	struct ssw_session_stats st;
+	ssw_session_get_stats(s, &st);
+	CHECK(st.rx_window >= 4096);
+	if (st.rx_window > pr->wmax)
+		pr->wmax = st.rx_window;
+}
+
+/* A well-behaved peer's DATA: within the window our session grants now. */
+static void inject_data(struct peer *pr, struct ssw_session *s, const void *pl, size_t n)
+{
+	if (!pr->clean) {
+		inject_msg(pr, SSW_MSG_DATA, 0, pl, n);
+		return;
+	}
+	struct ssw_session_stats st;
+	ssw_session_get_stats(s, &st);
+	uint64_t fp = ssw_wire_footprint((uint32_t)n);
+	if (pr->rx_inflight + fp > st.rx_window)
+		return;
+	if (inject_msg(pr, SSW_MSG_DATA, 0, pl, n)) {
+		pr->rx_inflight += fp;
+		pr->unread += n;
+	} else {
+		pr->tx_seq--; /* not sent: the sequence number is still free */
+	}
 }
 
 static void check_io(ssize_t r, size_t want)
@@ -141,12 +196,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ssw_provider_shm.conn->close(eb, SSW_CLOSE_ABORT);
 		return 0;
 	}
+	pr.clean = true;
+	pr.win = peer_init.window; /* below the session's cap: taken as is */
+	note_window(&pr, s);
 
 	uint8_t buf[20000], pl[1024];
 	for (int step = 0; step < 64 && r.n; step++) {
 		uint32_t op = take(&r, 1);
 		switch (op % 12) {
 		case 0: { /* raw message: anything at all */
+			pr.clean = false;
 			size_t n = take(&r, 2) % sizeof pl;
 			n = n < r.n ? n : r.n;
 			memcpy(pl, r.p, n);
@@ -156,6 +215,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 1: { /* well-sequenced, any type, any payload */
+			pr.clean = false;
 			uint8_t type = (uint8_t)take(&r, 1);
 			uint32_t credits = take(&r, 1) & 1 ? (uint32_t)pr.unacked : take(&r, 4);
 			size_t n = take(&r, 2) % sizeof pl;
@@ -170,10 +230,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 2: { /* DATA, plausible */
 			size_t n = 1 + take(&r, 2) % (sizeof pl - 1);
 			memset(pl, (int)op, n);
-			inject_msg(&pr, SSW_MSG_DATA, 0, pl, n);
+			inject_data(&pr, s, pl, n);
 			break;
 		}
 		case 3: { /* rendezvous offer: a real descriptor or a forged one */
+			pr.clean = false;
 			struct ssw_wire_rndv rv;
 			memset(&rv, 0, sizeof rv);
 			rv.id = take(&r, 1);
@@ -193,6 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 4: { /* WRITE_REQ / WRITE_DONE / RNDV_DONE with fuzzed fields */
+			pr.clean = false;
 			struct ssw_wire_done d = { .id = take(&r, 1), .len = take(&r, 4), .status = -(int32_t)(take(&r, 1) & 3) };
 			static const uint8_t t[] = { SSW_MSG_WRITE_REQ, SSW_MSG_WRITE_DONE, SSW_MSG_RNDV_DONE, SSW_MSG_WINDOW };
 			uint8_t type = t[(op >> 4) & 3];
@@ -206,8 +268,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		case 5: { /* OOB, FIN, CREDIT */
 			uint8_t b = (uint8_t)take(&r, 1);
-			if (op & 0x10)
+			if (op & 0x10) {
+				pr.clean = false; /* an urgent byte's credits follow their own rules */
 				inject_msg(&pr, SSW_MSG_OOB, 0, &b, 1);
+			}
 			else if (op & 0x20)
 				inject_msg(&pr, SSW_MSG_FIN, 0, NULL, 0);
 			else {
@@ -222,9 +286,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			size_t want = 1 + take(&r, 2) % sizeof buf;
 			struct iovec v = { buf, want };
 			ssw_session_cfg.fault_regfail = 1; /* see the file comment */
-			ssize_t k = ssw_session_recv(s, &v, 1, fl[(op >> 4) % 6], true, -1);
+			int f = fl[(op >> 4) % 6];
+			ssize_t k = ssw_session_recv(s, &v, 1, f, true, -1);
 			ssw_session_cfg.fault_regfail = 0;
 			check_io(k, want);
+			if (k > 0 && !(f & (MSG_PEEK | MSG_OOB))) {
+				FLOW((uint64_t)k <= pr.unread);
+				pr.unread -= (uint64_t)k;
+			}
 			break;
 		}
 		case 7: { /* the application sends (gives the peer credits to return) */
@@ -235,7 +304,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 8: { /* state queries, which look past unread data */
-			CHECK(ssw_session_fionread(s) >= 0);
+			int nread = ssw_session_fionread(s);
+			CHECK(nread >= 0);
+			FLOW((uint64_t)nread <= pr.unread);
 			int m = ssw_session_atmark(s);
 			CHECK(m == 0 || m == 1);
 			(void)ssw_session_poll(s);
@@ -248,15 +319,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 9: /* shutdown, options */
-			if (op & 0x10)
-				(void)ssw_session_shutdown(s, (op >> 5) % 3);
-			else {
+			if (op & 0x10) {
+				int how = (op >> 5) % 3;
+				if (how != SHUT_WR)
+					pr.clean = false; /* SHUT_RD discards what is unread */
+				(void)ssw_session_shutdown(s, how);
+			} else {
 				struct ssw_session_opts no = { .rcvbuf = take(&r, 2) << 4, .sndbuf = take(&r, 2) << 4,
 							       .oobinline = op & 0x20 };
 				ssw_session_set_opts(s, &no);
 			}
 			break;
 		case 10: { /* scribble over the ring coming to us, indices or records.
+			pr.clean = false;
 			    * (Not over the consumer index of the ring going out: a
 			    * peer that lies "full" is a slow peer, which send_ctl
 			    * waits out for seconds; fuzz_ring covers that index.) */
@@ -278,6 +353,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		drain(&pr);
+		note_window(&pr, s);
+		/* what the application has not read stays within the window,
+		 * whatever staging the step did */
+		FLOW(pr.unread <= pr.wmax);
 	}
 	/* at the end, everything readable is readable without blocking */
 	for (int i = 0; i < 8; i++) {
@@ -286,6 +365,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ssize_t k = ssw_session_recv(s, &v, 1, 0, true, -1);
 		ssw_session_cfg.fault_regfail = 0;
 		check_io(k, sizeof buf);
+		if (k > 0) {
+			FLOW((uint64_t)k <= pr.unread);
+			pr.unread -= (uint64_t)k;
+		}
 		drain(&pr);
 		if (k <= 0)
 			break;
