@@ -3323,7 +3323,8 @@ static void sc_epoll_hup_reset(void) { pair(AF_INET, ephup_reset_srv, ephup_rese
  * within its buffer (24 KiB: the doubled 32 KiB less overhead), while a
  * nonblocking sender pushes up to its own autotuned send buffer (MiBs) before
  * EAGAIN.  So the receiver's queue is what is compared; a switch that ignored
- * the option would let its default window (hundreds of KiB) through. */
+ * the option would let its default window (hundreds of KiB) through.
+ * SEM_EXACT=1 adds the exact amounts (they differ run to run: by hand only). */
 static int g_lrcvbuf, g_lsndbuf; /* set on the listener before listen (0: not) */
 
 static void set_listen_opt(int fd)
