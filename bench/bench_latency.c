@@ -42,11 +42,7 @@ static int cmp_double(const void *a, const void *b)
 
 static int round_trip(int fd, char *buf, size_t size, struct bench_result *r)
 {
-	if (net_write_full(fd, buf, size) < 0)
-		return bench_fail(r, "write");
-	if (net_read_full(fd, buf, size) != 1)
-		return bench_fail(r, "read");
-	return 0;
+	return net_round_trip(fd, buf, size) < 0 ? bench_fail(r, "round trip") : 0;
 }
 
 /* Warm-up first so connection set-up, page faults and the switch's lazy
