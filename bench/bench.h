@@ -75,6 +75,9 @@ int bench_pick_cpus(int cpus[2]);
 /* bench_env.c: the environment of one column, NULL-terminated; NULL if out of memory. */
 char **bench_env(enum bench_mode mode, const char *lib);
 void bench_env_free(char **env);
+/* A copy of env (the array only: free() it) with var, "NAME=value", in
+ * place of any NAME= there; NULL if out of memory. */
+char **bench_env_override(char *const env[], char *var);
 
 /* How the run was made, for the report header. */
 struct bench_info {
@@ -103,6 +106,7 @@ int bench_kind_parse(const char *s, enum bench_kind *k);
 const char *bench_mode_name(enum bench_mode m);
 void bench_case_label(const struct bench_params *p, char *buf, size_t len);
 void bench_size_label(size_t size, char *buf, size_t len);
+void bench_case_id(const struct bench_params *p, char *buf, size_t len);
 double bench_now(void);
 int bench_parse_size(const char *s, size_t *out);
 double bench_percentile(double *sorted, long n, double pct);

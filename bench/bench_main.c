@@ -4,6 +4,7 @@
 #include "libpath.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #define MAX_SIZES 16
 #define DEFAULT_SIZES "64,4K,64K,1M"
@@ -87,6 +89,10 @@ void bench_usage(FILE *out)
 		"  --case LIST      run only these cases, comma-separated, of either set:\n"
 		"                   latency, stream, connect, epoll, pingpong, forkserver,\n"
 		"                   sendfile, duplex, manyconns\n"
+		"  --stats-dir DIR  the switched workers of each case append the switch's\n"
+		"                   per-process counters (SOCKSWITCH_STATS_FILE) to DIR/CASE.stats,\n"
+		"                   CASE as in the JSON \"case\" field (files emptied first): proof\n"
+		"                   that the switched column was switched (fallback=0)\n"
 		"  --plot FILE.png  also measure the round trip at every --sizes size, and draw\n"
 		"                   latency and throughput by message size and connections/s,\n"
 		"                   kernel next to switched, as a PNG with gnuplot (the table or\n"
@@ -115,6 +121,7 @@ struct options {
 	double duration;   /* 0 = from the knobs */
 	const char *sizes;
 	const char *plot;
+	const char *stats_dir;
 };
 
 static unsigned load_bits(void)
@@ -171,7 +178,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		char name[32];
 		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
 		int takes_value = !strcmp(name, "--duration") || !strcmp(name, "--sizes") || !strcmp(name, "--plot") ||
-				  !strcmp(name, "--case");
+				  !strcmp(name, "--case") || !strcmp(name, "--stats-dir");
 		if (takes_value) {
 			if (eq)
 				v = eq + 1;
@@ -200,6 +207,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->sizes = v;
 		} else if (!strcmp(name, "--plot")) {
 			o->plot = v;
+		} else if (!strcmp(name, "--stats-dir")) {
+			o->stats_dir = v;
 		} else if (!strcmp(name, "--load")) {
 			o->load = 1;
 		} else if (!strcmp(name, "--case")) {
@@ -352,6 +361,31 @@ static int fit_nofile(int conns, char *why, size_t len)
 	return 0;
 }
 
+static char statvar[PATH_MAX + 64], statvar_error[256];
+
+/* --stats-dir: the switched environment with this case's own stats file,
+ * emptied first so that a file holds one run of one case; NULL (reason in
+ * statvar_error) if the file cannot be made. */
+static char **case_stats_env(const char *dir, const struct bench_params *p, char **env)
+{
+	if (!dir)
+		return env;
+	char id[64];
+	bench_case_id(p, id, sizeof(id));
+	int off = snprintf(statvar, sizeof(statvar), "SOCKSWITCH_STATS_FILE=");
+	snprintf(statvar + off, sizeof(statvar) - (size_t)off, "%s/%s.stats", dir, id);
+	int fd = open(statvar + off, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(statvar_error, sizeof(statvar_error), "--stats-dir: %.180s: %s", statvar + off, strerror(errno));
+		return NULL;
+	}
+	close(fd);
+	char **out = bench_env_override(env, statvar);
+	if (!out)
+		snprintf(statvar_error, sizeof(statvar_error), "out of memory");
+	return out;
+}
+
 static void progress(const struct bench_case *c, enum bench_mode m, double secs)
 {
 	char what[64];
@@ -412,11 +446,17 @@ int bench_main(int argc, char **argv)
 			continue;
 		}
 		int pinned = pin && !bench_is_load(cases[i].p.kind);
+		char **cenv[MODE_COUNT] = { env[MODE_KERNEL], case_stats_env(o.stats_dir, &cases[i].p, env[MODE_SWITCHED]) };
 		for (int m = 0; m < MODE_COUNT; m++) {
 			double t0 = bench_now();
-			bench_run_case(&cases[i].p, env[m], pinned ? cpus : NULL, &cases[i].r[m]);
+			if (cenv[m])
+				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &cases[i].r[m]);
+			else
+				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", statvar_error);
 			progress(&cases[i], (enum bench_mode)m, bench_now() - t0);
 		}
+		if (cenv[MODE_SWITCHED] != env[MODE_SWITCHED])
+			free(cenv[MODE_SWITCHED]);
 	}
 
 	int all_load = load;

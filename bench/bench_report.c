@@ -30,17 +30,13 @@ static void set_row(struct row *r, const char *name, const char *label, const ch
 static int load_rows(const struct bench_case *c, const char *id, const char *what, struct row rows[MAX_ROWS])
 {
 	char name[64], label[64];
-	const char *kind = bench_kind_name(c->p.kind);
 	if (c->p.kind == BENCH_DUPLEX) {
 		snprintf(name, sizeof(name), "load_duplex_%s_bandwidth", id);
 		set_row(&rows[0], name, what, "MB/s", 0, 1);
 		return 1;
 	}
 	char base[48];
-	if (c->p.kind == BENCH_SENDFILE)
-		snprintf(base, sizeof(base), "load_%s_%s", kind, id);
-	else
-		snprintf(base, sizeof(base), "load_%s_%d", kind, c->p.conns);
+	bench_case_id(&c->p, base, sizeof(base));
 	snprintf(name, sizeof(name), "%s_rate", base);
 	set_row(&rows[0], name, what, c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_MANYCONNS ? "rt/s" : "req/s", 0, 1);
 	snprintf(name, sizeof(name), "%s_p99", base);
@@ -132,7 +128,8 @@ static void fmt_value(char *buf, size_t len, const struct bench_result *r, int i
 
 void bench_report_table(const struct bench_case *cases, int n, const struct bench_info *info)
 {
-	printf("sockswitch bench %s: kernel TCP vs switched, two processes over 127.0.0.1\n", SSW_VERSION);
+	printf("sockswitch bench %s: kernel TCP vs switched, %s over 127.0.0.1\n", SSW_VERSION,
+	       info->load ? "worker processes" : "two processes");
 	printf("switched = LD_PRELOAD=%s\n", info->lib);
 	if (info->cpus)
 		printf("server pinned to CPU %d, client to CPU %d%s\n", info->cpus[0], info->cpus[1],
@@ -201,8 +198,11 @@ void bench_report_json(const struct bench_case *cases, int n, const struct bench
 		int nr = rows_of(&cases[i], rows);
 		for (int j = 0; j < nr; j++) {
 			const struct bench_result *k = &cases[i].r[MODE_KERNEL], *s = &cases[i].r[MODE_SWITCHED];
-			printf("%s    {\"name\": \"%s\", \"family\": \"%s\", \"unit\": \"%s\", \"higher_is_better\": %s, \"kernel\": ",
-			       sep, rows[j].name, bench_is_load(cases[i].p.kind) ? "load" : "default", rows[j].unit,
+			char cid[64];
+			bench_case_id(&cases[i].p, cid, sizeof(cid));
+			printf("%s    {\"name\": \"%s\", \"case\": \"%s\", \"family\": \"%s\", \"unit\": \"%s\", "
+			       "\"higher_is_better\": %s, \"kernel\": ",
+			       sep, rows[j].name, cid, bench_is_load(cases[i].p.kind) ? "load" : "default", rows[j].unit,
 			       rows[j].higher_is_better ? "true" : "false");
 			json_number(k->ok ? k->v[rows[j].idx] : NAN);
 			printf(", \"switched\": ");

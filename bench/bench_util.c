@@ -108,3 +108,27 @@ double bench_percentile(double *sorted, long n, double pct)
 		rank = n;
 	return sorted[rank - 1];
 }
+
+/* The machine name of a case: JSON "case", and the file name of --stats-dir. */
+void bench_case_id(const struct bench_params *p, char *buf, size_t len)
+{
+	char sz[32], id[32];
+	size_t k = 0;
+	bench_size_label(p->size, sz, sizeof(sz));
+	for (const char *s = sz; *s && k < sizeof(id) - 1; s++)  /* "4KiB": no spaces */
+		if (*s != ' ')
+			id[k++] = *s;
+	id[k] = '\0';
+	const char *kind = bench_kind_name(p->kind);
+	switch (p->kind) {
+	case BENCH_CONNECT: snprintf(buf, len, "connect"); return;
+	case BENCH_EPOLL: snprintf(buf, len, "epoll_%d_%s", BENCH_EPOLL_CONNS, id); return;
+	case BENCH_SENDFILE:
+	case BENCH_DUPLEX: snprintf(buf, len, "load_%s_%s", kind, id); return;
+	default:
+		if (bench_is_load(p->kind))
+			snprintf(buf, len, "load_%s_%d", kind, p->conns);
+		else
+			snprintf(buf, len, "%s_%s", kind, id);
+	}
+}
