@@ -6,16 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Echoes fixed-size messages until the client closes. */
-static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+/* Echoes fixed-size messages on fd until the client closes; closes fd. */
+int bench_echo(int fd, const struct bench_params *p, struct bench_result *r)
 {
 	char *buf = malloc(p->size);
-	if (!buf)
+	if (!buf) {
+		close(fd);
 		return bench_fail(r, "malloc");
-	int fd = net_accept(lfd);
-	if (fd < 0) {
-		free(buf);
-		return bench_fail(r, "accept");
 	}
 	double end = bench_now() + p->duration + BENCH_SLACK_S;
 	long limit = p->warmup + p->count;
@@ -32,6 +29,12 @@ static int server(int lfd, const struct bench_params *p, struct bench_result *r)
 	close(fd);
 	free(buf);
 	return rc;
+}
+
+static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+{
+	int fd = net_accept(lfd);
+	return fd < 0 ? bench_fail(r, "accept") : bench_echo(fd, p, r);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -1,5 +1,6 @@
 /* bench_pingpong.c — load family, blocking request/response between many
- * processes: N ping-pong pairs (a server process and a client process each),
+ * processes: N ping-pong pairs (a server process and a client process each;
+ * the server worker accepts them all, then forks one process per connection),
  * and a server that forks a process per connection which waits in poll() on
  * its socket and a pipe from the parent, as postgres backends do.  The client
  * side is the same for both: conns processes, one connection each. */
@@ -61,17 +62,40 @@ static int client(uint16_t port, const struct bench_params *p, struct bench_resu
 	return load_run(p->conns, client_proc, &port, p, 1, r);
 }
 
-/* One echo process per pair: the round-trip case's own server, once per
- * process, all accepting on the listener they inherited. */
+/* The server half of the pairs.  The server worker accepts every
+ * connection first and only then forks one echo process per connection, so
+ * that the pairs measure blocking round trips under contention and nothing
+ * of how a shared listener hands out connections (sendfile does that). */
+struct pairs {
+	int lfd;
+	int *fds;
+	int n;
+};
+
 static int pair_server(struct load_proc *lp, void *arg, const struct bench_params *p, struct bench_result *r)
 {
-	(void)lp;
-	return bench_latency_roles.server(*(const int *)arg, p, r);
+	const struct pairs *ps = arg;
+	close(ps->lfd);
+	for (int i = 0; i < ps->n; i++)
+		if (i != lp->idx)
+			close(ps->fds[i]);
+	return bench_echo(ps->fds[lp->idx], p, r);
 }
 
 static int pairs_server(int lfd, const struct bench_params *p, struct bench_result *r)
 {
-	return load_run(p->conns, pair_server, &lfd, p, 0, r);
+	struct pairs ps = { lfd, calloc((size_t)p->conns, sizeof(int)), 0 };
+	int rc = ps.fds ? 0 : bench_fail(r, "malloc");
+	for (; rc == 0 && ps.n < p->conns; ps.n++)
+		if ((ps.fds[ps.n] = net_accept(lfd)) < 0)
+			rc = bench_fail(r, "accept");
+	if (rc == 0)
+		rc = load_run(p->conns, pair_server, &ps, p, 0, r);
+	for (int i = 0; i < ps.n; i++)
+		if (ps.fds[i] >= 0)
+			close(ps.fds[i]);
+	free(ps.fds);
+	return rc;
 }
 
 /* What a forked backend is handed. */
