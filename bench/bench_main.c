@@ -39,6 +39,7 @@ void bench_usage(FILE *out)
 	fprintf(out,
 		"usage: sockswitch bench [--json] [--quick] [--duration SEC] [--sizes LIST] [--plot FILE.png]\n"
 		"       sockswitch bench --load [--case NAME[,NAME...]] [--json] [--quick] [--duration SEC]\n"
+		"                        [--stats-dir DIR]\n"
 		"\n"
 		"Measures kernel TCP and switched TCP side by side in one run, between two\n"
 		"processes over 127.0.0.1, a fresh port per case.  Each case runs twice with\n"
@@ -79,8 +80,10 @@ void bench_usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  --json           print one JSON object instead of the table\n"
-		"  --quick          fewer round trips and %.1f s per case (about 10 s in all), for CI\n"
-		"  --duration SEC   seconds per stream, connect and epoll case (default %.1f, max 20)\n"
+		"  --quick          fewer round trips and %.1f s per case (about 10 s in all), for CI;\n"
+		"                   with --load, %.1f s windows (well under a minute in all)\n"
+		"  --duration SEC   seconds per stream, connect and epoll case (default %.1f, max 20),\n"
+		"                   or of each load case's window\n"
 		"  --sizes LIST     stream message sizes, e.g. 64,4K,64K,1M (the default; K and M\n"
 		"                   are 1024 and 1024*1024)\n"
 		"  --no-pin         let the scheduler place the two workers (default: one per\n"
@@ -112,7 +115,7 @@ void bench_usage(FILE *out)
 		"1 if any failed or the library is missing, 2 on a usage error (a skipped\n"
 		"case is not a failure).\n",
 		full.rtt_count, full.rtt_warmup, quick.rtt_count, quick.rtt_warmup,
-		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, full.duration, BENCH_WORKER_TIMEOUT_S);
+		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, LOAD_QUICK_S, full.duration, BENCH_WORKER_TIMEOUT_S);
 }
 
 struct options {
