@@ -149,9 +149,9 @@ static void kill_all(struct load_group *g)
 		}
 }
 
-static void nap(void)
+static void nap(long ms)
 {
-	struct timespec ts = { 0, 1000000 };
+	struct timespec ts = { 0, ms * 1000000 };
 	nanosleep(&ts, NULL);
 }
 
@@ -189,7 +189,7 @@ int load_release(struct load_group *g, const struct bench_params *p, double dead
 			return bench_fail_msg(r, running < g->n ? "a process ended before the start"
 					      : "processes not connected and ready in time");
 		}
-		nap();
+		nap(1);
 	}
 	/* a little ahead, so that every process is waiting when it opens */
 	g->start = bench_now() + 0.002;
@@ -205,7 +205,8 @@ int load_wait(struct load_group *g, double deadline, struct bench_result *r)
 			kill_all(g);
 			return bench_fail_msg(r, "processes still running at the deadline; killed");
 		}
-		nap();
+		/* seldom: these wake-ups would compete with the measured processes */
+		nap(10);
 	}
 	return first_failure(g, r);
 }
@@ -257,7 +258,7 @@ int load_ready(struct load_proc *lp)
 	double deadline = load_deadline();
 	int st;
 	while ((st = atomic_load(&g->state)) == 0 && bench_now() < deadline)
-		nap();
+		nap(1);
 	if (st != 1)
 		return -1;
 	/* the parent opened the window slightly ahead: start on the mark */

@@ -247,15 +247,21 @@ static void verdict(struct worker *ws, int n, int timed_out, struct bench_result
 			return;
 		}
 	}
-	for (int i = 0; i < n; i++) {
+	/* both sides' words when both failed: a hung server often only says it
+	 * waited in vain, and the client why */
+	size_t off = 0;
+	for (int i = 0; i < n && off < sizeof(out->error); i++) {
 		const char *err = line_of(&ws[i], "error");
 		if (err) {
 			char msg[200];
 			copy_line(msg, sizeof(msg), err);
-			snprintf(out->error, sizeof(out->error), "%s: %s", ws[i].role, msg);
-			return;
+			int k = snprintf(out->error + off, sizeof(out->error) - off, "%s%s: %s", off ? "; " : "",
+					 ws[i].role, msg);
+			off += k > 0 ? (size_t)k : 0;
 		}
 	}
+	if (off)
+		return;
 	if (timed_out) {
 		if (n == 1)
 			snprintf(out->error, sizeof(out->error), "server worker reported no port within %.0f s; killed",
