@@ -11,7 +11,18 @@ enum bench_kind {
 	BENCH_STREAM,  /* one-way stream of fixed-size messages */
 	BENCH_CONNECT, /* connect + 1 byte + close, repeated */
 	BENCH_EPOLL,   /* BENCH_EPOLL_CONNS connections to one epoll server, request/response */
+	/* The load family (--load): many processes at once, never pinned, since
+	 * how the wait policy copes with more runnable tasks than cores is the
+	 * point.  conns is the number of pairs, clients or connections. */
+	BENCH_PINGPONG,   /* conns pairs of processes, blocking ping-pong */
+	BENCH_FORKSERVER, /* a server forking per connection (poll on socket + pipe), conns client processes */
+	BENCH_SENDFILE,   /* 2 pre-forked epoll servers, conns keep-alive clients, header + sendfile under TCP_CORK */
+	BENCH_DUPLEX,     /* one connection, both ends writing and reading at once */
+	BENCH_MANYCONNS,  /* one epoll server holding conns connections: round trips, then connects/s */
+	BENCH_KIND_COUNT
 };
+
+#define BENCH_LOAD_FIRST BENCH_PINGPONG
 
 #define BENCH_EPOLL_CONNS 64
 
@@ -25,14 +36,17 @@ struct bench_params {
 	long count;       /* latency: measured round trips; others: upper bound */
 	long warmup;      /* latency: round trips not measured */
 	double duration;  /* seconds: how long to send (stream, connect) or at most measure (latency) */
+	int conns;        /* load family: pairs, clients or connections; 0 elsewhere */
 };
 
 /* What one run of one case in one mode produced. */
 struct bench_result {
 	int ok;
+	int skipped;      /* not measured, for a reason in error (not a failure) */
 	char error[256];  /* why it failed, for the report */
 	char note[256];   /* something odd that did not spoil the numbers */
-	double v[2];      /* latency: p50, p99 in us; stream: MB/s, msg/s; connect: conn/s */
+	double v[3];      /* latency: p50, p99 in us; stream: MB/s, msg/s; connect: conn/s;
+			   * load: requests/s, p99 in us (manyconns: conn/s in v[2]); duplex: MB/s */
 	long samples;     /* round trips, messages or connections actually measured */
 };
 
@@ -45,6 +59,11 @@ struct bench_case {
 /* A worker must be done within this; past it the parent kills it. */
 #define BENCH_WORKER_TIMEOUT_S 30.0
 
+static inline int bench_is_load(enum bench_kind k)
+{
+	return k >= BENCH_LOAD_FIRST;
+}
+
 /* bench_spawn.c: runs one case under one mode with a server and a client
  * worker, pinned to cpus[0] and cpus[1] unless cpus is NULL. */
 void bench_run_case(const struct bench_params *p, char *const env[], const int cpus[2],
@@ -56,6 +75,9 @@ int bench_pick_cpus(int cpus[2]);
 /* bench_env.c: the environment of one column, NULL-terminated; NULL if out of memory. */
 char **bench_env(enum bench_mode mode, const char *lib);
 void bench_env_free(char **env);
+/* A copy of env (the array only: free() it) with var, "NAME=value", in
+ * place of any NAME= there; NULL if out of memory. */
+char **bench_env_override(char *const env[], char *var);
 
 /* How the run was made, for the report header. */
 struct bench_info {
@@ -63,6 +85,7 @@ struct bench_info {
 	int quick;
 	double duration;   /* of each stream and connect case */
 	const int *cpus;   /* the two CPUs the workers were pinned to, or NULL */
+	int load;          /* load-family cases are present (never pinned) */
 };
 
 /* bench_report.c */
@@ -83,6 +106,7 @@ int bench_kind_parse(const char *s, enum bench_kind *k);
 const char *bench_mode_name(enum bench_mode m);
 void bench_case_label(const struct bench_params *p, char *buf, size_t len);
 void bench_size_label(size_t size, char *buf, size_t len);
+void bench_case_id(const struct bench_params *p, char *buf, size_t len);
 double bench_now(void);
 int bench_parse_size(const char *s, size_t *out);
 double bench_percentile(double *sorted, long n, double pct);

@@ -80,3 +80,19 @@ void bench_env_free(char **env)
 			free(*e);
 	free(env);
 }
+
+char **bench_env_override(char *const env[], char *var)
+{
+	size_t n = 0, name = strcspn(var, "=") + 1, k = 0;
+	while (env[n])
+		n++;
+	char **out = calloc(n + 2, sizeof(char *));
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(env[i], var, name))
+			out[k++] = env[i];
+	out[k++] = var;
+	out[k] = NULL;
+	return out;
+}

@@ -2,7 +2,8 @@
  * one epoll loop (level-triggered, nonblocking), each with one request of
  * `size` bytes in flight at a time; the client drives them all from its own
  * epoll loop and counts answered requests per second.  This is the shape of
- * redis, memcached or nginx keep-alive traffic. */
+ * redis, memcached or nginx keep-alive traffic.  The server also serves
+ * the load family's manyconns case (bench_manyconns.c). */
 #include "bench_net.h"
 #include "bench_worker.h"
 
@@ -44,32 +45,63 @@ static int take(struct conn *c, char *buf, size_t size)
 	}
 }
 
-static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+/* Connections past the first nconns are accepted and closed at once: the
+ * connect-rate phase of manyconns, measured while the others stay open. */
+static int accept_close(int lfd)
 {
+	int fd = net_accept(lfd);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_result *r)
+{
+	int nconns = p->conns > 0 ? p->conns : BENCH_EPOLL_CONNS;
 	int ep = epoll_create1(EPOLL_CLOEXEC);
-	struct conn *cs = calloc(BENCH_EPOLL_CONNS, sizeof *cs);
+	struct conn *cs = calloc((size_t)nconns, sizeof *cs);
 	char *buf = malloc(p->size);
 	int rc = -1, open = 0;
 	if (ep < 0 || !cs || !buf) {
 		bench_fail(r, "setup");
 		goto out;
 	}
-	for (int i = 0; i < BENCH_EPOLL_CONNS; i++) {
+	for (int i = 0; i < nconns; i++)
+		cs[i].fd = -1;
+	for (int i = 0; i < nconns; i++) {
 		if ((cs[i].fd = net_accept(lfd)) < 0) {
 			bench_fail(r, "accept");
 			goto out;
 		}
 		nonblocking(cs[i].fd);
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &cs[i] };
-		epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev) < 0) {
+			bench_fail(r, "epoll_ctl");
+			goto out;
+		}
 		open++;
 	}
-	double end = bench_now() + p->duration + BENCH_SLACK_S;
+	struct epoll_event lev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) < 0) {
+		bench_fail(r, "epoll_ctl listener");
+		goto out;
+	}
+	/* manyconns: a warm-up pass and a round-trip phase of up to p->duration
+	 * each, and a connect phase of half that */
+	double end = bench_now() + 3 * p->duration + BENCH_SLACK_S;
 	struct epoll_event evs[64];
 	while (open > 0 && bench_now() < end) {
 		int n = epoll_wait(ep, evs, 64, 1000);
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
+			if (!c) {
+				if (accept_close(lfd) < 0) {
+					bench_fail(r, "accept");
+					goto out;
+				}
+				continue;
+			}
 			int got = take(c, buf, p->size);
 			if (got < 0) {
 				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -84,8 +116,8 @@ static int server(int lfd, const struct bench_params *p, struct bench_result *r)
 	}
 	rc = open ? bench_fail_msg(r, "client did not finish in time") : 0;
 out:
-	for (int i = 0; cs && i < BENCH_EPOLL_CONNS; i++)
-		if (cs[i].fd > 0)
+	for (int i = 0; cs && i < nconns; i++)
+		if (cs[i].fd >= 0)
 			close(cs[i].fd);
 	if (ep >= 0)
 		close(ep);
@@ -164,4 +196,4 @@ out:
 	return rc;
 }
 
-const struct bench_roles bench_epoll_roles = { server, client };
+const struct bench_roles bench_epoll_roles = { bench_epoll_server, client };

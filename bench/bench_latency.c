@@ -6,16 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Echoes fixed-size messages until the client closes. */
-static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+/* Echoes fixed-size messages on fd until the client closes; closes fd. */
+int bench_echo(int fd, const struct bench_params *p, struct bench_result *r)
 {
 	char *buf = malloc(p->size);
-	if (!buf)
+	if (!buf) {
+		close(fd);
 		return bench_fail(r, "malloc");
-	int fd = net_accept(lfd);
-	if (fd < 0) {
-		free(buf);
-		return bench_fail(r, "accept");
 	}
 	double end = bench_now() + p->duration + BENCH_SLACK_S;
 	long limit = p->warmup + p->count;
@@ -34,6 +31,12 @@ static int server(int lfd, const struct bench_params *p, struct bench_result *r)
 	return rc;
 }
 
+static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+{
+	int fd = net_accept(lfd);
+	return fd < 0 ? bench_fail(r, "accept") : bench_echo(fd, p, r);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -42,11 +45,7 @@ static int cmp_double(const void *a, const void *b)
 
 static int round_trip(int fd, char *buf, size_t size, struct bench_result *r)
 {
-	if (net_write_full(fd, buf, size) < 0)
-		return bench_fail(r, "write");
-	if (net_read_full(fd, buf, size) != 1)
-		return bench_fail(r, "read");
-	return 0;
+	return net_round_trip(fd, buf, size) < 0 ? bench_fail(r, "round trip") : 0;
 }
 
 /* Warm-up first so connection set-up, page faults and the switch's lazy

@@ -3,11 +3,16 @@
 #include "cli.h"
 #include "libpath.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #define MAX_SIZES 16
 #define DEFAULT_SIZES "64,4K,64K,1M"
@@ -23,10 +28,18 @@ struct plan_knobs {
 static const struct plan_knobs full = { 20000, 2000, 10.0, 1.5 };
 static const struct plan_knobs quick = { 8000, 800, 3.0, 0.7 };
 
+/* Seconds of each load case's measuring window (manyconns: plus half of it
+ * for connects): --load is about 1 min on 2 cores, --load --quick ~25 s. */
+#define LOAD_FULL_S 2.0
+#define LOAD_QUICK_S 0.3
+#define LOAD_MAX_CASES 16
+
 void bench_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: sockswitch bench [--json] [--quick] [--duration SEC] [--sizes LIST] [--plot FILE.png]\n"
+		"       sockswitch bench --load [--case NAME[,NAME...]] [--json] [--quick] [--duration SEC]\n"
+		"                        [--stats-dir DIR]\n"
 		"\n"
 		"Measures kernel TCP and switched TCP side by side in one run, between two\n"
 		"processes over 127.0.0.1, a fresh port per case.  Each case runs twice with\n"
@@ -44,14 +57,45 @@ void bench_usage(FILE *out)
 		"The ratio column is oriented so that above 1 means switched is faster:\n"
 		"switched/kernel for rates, kernel/switched for latencies.\n"
 		"\n"
+		"load cases (--load; many processes, never pinned: contention for the CPUs\n"
+		"is part of what they measure; each over a %.1f s window, --quick %.1f s):\n"
+		"  pingpong      N pairs of processes (a client and a server each) doing\n"
+		"                blocking 64 B ping-pong, N = 1, 2, 4, 8 per CPU allowed;\n"
+		"                round trips/s over all pairs and p99 round trip\n"
+		"  forkserver    a server forking a process per connection, which waits in\n"
+		"                poll() on its socket and a pipe (like postgres); 8 client\n"
+		"                processes doing 64 B request/response; requests/s and p99\n"
+		"  sendfile      2 pre-forked epoll workers sharing one listener answer 32\n"
+		"                keep-alive connections (2 client processes) with a header\n"
+		"                by write() and a 4 KiB or 64 KiB file by sendfile() under\n"
+		"                TCP_CORK; requests/s and p99\n"
+		"  duplex        one connection, both ends writing and reading 64 KiB\n"
+		"                messages at once (a writer and a reader thread each); MB/s\n"
+		"                of both directions together\n"
+		"  manyconns     one epoll server holding 100, 1000 and 5000 connections;\n"
+		"                64 B round trips one at a time on each connection in turn\n"
+		"                (round trips/s, p99), then connect+accept+close per second\n"
+		"                while they stay open.  RLIMIT_NOFILE is raised as far as\n"
+		"                the hard limit allows; a case it cannot fit is skipped\n"
+		"\n"
 		"options:\n"
 		"  --json           print one JSON object instead of the table\n"
-		"  --quick          fewer round trips and %.1f s per case (about 10 s in all), for CI\n"
-		"  --duration SEC   seconds per stream, connect and epoll case (default %.1f, max 20)\n"
+		"  --quick          fewer round trips and %.1f s per case (about 10 s in all), for CI;\n"
+		"                   with --load, %.1f s windows (well under a minute in all)\n"
+		"  --duration SEC   seconds per stream, connect and epoll case (default %.1f, max 20),\n"
+		"                   or of each load case's window\n"
 		"  --sizes LIST     stream message sizes, e.g. 64,4K,64K,1M (the default; K and M\n"
 		"                   are 1024 and 1024*1024)\n"
 		"  --no-pin         let the scheduler place the two workers (default: one per\n"
 		"                   CPU, on the first two CPUs allowed, for repeatable numbers)\n"
+		"  --load           run the load cases instead of the ones above\n"
+		"  --case LIST      run only these cases, comma-separated, of either set:\n"
+		"                   latency, stream, connect, epoll, pingpong, forkserver,\n"
+		"                   sendfile, duplex, manyconns\n"
+		"  --stats-dir DIR  the switched workers of each case append the switch's\n"
+		"                   per-process counters (SOCKSWITCH_STATS_FILE) to DIR/CASE.stats,\n"
+		"                   CASE as in the JSON \"case\" field (files emptied first): proof\n"
+		"                   that the switched column was switched (fallback=0)\n"
 		"  --plot FILE.png  also measure the round trip at every --sizes size, and draw\n"
 		"                   latency and throughput by message size and connections/s,\n"
 		"                   kernel next to switched, as a PNG with gnuplot (the table or\n"
@@ -68,17 +112,27 @@ void bench_usage(FILE *out)
 		"\n"
 		"Progress goes to stderr.  A worker still running after %.0f s is killed and\n"
 		"its case reported as failed.  exit status: 0 if every case was measured,\n"
-		"1 if any failed or the library is missing, 2 on a usage error.\n",
+		"1 if any failed or the library is missing, 2 on a usage error (a skipped\n"
+		"case is not a failure).\n",
 		full.rtt_count, full.rtt_warmup, quick.rtt_count, quick.rtt_warmup,
-		quick.duration, full.duration, BENCH_WORKER_TIMEOUT_S);
+		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, LOAD_QUICK_S, full.duration, BENCH_WORKER_TIMEOUT_S);
 }
 
 struct options {
-	int json, quick, no_pin;
+	int json, quick, no_pin, load;
+	unsigned cases;    /* bit per enum bench_kind from --case; 0 = not given */
 	double duration;   /* 0 = from the knobs */
 	const char *sizes;
 	const char *plot;
+	const char *stats_dir;
 };
+
+static unsigned load_bits(void)
+{
+	return ((1u << BENCH_KIND_COUNT) - 1) & ~((1u << BENCH_LOAD_FIRST) - 1);
+}
+
+static int plan_default(const struct options *o, struct bench_case *cases, int max);
 
 /* The full usage only when the option itself is unknown; a bad value needs
  * just the message. */
@@ -98,6 +152,24 @@ static int usage_error(int show_usage, const char *fmt, ...)
 	return CLI_EXIT_USAGE;
 }
 
+/* --case LIST: kind names, as the worker command line spells them. */
+static int parse_cases(const char *v, unsigned *mask)
+{
+	char list[256];
+	if (snprintf(list, sizeof(list), "%s", v) >= (int)sizeof(list))
+		return usage_error(0, "--case: list too long");
+	char *save = NULL;
+	for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		enum bench_kind k;
+		if (bench_kind_parse(tok, &k) < 0)
+			return usage_error(0, "--case: unknown case '%s' (see --help)", tok), -1;
+		*mask |= 1u << k;
+	}
+	if (!*mask)
+		return usage_error(0, "--case: empty list"), -1;
+	return 0;
+}
+
 /* Returns -1 to continue, or an exit code (help printed, or a usage error). */
 static int parse_options(int argc, char **argv, struct options *o)
 {
@@ -108,7 +180,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		const char *eq = strchr(a, '=');
 		char name[32];
 		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-		int takes_value = !strcmp(name, "--duration") || !strcmp(name, "--sizes") || !strcmp(name, "--plot");
+		int takes_value = !strcmp(name, "--duration") || !strcmp(name, "--sizes") || !strcmp(name, "--plot") ||
+				  !strcmp(name, "--case") || !strcmp(name, "--stats-dir");
 		if (takes_value) {
 			if (eq)
 				v = eq + 1;
@@ -137,22 +210,89 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->sizes = v;
 		} else if (!strcmp(name, "--plot")) {
 			o->plot = v;
+		} else if (!strcmp(name, "--stats-dir")) {
+			o->stats_dir = v;
+		} else if (!strcmp(name, "--load")) {
+			o->load = 1;
+		} else if (!strcmp(name, "--case")) {
+			if (parse_cases(v, &o->cases) < 0)
+				return CLI_EXIT_USAGE;
 		} else {
 			return usage_error(1, "unknown option '%s'", a);
 		}
 	}
+	if (o->load && (o->cases & ~load_bits()))
+		return usage_error(0, "--load: --case names a case that is not a load case");
+	if (o->plot && (o->load || o->cases))
+		return usage_error(0, "--plot draws the default cases; it does not go with --load or --case");
 	return -1;
+}
+
+static int cores_allowed(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return 1;
+	int n = CPU_COUNT(&set);
+	return n > 0 ? n : 1;
+}
+
+/* The load family, in the order of --help. */
+static int plan_load(const struct options *o, struct bench_case *cases, int max)
+{
+	double d = o->duration > 0 ? o->duration : o->quick ? LOAD_QUICK_S : LOAD_FULL_S;
+	long big = 1000000000;
+	int n = 0, cores = cores_allowed();
+	struct bench_params ps[LOAD_MAX_CASES];
+	for (int per = 1; per <= 8; per *= 2)
+		ps[n++] = (struct bench_params){ BENCH_PINGPONG, 64, big, 0, d, per * cores };
+	ps[n++] = (struct bench_params){ BENCH_FORKSERVER, 64, big, 0, d, 8 };
+	ps[n++] = (struct bench_params){ BENCH_SENDFILE, 4096, big, 0, d, 32 };
+	ps[n++] = (struct bench_params){ BENCH_SENDFILE, 65536, big, 0, d, 32 };
+	ps[n++] = (struct bench_params){ BENCH_DUPLEX, 65536, big, 0, d, 0 };
+	/* warm-up, round trips and connects take up to 2.5 windows: stay
+	 * within the workers' time limit whatever --duration says */
+	double dm = d < 8 ? d : 8;
+	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 100 };
+	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 1000 };
+	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 5000 };
+	int k = 0;
+	for (int i = 0; i < n && k < max; i++)
+		cases[k++].p = ps[i];
+	return k;
+}
+
+/* Drops the cases --case did not name. */
+static int keep_selected(unsigned mask, struct bench_case *cases, int n)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (!mask || (mask & (1u << cases[i].p.kind)))
+			cases[k++] = cases[i];
+	return k;
 }
 
 /* Builds the list of cases; returns how many, or -1 on a bad --sizes. */
 static int plan(const struct options *o, struct bench_case *cases, int max)
 {
+	memset(cases, 0, sizeof(*cases) * (size_t)max);
+	int n = 0;
+	if (!o->load && (!o->cases || (o->cases & ~load_bits())))
+		if ((n = plan_default(o, cases, max - LOAD_MAX_CASES)) < 0)
+			return -1;
+	if (o->load || (o->cases & load_bits()))
+		n += plan_load(o, cases + n, max - n);
+	return keep_selected(o->cases, cases, n);
+}
+
+/* The default family: round trip, streams by size, connect, epoll. */
+static int plan_default(const struct options *o, struct bench_case *cases, int max)
+{
 	const struct plan_knobs *k = o->quick ? &quick : &full;
 	double duration = o->duration > 0 ? o->duration : k->duration;
 	int n = 0;
 
-	memset(cases, 0, sizeof(*cases) * (size_t)max);
-	cases[n++].p = (struct bench_params){ BENCH_LATENCY, 64, k->rtt_count, k->rtt_warmup, k->rtt_max_s };
+	cases[n++].p = (struct bench_params){ BENCH_LATENCY, 64, k->rtt_count, k->rtt_warmup, k->rtt_max_s, 0 };
 	if (o->plot) {
 		/* the chart draws latency by message size: one round-trip case per size */
 		char lat[256];
@@ -164,7 +304,7 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 				continue; /* a bad size is reported below */
 			/* big messages take longer per round trip: fewer of them */
 			long count = size > 65536 ? k->rtt_count / 8 : k->rtt_count;
-			cases[n++].p = (struct bench_params){ BENCH_LATENCY, size, count, count / 10, k->rtt_max_s / 2 };
+			cases[n++].p = (struct bench_params){ BENCH_LATENCY, size, count, count / 10, k->rtt_max_s / 2, 0 };
 		}
 	}
 
@@ -188,15 +328,68 @@ static int plan(const struct options *o, struct bench_case *cases, int max)
 		}
 		/* The count only bounds the loop in case the clock misbehaves. */
 		long count = (long)((64ULL << 30) / size);
-		cases[n++].p = (struct bench_params){ BENCH_STREAM, size, count, 0, duration };
+		cases[n++].p = (struct bench_params){ BENCH_STREAM, size, count, 0, duration, 0 };
 	}
 	if (n == first_stream) {
 		fprintf(stderr, "sockswitch bench: --sizes: empty list\n");
 		return -1;
 	}
-	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration };
-	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration };
+	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration, 0 };
+	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration, 0 };
 	return n;
+}
+
+/* manyconns holds conns sockets in each of two processes (and the switch
+ * may keep descriptors of its own per connection): raise the soft limit of
+ * open files, which the workers inherit, as far as the hard one allows.
+ * -1 with the reason when even the connections themselves cannot fit. */
+static int fit_nofile(int conns, char *why, size_t len)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)conns * 4 + 256, need = (rlim_t)conns + 64;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		snprintf(why, len, "manyconns %d: getrlimit(RLIMIT_NOFILE): %s", conns, strerror(errno));
+		return -1;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		rlim_t to = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+		if (to > rl.rlim_cur) {
+			struct rlimit up = { to, rl.rlim_max };
+			if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+				rl.rlim_cur = to;
+		}
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		snprintf(why, len, "manyconns %d: RLIMIT_NOFILE is %llu (hard %llu), %llu descriptors needed",
+			 conns, (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)need);
+		return -1;
+	}
+	return 0;
+}
+
+static char statvar[PATH_MAX + 64], statvar_error[256];
+
+/* --stats-dir: the switched environment with this case's own stats file,
+ * emptied first so that a file holds one run of one case; NULL (reason in
+ * statvar_error) if the file cannot be made. */
+static char **case_stats_env(const char *dir, const struct bench_params *p, char **env)
+{
+	if (!dir)
+		return env;
+	char id[64];
+	bench_case_id(p, id, sizeof(id));
+	int off = snprintf(statvar, sizeof(statvar), "SOCKSWITCH_STATS_FILE=");
+	snprintf(statvar + off, sizeof(statvar) - (size_t)off, "%s/%s.stats", dir, id);
+	int fd = open(statvar + off, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(statvar_error, sizeof(statvar_error), "--stats-dir: %.180s: %s", statvar + off, strerror(errno));
+		return NULL;
+	}
+	close(fd);
+	char **out = bench_env_override(env, statvar);
+	if (!out)
+		snprintf(statvar_error, sizeof(statvar_error), "out of memory");
+	return out;
 }
 
 static void progress(const struct bench_case *c, enum bench_mode m, double secs)
@@ -204,7 +397,7 @@ static void progress(const struct bench_case *c, enum bench_mode m, double secs)
 	char what[64];
 	const struct bench_result *r = &c->r[m];
 	bench_case_label(&c->p, what, sizeof(what));
-	fprintf(stderr, "bench: %-18s %-10s %4.1f s  %s%s\n", what, bench_mode_name(m), secs,
+	fprintf(stderr, "bench: %-20s %-10s %4.1f s  %s%s\n", what, bench_mode_name(m), secs,
 		r->ok ? "ok" : "FAILED: ", r->ok ? "" : r->error);
 }
 
@@ -220,10 +413,14 @@ int bench_main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
-	struct bench_case cases[2 * MAX_SIZES + 3];
-	int n = plan(&o, cases, 2 * MAX_SIZES + 3);
+	struct bench_case cases[2 * MAX_SIZES + 3 + LOAD_MAX_CASES];
+	int n = plan(&o, cases, (int)(sizeof(cases) / sizeof(cases[0])));
 	if (n < 0)
 		return CLI_EXIT_USAGE;
+	if (n == 0) {
+		fprintf(stderr, "sockswitch bench: --case: nothing to run\n");
+		return CLI_EXIT_USAGE;
+	}
 
 	char lib[PATH_MAX], why[2048];
 	if (ssw_find_lib(lib, sizeof(lib), why, sizeof(why)) < 0) {
@@ -242,14 +439,36 @@ int bench_main(int argc, char **argv)
 
 	/* Kernel then switched for each case, so both columns of a row are
 	 * measured as close together in time as possible. */
-	for (int i = 0; i < n; i++)
+	int load = 0;
+	for (int i = 0; i < n; i++) {
+		char why[256];
+		load |= bench_is_load(cases[i].p.kind);
+		if (cases[i].p.kind == BENCH_MANYCONNS && fit_nofile(cases[i].p.conns, why, sizeof(why)) < 0) {
+			for (int m = 0; m < MODE_COUNT; m++) {
+				cases[i].r[m].skipped = 1;
+				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", why);
+			}
+			fprintf(stderr, "bench: skipped: %s\n", why);
+			continue;
+		}
+		int pinned = pin && !bench_is_load(cases[i].p.kind);
+		char **cenv[MODE_COUNT] = { env[MODE_KERNEL], case_stats_env(o.stats_dir, &cases[i].p, env[MODE_SWITCHED]) };
 		for (int m = 0; m < MODE_COUNT; m++) {
 			double t0 = bench_now();
-			bench_run_case(&cases[i].p, env[m], pin ? cpus : NULL, &cases[i].r[m]);
+			if (cenv[m])
+				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &cases[i].r[m]);
+			else
+				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", statvar_error);
 			progress(&cases[i], (enum bench_mode)m, bench_now() - t0);
 		}
+		if (cenv[MODE_SWITCHED] != env[MODE_SWITCHED])
+			free(cenv[MODE_SWITCHED]);
+	}
 
-	struct bench_info info = { lib, o.quick, cases[n - 1].p.duration, pin ? cpus : NULL };
+	int all_load = load;
+	for (int i = 0; i < n; i++)
+		all_load &= bench_is_load(cases[i].p.kind);
+	struct bench_info info = { lib, o.quick, cases[n - 1].p.duration, pin && !all_load ? cpus : NULL, load };
 	if (o.json)
 		bench_report_json(cases, n, &info);
 	else

@@ -32,7 +32,7 @@ int net_listen(uint16_t *port)
 	if (fd < 0)
 		return -1;
 	loopback(&sa, 0);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4096) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
 		int e = errno;
 		close(fd);
@@ -106,4 +106,14 @@ int net_write_full(int fd, const void *buf, size_t n)
 		put += (size_t)r;
 	}
 	return 0;
+}
+
+int net_round_trip(int fd, void *buf, size_t n)
+{
+	if (net_write_full(fd, buf, n) < 0)
+		return -1;
+	int got = net_read_full(fd, buf, n);
+	if (got == 0)
+		errno = ECONNRESET; /* EOF where an answer was due */
+	return got == 1 ? 0 : -1;
 }

@@ -16,5 +16,7 @@ int net_connect(uint16_t port);
 int net_read_full(int fd, void *buf, size_t n);
 /* Writes exactly n bytes: 0 done, -1 error. */
 int net_write_full(int fd, const void *buf, size_t n);
+/* Writes n bytes and reads n back into buf: 0 done, -1 error or EOF. */
+int net_round_trip(int fd, void *buf, size_t n);
 
 #endif

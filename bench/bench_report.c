@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* One printed line: a case yields one (connect) or two (latency, stream). */
+/* One printed line: a case yields one (connect) to three (manyconns). */
+#define MAX_ROWS 3
 struct row {
 	char name[64];   /* machine name, for JSON */
 	char label[64];  /* human name, for the table */
@@ -16,7 +17,40 @@ struct row {
 	int higher_is_better;
 };
 
-static int rows_of(const struct bench_case *c, struct row rows[2])
+static void set_row(struct row *r, const char *name, const char *label, const char *unit, int idx, int higher)
+{
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	snprintf(r->label, sizeof(r->label), "%s", label);
+	r->unit = unit;
+	r->idx = idx;
+	r->higher_is_better = higher;
+}
+
+/* Load cases: a rate row, then p99 (or a bandwidth row for duplex). */
+static int load_rows(const struct bench_case *c, const char *id, const char *what, struct row rows[MAX_ROWS])
+{
+	char name[64], label[64];
+	if (c->p.kind == BENCH_DUPLEX) {
+		snprintf(name, sizeof(name), "load_duplex_%s_bandwidth", id);
+		set_row(&rows[0], name, what, "MB/s", 0, 1);
+		return 1;
+	}
+	char base[48];
+	bench_case_id(&c->p, base, sizeof(base));
+	snprintf(name, sizeof(name), "%s_rate", base);
+	set_row(&rows[0], name, what, c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_MANYCONNS ? "rt/s" : "req/s", 0, 1);
+	snprintf(name, sizeof(name), "%s_p99", base);
+	snprintf(label, sizeof(label), "%s p99", what);
+	set_row(&rows[1], name, label, "us", 1, 0);
+	if (c->p.kind != BENCH_MANYCONNS)
+		return 2;
+	snprintf(name, sizeof(name), "%s_connect", base);
+	snprintf(label, sizeof(label), "%s connect", what);
+	set_row(&rows[2], name, label, "conn/s", 2, 1);
+	return 3;
+}
+
+static int rows_of(const struct bench_case *c, struct row rows[MAX_ROWS])
 {
 	char sz[32], id[32], what[48];
 	size_t k = 0;
@@ -26,7 +60,9 @@ static int rows_of(const struct bench_case *c, struct row rows[2])
 		if (*s != ' ')
 			id[k++] = *s;
 	id[k] = '\0';
-	memset(rows, 0, 2 * sizeof(*rows));
+	memset(rows, 0, MAX_ROWS * sizeof(*rows));
+	if (bench_is_load(c->p.kind))
+		return load_rows(c, id, what, rows);
 	switch (c->p.kind) {
 	case BENCH_LATENCY:
 		for (int i = 0; i < 2; i++) {
@@ -59,8 +95,9 @@ static int rows_of(const struct bench_case *c, struct row rows[2])
 		rows[0].unit = "conn/s";
 		rows[0].higher_is_better = 1;
 		return 1;
+	default:
+		return 0;
 	}
-	return 0;
 }
 
 /* Oriented so that above 1 always means the switch is better. */
@@ -77,7 +114,9 @@ static double speedup(const struct bench_case *c, const struct row *r)
 static void fmt_value(char *buf, size_t len, const struct bench_result *r, int idx)
 {
 	double v = r->v[idx];
-	if (!r->ok)
+	if (r->skipped)
+		snprintf(buf, len, "skipped");
+	else if (!r->ok)
 		snprintf(buf, len, "failed");
 	else if (v < 100)
 		snprintf(buf, len, "%.2f", v);
@@ -89,16 +128,18 @@ static void fmt_value(char *buf, size_t len, const struct bench_result *r, int i
 
 void bench_report_table(const struct bench_case *cases, int n, const struct bench_info *info)
 {
-	printf("sockswitch bench %s: kernel TCP vs switched, two processes over 127.0.0.1\n", SSW_VERSION);
+	printf("sockswitch bench %s: kernel TCP vs switched, %s over 127.0.0.1\n", SSW_VERSION,
+	       info->load ? "worker processes" : "two processes");
 	printf("switched = LD_PRELOAD=%s\n", info->lib);
 	if (info->cpus)
-		printf("server pinned to CPU %d, client to CPU %d\n", info->cpus[0], info->cpus[1]);
+		printf("server pinned to CPU %d, client to CPU %d%s\n", info->cpus[0], info->cpus[1],
+		       info->load ? " (load cases: not pinned)" : "");
 	else
 		printf("workers placed by the scheduler (not pinned)\n");
 	printf("ratio = switched/kernel for rates, kernel/switched for latency: above 1 means switched is faster\n\n");
 	printf("%-24s %-7s %13s %13s %9s\n", "case", "unit", "kernel TCP", "switched", "ratio");
 	for (int i = 0; i < n; i++) {
-		struct row rows[2];
+		struct row rows[MAX_ROWS];
 		int nr = rows_of(&cases[i], rows);
 		for (int j = 0; j < nr; j++) {
 			char k[32], s[32], x[32];
@@ -107,8 +148,8 @@ void bench_report_table(const struct bench_case *cases, int n, const struct benc
 			double sp = speedup(&cases[i], &rows[j]);
 			if (isnan(sp))
 				snprintf(x, sizeof(x), "-");
-			else
-				snprintf(x, sizeof(x), "%.2fx", sp);
+			else  /* a small ratio keeps its digits: 0.004x is not 0.00x */
+				snprintf(x, sizeof(x), sp < 0.1 ? "%.3fx" : "%.2fx", sp);
 			printf("%-24s %-7s %13s %13s %9s\n", rows[j].label, rows[j].unit, k, s, x);
 		}
 	}
@@ -122,8 +163,8 @@ void bench_report_table(const struct bench_case *cases, int n, const struct benc
 				printf("\n");
 			char what[64];
 			bench_case_label(&cases[i].p, what, sizeof(what));
-			printf("%s %s, %s: %s\n", r->ok ? "note:" : "FAILED:", what, bench_mode_name((enum bench_mode)m),
-			       r->ok ? r->note : r->error);
+			printf("%s %s, %s: %s\n", r->ok ? "note:" : r->skipped ? "skipped:" : "FAILED:", what,
+			       bench_mode_name((enum bench_mode)m), r->ok ? r->note : r->error);
 		}
 }
 
@@ -147,16 +188,22 @@ void bench_report_json(const struct bench_case *cases, int n, const struct bench
 		printf(",\n  \"cpus\": {\"server\": %d, \"client\": %d}", info->cpus[0], info->cpus[1]);
 	else
 		printf(",\n  \"cpus\": null");
+	if (info->load)
+		printf(",\n  \"load_cases_pinned\": false");
 	printf(",\n  \"speedup\": \"above 1 means switched is better: switched/kernel for rates, kernel/switched for latency\",\n");
 	printf("  \"cases\": [");
 	const char *sep = "\n";
 	for (int i = 0; i < n; i++) {
-		struct row rows[2];
+		struct row rows[MAX_ROWS];
 		int nr = rows_of(&cases[i], rows);
 		for (int j = 0; j < nr; j++) {
 			const struct bench_result *k = &cases[i].r[MODE_KERNEL], *s = &cases[i].r[MODE_SWITCHED];
-			printf("%s    {\"name\": \"%s\", \"unit\": \"%s\", \"higher_is_better\": %s, \"kernel\": ", sep,
-			       rows[j].name, rows[j].unit, rows[j].higher_is_better ? "true" : "false");
+			char cid[64];
+			bench_case_id(&cases[i].p, cid, sizeof(cid));
+			printf("%s    {\"name\": \"%s\", \"case\": \"%s\", \"family\": \"%s\", \"unit\": \"%s\", "
+			       "\"higher_is_better\": %s, \"kernel\": ",
+			       sep, rows[j].name, cid, bench_is_load(cases[i].p.kind) ? "load" : "default", rows[j].unit,
+			       rows[j].higher_is_better ? "true" : "false");
 			json_number(k->ok ? k->v[rows[j].idx] : NAN);
 			printf(", \"switched\": ");
 			json_number(s->ok ? s->v[rows[j].idx] : NAN);
@@ -166,7 +213,8 @@ void bench_report_json(const struct bench_case *cases, int n, const struct bench
 			for (int m = 0; m < MODE_COUNT; m++) {
 				const struct bench_result *r = &cases[i].r[m];
 				if (!r->ok || r->note[0]) {
-					printf(", \"%s_%s\": ", m == MODE_KERNEL ? "kernel" : "switched", r->ok ? "note" : "error");
+					printf(", \"%s_%s\": ", m == MODE_KERNEL ? "kernel" : "switched",
+					       r->ok ? "note" : r->skipped ? "skipped" : "error");
 					cli_json_str(r->ok ? r->note : r->error);
 				}
 			}
@@ -182,6 +230,6 @@ int bench_report_failures(const struct bench_case *cases, int n)
 	int failed = 0;
 	for (int i = 0; i < n; i++)
 		for (int m = 0; m < MODE_COUNT; m++)
-			failed += !cases[i].r[m].ok;
+			failed += !cases[i].r[m].ok && !cases[i].r[m].skipped;
 	return failed;
 }

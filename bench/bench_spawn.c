@@ -38,18 +38,19 @@ static void child_exec(int out, int err, const char *role, const struct bench_pa
 		CPU_SET(cpu, &set);
 		sched_setaffinity(0, sizeof(set), &set);
 	}
-	char rolearg[16], kind[16], size[32], count[32], warmup[32], duration[32], ports[16];
+	char rolearg[16], kind[16], size[32], count[32], warmup[32], duration[32], conns[16], ports[16];
 	snprintf(rolearg, sizeof(rolearg), "%s", role);
 	snprintf(kind, sizeof(kind), "%s", bench_kind_name(p->kind));
 	snprintf(size, sizeof(size), "%zu", p->size);
 	snprintf(count, sizeof(count), "%ld", p->count);
 	snprintf(warmup, sizeof(warmup), "%ld", p->warmup);
 	snprintf(duration, sizeof(duration), "%.6g", p->duration);
+	snprintf(conns, sizeof(conns), "%d", p->conns);
 	snprintf(ports, sizeof(ports), "%u", port);
 	char *argv[] = { "sockswitch", "bench-worker", "--role", rolearg,
 			 "--case", kind, "--size", size,
 			 "--count", count, "--warmup", warmup, "--duration", duration,
-			 port ? "--port" : NULL, ports, NULL };
+			 "--conns", conns, port ? "--port" : NULL, ports, NULL };
 
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
@@ -237,7 +238,7 @@ static void verdict(struct worker *ws, int n, int timed_out, struct bench_result
 	for (int i = 0; i < n; i++) {
 		const char *res = line_of(&ws[i], "result");
 		if (res && !failed(&ws[i]) &&
-		    sscanf(res, "%lf %lf %ld", &out->v[0], &out->v[1], &out->samples) == 3) {
+		    sscanf(res, "%lf %lf %lf %ld", &out->v[0], &out->v[1], &out->v[2], &out->samples) == 4) {
 			out->ok = 1;
 			const struct worker *o = &ws[1 - i];
 			if (n == 2 && failed(o))
@@ -246,15 +247,21 @@ static void verdict(struct worker *ws, int n, int timed_out, struct bench_result
 			return;
 		}
 	}
-	for (int i = 0; i < n; i++) {
+	/* both sides' words when both failed: a hung server often only says it
+	 * waited in vain, and the client why */
+	size_t off = 0;
+	for (int i = 0; i < n && off < sizeof(out->error); i++) {
 		const char *err = line_of(&ws[i], "error");
 		if (err) {
 			char msg[200];
 			copy_line(msg, sizeof(msg), err);
-			snprintf(out->error, sizeof(out->error), "%s: %s", ws[i].role, msg);
-			return;
+			int k = snprintf(out->error + off, sizeof(out->error) - off, "%s%s: %s", off ? "; " : "",
+					 ws[i].role, msg);
+			off += k > 0 ? (size_t)k : 0;
 		}
 	}
+	if (off)
+		return;
 	if (timed_out) {
 		if (n == 1)
 			snprintf(out->error, sizeof(out->error), "server worker reported no port within %.0f s; killed",

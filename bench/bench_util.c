@@ -13,6 +13,11 @@ static const char *const kind_names[] = {
 	[BENCH_STREAM] = "stream",
 	[BENCH_CONNECT] = "connect",
 	[BENCH_EPOLL] = "epoll",
+	[BENCH_PINGPONG] = "pingpong",
+	[BENCH_FORKSERVER] = "forkserver",
+	[BENCH_SENDFILE] = "sendfile",
+	[BENCH_DUPLEX] = "duplex",
+	[BENCH_MANYCONNS] = "manyconns",
 };
 
 const char *bench_kind_name(enum bench_kind k)
@@ -45,6 +50,12 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 	case BENCH_STREAM: snprintf(buf, len, "stream %s", sz); return;
 	case BENCH_CONNECT: snprintf(buf, len, "connect+1 B+close"); return;
 	case BENCH_EPOLL: snprintf(buf, len, "epoll %d conns %s", BENCH_EPOLL_CONNS, sz); return;
+	case BENCH_PINGPONG: snprintf(buf, len, "pingpong %d pairs", p->conns); return;
+	case BENCH_FORKSERVER: snprintf(buf, len, "fork/conn %d clients", p->conns); return;
+	case BENCH_SENDFILE: snprintf(buf, len, "sendfile %s x%d", sz, p->conns); return;
+	case BENCH_DUPLEX: snprintf(buf, len, "duplex %s", sz); return;
+	case BENCH_MANYCONNS: snprintf(buf, len, "epoll %d conns", p->conns); return;
+	case BENCH_KIND_COUNT: break;
 	}
 	snprintf(buf, len, "?");
 }
@@ -96,4 +107,28 @@ double bench_percentile(double *sorted, long n, double pct)
 	if (rank > n)
 		rank = n;
 	return sorted[rank - 1];
+}
+
+/* The machine name of a case: JSON "case", and the file name of --stats-dir. */
+void bench_case_id(const struct bench_params *p, char *buf, size_t len)
+{
+	char sz[32], id[32];
+	size_t k = 0;
+	bench_size_label(p->size, sz, sizeof(sz));
+	for (const char *s = sz; *s && k < sizeof(id) - 1; s++)  /* "4KiB": no spaces */
+		if (*s != ' ')
+			id[k++] = *s;
+	id[k] = '\0';
+	const char *kind = bench_kind_name(p->kind);
+	switch (p->kind) {
+	case BENCH_CONNECT: snprintf(buf, len, "connect"); return;
+	case BENCH_EPOLL: snprintf(buf, len, "epoll_%d_%s", BENCH_EPOLL_CONNS, id); return;
+	case BENCH_SENDFILE:
+	case BENCH_DUPLEX: snprintf(buf, len, "load_%s_%s", kind, id); return;
+	default:
+		if (bench_is_load(p->kind))
+			snprintf(buf, len, "load_%s_%d", kind, p->conns);
+		else
+			snprintf(buf, len, "%s_%s", kind, id);
+	}
 }

@@ -32,6 +32,12 @@ static const struct bench_roles *roles_of(enum bench_kind k)
 	case BENCH_STREAM: return &bench_stream_roles;
 	case BENCH_CONNECT: return &bench_connect_roles;
 	case BENCH_EPOLL: return &bench_epoll_roles;
+	case BENCH_MANYCONNS: return &bench_manyconns_roles;
+	case BENCH_PINGPONG: return &bench_pingpong_roles;
+	case BENCH_FORKSERVER: return &bench_forkserver_roles;
+	case BENCH_SENDFILE: return &bench_sendfile_roles;
+	case BENCH_DUPLEX: return &bench_duplex_roles;
+	case BENCH_KIND_COUNT: break;
 	}
 	return NULL;
 }
@@ -50,7 +56,7 @@ static int parse_long(const char *s, long min, long max, long *out)
 /* The parent is the only caller, so a malformed line is a bug: say which argument. */
 static int parse_args(int argc, char **argv, int *server, struct bench_params *p, long *port)
 {
-	long size = 0;
+	long size = 0, conns = 0;
 	*server = -1;
 	*port = 0;
 	memset(p, 0, sizeof(*p));
@@ -68,6 +74,8 @@ static int parse_args(int argc, char **argv, int *server, struct bench_params *p
 			bad = parse_long(v, 1, 1L << 40, &p->count) < 0;
 		else if (!strcmp(k, "--warmup"))
 			bad = parse_long(v, 0, 1L << 30, &p->warmup) < 0;
+		else if (!strcmp(k, "--conns"))
+			bad = parse_long(v, 0, 1000000, &conns) < 0;
 		else if (!strcmp(k, "--port"))
 			bad = parse_long(v, 1, 65535, port) < 0;
 		else if (!strcmp(k, "--duration")) {
@@ -81,6 +89,7 @@ static int parse_args(int argc, char **argv, int *server, struct bench_params *p
 		}
 	}
 	p->size = (size_t)size;
+	p->conns = (int)conns;
 	if (*server < 0 || !p->size || !p->count || !p->duration || (!*server && !*port)) {
 		fprintf(stderr, "sockswitch bench-worker: missing arguments (internal to sockswitch bench)\n");
 		return -1;
@@ -118,7 +127,7 @@ int bench_worker_main(int argc, char **argv)
 	}
 
 	if (rc == 0 && r.ok)
-		dprintf(1, "result %.17g %.17g %ld\n", r.v[0], r.v[1], r.samples);
+		dprintf(1, "result %.17g %.17g %.17g %ld\n", r.v[0], r.v[1], r.v[2], r.samples);
 	else if (rc < 0)
 		dprintf(1, "error %s\n", r.error);
 	return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;

@@ -18,6 +18,18 @@ extern const struct bench_roles bench_latency_roles;
 extern const struct bench_roles bench_stream_roles;
 extern const struct bench_roles bench_connect_roles;
 extern const struct bench_roles bench_epoll_roles;
+extern const struct bench_roles bench_manyconns_roles;
+extern const struct bench_roles bench_pingpong_roles;
+extern const struct bench_roles bench_forkserver_roles;
+extern const struct bench_roles bench_sendfile_roles;
+extern const struct bench_roles bench_duplex_roles;
+
+/* bench_latency.c: echoes p->size messages on fd until EOF, then closes it. */
+int bench_echo(int fd, const struct bench_params *p, struct bench_result *r);
+
+/* bench_epoll.c: the epoll echo server, shared with manyconns; the
+ * connection count is p->conns, or BENCH_EPOLL_CONNS when 0. */
+int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_result *r);
 
 /* Records "what: strerror(errno)" in r and returns -1. */
 int bench_fail(struct bench_result *r, const char *what);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# t_bench_load — `sockswitch bench --load --quick --json`: every load case is
+# measured in both columns (numbers > 0; only a manyconns case may be skipped,
+# for RLIMIT_NOFILE, with the reason), and the switched column really was
+# switched: the per-case stats of its workers (--stats-dir) show at least one
+# switched connection per connection the case makes and none that fell back
+# to kernel TCP.  Correctness only: no timing is checked.
+source "$(dirname "$0")/lib.sh"
+ssw_enter_netns "$@"
+ssw_setup_preload
+ssw_tmpdir
+
+CLI=$SSW_BUILD/sockswitch
+mkdir -p "$T/stats"
+
+t0=$(date +%s)
+timeout -k 5 100 "$CLI" bench --load --quick --json --stats-dir "$T/stats" >"$T/bench.json" 2>"$T/bench.err"
+rc=$?
+echo "# bench --load --quick took $(( $(date +%s) - t0 )) s"
+ssw_assert_eq "bench --load --quick: exit" "$rc" 0
+
+# One line per JSON row: CASE NAME KERNEL_OK SWITCHED_OK SKIP_REASON
+"$SSW_PYTHON" - "$T/bench.json" >"$T/rows.txt" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["cases"]:
+    if c.get("family") != "load":
+        continue
+    pos = lambda v: int(isinstance(v, (int, float)) and v > 0)
+    skip = c.get("kernel_skipped") or c.get("switched_skipped") or ""
+    print(c["case"], c["name"], pos(c["kernel"]), pos(c["switched"]), skip.replace(" ", "_") or "-")
+PY
+ssw_assert_eq "JSON parsed, load rows only" "$?" 0
+ssw_assert_eq "load cases reported" "$(cut -d' ' -f1 "$T/rows.txt" | sort -u | wc -l)" 11
+ssw_assert_eq "default cases not run with --load" "$(grep -c '"family": "default"' "$T/bench.json")" 0
+
+while read -r id name k s skip; do
+  if [ "$skip" != - ]; then
+    case "$id" in
+      load_manyconns_*) ssw_ok "$name: skipped (${skip//_/ })" ;;
+      *) ssw_fail "$name: skipped, but only manyconns may be: $skip" ;;
+    esac
+    continue
+  fi
+  ssw_assert_eq "$name: kernel TCP number > 0" "$k" 1
+  ssw_assert_eq "$name: switched number > 0" "$s" 1
+done <"$T/rows.txt"
+
+# connections each case makes at the least (client side; the servers count theirs too)
+min_conns() {
+  case "$1" in
+    load_pingpong_*|load_forkserver_*|load_manyconns_*) echo "${1##*_}" ;;
+    load_sendfile_*) echo 32 ;;
+    *) echo 1 ;;
+  esac
+}
+for id in $(awk '$5 == "-" {print $1}' "$T/rows.txt" | sort -u); do
+  st="$T/stats/$id.stats"
+  ssw_assert_ge "$id: switched workers reported stats" "$(ssw_stats_lines "$st")" 2
+  ssw_assert_ge "$id: switched connections" "$(ssw_stats_sum "$st" switched)" "$(min_conns "$id")"
+  ssw_assert_eq "$id: connections fallen back to kernel TCP" "$(ssw_stats_sum "$st" fallback)" 0
+  ssw_assert_gt "$id: bytes sent over shm" "$(ssw_stats_sum "$st" bytes_sent)" 0
+done
+
+ssw_assert_no_sanitizer_report "$T"/*.err
+ssw_finish
