@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/sys.h"
+#include "common/waitpol.h"
 #include "session/wire.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/tcp.h>
@@ -647,14 +649,18 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 {
 	struct ssw_ep *ep = s->ep;
 	const struct ssw_progress_ops *pg = s->p->progress;
-	uint64_t t0 = ssw_now_ns(), spin = s->spin_ns;
+	uint64_t t0 = ssw_now_ns();
+	uint64_t spin = ssw_wait_budget(ssw_wait_how(t0), s->spin_ns);
 	if (deadline && t0 >= deadline)
 		return -ETIMEDOUT;
 	uint64_t gen = s->rx_gen;
 
 	pthread_mutex_unlock(&s->lock);
 	for (uint64_t t = t0; t - t0 < spin; t = ssw_now_ns()) {
-		for (int i = 0; i < 32; i++) {
+		int how = ssw_wait_how(t);
+		/* a yield may hand the core over for a while: look after each */
+		int steps = how == SSW_WAIT_SPIN ? 32 : 1;
+		for (int i = 0; i < steps; i++) {
 			if (pg->rx_ready(ep)) {
 				sess_lock(s);
 				if (s->spin_ns < ssw_session_cfg.spin_max_ns)
@@ -663,7 +669,7 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 					s->spin_ns = ssw_session_cfg.spin_max_ns;
 				return 0;
 			}
-			ssw_cpu_relax();
+			ssw_wait_step(how);
 		}
 	}
 	sess_lock(s);

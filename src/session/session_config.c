@@ -2,6 +2,8 @@
  * and names the variable when a value is invalid. */
 #include "session/session.h"
 
+#include "common/waitpol.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,15 @@ int ssw_session_config_load(char *err, size_t errlen)
 	    parse_u32("SOCKSWITCH_SPIN_US", 0, 100000, &spin_us, err, errlen) < 0)
 		return -1;
 	c.spin_max_ns = spin_us * 1000;
+	/* an explicit spin budget is a request for the fixed busy-poll of old,
+	 * whatever the load, unless SOCKSWITCH_WAIT says otherwise */
+	const char *sp = getenv("SOCKSWITCH_SPIN_US");
+	int wmode = sp && *sp ? SSW_WAITMODE_SPIN : SSW_WAITMODE_AUTO;
+	const char *w = getenv("SOCKSWITCH_WAIT");
+	if (w && *w && (wmode = ssw_wait_parse(w)) < 0) {
+		snprintf(err, errlen, "SOCKSWITCH_WAIT=%s: expected auto, spin, yield or sleep", w);
+		return -1;
+	}
 	const char *m = getenv("SOCKSWITCH_RDMA");
 	if (m && *m) {
 		if (!strcmp(m, "auto"))
@@ -66,5 +77,6 @@ int ssw_session_config_load(char *err, size_t errlen)
 	    (c.rdma_mode == SSW_RDMA_READ_ONLY || c.rdma_mode == SSW_RDMA_WRITE_ONLY))
 		c.rndv_threshold = 64u << 10;
 	ssw_session_cfg = c;
+	ssw_wait_set_mode(wmode);
 	return 0;
 }

@@ -599,7 +599,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 	*handled = true;
 	uint64_t t_start = ssw_now_ns();
 	uint64_t dl = timeout_ms > 0 ? t_start + (uint64_t)timeout_ms * 1000000ull : 0;
-	uint64_t spin_until = t_start + ssw_ev_spin_ns();
+	uint64_t spin_from = t_start; /* 0 once slept: no more spinning */
 	bool spun = false;
 	struct pollfd *pf = NULL;
 	struct ssw_session **armed = NULL;
@@ -638,7 +638,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 			ret = 0;
 			break;
 		}
-		if (ssw_ev_spin_step(now, spin_until, &spun))
+		if (ssw_ev_spin_step(now, spin_from, &spun))
 			continue;
 		/* sleep: the epoll fd itself (kernel events, kicks) + every side
 		 * entry's wait fds */
@@ -719,7 +719,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 				e->staged = false;
 		}
 		pthread_mutex_unlock(&epx_lock);
-		spin_until = 0;
+		spin_from = 0;
 	}
 	free(pf);
 	free(armed);

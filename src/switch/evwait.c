@@ -3,6 +3,7 @@
 #include "switch/evwait.h"
 
 #include "common/sys.h"
+#include "common/waitpol.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -32,13 +33,13 @@ void ssw_ev_spin_hit(void)
 		spin_ns = m;
 }
 
-bool ssw_ev_spin_step(uint64_t now, uint64_t spin_until, bool *spun)
+bool ssw_ev_spin_step(uint64_t now, uint64_t t_start, bool *spun)
 {
-	if (now >= spin_until)
+	int how = ssw_wait_how(now);
+	if (now - t_start >= ssw_wait_budget(how, ssw_ev_spin_ns()))
 		return false;
 	*spun = true;
-	for (int j = 0; j < 16; j++)
-		ssw_cpu_relax();
+	ssw_wait_step(how);
 	return true;
 }
 

@@ -90,7 +90,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		sl[i].s = ssw_sock_get(fds[i].fd);
 	uint64_t dl = deadline_of(timeout);
 	bool forever = !timeout, zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
-	uint64_t t_start = ssw_now_ns(), spin_until = t_start + ssw_ev_spin_ns();
+	uint64_t t_start = ssw_now_ns(), spin_from = t_start; /* 0 once slept */
 	bool spun = false;
 
 	for (;;) {
@@ -154,7 +154,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			break;
 		}
 		/* 2. traffic may be hot: a short spin costs less than a wake-up */
-		if (ssw_ev_spin_step(now, spin_until, &spun))
+		if (ssw_ev_spin_step(now, spin_from, &spun))
 			continue;
 		/* 3. sleep on kernel fds + provider wait fds */
 		bool again = false;
@@ -224,7 +224,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		}
 		for (nfds_t i = 0; i < n; i++)
 			sl[i].staged = false;
-		spin_until = 0;
+		spin_from = 0;
 	}
 	for (nfds_t i = 0; i < n; i++)
 		ssw_sock_put(sl[i].s);
