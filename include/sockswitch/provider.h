@@ -165,6 +165,13 @@ struct ssw_msg_ops {
 	 * without blocking: poll's POLLOUT needs it when the credit window is
 	 * larger than the transport.  Optional (NULL: as much as credits allow). */
 	size_t (*send_room)(struct ssw_ep *ep);
+
+	/* As send, for a message that carries no stream data (credits, window,
+	 * rendezvous replies, FIN): a peer process that dies without reading
+	 * such messages ends the connection in order, as TCP resets only when
+	 * received data is left unread.  Optional (NULL: send, and any unread
+	 * message means a reset). */
+	int (*send_ctl)(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
 };
 
 /* Memory registration and one-sided transfers (seeds 002, 004). */

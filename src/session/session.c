@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <limits.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -255,6 +256,15 @@ static void peer_check(struct ssw_session *s, bool probe)
 
 /* ---- sending messages ---------------------------------------------------- */
 
+/* Does a message of this type bring the peer stream bytes?  A peer that
+ * dies with one unread resets the connection (TCP's unread data on close);
+ * left unread, the others (credits, FIN, replies) end it in order. */
+static bool carries_data(uint8_t t)
+{
+	return t == SSW_MSG_DATA || t == SSW_MSG_OOB || t == SSW_MSG_RNDV_READ || t == SSW_MSG_WRITE_REQ ||
+	       t == SSW_MSG_WRITE_DONE;
+}
+
 /* Send one message: header, fixed part, then data.  Returns 0 or -errno;
  * -EAGAIN when the transport is full. */
 static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen,
@@ -271,7 +281,10 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 		v[n++] = (struct iovec){ (void *)fixed, flen };
 	for (int i = 0; i < dcnt && n < (int)(sizeof v / sizeof v[0]); i++)
 		v[n++] = data[i];
-	int rc = s->p->msg->send(s->ep, v, n);
+	const struct ssw_msg_ops *mo = s->p->msg;
+	int rc = !carries_data(type) && mo->size > offsetof(struct ssw_msg_ops, send_ctl) && mo->send_ctl
+			 ? mo->send_ctl(s->ep, v, n)
+			 : mo->send(s->ep, v, n);
 	if (rc == 0) {
 		s->tx_seq++;
 		s->rx_unacked -= credits;
@@ -892,7 +905,9 @@ bool ssw_session_last_holder(struct ssw_session *s)
  * with *ok bytes, 0 go on. */
 static int send_precheck(struct ssw_session *s, size_t total, ssize_t *ok)
 {
-	peer_check(s, false);
+	/* a peer that died holding unread data reset us: the kernel's next
+	 * send after the RST fails with it (rate-limited system call) */
+	peer_check(s, true);
 	if (tcp_closed(s) || s->so_error || snd_down(s))
 		return take_send_error(s);
 	if (total == 0) {

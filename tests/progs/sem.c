@@ -1845,6 +1845,163 @@ static void kill_unread_cli(const struct addr *a)
 
 static void sc_kill_unread(void) { pair(AF_INET, kill_unread_srv, kill_unread_cli); }
 
+/* ---- death without close(): exit, SIGKILL, a forked copy ---------------- */
+/* A process that ends without close() while holding nothing unread closes
+ * its socket as close() would: the peer reads every byte, then EOF.  Only
+ * unread received data turns the end into a reset (see kill_unread). */
+
+#define DEATH_BYTES (400 * KiB)
+
+/* Read until EOF or an error from stream position start (pattern seed):
+ * whether anything came, the pattern, and how the stream ended.  The amount
+ * depends on how far the killed sender got, so it is not printed. */
+static void read_rest(int fd, uint32_t seed, uint64_t start)
+{
+	size_t cap = 64 * KiB;
+	uint8_t *b = malloc(cap);
+	struct rx r;
+	rx_init(&r);
+	const char *end = "EOF";
+	for (;;) {
+		ssize_t n = recv(fd, b, cap, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			end = ename(errno);
+		if (n <= 0)
+			break;
+		rx_feed(&r, b, (size_t)n, start, seed);
+	}
+	free(b);
+	say("read %s bytes then %s, pattern %s", r.got ? ">0" : "0", end, r.mismatch ? "MISMATCH" : "ok");
+}
+
+static void exit_unclosed_srv(int lfd)
+{
+	int fd = acc(lfd);
+	reap(&g_client);
+	recv_stream(fd, DEATH_BYTES, 31);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void exit_unclosed_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	send_stream(fd, DEATH_BYTES, 31);
+	say("exit(0) without close");
+	exit(0);
+}
+
+static void sc_exit_unclosed(void) { pair(AF_INET, exit_unclosed_srv, exit_unclosed_cli); }
+
+static void kill_sent_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	recv_stream(fd, DEATH_BYTES, 32);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void kill_sent_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	send_stream(fd, DEATH_BYTES, 32);
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_sent(void) { pair(AF_INET, kill_sent_srv, kill_sent_cli); }
+
+/* The sender is killed while it still sends 64 MiB: after 1 MiB was read
+ * (mid-way), or once it is blocked on a full window (nothing read). */
+static void kill_sending(int lfd, bool midway)
+{
+	int fd = acc(lfd);
+	await();
+	uint64_t start = 0;
+	if (midway)
+		start = recv_stream(fd, MiB, 33);
+	else
+		usleep(300000); /* the sender fills the window and blocks */
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	read_rest(fd, 33, start);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void kill_midway_srv(int lfd) { kill_sending(lfd, true); }
+static void kill_blocked_srv(int lfd) { kill_sending(lfd, false); }
+
+static void kill_sending_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	tell();
+	send_stream(fd, 64 * MiB, 33);
+	for (;;)
+		pause();
+}
+
+static void sc_kill_midway(void) { pair(AF_INET, kill_midway_srv, kill_sending_cli); }
+static void sc_kill_blocked(void) { pair(AF_INET, kill_blocked_srv, kill_sending_cli); }
+
+static void fork_idle_child(void *arg)
+{
+	(void)arg;
+	say("exiting without touching the inherited socket");
+}
+
+static void fork_exit_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* the client closed */
+	recv_stream(fd, DEATH_BYTES, 34);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void fork_exit_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct proc ch = spawn("client-child", fork_idle_child, NULL);
+	reap(&ch);
+	send_stream(fd, DEATH_BYTES, 34);
+	RC("close", close(fd));
+	tell();
+}
+
+static void sc_fork_child_exit(void) { pair(AF_INET, fork_exit_srv, fork_exit_cli); }
+
+/* The reader dies holding unread data: its reset reaches a sender that had
+ * not looked (the first send fails with the reset, later ones EPIPE). */
+static void kill_unread_send_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "data", 0);
+	await();
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	SEND(fd, "y", MSG_NOSIGNAL);
+	SEND(fd, "z", MSG_NOSIGNAL);
+	GETINT(fd, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sc_kill_unread_send(void) { pair(AF_INET, kill_unread_send_srv, kill_unread_cli); }
+
 /* ---- urgent data -------------------------------------------------------- */
 
 static void oob_send_cli(const struct addr *a)
@@ -3271,6 +3428,12 @@ static const struct scenario scenarios[] = {
 	{ "sigpipe_default", sc_sigpipe_default, "default SIGPIPE disposition kills the writer" },
 	{ "kill_clean", sc_kill_clean, "peer SIGKILLed with nothing unread: its data, then EOF" },
 	{ "kill_unread", sc_kill_unread, "peer SIGKILLed holding unread data: ECONNRESET" },
+	{ "exit_unclosed", sc_exit_unclosed, "peer exits without close after sending 400 KiB: its data, then EOF" },
+	{ "kill_sent", sc_kill_sent, "peer SIGKILLed after sending 400 KiB, nothing unread: its data, then EOF" },
+	{ "kill_midway", sc_kill_midway, "sender SIGKILLed mid-way through 64 MiB: what arrived, then EOF" },
+	{ "kill_blocked", sc_kill_blocked, "sender SIGKILLed blocked on a full window: what arrived, then EOF" },
+	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
+	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
