@@ -135,6 +135,14 @@ struct ssw_conn_ops {
 
 	/* Capabilities of this connected endpoint (enum ssw_cap). */
 	uint32_t (*ep_caps)(struct ssw_ep *ep);
+
+	/* Would accept() take a request now?  What poll/select/epoll report for
+	 * the listener: once it says yes, accept succeeds (as the kernel's
+	 * listener).  listener_fd() may wake for a request that is not complete
+	 * yet; this call moves such work out of its way, so that listener_fd()
+	 * then stays quiet until a request can be taken.  Optional (NULL:
+	 * listener_fd() readable). */
+	int (*listener_ready)(struct ssw_listener *l);
 };
 
 /* Control messages: WSPSend / WSPRecv into pre-posted registered buffers.

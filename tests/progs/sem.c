@@ -2461,6 +2461,108 @@ static void accept_nb_cli(const struct addr *a)
 
 static void sc_accept_nb(void) { pair(AF_INET, accept_nb_srv, accept_nb_cli); }
 
+/* ---- accept_ready_*: once the listener is reported readable, accept works */
+/* A thread connects ACC_RACE_N times while the main thread waits for the
+ * nonblocking listener to be readable and accepts.  As the kernel: every
+ * readiness report is followed by a successful accept. */
+
+#define ACC_RACE_N 1000
+
+struct acc_race {
+	struct addr a;
+	int fds[ACC_RACE_N];
+	int failed;
+};
+
+static void *acc_race_connector(void *arg)
+{
+	struct acc_race *r = arg;
+	for (int i = 0; i < ACC_RACE_N; i++) {
+		r->fds[i] = socket(r->a.ss.ss_family, SOCK_STREAM, 0);
+		if (r->fds[i] < 0 || connect(r->fds[i], (struct sockaddr *)&r->a.ss, r->a.len) < 0)
+			r->failed++;
+	}
+	return NULL;
+}
+
+enum acc_wait { ACC_SELECT, ACC_POLL, ACC_EPOLL };
+
+/* Wait up to 5 s for the listener to be readable: true if it is. */
+static bool acc_wait_readable(int lfd, int ep, enum acc_wait how)
+{
+	if (how == ACC_SELECT) {
+		fd_set rs;
+		FD_ZERO(&rs);
+		FD_SET(lfd, &rs);
+		struct timeval tv = { 5, 0 };
+		return select(lfd + 1, &rs, NULL, NULL, &tv) == 1 && FD_ISSET(lfd, &rs);
+	}
+	if (how == ACC_POLL) {
+		struct pollfd p = { lfd, POLLIN, 0 };
+		return poll(&p, 1, 5000) == 1 && (p.revents & POLLIN);
+	}
+	struct epoll_event ev;
+	return epoll_wait(ep, &ev, 1, 5000) == 1 && (ev.events & EPOLLIN);
+}
+
+static void accept_ready(enum acc_wait how)
+{
+	role = "proc";
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct addr la;
+	loopback_of(AF_INET, 0, &la);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&la.ss, la.len) < 0 || listen(lfd, 4096) < 0)
+		die("listener: %s", ename(errno));
+	int ep = -1;
+	if (how == ACC_EPOLL) {
+		ep = epoll_create1(0);
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd };
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0)
+			die("epoll_ctl: %s", ename(errno));
+	}
+	static struct acc_race r;
+	memset(&r, 0, sizeof r);
+	get_name(lfd, false, &r.a);
+	pthread_t th;
+	if (pthread_create(&th, NULL, acc_race_connector, &r) != 0)
+		die("pthread_create");
+	int accepted = 0, eagain_after_ready = 0, other = 0;
+	bool stuck = false;
+	while (accepted < ACC_RACE_N && !stuck) {
+		if (!acc_wait_readable(lfd, ep, how)) {
+			stuck = true;
+			break;
+		}
+		for (bool first = true;; first = false) {
+			int fd = accept(lfd, NULL, NULL);
+			if (fd >= 0) {
+				accepted++;
+				close(fd);
+				continue;
+			}
+			if (errno == EAGAIN && first)
+				eagain_after_ready++;
+			else if (errno != EAGAIN)
+				other++;
+			break;
+		}
+	}
+	pthread_join(th, NULL);
+	say("connects failed: %d", r.failed);
+	say("accepted %d, EAGAIN after ready %d, other errors %d%s", accepted, eagain_after_ready, other,
+	    stuck ? ", STUCK (not readable within 5 s)" : "");
+	for (int i = 0; i < ACC_RACE_N; i++)
+		if (r.fds[i] >= 0)
+			close(r.fds[i]);
+	if (ep >= 0)
+		close(ep);
+	close(lfd);
+}
+
+static void sc_accept_ready_select(void) { accept_ready(ACC_SELECT); }
+static void sc_accept_ready_poll(void) { accept_ready(ACC_POLL); }
+static void sc_accept_ready_epoll(void) { accept_ready(ACC_EPOLL); }
+
 /* ---- backlog_order: connections queue before accept, FIFO -------------- */
 
 static void backlog_srv(int lfd)
@@ -3446,6 +3548,9 @@ static const struct scenario scenarios[] = {
 	{ "epoll_lt", sc_epoll_lt, "epoll level-triggered, MOD/DEL, EPOLLRDHUP, close removes" },
 	{ "epoll_et", sc_epoll_et, "epoll EPOLLET once per arrival, EPOLLONESHOT, re-arm" },
 	{ "accept_nb", sc_accept_nb, "nonblocking listener: EAGAIN, POLLIN/epoll on arrival, accept4 flags" },
+	{ "accept_ready_select", sc_accept_ready_select, "1000 connects from a thread: select says readable, accept succeeds" },
+	{ "accept_ready_poll", sc_accept_ready_poll, "1000 connects from a thread: poll says readable, accept succeeds" },
+	{ "accept_ready_epoll", sc_accept_ready_epoll, "1000 connects from a thread: epoll says readable, accept succeeds" },
 	{ "backlog_order", sc_backlog_order, "4 connections queued before accept come out in order" },
 	{ "sockopts", sc_sockopts, "socket options on a connected socket" },
 	{ "tcp_info", sc_tcp_info, "TCP_INFO state, TCP_MAXSEG" },
