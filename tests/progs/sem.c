@@ -2563,6 +2563,112 @@ static void sc_accept_ready_select(void) { accept_ready(ACC_SELECT); }
 static void sc_accept_ready_poll(void) { accept_ready(ACC_POLL); }
 static void sc_accept_ready_epoll(void) { accept_ready(ACC_EPOLL); }
 
+/* ---- loop_drain_*: one event loop drains the peer of its own full client */
+/* A nonblocking client with SO_SNDBUF 1024 fills its socket (EAGAIN); the
+ * same single-threaded loop then drains the server end and waits for the
+ * client to become writable again, as an asyncio sock_sendall does. */
+
+static int loop_wait(enum acc_wait how, int ep, int srv, int cli, bool *rd, bool *wr)
+{
+	*rd = *wr = false;
+	if (how == ACC_SELECT) {
+		fd_set rs, ws;
+		FD_ZERO(&rs);
+		FD_ZERO(&ws);
+		FD_SET(srv, &rs);
+		FD_SET(cli, &ws);
+		struct timeval tv = { 5, 0 };
+		int n = select((srv > cli ? srv : cli) + 1, &rs, &ws, NULL, &tv);
+		*rd = n > 0 && FD_ISSET(srv, &rs);
+		*wr = n > 0 && FD_ISSET(cli, &ws);
+		return n;
+	}
+	if (how == ACC_POLL) {
+		struct pollfd p[2] = { { srv, POLLIN, 0 }, { cli, POLLOUT, 0 } };
+		int n = poll(p, 2, 5000);
+		*rd = n > 0 && (p[0].revents & POLLIN);
+		*wr = n > 0 && (p[1].revents & POLLOUT);
+		return n;
+	}
+	struct epoll_event ev[2];
+	int n = epoll_wait(ep, ev, 2, 5000);
+	for (int i = 0; i < n; i++) {
+		if (ev[i].data.fd == srv && (ev[i].events & EPOLLIN))
+			*rd = true;
+		if (ev[i].data.fd == cli && (ev[i].events & EPOLLOUT))
+			*wr = true;
+	}
+	return n;
+}
+
+static void loop_drain(enum acc_wait how)
+{
+	role = "proc";
+	struct addr la;
+	int lfd = listener(AF_INET, false, &la);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &(int){ 1024 }, sizeof(int));
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (connect(c, (struct sockaddr *)&la.ss, la.len) < 0)
+		die("connect: %s", ename(errno));
+	int s = acc(lfd);
+	set_nonblock(c, true);
+	set_nonblock(s, true);
+	uint8_t b[4096];
+	size_t sent = 0, got = 0;
+	for (int i = 0; i < 100000; i++) {
+		fill(b, sizeof b, sent, 41);
+		ssize_t w = send(c, b, sizeof b, 0);
+		if (w < 0)
+			break;
+		sent += (size_t)w;
+	}
+	say("client filled its socket: %s", errno == EAGAIN ? "EAGAIN" : ename(errno));
+	int ep = -1;
+	if (how == ACC_EPOLL) {
+		ep = epoll_create1(0);
+		struct epoll_event e1 = { .events = EPOLLIN, .data.fd = s }, e2 = { .events = EPOLLOUT, .data.fd = c };
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, s, &e1) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &e2) < 0)
+			die("epoll_ctl: %s", ename(errno));
+	}
+	struct rx r;
+	rx_init(&r);
+	bool writable = false;
+	for (int round = 0; round < 1000 && !writable; round++) {
+		bool rd, wr;
+		if (loop_wait(how, ep, s, c, &rd, &wr) <= 0)
+			break;
+		for (ssize_t n; rd && (n = recv(s, b, sizeof b, 0)) > 0;) {
+			rx_feed(&r, b, (size_t)n, 0, 41);
+			got += (size_t)n;
+		}
+		writable = wr;
+	}
+	say("client writable again after the server drained: %s", writable ? "yes" : "NO (stuck 5 s)");
+	/* what is still in flight arrives too */
+	for (int i = 0; i < 1000 && got < sent; i++) {
+		struct pollfd p = { s, POLLIN, 0 };
+		if (poll(&p, 1, 5000) != 1)
+			break;
+		for (ssize_t n; (n = recv(s, b, sizeof b, 0)) > 0;) {
+			rx_feed(&r, b, (size_t)n, 0, 41);
+			got += (size_t)n;
+		}
+	}
+	say("server received what the client sent: %s, pattern %s", got == sent ? "yes" : "NO",
+	    r.mismatch ? "MISMATCH" : "ok");
+	if (ep >= 0)
+		close(ep);
+	close(c);
+	close(s);
+	close(lfd);
+}
+
+static void sc_loop_drain_epoll(void) { loop_drain(ACC_EPOLL); }
+static void sc_loop_drain_poll(void) { loop_drain(ACC_POLL); }
+static void sc_loop_drain_select(void) { loop_drain(ACC_SELECT); }
+
 /* ---- backlog_order: connections queue before accept, FIFO -------------- */
 
 static void backlog_srv(int lfd)
@@ -3551,6 +3657,9 @@ static const struct scenario scenarios[] = {
 	{ "accept_ready_select", sc_accept_ready_select, "1000 connects from a thread: select says readable, accept succeeds" },
 	{ "accept_ready_poll", sc_accept_ready_poll, "1000 connects from a thread: poll says readable, accept succeeds" },
 	{ "accept_ready_epoll", sc_accept_ready_epoll, "1000 connects from a thread: epoll says readable, accept succeeds" },
+	{ "loop_drain_epoll", sc_loop_drain_epoll, "SO_SNDBUF 1024 client fills up; one epoll loop drains the server end: client writable again" },
+	{ "loop_drain_poll", sc_loop_drain_poll, "the same with poll" },
+	{ "loop_drain_select", sc_loop_drain_select, "the same with select" },
 	{ "backlog_order", sc_backlog_order, "4 connections queued before accept come out in order" },
 	{ "sockopts", sc_sockopts, "socket options on a connected socket" },
 	{ "tcp_info", sc_tcp_info, "TCP_INFO state, TCP_MAXSEG" },
