@@ -92,6 +92,7 @@ struct ssw_session {
 	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
 	uint32_t peer_urg;         /* urgent bytes the peer announced */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
+	uint64_t send_tick;        /* coarse clock at the last send: one probe per tick */
 	struct {
 		bool active;
 		uint64_t id, total, done;
@@ -924,8 +925,14 @@ bool ssw_session_last_holder(struct ssw_session *s)
 static int send_precheck(struct ssw_session *s, size_t total, ssize_t *ok)
 {
 	/* a peer that died holding unread data reset us: the kernel's next
-	 * send after the RST fails with it (rate-limited system call) */
-	peer_check(s, true);
+	 * send after the RST fails with it.  Finding a dead peer costs a system
+	 * call: at most once per tick of the coarse clock (reading it costs a
+	 * few ns; the precise clock would cost a quarter of a small send) */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t tick = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	peer_check(s, tick != s->send_tick);
+	s->send_tick = tick;
 	if (tcp_closed(s) || s->so_error || snd_down(s))
 		return take_send_error(s);
 	if (total == 0) {
