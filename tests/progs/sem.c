@@ -2002,6 +2002,47 @@ static void kill_unread_send_srv(int lfd)
 
 static void sc_kill_unread_send(void) { pair(AF_INET, kill_unread_send_srv, kill_unread_cli); }
 
+/* The same reset reaching a sender blocked on the full window. */
+static void *kill_client_later(void *arg)
+{
+	(void)arg;
+	usleep(300000); /* the sender below is blocked by then */
+	kill(g_client.pid, SIGKILL);
+	return NULL;
+}
+
+static void kill_reader_blocked_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	pthread_t th;
+	if (pthread_create(&th, NULL, kill_client_later, NULL) != 0)
+		die("pthread_create");
+	uint8_t *b = calloc(1, 256 * KiB);
+	size_t total = 0;
+	ssize_t w;
+	while (total < 512 * MiB && (w = send(fd, b, 256 * KiB, MSG_NOSIGNAL)) > 0)
+		total += (size_t)w;
+	say("blocking send failed: %s, after %s bytes", total >= 512 * MiB ? "never" : ename(errno),
+	    total ? ">0" : "0");
+	pthread_join(th, NULL);
+	reap(&g_client);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	free(b);
+	close(fd);
+}
+
+static void idle_reader_cli(const struct addr *a)
+{
+	(void)conn(a);
+	say("connected, never reading");
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_reader_blocked(void) { pair(AF_INET, kill_reader_blocked_srv, idle_reader_cli); }
+
 /* ---- urgent data -------------------------------------------------------- */
 
 static void oob_send_cli(const struct addr *a)
@@ -3641,6 +3682,7 @@ static const struct scenario scenarios[] = {
 	{ "kill_midway", sc_kill_midway, "sender SIGKILLed mid-way through 64 MiB: what arrived, then EOF" },
 	{ "kill_blocked", sc_kill_blocked, "sender SIGKILLed blocked on a full window: what arrived, then EOF" },
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
+	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },

@@ -303,6 +303,7 @@ static void test_peer_died_with_unread_data_resets(void **state)
 	 * like kernel TCP, c sees a reset */
 	assert_int_equal(send_buf(&g->c, "unread", 6), 0);
 	g->c.peer_gone = 1;
+	assert_int_equal(send_buf(&g->c, "x", 1), -ECONNRESET); /* a blocked sender learns it so */
 	assert_int_equal(recv_buf(&g->c, out, sizeof out), -ECONNRESET);
 }
 

@@ -76,8 +76,8 @@ static int ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, uin
 
 	if (ep->err)
 		return ep->err;
-	if (ep->peer_gone)
-		return -EPIPE;
+	if (ep->peer_gone) /* died: a reset if it left our data unread */
+		return shm_gone_state(ep);
 	if (atomic_load_explicit(&ep->rx.ctl->closed, memory_order_acquire) == SHM_CLOSED_RESET)
 		return -ECONNRESET;
 	for (int i = 0; i < iovcnt; i++)
