@@ -135,6 +135,14 @@ struct ssw_conn_ops {
 
 	/* Capabilities of this connected endpoint (enum ssw_cap). */
 	uint32_t (*ep_caps)(struct ssw_ep *ep);
+
+	/* Would accept() take a request now?  What poll/select/epoll report for
+	 * the listener: once it says yes, accept succeeds (as the kernel's
+	 * listener).  listener_fd() may wake for a request that is not complete
+	 * yet; this call moves such work out of its way, so that listener_fd()
+	 * then stays quiet until a request can be taken.  Optional (NULL:
+	 * listener_fd() readable). */
+	int (*listener_ready)(struct ssw_listener *l);
 };
 
 /* Control messages: WSPSend / WSPRecv into pre-posted registered buffers.
@@ -165,6 +173,13 @@ struct ssw_msg_ops {
 	 * without blocking: poll's POLLOUT needs it when the credit window is
 	 * larger than the transport.  Optional (NULL: as much as credits allow). */
 	size_t (*send_room)(struct ssw_ep *ep);
+
+	/* As send, for a message that carries no stream data (credits, window,
+	 * rendezvous replies, FIN): a peer process that dies without reading
+	 * such messages ends the connection in order, as TCP resets only when
+	 * received data is left unread.  Optional (NULL: send, and any unread
+	 * message means a reset). */
+	int (*send_ctl)(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
 };
 
 /* Memory registration and one-sided transfers (seeds 002, 004). */

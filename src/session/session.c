@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <limits.h>
+#include <stddef.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -87,11 +88,13 @@ struct ssw_session {
 	bool init_rcvd;            /* the peer's in-band INIT arrived */
 	bool stage_nomem;          /* staging failed for memory: a sender waiting on it gets ENOBUFS */
 	bool credit_owed;          /* a CREDIT message found the transport full */
+	bool peer_ack_now;         /* the peer's last DATA asked for its credits at once (ACK_NOW) */
 	uint64_t rx_gen;           /* messages taken in: changes another thread's wait may miss */
 	uint32_t nap_ms;           /* bound on the next sleep in wait_peer, 0: SLEEP_CAP_MIN_MS */
 	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
 	uint32_t peer_urg;         /* urgent bytes the peer announced */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
+	uint64_t send_tick;        /* coarse clock at the last send: one probe per tick */
 	struct {
 		bool active;
 		uint64_t id, total, done;
@@ -257,6 +260,28 @@ static void peer_check(struct ssw_session *s, bool probe)
 
 /* ---- sending messages ---------------------------------------------------- */
 
+/* Does a message of this type bring the peer stream bytes?  A peer that
+ * dies with one unread resets the connection (TCP's unread data on close);
+ * left unread, the others (credits, FIN, replies) end it in order. */
+static bool carries_data(uint8_t t)
+{
+	return t == SSW_MSG_DATA || t == SSW_MSG_OOB || t == SSW_MSG_RNDV_READ || t == SSW_MSG_WRITE_REQ ||
+	       t == SSW_MSG_WRITE_DONE;
+}
+
+static uint32_t ring_window(const struct ssw_provider *prov, struct ssw_ep *ep);
+
+/* May we have less in flight than the peer's credit batch (SO_SNDBUF below
+ * it)?  Then the peer would never reach a batch while we wait for one: our
+ * DATA asks for its credits at once (ACK_NOW).  The peer's batch is
+ * credit_batch on its side: its window (ours to use) against the ring. */
+static bool small_sender(const struct ssw_session *s)
+{
+	uint64_t r = ring_window(s->p, s->ep);
+	uint64_t peer_batch = (s->peer_window < r ? s->peer_window : r) / 4;
+	return tx_limit(s) < 2 * peer_batch;
+}
+
 /* Send one message: header, fixed part, then data.  Returns 0 or -errno;
  * -EAGAIN when the transport is full. */
 static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen,
@@ -267,13 +292,18 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 	uint32_t credits = 0;
 	credits = s->rx_unacked > UINT32_MAX ? UINT32_MAX : (uint32_t)s->rx_unacked;
 	ssw_wire_hdr_set(&h, type, (uint32_t)(flen + dlen), credits, s->tx_seq);
+	if (type == SSW_MSG_DATA && small_sender(s))
+		h.flags = SSW_WIRE_F_ACK_NOW;
 	int n = 0;
 	v[n++] = (struct iovec){ &h, sizeof h };
 	if (flen)
 		v[n++] = (struct iovec){ (void *)fixed, flen };
 	for (int i = 0; i < dcnt && n < (int)(sizeof v / sizeof v[0]); i++)
 		v[n++] = data[i];
-	int rc = s->p->msg->send(s->ep, v, n);
+	const struct ssw_msg_ops *mo = s->p->msg;
+	int rc = !carries_data(type) && mo->size > offsetof(struct ssw_msg_ops, send_ctl) && mo->send_ctl
+			 ? mo->send_ctl(s->ep, v, n)
+			 : mo->send(s->ep, v, n);
 	if (rc == 0) {
 		s->tx_seq++;
 		s->rx_unacked -= credits;
@@ -307,7 +337,7 @@ static int send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size
 static void return_credits(struct ssw_session *s, uint64_t n)
 {
 	s->rx_unacked += n;
-	if (s->rx_unacked >= credit_batch(s))
+	if (s->rx_unacked >= (s->peer_ack_now ? 1 : credit_batch(s)))
 		/* if the transport is full, the next message carries them, or
 		 * wait_peer retries before it sleeps */
 		s->credit_owed = send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
@@ -348,6 +378,8 @@ static int head(struct ssw_session *s)
 		return -ECONNRESET;
 	}
 	s->tx_inflight -= s->hm.h.credits;
+	if (s->hm.h.type == SSW_MSG_DATA)
+		s->peer_ack_now = s->hm.h.flags & SSW_WIRE_F_ACK_NOW;
 	s->rx_seq++;
 	s->hv = true;
 	s->cur_off = 0;
@@ -898,7 +930,15 @@ bool ssw_session_last_holder(struct ssw_session *s)
  * with *ok bytes, 0 go on. */
 static int send_precheck(struct ssw_session *s, size_t total, ssize_t *ok)
 {
-	peer_check(s, false);
+	/* a peer that died holding unread data reset us: the kernel's next
+	 * send after the RST fails with it.  Finding a dead peer costs a system
+	 * call: at most once per tick of the coarse clock (reading it costs a
+	 * few ns; the precise clock would cost a quarter of a small send) */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t tick = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	peer_check(s, tick != s->send_tick);
+	s->send_tick = tick;
 	if (tcp_closed(s) || s->so_error || snd_down(s))
 		return take_send_error(s);
 	if (total == 0) {
@@ -1528,11 +1568,14 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 {
 	int rc = 0;
 	sess_lock(s);
+	/* credits the transport had no room for: the peer may wait for them
+	 * while the application only polls (as wait_peer: retry, then nap) */
+	bool owed = s->credit_owed && send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
 	if (s->p->progress->arm(s->ep) == -EAGAIN) {
 		rc = -EAGAIN;
 	} else {
 		*nout = s->p->progress->wait_fds(s->ep, pfd, n);
-		rc = atomic_fetch_add(&s->sleepers, 1) > 0 ? 1 : 0;
+		rc = atomic_fetch_add(&s->sleepers, 1) > 0 || owed ? 1 : 0;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;

@@ -72,6 +72,7 @@ bool ssw_session_last_holder(struct ssw_session *s);
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
 short ssw_session_poll(struct ssw_session *s);
 /* Prepare to sleep: returns 0 and fills up to n pollfds, 1 the same but
+ * sleep in naps (credits wait for transport room), or
  * another thread sleeps on this connection too (then sleep in naps: it may
  * take the wake-up meant for this one), or -EAGAIN if something is already
  * pending (do not sleep).  After 0 or 1, call ssw_session_sleep_done. */

@@ -17,8 +17,9 @@ int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_
 	if (len < sizeof m->h)
 		return -1;
 	memcpy(&m->h, p, sizeof m->h); /* one read of shared memory */
-	/* no flag is defined yet: a peer setting one speaks another protocol */
-	if (m->h.len != len - sizeof m->h || m->h.seq != expect_seq || m->h.flags || m->h.reserved)
+	/* an unknown flag, or one where it means nothing: another protocol */
+	uint8_t allowed = m->h.type == SSW_MSG_DATA ? SSW_WIRE_F_ACK_NOW : 0;
+	if (m->h.len != len - sizeof m->h || m->h.seq != expect_seq || (m->h.flags & ~allowed) || m->h.reserved)
 		return -1;
 	m->payload = p + sizeof m->h;
 	switch (m->h.type) {

@@ -25,6 +25,11 @@ enum ssw_msg_type {
 	SSW_MSG_MAX_ = 12
 };
 
+/* Header flags.  ACK_NOW (DATA only): return this message's credits as soon
+ * as it is read, not in a batch: the sender may have less in flight than
+ * the receiver's batch (a small SO_SNDBUF) and would wait for ever. */
+enum { SSW_WIRE_F_ACK_NOW = 1u };
+
 struct ssw_wire_hdr {
 	uint8_t type;
 	uint8_t flags;

@@ -306,14 +306,8 @@ static uint32_t entry_ready(struct epx_entry *e)
 	struct ssw_sock *s = e->s;
 	uint32_t want = e->events | EPOLLERR | EPOLLHUP;
 	uint32_t ev = 0;
-	if (s->state == SSW_ST_LISTENING) {
-		struct pollfd pf[SSW_MAX_PLISTEN];
-		for (int i = 0; i < s->npl; i++)
-			pf[i] = (struct pollfd){ .fd = s->prov->conn->listener_fd(s->pl[i]), .events = POLLIN };
-		if (s->npl && sys_poll(pf, (nfds_t)s->npl, 0) > 0)
-			ev = EPOLLIN;
-		return ev & want;
-	}
+	if (s->state == SSW_ST_LISTENING)
+		return (ssw_listener_ready(s) ? EPOLLIN : 0) & want;
 	if (s->state == SSW_ST_CONNECTING) {
 		int rc = ssw_connect_poll(s, e->fd, 0);
 		if (rc == -EINPROGRESS)

@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,21 @@ int ssw_listen(int fd, int backlog)
 }
 
 /* ---- accept ------------------------------------------------------------- */
+
+/* Would accept take a provider connection now?  poll, select and epoll
+ * report this, so that an accept right after never says EAGAIN. */
+bool ssw_listener_ready(struct ssw_sock *s)
+{
+	const struct ssw_conn_ops *c = s->prov->conn;
+	bool has_ready = c->size > offsetof(struct ssw_conn_ops, listener_ready) && c->listener_ready;
+	struct pollfd pf[SSW_MAX_PLISTEN];
+	for (int i = 0; i < s->npl; i++) {
+		if (has_ready && c->listener_ready(s->pl[i]))
+			return true;
+		pf[i] = (struct pollfd){ .fd = c->listener_fd(s->pl[i]), .events = POLLIN };
+	}
+	return !has_ready && s->npl && sys_poll(pf, (nfds_t)s->npl, 0) > 0;
+}
 
 static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *priv, size_t plen,
 			 struct sockaddr *addr, socklen_t *alen, int flags)

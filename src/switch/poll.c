@@ -37,14 +37,6 @@ static short switched_revents(struct ssw_sock *s, int fd, short events)
 	return ev & (events | POLLERR | POLLHUP | POLLNVAL);
 }
 
-static bool listener_pending(struct ssw_sock *s)
-{
-	struct pollfd pf[SSW_MAX_PLISTEN];
-	for (int i = 0; i < s->npl; i++)
-		pf[i] = (struct pollfd){ .fd = s->prov->conn->listener_fd(s->pl[i]), .events = POLLIN };
-	return s->npl && sys_poll(pf, (nfds_t)s->npl, 0) > 0;
-}
-
 static void disarm_nested(struct ssw_session **armed, struct ssw_sock **held, int *n)
 {
 	for (int i = 0; i < *n; i++) {
@@ -114,7 +106,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 				continue;
 			}
 			if (s->state == SSW_ST_LISTENING) {
-				if ((fds[i].events & POLLIN) && listener_pending(s))
+				if ((fds[i].events & POLLIN) && ssw_listener_ready(s))
 					fds[i].revents |= POLLIN;
 				continue; /* kernel fd stays in the set */
 			}

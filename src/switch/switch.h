@@ -31,6 +31,8 @@ const struct ssw_provider *ssw_provider_for(enum ssw_target t);
 int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len);
 int ssw_listen(int fd, int backlog);
 int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *len, int flags);
+/* A listener's provider side has a connection accept would take now. */
+bool ssw_listener_ready(struct ssw_sock *s);
 int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
 void ssw_sock_load_opts(struct ssw_sock *s, int fd);
 

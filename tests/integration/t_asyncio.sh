@@ -53,6 +53,20 @@ for api in streams sock; do
     fi
   done
 done
+# One event loop, both ends, a client with SO_SNDBUF 1024: sock_sendall must
+# finish (its socket becomes writable once the same loop drained the peer).
+SELF_SIZES=1x10,4096x20,65536x8,1048576x1
+SELF_BYTES=$(ssw_sizes_bytes "$SELF_SIZES")
+for mode in switched plain; do
+  ssw_run "$mode" SOCKSWITCH_STATS_FILE="$T/selfloop-$mode.stats" -- \
+    "$SSW_PYTHON" "$PROG" selfloop --sizes "$SELF_SIZES" --timeout 20 >"$T/selfloop-$mode.out" 2>"$T/selfloop-$mode.err"
+  ssw_assert_eq "selfloop $mode: exit status" $? 0
+  ssw_assert_eq "selfloop $mode: sock_sendall with SO_SNDBUF 1024 drained by its own loop" \
+    "$(cat "$T/selfloop-$mode.out")" "SELFLOOP ok bytes=$SELF_BYTES"
+done
+ssw_assert_ge "selfloop switched: over shared memory" "$(ssw_stats_sum "$T/selfloop-switched.stats" switched)" 1
+ssw_assert_quiet "$T/selfloop-switched.err"
+
 printf '# asyncio echo, %d connections, %d bytes (seconds)   switched   kernel\n' $CONNS "$PAYLOAD"
 for api in streams sock; do
   printf '#   %-8s                                        %8s %8s\n' $api "${SECS[switched-$api]:-?}" "${SECS[plain-$api]:-?}"

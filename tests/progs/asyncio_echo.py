@@ -19,6 +19,12 @@ bytes, closes; after --conns connections it stops listening and exits 0.
 
   asyncio_echo.py server --api streams|sock --port-file F --conns N
   asyncio_echo.py client --api streams|sock --port P --conns N --sizes SPEC
+  asyncio_echo.py selfloop --sizes SPEC
+
+selfloop: one event loop holds both ends of a connection whose client has
+SO_SNDBUF 1024; sock_sendall of every frame races a task that sock_recv's
+them on the accepted end (the client is writable again only after its own
+loop drained the peer).  Prints "SELFLOOP ok bytes=B".
 
 The client prints "RESULT ok conns=N frames=F bytes=B seconds=S" and exits 0;
 the server "SERVER ok conns=N bytes=B".  Any error: "ERROR ..." on stderr,
@@ -223,6 +229,39 @@ async def client(args):
           % (args.conns, len(sizes) * args.conns, sum(totals), dt), flush=True)
 
 
+async def selfloop(args):
+    loop = asyncio.get_running_loop()
+    lsn = socket.socket()
+    lsn.bind((args.host, 0))
+    lsn.listen(1)
+    lsn.setblocking(False)
+    cli = socket.socket()
+    cli.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1024)
+    cli.setblocking(False)
+    await loop.sock_connect(cli, lsn.getsockname())
+    srv, _ = await loop.sock_accept(lsn)
+    data = b"".join(payload(7, i, n) for i, n in enumerate(parse_sizes(args.sizes)))
+
+    async def reader():
+        got = bytearray()
+        while len(got) < len(data):
+            chunk = await loop.sock_recv(srv, 65536)
+            if not chunk:
+                break
+            got += chunk
+        return bytes(got)
+
+    rd = asyncio.ensure_future(reader())
+    await loop.sock_sendall(cli, data)
+    got = await rd
+    if got != data:
+        raise RuntimeError("selfloop: %d of %d bytes, content %s"
+                           % (len(got), len(data), "differs" if len(got) == len(data) else "short"))
+    for s in (cli, srv, lsn):
+        s.close()
+    print("SELFLOOP ok bytes=%d" % len(data), flush=True)
+
+
 async def server(args):
     fn = streams_server if args.api == "streams" else sock_server
     st = await fn(args)
@@ -231,7 +270,7 @@ async def server(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=["server", "client"])
+    ap.add_argument("role", choices=["server", "client", "selfloop"])
     ap.add_argument("--api", choices=["streams", "sock"], default="streams")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int)
@@ -240,7 +279,7 @@ def main():
     ap.add_argument("--sizes", default="1x50,4096x20,1048576x2")
     ap.add_argument("--timeout", type=float, default=30)
     args = ap.parse_args()
-    coro = server(args) if args.role == "server" else client(args)
+    coro = {"server": server, "client": client, "selfloop": selfloop}[args.role](args)
     try:
         asyncio.run(asyncio.wait_for(coro, args.timeout))
     except Exception as e:  # noqa: BLE001 - any failure is a test failure

@@ -1847,6 +1847,204 @@ static void kill_unread_cli(const struct addr *a)
 
 static void sc_kill_unread(void) { pair(AF_INET, kill_unread_srv, kill_unread_cli); }
 
+/* ---- death without close(): exit, SIGKILL, a forked copy ---------------- */
+/* A process that ends without close() while holding nothing unread closes
+ * its socket as close() would: the peer reads every byte, then EOF.  Only
+ * unread received data turns the end into a reset (see kill_unread). */
+
+#define DEATH_BYTES (400 * KiB)
+
+/* Read until EOF or an error from stream position start (pattern seed):
+ * whether anything came, the pattern, and how the stream ended.  The amount
+ * depends on how far the killed sender got, so it is not printed. */
+static void read_rest(int fd, uint32_t seed, uint64_t start)
+{
+	size_t cap = 64 * KiB;
+	uint8_t *b = malloc(cap);
+	struct rx r;
+	rx_init(&r);
+	const char *end = "EOF";
+	for (;;) {
+		ssize_t n = recv(fd, b, cap, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			end = ename(errno);
+		if (n <= 0)
+			break;
+		rx_feed(&r, b, (size_t)n, start, seed);
+	}
+	free(b);
+	say("read %s bytes then %s, pattern %s", r.got ? ">0" : "0", end, r.mismatch ? "MISMATCH" : "ok");
+}
+
+static void exit_unclosed_srv(int lfd)
+{
+	int fd = acc(lfd);
+	reap(&g_client);
+	recv_stream(fd, DEATH_BYTES, 31);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void exit_unclosed_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	send_stream(fd, DEATH_BYTES, 31);
+	say("exit(0) without close");
+	exit(0);
+}
+
+static void sc_exit_unclosed(void) { pair(AF_INET, exit_unclosed_srv, exit_unclosed_cli); }
+
+static void kill_sent_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	recv_stream(fd, DEATH_BYTES, 32);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void kill_sent_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	send_stream(fd, DEATH_BYTES, 32);
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_sent(void) { pair(AF_INET, kill_sent_srv, kill_sent_cli); }
+
+/* The sender is killed while it still sends 64 MiB: after 1 MiB was read
+ * (mid-way), or once it is blocked on a full window (nothing read). */
+static void kill_sending(int lfd, bool midway)
+{
+	int fd = acc(lfd);
+	await();
+	uint64_t start = 0;
+	if (midway)
+		start = recv_stream(fd, MiB, 33);
+	else
+		usleep(300000); /* the sender fills the window and blocks */
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	read_rest(fd, 33, start);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void kill_midway_srv(int lfd) { kill_sending(lfd, true); }
+static void kill_blocked_srv(int lfd) { kill_sending(lfd, false); }
+
+static void kill_sending_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	tell();
+	send_stream(fd, 64 * MiB, 33);
+	for (;;)
+		pause();
+}
+
+static void sc_kill_midway(void) { pair(AF_INET, kill_midway_srv, kill_sending_cli); }
+static void sc_kill_blocked(void) { pair(AF_INET, kill_blocked_srv, kill_sending_cli); }
+
+static void fork_idle_child(void *arg)
+{
+	(void)arg;
+	say("exiting without touching the inherited socket");
+}
+
+static void fork_exit_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* the client closed */
+	recv_stream(fd, DEATH_BYTES, 34);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void fork_exit_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct proc ch = spawn("client-child", fork_idle_child, NULL);
+	reap(&ch);
+	send_stream(fd, DEATH_BYTES, 34);
+	RC("close", close(fd));
+	tell();
+}
+
+static void sc_fork_child_exit(void) { pair(AF_INET, fork_exit_srv, fork_exit_cli); }
+
+/* The reader dies holding unread data: its reset reaches a sender that had
+ * not looked (the first send fails with the reset, later ones EPIPE). */
+static void kill_unread_send_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "data", 0);
+	await();
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	SEND(fd, "y", MSG_NOSIGNAL);
+	SEND(fd, "z", MSG_NOSIGNAL);
+	GETINT(fd, SOL_SOCKET, SO_ERROR, "SO_ERROR");
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sc_kill_unread_send(void) { pair(AF_INET, kill_unread_send_srv, kill_unread_cli); }
+
+/* The same reset reaching a sender blocked on the full window. */
+static void *kill_client_later(void *arg)
+{
+	(void)arg;
+	usleep(300000); /* the sender below is blocked by then */
+	kill(g_client.pid, SIGKILL);
+	return NULL;
+}
+
+static void kill_reader_blocked_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	pthread_t th;
+	if (pthread_create(&th, NULL, kill_client_later, NULL) != 0)
+		die("pthread_create");
+	uint8_t *b = calloc(1, 256 * KiB);
+	size_t total = 0;
+	ssize_t w;
+	while (total < 512 * MiB && (w = send(fd, b, 256 * KiB, MSG_NOSIGNAL)) > 0)
+		total += (size_t)w;
+	say("blocking send failed: %s, after %s bytes", total >= 512 * MiB ? "never" : ename(errno),
+	    total ? ">0" : "0");
+	pthread_join(th, NULL);
+	reap(&g_client);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	free(b);
+	close(fd);
+}
+
+static void idle_reader_cli(const struct addr *a)
+{
+	(void)conn(a);
+	say("connected, never reading");
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_reader_blocked(void) { pair(AF_INET, kill_reader_blocked_srv, idle_reader_cli); }
+
 /* ---- urgent data -------------------------------------------------------- */
 
 static void oob_send_cli(const struct addr *a)
@@ -2305,6 +2503,214 @@ static void accept_nb_cli(const struct addr *a)
 }
 
 static void sc_accept_nb(void) { pair(AF_INET, accept_nb_srv, accept_nb_cli); }
+
+/* ---- accept_ready_*: once the listener is reported readable, accept works */
+/* A thread connects ACC_RACE_N times while the main thread waits for the
+ * nonblocking listener to be readable and accepts.  As the kernel: every
+ * readiness report is followed by a successful accept. */
+
+#define ACC_RACE_N 1000
+
+struct acc_race {
+	struct addr a;
+	int fds[ACC_RACE_N];
+	int failed;
+};
+
+static void *acc_race_connector(void *arg)
+{
+	struct acc_race *r = arg;
+	for (int i = 0; i < ACC_RACE_N; i++) {
+		r->fds[i] = socket(r->a.ss.ss_family, SOCK_STREAM, 0);
+		if (r->fds[i] < 0 || connect(r->fds[i], (struct sockaddr *)&r->a.ss, r->a.len) < 0)
+			r->failed++;
+	}
+	return NULL;
+}
+
+enum acc_wait { ACC_SELECT, ACC_POLL, ACC_EPOLL };
+
+/* Wait up to 5 s for the listener to be readable: true if it is. */
+static bool acc_wait_readable(int lfd, int ep, enum acc_wait how)
+{
+	if (how == ACC_SELECT) {
+		fd_set rs;
+		FD_ZERO(&rs);
+		FD_SET(lfd, &rs);
+		struct timeval tv = { 5, 0 };
+		return select(lfd + 1, &rs, NULL, NULL, &tv) == 1 && FD_ISSET(lfd, &rs);
+	}
+	if (how == ACC_POLL) {
+		struct pollfd p = { lfd, POLLIN, 0 };
+		return poll(&p, 1, 5000) == 1 && (p.revents & POLLIN);
+	}
+	struct epoll_event ev;
+	return epoll_wait(ep, &ev, 1, 5000) == 1 && (ev.events & EPOLLIN);
+}
+
+static void accept_ready(enum acc_wait how)
+{
+	role = "proc";
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct addr la;
+	loopback_of(AF_INET, 0, &la);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&la.ss, la.len) < 0 || listen(lfd, 4096) < 0)
+		die("listener: %s", ename(errno));
+	int ep = -1;
+	if (how == ACC_EPOLL) {
+		ep = epoll_create1(0);
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd };
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0)
+			die("epoll_ctl: %s", ename(errno));
+	}
+	static struct acc_race r;
+	memset(&r, 0, sizeof r);
+	get_name(lfd, false, &r.a);
+	pthread_t th;
+	if (pthread_create(&th, NULL, acc_race_connector, &r) != 0)
+		die("pthread_create");
+	int accepted = 0, eagain_after_ready = 0, other = 0;
+	bool stuck = false;
+	while (accepted < ACC_RACE_N && !stuck) {
+		if (!acc_wait_readable(lfd, ep, how)) {
+			stuck = true;
+			break;
+		}
+		for (bool first = true;; first = false) {
+			int fd = accept(lfd, NULL, NULL);
+			if (fd >= 0) {
+				accepted++;
+				close(fd);
+				continue;
+			}
+			if (errno == EAGAIN && first)
+				eagain_after_ready++;
+			else if (errno != EAGAIN)
+				other++;
+			break;
+		}
+	}
+	pthread_join(th, NULL);
+	say("connects failed: %d", r.failed);
+	say("accepted %d, EAGAIN after ready %d, other errors %d%s", accepted, eagain_after_ready, other,
+	    stuck ? ", STUCK (not readable within 5 s)" : "");
+	for (int i = 0; i < ACC_RACE_N; i++)
+		if (r.fds[i] >= 0)
+			close(r.fds[i]);
+	if (ep >= 0)
+		close(ep);
+	close(lfd);
+}
+
+static void sc_accept_ready_select(void) { accept_ready(ACC_SELECT); }
+static void sc_accept_ready_poll(void) { accept_ready(ACC_POLL); }
+static void sc_accept_ready_epoll(void) { accept_ready(ACC_EPOLL); }
+
+/* ---- loop_drain_*: one event loop drains the peer of its own full client */
+/* A nonblocking client with SO_SNDBUF 1024 fills its socket (EAGAIN); the
+ * same single-threaded loop then drains the server end and waits for the
+ * client to become writable again, as an asyncio sock_sendall does. */
+
+static int loop_wait(enum acc_wait how, int ep, int srv, int cli, bool *rd, bool *wr)
+{
+	*rd = *wr = false;
+	if (how == ACC_SELECT) {
+		fd_set rs, ws;
+		FD_ZERO(&rs);
+		FD_ZERO(&ws);
+		FD_SET(srv, &rs);
+		FD_SET(cli, &ws);
+		struct timeval tv = { 5, 0 };
+		int n = select((srv > cli ? srv : cli) + 1, &rs, &ws, NULL, &tv);
+		*rd = n > 0 && FD_ISSET(srv, &rs);
+		*wr = n > 0 && FD_ISSET(cli, &ws);
+		return n;
+	}
+	if (how == ACC_POLL) {
+		struct pollfd p[2] = { { srv, POLLIN, 0 }, { cli, POLLOUT, 0 } };
+		int n = poll(p, 2, 5000);
+		*rd = n > 0 && (p[0].revents & POLLIN);
+		*wr = n > 0 && (p[1].revents & POLLOUT);
+		return n;
+	}
+	struct epoll_event ev[2];
+	int n = epoll_wait(ep, ev, 2, 5000);
+	for (int i = 0; i < n; i++) {
+		if (ev[i].data.fd == srv && (ev[i].events & EPOLLIN))
+			*rd = true;
+		if (ev[i].data.fd == cli && (ev[i].events & EPOLLOUT))
+			*wr = true;
+	}
+	return n;
+}
+
+static void loop_drain(enum acc_wait how)
+{
+	role = "proc";
+	struct addr la;
+	int lfd = listener(AF_INET, false, &la);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &(int){ 1024 }, sizeof(int));
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (connect(c, (struct sockaddr *)&la.ss, la.len) < 0)
+		die("connect: %s", ename(errno));
+	int s = acc(lfd);
+	set_nonblock(c, true);
+	set_nonblock(s, true);
+	uint8_t b[4096];
+	size_t sent = 0, got = 0;
+	for (int i = 0; i < 100000; i++) {
+		fill(b, sizeof b, sent, 41);
+		ssize_t w = send(c, b, sizeof b, 0);
+		if (w < 0)
+			break;
+		sent += (size_t)w;
+	}
+	say("client filled its socket: %s", errno == EAGAIN ? "EAGAIN" : ename(errno));
+	int ep = -1;
+	if (how == ACC_EPOLL) {
+		ep = epoll_create1(0);
+		struct epoll_event e1 = { .events = EPOLLIN, .data.fd = s }, e2 = { .events = EPOLLOUT, .data.fd = c };
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, s, &e1) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &e2) < 0)
+			die("epoll_ctl: %s", ename(errno));
+	}
+	struct rx r;
+	rx_init(&r);
+	bool writable = false;
+	for (int round = 0; round < 1000 && !writable; round++) {
+		bool rd, wr;
+		if (loop_wait(how, ep, s, c, &rd, &wr) <= 0)
+			break;
+		for (ssize_t n; rd && (n = recv(s, b, sizeof b, 0)) > 0;) {
+			rx_feed(&r, b, (size_t)n, 0, 41);
+			got += (size_t)n;
+		}
+		writable = wr;
+	}
+	say("client writable again after the server drained: %s", writable ? "yes" : "NO (stuck 5 s)");
+	/* what is still in flight arrives too */
+	for (int i = 0; i < 1000 && got < sent; i++) {
+		struct pollfd p = { s, POLLIN, 0 };
+		if (poll(&p, 1, 5000) != 1)
+			break;
+		for (ssize_t n; (n = recv(s, b, sizeof b, 0)) > 0;) {
+			rx_feed(&r, b, (size_t)n, 0, 41);
+			got += (size_t)n;
+		}
+	}
+	say("server received what the client sent: %s, pattern %s", got == sent ? "yes" : "NO",
+	    r.mismatch ? "MISMATCH" : "ok");
+	if (ep >= 0)
+		close(ep);
+	close(c);
+	close(s);
+	close(lfd);
+}
+
+static void sc_loop_drain_epoll(void) { loop_drain(ACC_EPOLL); }
+static void sc_loop_drain_poll(void) { loop_drain(ACC_POLL); }
+static void sc_loop_drain_select(void) { loop_drain(ACC_SELECT); }
 
 /* ---- backlog_order: connections queue before accept, FIFO -------------- */
 
@@ -3508,6 +3914,13 @@ static const struct scenario scenarios[] = {
 	{ "sigpipe_default", sc_sigpipe_default, "default SIGPIPE disposition kills the writer" },
 	{ "kill_clean", sc_kill_clean, "peer SIGKILLed with nothing unread: its data, then EOF" },
 	{ "kill_unread", sc_kill_unread, "peer SIGKILLed holding unread data: ECONNRESET" },
+	{ "exit_unclosed", sc_exit_unclosed, "peer exits without close after sending 400 KiB: its data, then EOF" },
+	{ "kill_sent", sc_kill_sent, "peer SIGKILLed after sending 400 KiB, nothing unread: its data, then EOF" },
+	{ "kill_midway", sc_kill_midway, "sender SIGKILLed mid-way through 64 MiB: what arrived, then EOF" },
+	{ "kill_blocked", sc_kill_blocked, "sender SIGKILLed blocked on a full window: what arrived, then EOF" },
+	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
+	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
+	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
@@ -3520,6 +3933,12 @@ static const struct scenario scenarios[] = {
 	{ "epoll_lt", sc_epoll_lt, "epoll level-triggered, MOD/DEL, EPOLLRDHUP, close removes" },
 	{ "epoll_et", sc_epoll_et, "epoll EPOLLET once per arrival, EPOLLONESHOT, re-arm" },
 	{ "accept_nb", sc_accept_nb, "nonblocking listener: EAGAIN, POLLIN/epoll on arrival, accept4 flags" },
+	{ "accept_ready_select", sc_accept_ready_select, "1000 connects from a thread: select says readable, accept succeeds" },
+	{ "accept_ready_poll", sc_accept_ready_poll, "1000 connects from a thread: poll says readable, accept succeeds" },
+	{ "accept_ready_epoll", sc_accept_ready_epoll, "1000 connects from a thread: epoll says readable, accept succeeds" },
+	{ "loop_drain_epoll", sc_loop_drain_epoll, "SO_SNDBUF 1024 client fills up; one epoll loop drains the server end: client writable again" },
+	{ "loop_drain_poll", sc_loop_drain_poll, "the same with poll" },
+	{ "loop_drain_select", sc_loop_drain_select, "the same with select" },
 	{ "backlog_order", sc_backlog_order, "4 connections queued before accept come out in order" },
 	{ "sockopts", sc_sockopts, "socket options on a connected socket" },
 	{ "tcp_info", sc_tcp_info, "TCP_INFO state, TCP_MAXSEG" },

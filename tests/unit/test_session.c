@@ -306,6 +306,38 @@ static void test_window_option_change(void **state)
 	close_pair(&p);
 }
 
+/* SO_SNDBUF far below the receiver's credit batch: the sender can never
+ * have a batch in flight, so its DATA asks for credits at once (ACK_NOW);
+ * once the receiver has read, the sender is writable again. */
+static void test_small_sndbuf_credits_at_once(void **state)
+{
+	(void)state;
+	struct pair p;
+	struct ssw_session_opts small = { .sndbuf = 2048 };
+	open_pair(&p, &small, NULL);
+	static uint8_t src[20000], dst[20000];
+	pattern(src, sizeof src, 5);
+	size_t sent = 0, got = 0;
+	for (int round = 0; round < 100 && got < sizeof src; round++) {
+		ssize_t k = snd(p.a, src + sent, sizeof src - sent, 0);
+		if (sent < sizeof src) {
+			assert_true(k > 0 && k <= 2048);
+			sent += (size_t)k;
+			if (sent < sizeof src) {
+				assert_int_equal(snd(p.a, src + sent, sizeof src - sent, 0), -EAGAIN);
+				assert_false(ssw_session_poll(p.a) & POLLOUT);
+			}
+		}
+		ssize_t r = rcv(p.b, dst + got, sizeof dst - got, 0);
+		assert_true(r > 0);
+		got += (size_t)r;
+		assert_true(ssw_session_poll(p.a) & POLLOUT);
+	}
+	assert_int_equal(got, sizeof src);
+	assert_memory_equal(src, dst, sizeof src);
+	close_pair(&p);
+}
+
 /* Credits that come back behind unread data: a must look past b's unread
  * DATA (staging it) to find them, or a send/send exchange would deadlock. */
 static void test_credits_behind_unread_data(void **state)
@@ -993,6 +1025,7 @@ int main(void)
 		T(test_credit_window),
 		T(test_blocked_sender_resumes),
 		T(test_window_option_change),
+		T(test_small_sndbuf_credits_at_once),
 		T(test_credits_behind_unread_data),
 		T(test_staging_keeps_window_fionread),
 		T(test_staging_keeps_window_atmark),

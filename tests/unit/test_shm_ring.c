@@ -303,6 +303,36 @@ static void test_peer_died_with_unread_data_resets(void **state)
 	 * like kernel TCP, c sees a reset */
 	assert_int_equal(send_buf(&g->c, "unread", 6), 0);
 	g->c.peer_gone = 1;
+	assert_int_equal(send_buf(&g->c, "x", 1), -ECONNRESET); /* a blocked sender learns it so */
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -ECONNRESET);
+}
+
+static int send_ctl_buf(struct ssw_ep *ep, const void *b, size_t n)
+{
+	struct iovec v = { (void *)b, n };
+	return shm_ring_send_ctl(ep, &v, 1);
+}
+
+static void test_peer_died_with_unread_control_ends_in_order(void **state)
+{
+	struct rig *g = *state;
+	uint8_t out[16];
+	/* only control records (credits) left unread: an orderly end, and the
+	 * receiver takes a control record like any message */
+	assert_int_equal(send_ctl_buf(&g->c, "credit", 6), 0);
+	assert_int_equal(send_ctl_buf(&g->c, "credit2", 7), 0);
+	assert_int_equal(recv_buf(&g->p, out, sizeof out), 6);
+	g->c.peer_gone = 1;
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -EPIPE);
+}
+
+static void test_peer_died_with_data_behind_control_resets(void **state)
+{
+	struct rig *g = *state;
+	uint8_t out[16];
+	assert_int_equal(send_ctl_buf(&g->c, "credit", 6), 0);
+	assert_int_equal(send_buf(&g->c, "data", 4), 0);
+	g->c.peer_gone = 1;
 	assert_int_equal(recv_buf(&g->c, out, sizeof out), -ECONNRESET);
 }
 
@@ -416,7 +446,7 @@ static void test_len_past_ring_end(void **state)
 static void test_bad_kind(void **state)
 {
 	struct rig *g = *state;
-	const uint32_t kinds[] = { 0, 3, 0x80000001u, UINT32_MAX };
+	const uint32_t kinds[] = { 0, 4, 0x80000001u, UINT32_MAX };
 	for (unsigned i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
 		g->c.err = 0;
 		put_rec(g->data[0], 0, 0, kinds[i]);
@@ -516,6 +546,8 @@ int main(void)
 		T(test_peer_died_with_unread_data_resets),
 		T(test_closed_reset),
 		T(test_peer_gone),
+		T(test_peer_died_with_unread_control_ends_in_order),
+		T(test_peer_died_with_data_behind_control_resets),
 		T(test_bad_closed_value),
 		T(test_tail_beyond_ring),
 		T(test_tail_backwards),

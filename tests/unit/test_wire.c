@@ -171,8 +171,8 @@ static void test_reject_header(void **state)
 	assert_int_equal(ssw_wire_parse(buf, n, 42, &m), -1);
 	assert_int_equal(ssw_wire_parse(buf, n, 40, &m), -1);
 
-	/* reserved bits and flags: nothing defines them, so a peer setting them
-	 * speaks a protocol we do not */
+	/* reserved bits and undefined flags (ACK_NOW: on DATA only), so a peer
+	 * setting them speaks a protocol we do not */
 	n = build(buf, SSW_MSG_DATA, "abcd", 4, 0, 0);
 	memcpy(&h, buf, sizeof h);
 	h.reserved = 1;
@@ -180,6 +180,9 @@ static void test_reject_header(void **state)
 	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), -1);
 	for (unsigned f = 1; f < 256; f <<= 1) {
 		n = build(buf, SSW_MSG_DATA, "abcd", 4, 0, 0);
+		buf[offsetof(struct ssw_wire_hdr, flags)] = (uint8_t)f;
+		assert_int_equal(ssw_wire_parse(buf, n, 0, &m), f == SSW_WIRE_F_ACK_NOW ? 0 : -1);
+		n = build(buf, SSW_MSG_CREDIT, NULL, 0, 0, 0);
 		buf[offsetof(struct ssw_wire_hdr, flags)] = (uint8_t)f;
 		assert_int_equal(ssw_wire_parse(buf, n, 0, &m), -1);
 	}

@@ -339,6 +339,56 @@ static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 	return -EAGAIN;
 }
 
+/* Move every connection waiting on the rendezvous socket into the pending
+ * set, where it becomes readable when its HELLO arrives. */
+static void park_all(struct ssw_listener *l)
+{
+	int c;
+	while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
+		if (l->npending >= SHM_MAX_PENDING || sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, c, &ev) < 0) {
+			sys_close(c);
+			continue;
+		}
+		l->npending++;
+	}
+}
+
+/* A pending connection hung up: ready only if its HELLO came first. */
+static bool hello_waits(int fd)
+{
+	char b;
+	return SYS_(recvfrom, fd, &b, 1, MSG_DONTWAIT | MSG_PEEK, NULL, NULL) > 0;
+}
+
+/* A connector's connect() makes the rendezvous socket readable before its
+ * HELLO (sent right after) arrives: accept could not take it yet.  Ready
+ * means a request with its HELLO; those still without one are parked. */
+static int shm_listener_ready(struct ssw_listener *l)
+{
+	struct epoll_event evs[16];
+	if (own_epfd(l) < 0)
+		return 0;
+	for (int round = 0; round < 8; round++) {
+		int n = sys_epoll_wait(l->epfd, evs, 16, 0);
+		bool parked = false;
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+			if (fd == l->lfd) {
+				park_all(l);
+				parked = true;
+			} else if ((evs[i].events & EPOLLIN) && (!(evs[i].events & (EPOLLHUP | EPOLLERR)) || hello_waits(fd))) {
+				return 1;
+			} else {
+				drop_pending(l, fd);
+			}
+		}
+		if (!parked)
+			return 0;
+	}
+	return 0;
+}
+
 /* One request whose HELLO arrived, with the connector's private data. */
 static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
@@ -544,4 +594,5 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.duplicate = shm_duplicate,
 	.adopt = shm_adopt,
 	.ep_caps = shm_ep_caps,
+	.listener_ready = shm_listener_ready,
 };

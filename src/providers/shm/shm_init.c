@@ -24,6 +24,7 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.recv_peek = shm_ring_peek,
 	.recv_done = shm_ring_done,
 	.send_room = shm_ring_room,
+	.send_ctl = shm_ring_send_ctl,
 };
 
 static int shm_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)

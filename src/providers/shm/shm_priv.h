@@ -40,7 +40,8 @@ struct shm_seg_hdr {
 };
 
 /* A ring record: header then payload, padded to 8 bytes. */
-enum { SHM_REC_MSG = 1, SHM_REC_PAD = 2 };
+/* CTL: a message without stream data (its loss at the peer's death is no reset) */
+enum { SHM_REC_MSG = 1, SHM_REC_PAD = 2, SHM_REC_CTL = 3 };
 struct shm_rec {
 	uint32_t len;
 	uint32_t kind;
@@ -79,6 +80,7 @@ struct ssw_ep {
 	struct shm_ring tx, rx;
 	int err;           /* sticky: 0, -EPIPE, -ECONNRESET */
 	int peer_gone;     /* ctl_fd reported the peer's end closed */
+	int gone_state;    /* after peer_gone: shm_gone_state's answer once known, else 0 */
 	pid_t peer_pid;
 	uid_t peer_uid;
 	uint32_t caps;
@@ -95,6 +97,7 @@ extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
 
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
+int shm_ring_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len);
 void shm_ring_done(struct ssw_ep *ep);
 int shm_ring_arm(struct ssw_ep *ep);

@@ -69,15 +69,15 @@ void shm_ring_bell(struct ssw_ep *ep)
 	}
 }
 
-int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
+static int ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, uint32_t kind)
 {
 	struct shm_ring *r = &ep->tx;
 	size_t len = 0;
 
 	if (ep->err)
 		return ep->err;
-	if (ep->peer_gone)
-		return -EPIPE;
+	if (ep->peer_gone) /* died: a reset if it left our data unread */
+		return shm_gone_state(ep);
 	if (atomic_load_explicit(&ep->rx.ctl->closed, memory_order_acquire) == SHM_CLOSED_RESET)
 		return -ECONNRESET;
 	for (int i = 0; i < iovcnt; i++)
@@ -102,7 +102,7 @@ int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
 		r->pos += pad;
 		off = 0;
 	}
-	struct shm_rec m = { (uint32_t)len, SHM_REC_MSG };
+	struct shm_rec m = { (uint32_t)len, kind };
 	uint8_t *dst = r->data + off;
 	memcpy(dst, &m, sizeof m);
 	dst += SHM_REC_HDR;
@@ -114,6 +114,16 @@ int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
 	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
 	shm_wake_peer(ep);
 	return 0;
+}
+
+int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
+{
+	return ring_send(ep, iov, iovcnt, SHM_REC_MSG);
+}
+
+int shm_ring_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
+{
+	return ring_send(ep, iov, iovcnt, SHM_REC_CTL);
 }
 
 size_t shm_ring_room(struct ssw_ep *ep)
@@ -130,12 +140,37 @@ size_t shm_ring_room(struct ssw_ep *ep)
 	return room > SHM_REC_HDR ? (size_t)(room - SHM_REC_HDR) : 0;
 }
 
+/* Does [head, pos) of our transmit ring hold a data record?  Only our own
+ * records are there, but the memory is shared: every length is checked, and
+ * anything odd counts as data (a reset). */
+static bool unread_data(const struct shm_ring *r, uint64_t head)
+{
+	if (head > r->pos || r->pos - head > r->size || (head & 7))
+		return true;
+	while (head < r->pos) {
+		uint64_t off = head & (r->size - 1), left = r->pos - head;
+		const struct shm_rec *rec = (const struct shm_rec *)(r->data + off);
+		uint32_t rlen = __atomic_load_n(&rec->len, __ATOMIC_RELAXED);
+		uint32_t kind = __atomic_load_n(&rec->kind, __ATOMIC_RELAXED);
+		uint64_t need = kind == SHM_REC_PAD ? r->size - off : SHM_REC_HDR + ALIGN8((uint64_t)rlen);
+		if ((kind != SHM_REC_CTL && kind != SHM_REC_PAD) || need > left || off + need > r->size)
+			return true;
+		head += need;
+	}
+	return false;
+}
+
 /* A peer that died without closing: as kernel TCP, a reset if it died with
- * our data unread, else an orderly end. */
+ * data of ours unread (control messages left unread do not count: credits
+ * we returned to a sender that never looked again), else an orderly end.
+ * The ring cannot change any more: the answer is kept. */
 int shm_gone_state(struct ssw_ep *ep)
 {
-	uint64_t head = atomic_load_explicit(&ep->tx.ctl->head, memory_order_acquire);
-	return head != ep->tx.pos ? -ECONNRESET : -EPIPE;
+	if (!ep->gone_state) {
+		uint64_t head = atomic_load_explicit(&ep->tx.ctl->head, memory_order_acquire);
+		ep->gone_state = unread_data(&ep->tx, head) ? -ECONNRESET : -EPIPE;
+	}
+	return ep->gone_state;
 }
 
 /* What an empty ring means: nothing yet, or the peer is gone. */
@@ -182,7 +217,7 @@ int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 			continue;
 		}
 		uint64_t need = SHM_REC_HDR + ALIGN8((uint64_t)rlen);
-		if (kind != SHM_REC_MSG || need > avail || off + need > r->size)
+		if ((kind != SHM_REC_MSG && kind != SHM_REC_CTL) || need > avail || off + need > r->size)
 			return corrupt(ep);
 		r->cur = need;
 		*msg = r->data + off + SHM_REC_HDR;
