@@ -1540,6 +1540,22 @@ void ssw_session_sleep_done(struct ssw_session *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+int ssw_session_watch(struct ssw_session *s)
+{
+	sess_lock(s);
+	int rc = s->ep ? s->p->progress->arm(s->ep) : -EAGAIN;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void ssw_session_unwatch(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (s->ep)
+		woke(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
 int ssw_session_fionread(struct ssw_session *s)
 {
 	sess_lock(s);
