@@ -655,21 +655,18 @@ static uint32_t look(struct epx *x, struct epx_entry *e, bool peek, bool *gone)
 }
 
 /* Take what the inner set says (members whose doorbell rang or whose peer
- * hung up) into the check list. */
+ * hung up) into the check list.  One call: the inner set is level-triggered
+ * and its fds stay readable until their member is looked at, so a longer
+ * list is taken over the next rounds (the kernel rotates it). */
 static void harvest(struct epx *x)
 {
 	struct epoll_event evs[HARVEST];
-	int k;
-	do {
-		k = x->inner >= 0 ? sys_epoll_wait(x->inner, evs, HARVEST, 0) : 0;
-		for (int i = 0; i < k; i++) {
-			struct epx_entry *e = by_tag(x, evs[i].data.u64);
-			if (e)
-				q_push(x, e);
-			else /* a stale registration (its fd reused): it must not wake us again */
-				(void)sys_epoll_ctl(x->inner, EPOLL_CTL_DEL, (int)(uint32_t)evs[i].data.u64, NULL);
-		}
-	} while (k == HARVEST);
+	int k = x->inner >= 0 ? sys_epoll_wait(x->inner, evs, HARVEST, 0) : 0;
+	for (int i = 0; i < k; i++) {
+		struct epx_entry *e = by_tag(x, evs[i].data.u64);
+		if (e)
+			q_push(x, e);
+	}
 }
 
 /* One report of e: out[*n], ONESHOT, and where e goes next. */
