@@ -1556,6 +1556,12 @@ void ssw_session_unwatch(struct ssw_session *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+bool ssw_session_rx_ready(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	return ep && s->p->progress->rx_ready(ep);
+}
+
 int ssw_session_fionread(struct ssw_session *s)
 {
 	sess_lock(s);

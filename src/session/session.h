@@ -82,6 +82,8 @@ void ssw_session_sleep_done(struct ssw_session *s);
  * or the connection is finished.  unwatch: take the doorbell, drop the arm. */
 int ssw_session_watch(struct ssw_session *s);
 void ssw_session_unwatch(struct ssw_session *s);
+/* Lock-free hint for busy-polling: something new arrived (the provider's rx_ready). */
+bool ssw_session_rx_ready(struct ssw_session *s);
 
 int ssw_session_fionread(struct ssw_session *s);
 int ssw_session_atmark(struct ssw_session *s);

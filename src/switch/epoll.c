@@ -41,6 +41,7 @@
 #define WFD_MAX 2
 #define HARVEST 64
 #define SETTLE_TRIES 3
+#define HOT_MAX 16     /* recently active members watched by looking while a wait spins */
 #define RELOOK_MAX 8   /* looks in a row without sleeping, then the sleep decides */
 
 struct epx;
@@ -59,6 +60,7 @@ struct epx_entry {
 	bool finished;        /* nothing more comes from the peer: out of the inner set */
 	bool staged;          /* polled: ring staged during the current wait */
 	bool nowatch;         /* its wait fds cannot join the inner set (a dup there already) */
+	bool hot;             /* in x->hot: not armed, looked at while waits spin */
 	int nwfd;
 	int wfd[WFD_MAX];     /* registered in x->inner */
 	uint32_t last;        /* edge-triggered: bits reported last time */
@@ -89,6 +91,8 @@ struct epx {
 	struct epx_entry **byfd;  /* side entries by fd number */
 	struct epx_entry *qhead, **qtail;
 	struct epx_entry *polled;
+	struct epx_entry *hot[HOT_MAX];
+	int nhot;
 	bool again;           /* an entry was re-queued to be looked at before sleeping */
 	bool nap;             /* an entry could not be armed: sleep in naps */
 	int waiters;          /* threads of ours asleep on epfd */
@@ -263,6 +267,9 @@ static void own(struct epx *x)
 	if (x->pid == me)
 		return;
 	x->pid = me;
+	for (int i = 0; i < x->nhot; i++)
+		x->hot[i]->hot = false;
+	x->nhot = 0;
 	for (int fd = 0; fd < x->nbyfd; fd++) {
 		struct epx_entry *e = x->byfd[fd];
 		if (e) {
@@ -323,8 +330,17 @@ static int byfd_grow(struct epx *x, int fd)
 	return 0;
 }
 
+static void hot_remove(struct epx *x, struct epx_entry *e)
+{
+	for (int i = 0; e->hot && i < x->nhot; i++)
+		if (x->hot[i] == e)
+			x->hot[i] = x->hot[--x->nhot];
+	e->hot = false;
+}
+
 static void free_entry(struct epx *x, struct epx_entry *e)
 {
+	hot_remove(x, e);
 	q_remove(x, e);
 	p_remove(x, e);
 	sock_unlink(e);
@@ -637,6 +653,41 @@ static void settle(struct epx *x, struct epx_entry *e)
 	x->nap = true;
 }
 
+/* e was just looked at by a wait.  A recently active member is not armed
+ * yet: while waits spin they look at its ring (no doorbell, so no system
+ * call on either side); it is armed before anyone sleeps (arm_hot). */
+static void cool(struct epx *x, struct epx_entry *e)
+{
+	if (e->hot)
+		return;
+	if (x->nhot < HOT_MAX && !e->disabled && !e->finished && !e->nowatch && e->nwfd &&
+	    e->s->state == SSW_ST_CONNECTED && e->s->sess) {
+		e->hot = true;
+		x->hot[x->nhot++] = e;
+		return;
+	}
+	settle(x, e);
+}
+
+/* Hot members with something new in their ring go on the check list. */
+static void hot_scan(struct epx *x)
+{
+	for (int i = 0; i < x->nhot; i++)
+		if (ssw_session_rx_ready(x->hot[i]->s->sess))
+			q_push(x, x->hot[i]);
+}
+
+/* Before a sleep (ours, or a sleeper's outside): every member armed. */
+static void arm_hot(struct epx *x)
+{
+	while (x->nhot) {
+		struct epx_entry *e = x->hot[--x->nhot];
+		e->hot = false;
+		if (!e->queued)
+			settle(x, e);
+	}
+}
+
 /* Look at one entry: its events to report now (0: none); peek looks only. */
 static uint32_t look(struct epx *x, struct epx_entry *e, bool peek, bool *gone)
 {
@@ -682,7 +733,7 @@ static void report(struct epx *x, struct epx_entry *e, uint32_t ev, struct epoll
 	if (!(e->events & (EPOLLET | EPOLLONESHOT)))
 		q_push(x, e); /* level-triggered: looked at again next time */
 	else
-		settle(x, e);
+		cool(x, e);
 }
 
 /* Collect ready side entries into out (at most max): the polled entries,
@@ -728,7 +779,7 @@ static int collect(struct epx *x, struct epoll_event *out, int max)
 			if (!stop && e->queued)
 				stop = e; /* once round the list */
 		} else {
-			settle(x, e);
+			cool(x, e);
 			if (!stop && e->queued)
 				stop = e;
 		}
@@ -741,6 +792,7 @@ static int collect(struct epx *x, struct epoll_event *out, int max)
  * reported; nothing is consumed.  Called with epx_lock. */
 static bool side_ready(struct epx *x)
 {
+	arm_hot(x);
 	harvest(x);
 	for (struct epx_entry *e = x->polled; e; e = e->pnext) {
 		bool gone;
@@ -776,6 +828,7 @@ static bool side_ready(struct epx *x)
 static int arm_members(struct epx *x, struct pollfd *pf, int n, int *nout, struct ssw_session **armed,
 		       struct ssw_sock **held, int hmax, int *na)
 {
+	arm_hot(x);
 	int k = 0, res = x->nap ? SSW_EV_NAP : SSW_EV_ARMED;
 	if (x->again)
 		res = SSW_EV_PENDING;
@@ -1072,6 +1125,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		}
 		/* leave room for the kernel's events when both kinds are ready */
 		int side_max = max > 1 ? max - 1 : max;
+		hot_scan(x);
 		int n = collect(x, events, side_max);
 		bool harvested = false, again = x->again;
 		int r = kernel_events(x, events, n, max, n, &harvested);
