@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <pthread.h>
 
 #define SHM_RING_DEFAULT (512u << 10)
 #define SHM_MAX_PENDING 1024
@@ -423,6 +424,69 @@ static void shm_listener_close(struct ssw_listener *l)
 
 /* ---- connecting side --------------------------------------------------- */
 
+/* A connection's segment, made before the rendezvous connect so that the
+ * HELLO follows the connect at once (the listener, woken by the connect,
+ * finds it on its first look instead of sleeping again).  One segment is
+ * kept when a connect finds no listener, for the next attempt: connects
+ * that fall back to kernel TCP pay for it once, not each time. */
+struct seg {
+	int memfd;
+	void *p;
+	uint64_t ring;
+};
+
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seg spare = { .memfd = -1 };
+static pid_t spare_pid;
+
+static int seg_make(struct seg *g)
+{
+	pthread_mutex_lock(&spare_lock);
+	bool mine = spare.memfd >= 0 && spare_pid == ssw_pid();
+	if (mine) {
+		*g = spare;
+		spare.memfd = -1;
+	}
+	pthread_mutex_unlock(&spare_lock);
+	if (mine)
+		return 0;
+	g->ring = ring_size_setting();
+	uint64_t size = shm_seg_size(g->ring);
+	g->memfd = sys_memfd_create("sockswitch", MFD_CLOEXEC);
+	if (g->memfd < 0 || ftruncate(g->memfd, (off_t)size) < 0) {
+		int rc = -errno;
+		if (g->memfd >= 0)
+			sys_close(g->memfd);
+		return rc;
+	}
+	g->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g->memfd, 0);
+	if (g->p == MAP_FAILED) {
+		int rc = -errno;
+		sys_close(g->memfd);
+		return rc;
+	}
+	return 0;
+}
+
+/* A segment nobody else has seen: kept for the next connect, or freed.  A
+ * forked child's copy of the spare is the parent's: never used there. */
+static void seg_unused(struct seg *g)
+{
+	pthread_mutex_lock(&spare_lock);
+	if (spare.memfd >= 0 && spare_pid != ssw_pid())
+		spare.memfd = -1; /* the parent's: our copies of its fd and mapping just stay */
+	bool keep = spare.memfd < 0;
+	if (keep) {
+		spare = *g;
+		spare_pid = ssw_pid();
+	}
+	pthread_mutex_unlock(&spare_lock);
+	if (!keep) {
+		munmap(g->p, shm_seg_size(g->ring));
+		sys_close(g->memfd);
+	}
+}
+
 static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
 		       struct ssw_ep **out)
 {
@@ -435,11 +499,17 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	struct ssw_ep *ep = ep_new();
 	if (!ep)
 		return -ENOMEM;
-	int rc = -ENOENT;
+	struct seg g;
+	int rc = seg_make(&g);
+	if (rc < 0) {
+		shm_ep_free(ep);
+		return rc;
+	}
+	rc = -ENOENT;
 	ep->ctl_fd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (ep->ctl_fd < 0) {
 		rc = -errno;
-		goto fail;
+		goto unused;
 	}
 	for (int wild = 0; wild < 2; wild++) {
 		socklen_t ul = rv_name(&un, dst, wild);
@@ -453,31 +523,17 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		}
 	}
 	if (rc < 0)
-		goto fail;
+		goto unused;
 
-	uint64_t ring = ring_size_setting(), size = shm_seg_size(ring);
-	int memfd = sys_memfd_create("sockswitch", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0) {
-		rc = -errno;
-		if (memfd >= 0)
-			sys_close(memfd);
-		goto fail;
-	}
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (p == MAP_FAILED) {
-		rc = -errno;
-		sys_close(memfd);
-		goto fail;
-	}
-	struct shm_seg_hdr *h = p;
-	shm_seg_init(h, ring);
-	ep->seg = p;
-	ep->seg_size = size;
-	shm_ring_attach(ep, h, ring, 1);
-	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = ring, .priv_len = (uint32_t)priv_len };
+	struct shm_seg_hdr *h = g.p;
+	shm_seg_init(h, g.ring);
+	ep->seg = g.p;
+	ep->seg_size = shm_seg_size(g.ring);
+	shm_ring_attach(ep, h, g.ring, 1);
+	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = g.ring, .priv_len = (uint32_t)priv_len };
 	memcpy(hs.priv, priv, priv_len);
-	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, &memfd, 1);
-	sys_close(memfd);
+	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, &g.memfd, 1);
+	sys_close(g.memfd);
 	if (rc < 0)
 		goto fail;
 	/* One trip: the segment and our INIT are in the
@@ -487,6 +543,8 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	peer_cred(ep);
 	*out = ep;
 	return 0;
+unused:
+	seg_unused(&g);
 fail:
 	shm_ep_free(ep);
 	return rc;
@@ -507,10 +565,12 @@ static void shm_close(struct ssw_ep *ep, int how)
 		return;
 	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {
 		/* Said at once, beside the ring, so the peer's poll sees it behind
-		 * unread data; wake it whether it sleeps or not (rare, cheap). */
+		 * unread data; a peer that sleeps (or watches: epoll) is armed
+		 * and is rung, unless the FIN before this rang already (an arm
+		 * checks `closed` after it is set) */
 		atomic_store_explicit(&ep->tx.ctl->closed, how == SSW_CLOSE_ABORT ? SHM_CLOSED_RESET : SHM_CLOSED_ORDERLY,
 				      memory_order_seq_cst);
-		shm_ring_bell(ep);
+		shm_wake_peer(ep);
 	}
 	/* Detached (another process still holds it): the peer sees the
 	 * rendezvous connection hang up once every holder has closed it. */
