@@ -428,7 +428,8 @@ static void shm_listener_close(struct ssw_listener *l)
  * HELLO follows the connect at once (the listener, woken by the connect,
  * finds it on its first look instead of sleeping again).  One segment is
  * kept when a connect finds no listener, for the next attempt: connects
- * that fall back to kernel TCP pay for it once, not each time. */
+ * that fall back to kernel TCP pay for it once, not each time.  A forked
+ * child never uses its parent's spare. */
 struct seg {
 	int memfd;
 	void *p;
@@ -439,10 +440,22 @@ static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct seg spare = { .memfd = -1 };
 static pid_t spare_pid;
 
+/* The spare inherited from the parent (fork): our copies of its fd and
+ * mapping go, the parent keeps its own.  Called with spare_lock. */
+static void spare_drop_foreign(void)
+{
+	if (spare.memfd < 0 || spare_pid == ssw_pid())
+		return;
+	munmap(spare.p, shm_seg_size(spare.ring));
+	sys_close(spare.memfd);
+	spare.memfd = -1;
+}
+
 static int seg_make(struct seg *g)
 {
 	pthread_mutex_lock(&spare_lock);
-	bool mine = spare.memfd >= 0 && spare_pid == ssw_pid();
+	spare_drop_foreign();
+	bool mine = spare.memfd >= 0;
 	if (mine) {
 		*g = spare;
 		spare.memfd = -1;
@@ -473,8 +486,7 @@ static int seg_make(struct seg *g)
 static void seg_unused(struct seg *g)
 {
 	pthread_mutex_lock(&spare_lock);
-	if (spare.memfd >= 0 && spare_pid != ssw_pid())
-		spare.memfd = -1; /* the parent's: our copies of its fd and mapping just stay */
+	spare_drop_foreign();
 	bool keep = spare.memfd < 0;
 	if (keep) {
 		spare = *g;
