@@ -660,7 +660,8 @@ static void cool(struct epx *x, struct epx_entry *e)
 {
 	if (e->hot)
 		return;
-	if (x->nhot < HOT_MAX && !e->disabled && !e->finished && !e->nowatch && e->nwfd &&
+	/* not while another thread sleeps on the set: it must be rung */
+	if (x->nhot < HOT_MAX && !x->waiters && !e->disabled && !e->finished && !e->nowatch && e->nwfd &&
 	    e->s->state == SSW_ST_CONNECTED && e->s->sess) {
 		e->hot = true;
 		x->hot[x->nhot++] = e;
