@@ -139,8 +139,10 @@ static ssize_t hs_recv(int fd, void *msg, size_t len, int *fds, int want)
 	return n;
 }
 
-static void peer_cred(struct ssw_ep *ep)
+void shm_peer_cred(struct ssw_ep *ep)
 {
+	if (atomic_load_explicit(&ep->cred_done, memory_order_acquire))
+		return;
 	struct ucred uc;
 	socklen_t l = sizeof uc;
 	if (sys_getsockopt(ep->ctl_fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0) {
@@ -155,6 +157,7 @@ static void peer_cred(struct ssw_ep *ep)
 		me = getuid();
 	if (!shm_cma_disabled && ep->peer_uid == me)
 		ep->caps |= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+	atomic_store_explicit(&ep->cred_done, 1, memory_order_release);
 }
 
 /* Endpoints live in fork-shared memory (common/shmem.c): after fork both
@@ -346,6 +349,10 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 	struct epoll_event evs[16];
 	if (own_epfd(l) < 0)
 		return -EAGAIN;
+	/* nothing half-arrived: the backlog is all there is (a HELLO follows
+	 * its connect at once), no need to ask the set */
+	if (!l->npending)
+		return accept_all(l, out, priv, priv_len);
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd;
@@ -382,8 +389,6 @@ static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
 		ep->tx.other = head;
 		ep->rx.pos = ep->rx.other = rhead;
 	}
-	if (rc == 0)
-		peer_cred(ep);
 	return rc;
 }
 
@@ -550,9 +555,8 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		goto fail;
 	/* One trip: the segment and our INIT are in the
 	 * listener's backlog now, as a SYN would be; nothing to wait for (the
-	 * acceptor's INIT comes first on its ring).  SO_PEERCRED names the
-	 * listening process. */
-	peer_cred(ep);
+	 * acceptor's INIT comes first on its ring).  SO_PEERCRED (it names the
+	 * listening process) is asked when needed. */
 	*out = ep;
 	return 0;
 unused:
@@ -601,7 +605,11 @@ static int shm_adopt(const void *token, size_t token_len, struct ssw_ep **out)
 	return -ENOSYS;
 }
 
-static uint32_t shm_ep_caps(struct ssw_ep *ep) { return ep->caps; }
+static uint32_t shm_ep_caps(struct ssw_ep *ep)
+{
+	shm_peer_cred(ep);
+	return ep->caps;
+}
 
 const struct ssw_conn_ops shm_conn_ops = {
 	.size = sizeof(struct ssw_conn_ops),
