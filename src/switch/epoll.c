@@ -41,7 +41,7 @@
 #define WFD_MAX 2
 #define HARVEST 64
 #define SETTLE_TRIES 3
-#define HOT_MAX 16     /* recently active members watched by looking while a wait spins */
+#define HOT_MAX 128     /* recently active members watched by looking while a wait spins */
 #define RELOOK_MAX 8   /* looks in a row without sleeping, then the sleep decides */
 
 struct epx;
