@@ -63,6 +63,7 @@ struct epx_entry {
 	bool hot;             /* in x->hot: not armed, looked at while waits spin */
 	int nwfd;
 	int wfd[WFD_MAX];     /* registered in x->inner */
+	uint64_t call;        /* the wait call (x->call) that reported it last */
 	uint32_t last;        /* edge-triggered: bits reported last time */
 	uint64_t rx_seen;     /* edge-triggered: bytes arrived at last report */
 	uint64_t tx_seen;     /* edge-triggered: bytes in flight at last look */
@@ -93,6 +94,7 @@ struct epx {
 	struct epx_entry *polled;
 	struct epx_entry *hot[HOT_MAX];
 	int nhot;
+	uint64_t call;        /* wait calls so far: one report per entry and call */
 	bool again;           /* an entry was re-queued to be looked at before sleeping */
 	bool nap;             /* an entry could not be armed: sleep in naps */
 	int waiters;          /* threads of ours asleep on epfd */
@@ -175,9 +177,10 @@ static void wfd_unregister(struct epx *x, struct epx_entry *e)
 	e->nwfd = 0;
 }
 
-/* Put the member's wait fds in the inner set.  false: they cannot be (the
- * same connection twice in the set through a dup, no fds): poll it instead. */
-static bool wfd_register(struct epx *x, struct epx_entry *e)
+/* Put the member's wait fds in the inner set: how many (0: it has none,
+ * the peer is gone), or -1 when they cannot be (the same connection twice
+ * in the set through a dup): then it is polled. */
+static int wfd_register(struct epx *x, struct epx_entry *e)
 {
 	int fds[WFD_MAX];
 	int k = ssw_session_fds(e->s->sess, fds, WFD_MAX);
@@ -185,11 +188,11 @@ static bool wfd_register(struct epx *x, struct epx_entry *e)
 	for (int i = 0; i < k; i++) {
 		if (sys_epoll_ctl(x->inner, EPOLL_CTL_ADD, fds[i], &ev) < 0) {
 			wfd_unregister(x, e);
-			return false;
+			return -1;
 		}
 		e->wfd[e->nwfd++] = fds[i];
 	}
-	return k > 0;
+	return k;
 }
 
 static void make_polled(struct epx *x, struct epx_entry *e)
@@ -625,9 +628,14 @@ static void settle(struct epx *x, struct epx_entry *e)
 		wfd_unregister(x, e); /* a hang-up must not wake us for ever */
 		return;
 	}
-	if (e->nowatch || (!e->nwfd && !wfd_register(x, e))) {
+	int r = e->nowatch ? -1 : e->nwfd ? e->nwfd : wfd_register(x, e);
+	if (r < 0) {
 		e->nowatch = true;
 		make_polled(x, e);
+		return;
+	}
+	if (r == 0) {
+		e->finished = true; /* no wait fd: the peer is gone, nothing will ring */
 		return;
 	}
 	if (ssw_session_watch(sess) == 0) {
@@ -724,6 +732,7 @@ static void harvest(struct epx *x)
 /* One report of e: out[*n], ONESHOT, and where e goes next. */
 static void report(struct epx *x, struct epx_entry *e, uint32_t ev, struct epoll_event *out, int *n)
 {
+	e->call = x->call;
 	out[*n].events = ev;
 	out[*n].data = e->data;
 	(*n)++;
@@ -740,10 +749,13 @@ static void report(struct epx *x, struct epx_entry *e, uint32_t ev, struct epoll
 /* Collect ready side entries into out (at most max): the polled entries,
  * then the check list.  Entries reported go to the end of the check list
  * (level-triggered) so that busy sockets do not starve the others. */
+static int collect_queue(struct epx *x, struct epoll_event *out, int max);
+
 static int collect(struct epx *x, struct epoll_event *out, int max)
 {
 	int n = 0;
 	x->again = x->nap = false;
+	x->call++;
 	for (struct epx_entry *e = x->polled, *nx; e && n < max; e = nx) {
 		nx = e->pnext;
 		if (e->disabled)
@@ -759,6 +771,7 @@ static int collect(struct epx *x, struct epoll_event *out, int max)
 			q_push(x, e);
 		}
 		if (ev) {
+			e->call = x->call;
 			out[n].events = ev;
 			out[n].data = e->data;
 			n++;
@@ -766,9 +779,23 @@ static int collect(struct epx *x, struct epoll_event *out, int max)
 				e->disabled = true;
 		}
 	}
+	return n + collect_queue(x, out + n, max - n);
+}
+
+/* The check list part of collect; also called again within one wait call
+ * for members whose doorbell was found after the first pass. */
+static int collect_queue(struct epx *x, struct epoll_event *out, int max)
+{
+	int n = 0;
 	struct epx_entry *stop = NULL;
 	while (n < max && x->qhead && x->qhead != stop) {
 		struct epx_entry *e = q_pop(x);
+		if (e->call == x->call) { /* reported by this call already */
+			q_push(x, e);
+			if (!stop)
+				stop = e;
+			continue;
+		}
 		bool gone;
 		uint32_t ev = look(x, e, false, &gone);
 		if (gone) {
@@ -1080,6 +1107,7 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t dl, const sigset_t
 	}
 	for (int i = 0; i < na; i++) {
 		ssw_session_sleep_done(b->armed[i]);
+		ssw_epoll_touch(b->held[i]); /* the doorbell it took may have been a watcher's */
 		ssw_sock_put(b->held[i]);
 	}
 	if (*again)
@@ -1128,15 +1156,18 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		int side_max = max > 1 ? max - 1 : max;
 		hot_scan(x);
 		int n = collect(x, events, side_max);
-		bool harvested = false, again = x->again;
+		bool harvested = false;
 		int r = kernel_events(x, events, n, max, n, &harvested);
+		if (r > 0)
+			n = r;
+		if (harvested && n < max) /* doorbells found meanwhile: as the kernel, report them now */
+			n += collect_queue(x, events + n, max - n);
+		bool again = x->again;
 		pthread_mutex_unlock(&epx_lock);
 		if (r < 0 && !n) {
 			ret = r;
 			break;
 		}
-		if (r > 0)
-			n = r;
 		bool nested = false;
 		n = nested_events(epfd, events, n < 0 ? 0 : n, max, &nested);
 		/* members to look at (doorbells just taken from the inner set, or

@@ -49,6 +49,7 @@ static void disarm_nested(struct ssw_session **armed, struct ssw_sock **held, in
 {
 	for (int i = 0; i < *n; i++) {
 		ssw_session_sleep_done(armed[i]);
+		ssw_epoll_touch(held[i]); /* the doorbell it took may have been a watcher's */
 		ssw_sock_put(held[i]);
 	}
 	*n = 0;

@@ -3228,6 +3228,46 @@ static void nested_srv(int lfd)
 
 static void sc_epoll_nested(void) { pair(AF_INET, nested_srv, three_cli); }
 
+/* ---- epoll_dup_twice: a socket and its dup in one set, LT and ET --------- */
+
+static void dup_twice_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "abc", 0);
+	tell();
+	await();
+	usleep(SETTLE_US); /* the server is asleep by now */
+	SEND(fd, "d", 0);
+	await();
+	close(fd);
+}
+
+static void dup_twice_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int d = dup(fd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 13, "epoll_ctl(ADD fd, IN)");
+	EPCTL(ep, EPOLL_CTL_ADD, d, EPOLLIN | EPOLLET, 14, "epoll_ctl(ADD dup, IN|ET)");
+	EPW(ep, 0);
+	tell();
+	await(); /* all three bytes sent */
+	EPW(ep, 5000); /* both entries */
+	EPW(ep, 100);  /* the level-triggered one only */
+	recv_exact(fd, 3);
+	EPW(ep, 100);
+	tell();
+	EPW(ep, 5000); /* asleep when the byte comes: one doorbell, both entries */
+	recv_exact(fd, 1);
+	tell();
+	close(ep);
+	close(d);
+	close(fd);
+}
+
+static void sc_epoll_dup_twice(void) { pair(AF_INET, dup_twice_srv, dup_twice_cli); }
+
 /* ================================================================ table */
 
 struct scenario {
@@ -3305,6 +3345,7 @@ static const struct scenario scenarios[] = {
 	{ "epoll_threads", sc_epoll_threads, "two threads asleep on one epoll fd; epoll_ctl from a third wakes one (ONESHOT), re-arm wakes the other" },
 	{ "epoll_fork", sc_epoll_fork, "an epoll fd inherited across fork reports in the child" },
 	{ "epoll_nested", sc_epoll_nested, "an epoll fd watched by another epoll fd and by poll" },
+	{ "epoll_dup_twice", sc_epoll_dup_twice, "a socket and its dup in one epoll set (LT and ET): one arrival reports both" },
 };
 
 int main(int argc, char **argv)
