@@ -110,11 +110,6 @@ struct ssw_session {
 	uint32_t spin_ns;
 };
 
-/* The spin budget the last closed connection had learned: a new one
- * starts from it (short connections never learn their own, and on a
- * crowded machine a full spin on each steals the peer's CPU). */
-static _Atomic uint32_t spin_carry;
-
 struct ssw_session_config ssw_session_cfg = {
 	.rndv_threshold = SSW_RNDV_OFF,
 	.rndv_max = 256u << 10,
@@ -827,8 +822,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 		s->window = 4096;
 	s->sndbuf = o ? o->sndbuf : 0;
 	s->oobinline = o && o->oobinline;
-	uint32_t carry = atomic_load_explicit(&spin_carry, memory_order_relaxed);
-	s->spin_ns = carry ? carry : ssw_session_cfg.spin_max_ns;
+	s->spin_ns = ssw_session_cfg.spin_max_ns;
 	s->peer_window = peer->window < cap ? peer->window : cap;
 	s->peer_caps = peer->caps;
 	s->peer_pid = peer->pid;
@@ -852,7 +846,6 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 {
 	if (!s)
 		return;
-	atomic_store_explicit(&spin_carry, s->spin_ns, memory_order_relaxed);
 	if (atomic_fetch_sub(&s->holders, 1) > 1) {
 		drop_local(s); /* a forked process still holds it: no FIN yet */
 		return;
