@@ -1589,6 +1589,28 @@ void ssw_session_sleep_done(struct ssw_session *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+int ssw_session_watch(struct ssw_session *s)
+{
+	sess_lock(s);
+	int rc = s->ep ? s->p->progress->arm(s->ep) : -EAGAIN;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void ssw_session_unwatch(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (s->ep)
+		woke(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool ssw_session_rx_ready(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	return ep && s->p->progress->rx_ready(ep);
+}
+
 int ssw_session_fionread(struct ssw_session *s)
 {
 	sess_lock(s);

@@ -78,6 +78,13 @@ short ssw_session_poll(struct ssw_session *s);
  * pending (do not sleep).  After 0 or 1, call ssw_session_sleep_done. */
 int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout);
 void ssw_session_sleep_done(struct ssw_session *s);
+/* epoll's standing watch: arm the provider without sleeping (the peer's
+ * next arrival rings the wait fds); 0 armed, -EAGAIN something is pending
+ * or the connection is finished.  unwatch: take the doorbell, drop the arm. */
+int ssw_session_watch(struct ssw_session *s);
+void ssw_session_unwatch(struct ssw_session *s);
+/* Lock-free hint for busy-polling: something new arrived (the provider's rx_ready). */
+bool ssw_session_rx_ready(struct ssw_session *s);
 
 int ssw_session_fionread(struct ssw_session *s);
 int ssw_session_atmark(struct ssw_session *s);

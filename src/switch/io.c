@@ -42,7 +42,10 @@ ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	int rc = ready_for_io(s, 1);
 	if (rc)
 		return rc;
-	ssize_t r = ssw_session_send(s->sess, iov, iovcnt, flags, atomic_load(&s->nonblock), s->sndtimeo_ms);
+	bool nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
+	ssize_t r = ssw_session_send(s->sess, iov, iovcnt, flags, nb, s->sndtimeo_ms);
+	if (!nb)
+		ssw_epoll_touch(s); /* it may have slept: its doorbell taken here */
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		ssw_raise_sigpipe();
 	return r;
@@ -53,7 +56,11 @@ ssize_t ssw_recv(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	int rc = ready_for_io(s, 1);
 	if (rc)
 		return rc;
-	return ssw_session_recv(s->sess, iov, iovcnt, flags, atomic_load(&s->nonblock), s->rcvtimeo_ms);
+	bool nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
+	ssize_t r = ssw_session_recv(s->sess, iov, iovcnt, flags, nb, s->rcvtimeo_ms);
+	if (!nb)
+		ssw_epoll_touch(s);
+	return r;
 }
 
 ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
@@ -115,7 +122,9 @@ int ssw_shutdown(struct ssw_sock *s, int how)
 	}
 	if (s->state != SSW_ST_CONNECTED)
 		return SSW_PASS;
-	return ssw_session_shutdown(s->sess, how);
+	int rc = ssw_session_shutdown(s->sess, how);
+	ssw_epoll_touch(s);
+	return rc;
 }
 
 int ssw_close(int fd)
@@ -126,7 +135,7 @@ int ssw_close(int fd)
 	int err = errno;
 	if (s) {
 		if (atomic_load(&s->fdrefs) == 0)
-			ssw_epoll_drop_fd(fd); /* last descriptor: the kernel drops it from every epoll set */
+			ssw_epoll_drop_sock(s); /* last descriptor: the kernel drops it from every epoll set */
 		ssw_sock_put(s);
 	}
 	ssw_epoll_forget(fd);
@@ -224,6 +233,8 @@ int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *v
 	if (changed && s->sess)
 		ssw_session_set_opts(s->sess, &s->opts);
 	pthread_mutex_unlock(&s->lock);
+	if (changed)
+		ssw_epoll_touch(s); /* POLLOUT's threshold, POLLPRI vs POLLIN */
 	return 0;
 }
 

@@ -41,6 +41,7 @@ static void disarm_nested(struct ssw_session **armed, struct ssw_sock **held, in
 {
 	for (int i = 0; i < *n; i++) {
 		ssw_session_sleep_done(armed[i]);
+		ssw_epoll_touch(held[i]); /* the doorbell it took may have been a watcher's */
 		ssw_sock_put(held[i]);
 	}
 	*n = 0;
@@ -59,6 +60,7 @@ static void disarm_all(struct pslot *sl, nfds_t n)
 		if (sl[i].armed) {
 			ssw_session_sleep_done(sl[i].armed);
 			sl[i].armed = NULL;
+			ssw_epoll_touch(sl[i].s); /* the doorbell may have been an epoll set's */
 		}
 }
 
@@ -206,9 +208,6 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		int err = errno;
 		disarm_all(sl, n);
 		disarm_nested(narmed, nheld, &nna);
-		for (nfds_t i = 0; nested && i < n; i++)
-			if (!sl[i].s && fds[i].fd >= 0)
-				ssw_epoll_members_woke(fds[i].fd);
 		ssw_ev_slept(ssw_now_ns() - t0, r > 0);
 		if (r < 0 && err == EINTR) {
 			ret = -EINTR;

@@ -46,6 +46,8 @@ struct ssw_sock {
 	struct ssw_listener *pl[SSW_MAX_PLISTEN];
 	int npl;
 	struct ssw_session_opts lopts;
+
+	void *ep_watch;              /* epoll.c: this socket's epoll entries (under epoll.c's lock) */
 };
 
 /* fd table */

@@ -57,7 +57,8 @@ int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *v
 int ssw_ioctl(struct ssw_sock *s, int fd, unsigned long req, void *arg, bool *handled);
 void ssw_fcntl_setfl(struct ssw_sock *s, int flags);
 void ssw_fcntl_setown(struct ssw_sock *s, int owner);
-void ssw_epoll_drop_fd(int fd);
+/* The socket's last descriptor was closed: out of every epoll set. */
+void ssw_epoll_drop_sock(struct ssw_sock *s);
 int ssw_getsockname(struct ssw_sock *s, struct sockaddr *a, socklen_t *l);
 int ssw_getpeername(struct ssw_sock *s, struct sockaddr *a, socklen_t *l);
 
@@ -72,10 +73,13 @@ int ssw_epoll_peek(int epfd);
 bool ssw_epoll_has_members(int epfd);
 /* Sleeping on such an epoll fd from outside: arm its switched members (see
  * ssw_ev_arm in evwait.h for the return values), then after the sleep
- * ssw_session_sleep_done + ssw_sock_put each armed/held, and members_woke. */
+ * ssw_session_sleep_done + ssw_sock_put each armed/held. */
 int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct ssw_session **armed,
 			  struct ssw_sock **held, int hmax, int *na);
-void ssw_epoll_members_woke(int epfd);
+/* This process may have taken s's doorbell itself (it slept on s), or
+ * changed s's readiness (shutdown, options): epoll sets holding s look at
+ * it again. */
+void ssw_epoll_touch(struct ssw_sock *s);
 
 /* fork (fork.c): holders of fork-shared sessions */
 void ssw_fork_begin(void);

@@ -3870,6 +3870,45 @@ static void sc_rcvbuf_listen(void)
 	say("listener: SO_RCVBUF %d, SO_SNDBUF %d before listen", g_lrcvbuf, g_lsndbuf);
 	pair(AF_INET, rcvbuf_listen_srv, writer_cli);
 }
+/* ---- epoll_dup_twice: a socket and its dup in one set, LT and ET --------- */
+
+static void dup_twice_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "abc", 0);
+	tell();
+	await();
+	usleep(SETTLE_US); /* the server is asleep by now */
+	SEND(fd, "d", 0);
+	await();
+	close(fd);
+}
+
+static void dup_twice_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int d = dup(fd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN, 13, "epoll_ctl(ADD fd, IN)");
+	EPCTL(ep, EPOLL_CTL_ADD, d, EPOLLIN | EPOLLET, 14, "epoll_ctl(ADD dup, IN|ET)");
+	EPW(ep, 0);
+	tell();
+	await(); /* all three bytes sent */
+	EPW(ep, 5000); /* both entries */
+	EPW(ep, 100);  /* the level-triggered one only */
+	recv_exact(fd, 3);
+	EPW(ep, 100);
+	tell();
+	EPW(ep, 5000); /* asleep when the byte comes: one doorbell, both entries */
+	recv_exact(fd, 1);
+	tell();
+	close(ep);
+	close(d);
+	close(fd);
+}
+
+static void sc_epoll_dup_twice(void) { pair(AF_INET, dup_twice_srv, dup_twice_cli); }
 
 /* ================================================================ table */
 
@@ -3965,6 +4004,7 @@ static const struct scenario scenarios[] = {
 	{ "epoll_hup_reset", sc_epoll_hup_reset, "peer reset: ERR|HUP wakes an epoll_wait with interest 0; every interest set" },
 	{ "rcvbuf_connect", sc_rcvbuf_connect, "SO_RCVBUF 16 KiB before connect: the receiver's queue stays small" },
 	{ "rcvbuf_listen", sc_rcvbuf_listen, "SO_RCVBUF/SO_SNDBUF on the listener: the accepted socket inherits them" },
+	{ "epoll_dup_twice", sc_epoll_dup_twice, "a socket and its dup in one epoll set (LT and ET): one arrival reports both" },
 };
 
 int main(int argc, char **argv)

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <pthread.h>
 
 #define SHM_RING_DEFAULT (512u << 10)
 #define SHM_MAX_PENDING 1024
@@ -138,8 +139,10 @@ static ssize_t hs_recv(int fd, void *msg, size_t len, int *fds, int want)
 	return n;
 }
 
-static void peer_cred(struct ssw_ep *ep)
+void shm_peer_cred(struct ssw_ep *ep)
 {
+	if (atomic_load_explicit(&ep->cred_done, memory_order_acquire))
+		return;
 	struct ucred uc;
 	socklen_t l = sizeof uc;
 	if (sys_getsockopt(ep->ctl_fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0) {
@@ -154,6 +157,7 @@ static void peer_cred(struct ssw_ep *ep)
 		me = getuid();
 	if (!shm_cma_disabled && ep->peer_uid == me)
 		ep->caps |= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+	atomic_store_explicit(&ep->cred_done, 1, memory_order_release);
 }
 
 /* Endpoints live in fork-shared memory (common/shmem.c): after fork both
@@ -395,6 +399,10 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 	struct epoll_event evs[16];
 	if (own_epfd(l) < 0)
 		return -EAGAIN;
+	/* nothing half-arrived: the backlog is all there is (a HELLO follows
+	 * its connect at once), no need to ask the set */
+	if (!l->npending)
+		return accept_all(l, out, priv, priv_len);
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd;
@@ -431,8 +439,6 @@ static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
 		ep->tx.other = head;
 		ep->rx.pos = ep->rx.other = rhead;
 	}
-	if (rc == 0)
-		peer_cred(ep);
 	return rc;
 }
 
@@ -473,6 +479,81 @@ static void shm_listener_close(struct ssw_listener *l)
 
 /* ---- connecting side --------------------------------------------------- */
 
+/* A connection's segment, made before the rendezvous connect so that the
+ * HELLO follows the connect at once (the listener, woken by the connect,
+ * finds it on its first look instead of sleeping again).  One segment is
+ * kept when a connect finds no listener, for the next attempt: connects
+ * that fall back to kernel TCP pay for it once, not each time.  A forked
+ * child never uses its parent's spare. */
+struct seg {
+	int memfd;
+	void *p;
+	uint64_t ring;
+};
+
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seg spare = { .memfd = -1 };
+static pid_t spare_pid;
+
+/* The spare inherited from the parent (fork): our copies of its fd and
+ * mapping go, the parent keeps its own.  Called with spare_lock. */
+static void spare_drop_foreign(void)
+{
+	if (spare.memfd < 0 || spare_pid == ssw_pid())
+		return;
+	munmap(spare.p, shm_seg_size(spare.ring));
+	sys_close(spare.memfd);
+	spare.memfd = -1;
+}
+
+static int seg_make(struct seg *g)
+{
+	pthread_mutex_lock(&spare_lock);
+	spare_drop_foreign();
+	bool mine = spare.memfd >= 0;
+	if (mine) {
+		*g = spare;
+		spare.memfd = -1;
+	}
+	pthread_mutex_unlock(&spare_lock);
+	if (mine)
+		return 0;
+	g->ring = ring_size_setting();
+	uint64_t size = shm_seg_size(g->ring);
+	g->memfd = sys_memfd_create("sockswitch", MFD_CLOEXEC);
+	if (g->memfd < 0 || ftruncate(g->memfd, (off_t)size) < 0) {
+		int rc = -errno;
+		if (g->memfd >= 0)
+			sys_close(g->memfd);
+		return rc;
+	}
+	g->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g->memfd, 0);
+	if (g->p == MAP_FAILED) {
+		int rc = -errno;
+		sys_close(g->memfd);
+		return rc;
+	}
+	return 0;
+}
+
+/* A segment nobody else has seen: kept for the next connect, or freed.  A
+ * forked child's copy of the spare is the parent's: never used there. */
+static void seg_unused(struct seg *g)
+{
+	pthread_mutex_lock(&spare_lock);
+	spare_drop_foreign();
+	bool keep = spare.memfd < 0;
+	if (keep) {
+		spare = *g;
+		spare_pid = ssw_pid();
+	}
+	pthread_mutex_unlock(&spare_lock);
+	if (!keep) {
+		munmap(g->p, shm_seg_size(g->ring));
+		sys_close(g->memfd);
+	}
+}
+
 static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
 		       struct ssw_ep **out)
 {
@@ -485,11 +566,17 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	struct ssw_ep *ep = ep_new();
 	if (!ep)
 		return -ENOMEM;
-	int rc = -ENOENT;
+	struct seg g;
+	int rc = seg_make(&g);
+	if (rc < 0) {
+		shm_ep_free(ep);
+		return rc;
+	}
+	rc = -ENOENT;
 	ep->ctl_fd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (ep->ctl_fd < 0) {
 		rc = -errno;
-		goto fail;
+		goto unused;
 	}
 	for (int wild = 0; wild < 2; wild++) {
 		socklen_t ul = rv_name(&un, dst, wild);
@@ -503,40 +590,27 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		}
 	}
 	if (rc < 0)
-		goto fail;
+		goto unused;
 
-	uint64_t ring = ring_size_setting(), size = shm_seg_size(ring);
-	int memfd = sys_memfd_create("sockswitch", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0) {
-		rc = -errno;
-		if (memfd >= 0)
-			sys_close(memfd);
-		goto fail;
-	}
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (p == MAP_FAILED) {
-		rc = -errno;
-		sys_close(memfd);
-		goto fail;
-	}
-	struct shm_seg_hdr *h = p;
-	shm_seg_init(h, ring);
-	ep->seg = p;
-	ep->seg_size = size;
-	shm_ring_attach(ep, h, ring, 1);
-	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = ring, .priv_len = (uint32_t)priv_len };
+	struct shm_seg_hdr *h = g.p;
+	shm_seg_init(h, g.ring);
+	ep->seg = g.p;
+	ep->seg_size = shm_seg_size(g.ring);
+	shm_ring_attach(ep, h, g.ring, 1);
+	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = g.ring, .priv_len = (uint32_t)priv_len };
 	memcpy(hs.priv, priv, priv_len);
-	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, &memfd, 1);
-	sys_close(memfd);
+	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, &g.memfd, 1);
+	sys_close(g.memfd);
 	if (rc < 0)
 		goto fail;
 	/* One trip: the segment and our INIT are in the
 	 * listener's backlog now, as a SYN would be; nothing to wait for (the
-	 * acceptor's INIT comes first on its ring).  SO_PEERCRED names the
-	 * listening process. */
-	peer_cred(ep);
+	 * acceptor's INIT comes first on its ring).  SO_PEERCRED (it names the
+	 * listening process) is asked when needed. */
 	*out = ep;
 	return 0;
+unused:
+	seg_unused(&g);
 fail:
 	shm_ep_free(ep);
 	return rc;
@@ -557,10 +631,12 @@ static void shm_close(struct ssw_ep *ep, int how)
 		return;
 	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {
 		/* Said at once, beside the ring, so the peer's poll sees it behind
-		 * unread data; wake it whether it sleeps or not (rare, cheap). */
+		 * unread data; a peer that sleeps (or watches: epoll) is armed
+		 * and is rung, unless the FIN before this rang already (an arm
+		 * checks `closed` after it is set) */
 		atomic_store_explicit(&ep->tx.ctl->closed, how == SSW_CLOSE_ABORT ? SHM_CLOSED_RESET : SHM_CLOSED_ORDERLY,
 				      memory_order_seq_cst);
-		shm_ring_bell(ep);
+		shm_wake_peer(ep);
 	}
 	/* Detached (another process still holds it): the peer sees the
 	 * rendezvous connection hang up once every holder has closed it. */
@@ -579,7 +655,11 @@ static int shm_adopt(const void *token, size_t token_len, struct ssw_ep **out)
 	return -ENOSYS;
 }
 
-static uint32_t shm_ep_caps(struct ssw_ep *ep) { return ep->caps; }
+static uint32_t shm_ep_caps(struct ssw_ep *ep)
+{
+	shm_peer_cred(ep);
+	return ep->caps;
+}
 
 const struct ssw_conn_ops shm_conn_ops = {
 	.size = sizeof(struct ssw_conn_ops),

@@ -141,6 +141,8 @@ static uint32_t shm_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 static void shm_sigurg(struct ssw_ep *ep)
 {
 	int32_t owner = atomic_load_explicit(&ep->rx.ctl->owner, memory_order_acquire);
+	if (owner)
+		shm_peer_cred(ep);
 	if (!owner || !ep->peer_pid)
 		return;
 	if (owner > 0 && owner != ep->peer_pid)

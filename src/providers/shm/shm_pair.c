@@ -38,6 +38,7 @@ static struct ssw_ep *pair_ep(int memfd, uint64_t ring_size, int connector, int 
 	ep->caps = SSW_CAP_SHARED_CONTEXT;
 	if (!shm_cma_disabled)
 		ep->caps |= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+	atomic_store(&ep->cred_done, 1);
 	return ep;
 }
 

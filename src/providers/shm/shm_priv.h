@@ -81,9 +81,10 @@ struct ssw_ep {
 	int err;           /* sticky: 0, -EPIPE, -ECONNRESET */
 	int peer_gone;     /* ctl_fd reported the peer's end closed */
 	int gone_state;    /* after peer_gone: shm_gone_state's answer once known, else 0 */
-	pid_t peer_pid;
+	pid_t peer_pid;    /* peer_pid, peer_uid, caps: read shm_peer_cred() first */
 	uid_t peer_uid;
 	uint32_t caps;
+	_Atomic int cred_done;
 };
 
 struct ssw_listener {
@@ -113,6 +114,9 @@ int shm_gone_state(struct ssw_ep *ep);
 /* shm_conn.c */
 extern const struct ssw_conn_ops shm_conn_ops;
 void shm_ep_free(struct ssw_ep *ep);   /* this process's view: fds, mappings */
+/* Learn who the peer is (SO_PEERCRED) and what it allows, once: only large
+ * sends (one-sided access) and urgent data (SIGURG) need it. */
+void shm_peer_cred(struct ssw_ep *ep);
 struct ssw_ep *shm_ep_alloc(void);     /* zeroed, fork-shared */
 
 /* shm_rdma.c */

@@ -65,6 +65,7 @@ static int check_desc(struct ssw_ep *ep, const struct ssw_rdma_desc *desc, uint6
 		return -EINVAL;
 	/* Only the process at the other end of this connection; anything else
 	 * (e.g. a forked sharer) goes through the copy path. */
+	shm_peer_cred(ep);
 	if (shm_cma_disabled || d->pid != ep->peer_pid || !(ep->caps & SSW_CAP_RDMA_READ))
 		return -EPERM;
 	return 0;
