@@ -249,6 +249,16 @@ struct ssw_progress_ops {
 	 * switch calls wake_ack). */
 	void (*wake_leave)(struct ssw_ep *ep);
 
+	/* After arm() returned 0, for a caller that is the only one asleep on
+	 * this endpoint: sleep until the peer's wake-up (taken, as wake_ack
+	 * would), its hang-up, a signal, or ms milliseconds (ms > 0), in one
+	 * system call where the transport allows (a wake-up should cost no more
+	 * than kernel TCP's own blocking recv).  Returns 1 woken (or the peer's
+	 * state changed), 0 timed out, -EINTR; disarmed in every case.
+	 * -ENOSYS when it cannot serve this endpoint (then nothing was done:
+	 * sleep on wait_fds).  Optional (NULL: the same as -ENOSYS). */
+	int (*sleep)(struct ssw_ep *ep, int ms);
+
 	/* What the peer announced, readable without consuming messages (poll
 	 * must report a FIN or a reset queued behind unread data, as TCP does).
 	 * Returns SSW_PEER_* bits; *urg (may be NULL) gets the number of urgent

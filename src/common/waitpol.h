@@ -1,37 +1,41 @@
-/* waitpol.h — the host-aware wait policy: how a thread that waits for its
- * peer spends the time before it sleeps.
+/* waitpol.h — the wait policy: how a thread that waits for its peer spends
+ * the time before it sleeps, whatever the load of the host.
  *
  * Spinning pays only while a core is free for the spinner: a waiter that
- * spins while its peer waits for a CPU delays the very event it waits for.
- * So a wait asks ssw_wait_how() before each round of looking:
- *   SSW_WAIT_SPIN   runnable threads on the host <= cores: every runnable
- *                   thread has a core, busy-poll (pause) as before;
- *   SSW_WAIT_YIELD  more runnable threads than cores: hand the CPU to
- *                   whoever waits for it (often the peer), look again when
- *                   the scheduler comes back (sched_yield: one cheap system
- *                   call that returns at once when nobody else is runnable
- *                   on this core).
- * The count of runnable threads is the kernel's own (nr_running, as
- * /proc/loadavg's fourth field shows it: host-wide, every namespace and
- * user), read with one pread at most every SSW_WAIT_SAMPLE_NS per process
- * (~1 us each), so the policy costs nothing on the hot path and needs no
- * shared state another user could write.
+ * spins while its peer waits for a CPU delays the very event it waits for,
+ * and sleeping costs a wake-up (45-90 us on these machines).  The policy
+ * asks the one party that knows whether anyone wants this core right now,
+ * the scheduler, at every step:
+ *   - the first SSW_SPIN_PAUSE_NS of a wait busy-poll (pause): a hot peer
+ *     answers within a microsecond;
+ *   - then each step is a sched_yield: when another thread is runnable on
+ *     this core (often the peer, or a peer's neighbour) it runs at once —
+ *     the hand-off of cooperative user-space stacks, a context switch
+ *     instead of a wake-up; when nobody is, the call returns in well under
+ *     a microsecond and the step was a spin.
+ * The budget counts only the CPU the waiter held while nobody else wanted
+ * it (steps that came back at once), not the time others ran: on an idle
+ * host a wait burns at most the adaptive spin budget (SOCKSWITCH_SPIN_US at
+ * most) and sleeps; on a loaded host it keeps handing the core over, at
+ * little cost to anyone, for up to SSW_SPIN_WALL_NS before it sleeps.
+ * No shared state (nothing another user could write), no system call but
+ * the yields themselves.
  *
- * SOCKSWITCH_WAIT=auto|spin|yield|sleep forces a mode (auto is the
- * default); SOCKSWITCH_SPIN_US set explicitly implies spin (the old
- * behaviour: a fixed budget of pure busy-polling) unless SOCKSWITCH_WAIT
- * says otherwise. */
+ * SOCKSWITCH_WAIT=auto|spin|yield|sleep: auto is the above; spin busy-polls
+ * only (the old behaviour, budget in wall time; also what an explicit
+ * SOCKSWITCH_SPIN_US asks for unless SOCKSWITCH_WAIT says otherwise); yield
+ * yields from the first step; sleep never spins. */
 #ifndef SSW_WAITPOL_H
 #define SSW_WAITPOL_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
-enum ssw_wait_how { SSW_WAIT_SPIN = 0, SSW_WAIT_YIELD = 1, SSW_WAIT_SLEEP = 2 };
 enum ssw_wait_mode { SSW_WAITMODE_AUTO = 0, SSW_WAITMODE_SPIN, SSW_WAITMODE_YIELD, SSW_WAITMODE_SLEEP };
 
-#define SSW_WAIT_SAMPLE_NS 100000ull
+#define SSW_SPIN_PAUSE_NS 2000ull      /* pure busy-poll at the start of a wait */
+#define SSW_SPIN_WALL_NS 2000000ull    /* no wait stays runnable longer than this */
+#define SSW_SPIN_EMPTY_NS 3000ull      /* a yield back within this: nobody else ran */
 
 /* Set once at start-up from the configuration (SOCKSWITCH_WAIT). */
 void ssw_wait_set_mode(int mode);
@@ -40,25 +44,21 @@ int ssw_wait_mode(void);
 int ssw_wait_parse(const char *v);
 const char *ssw_wait_mode_name(int mode);
 
-/* How to spend the next round of a wait (now: ssw_now_ns()). */
-int ssw_wait_how(uint64_t now);
+/* One wait's look-before-sleeping phase. */
+struct ssw_spin {
+	uint64_t t0;      /* start of the wait */
+	uint64_t last;    /* end of the previous step */
+	uint64_t burn;    /* CPU held while nobody else wanted it */
+	uint64_t budget;  /* burn allowed (the caller's adaptive spin budget) */
+	bool spun;        /* at least one step taken */
+};
 
-/* How long to keep looking before sleeping, in mode how, for a caller
- * whose adaptive spin budget is spin_ns: a yield hands the core to others,
- * so looking on costs little while they run (the budget of a loaded host
- * is longer); sleep: 0. */
-uint64_t ssw_wait_budget(int how, uint64_t spin_ns);
-
-/* One step of waiting: a few pauses (spin) or a sched_yield (yield).
- * Returns the number of look-ups the caller should do before the next step
- * (a spin step is short: look once; callers loop). */
-void ssw_wait_step(int how);
-
-/* The last sample: runnable threads on the host and online cores (for
- * doctor/stat and tests); 0 when never sampled or unreadable. */
-void ssw_wait_load(uint32_t *running, uint32_t *cores);
-
-/* Test support: parse a /proc/loadavg line's running count (-1 if bad). */
-int ssw_wait_parse_loadavg(const char *buf, size_t len);
+/* Begin (now: ssw_now_ns()); budget 0 or mode sleep: no steps at all. */
+void ssw_spin_start(struct ssw_spin *sp, uint64_t now, uint64_t budget_ns);
+/* One step (a pause or a yield): true while the budget lasts; false when
+ * it is time to sleep.  The caller looks for its event between steps. */
+bool ssw_spin_step(struct ssw_spin *sp);
+/* No more steps (after a sleep, the wait goes on without spinning). */
+static inline void ssw_spin_stop(struct ssw_spin *sp) { sp->budget = 0; }
 
 #endif

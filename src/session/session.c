@@ -682,27 +682,24 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	struct ssw_ep *ep = s->ep;
 	const struct ssw_progress_ops *pg = s->p->progress;
 	uint64_t t0 = ssw_now_ns();
-	uint64_t spin = ssw_wait_budget(ssw_wait_how(t0), s->spin_ns);
 	if (deadline && t0 >= deadline)
 		return -ETIMEDOUT;
 	uint64_t gen = s->rx_gen;
+	struct ssw_spin sp;
+	ssw_spin_start(&sp, t0, s->spin_ns);
 
 	pthread_mutex_unlock(&s->lock);
-	for (uint64_t t = t0; t - t0 < spin; t = ssw_now_ns()) {
-		int how = ssw_wait_how(t);
-		/* a yield may hand the core over for a while: look after each */
-		int steps = how == SSW_WAIT_SPIN ? 32 : 1;
-		for (int i = 0; i < steps; i++) {
-			if (pg->rx_ready(ep)) {
-				sess_lock(s);
-				if (s->spin_ns < ssw_session_cfg.spin_max_ns)
-					s->spin_ns += s->spin_ns / 2;
-				if (s->spin_ns > ssw_session_cfg.spin_max_ns)
-					s->spin_ns = ssw_session_cfg.spin_max_ns;
-				return 0;
-			}
-			ssw_wait_step(how);
+	for (;;) {
+		if (pg->rx_ready(ep)) {
+			sess_lock(s);
+			if (s->spin_ns < ssw_session_cfg.spin_max_ns)
+				s->spin_ns += s->spin_ns / 2;
+			if (s->spin_ns > ssw_session_cfg.spin_max_ns)
+				s->spin_ns = ssw_session_cfg.spin_max_ns;
+			return 0;
 		}
+		if (!ssw_spin_step(&sp))
+			break;
 	}
 	sess_lock(s);
 	/* another thread took messages in while we spun unlocked (credits we
@@ -728,6 +725,9 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	if (company && cap > SLEEP_CAP_COMPANY_MS)
 		cap = SLEEP_CAP_COMPANY_MS;
 	pthread_mutex_unlock(&s->lock);
+	/* alone: sleep in the provider's own wait, which takes the wake-up in
+	 * the same system call (no poll, then drain) */
+	bool lone = !company && pg->sleep;
 	int r;
 	for (;;) {
 		int ms = -1;
@@ -739,6 +739,21 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 			ms = 1;
 		if (ms < 0 || ms > cap)
 			ms = cap;
+		if (lone && ms > 0) {
+			r = pg->sleep(ep, ms);
+			if (r == -ENOSYS) {
+				lone = false;
+				continue;
+			}
+			if (r == -EINTR && !eintr_visible())
+				r = 1; /* disarmed already: the caller looks and comes back */
+			if (r == -EINTR) {
+				r = -1;
+				errno = EINTR;
+			}
+			break;
+		}
+		lone = false;
 		r = sys_poll(pfd, (nfds_t)n, ms);
 		if (r < 0 && errno == EINTR && !eintr_visible())
 			continue;
@@ -747,7 +762,8 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	int err = errno;
 	atomic_fetch_sub(&s->sleepers, 1);
 	sess_lock(s);
-	woke(s);
+	if (!lone)
+		woke(s);
 	if (r > 0)
 		s->nap_ms = SLEEP_CAP_MIN_MS;
 	else if (r == 0)

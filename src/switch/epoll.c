@@ -1134,8 +1134,8 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 	*handled = true;
 	uint64_t t_start = ssw_now_ns();
 	uint64_t dl = timeout_ms > 0 ? t_start + (uint64_t)timeout_ms * 1000000ull : 0;
-	uint64_t spin_from = t_start; /* 0 once slept: no more spinning */
-	bool spun = false;
+	struct ssw_spin sp;
+	ssw_spin_start(&sp, t_start, ssw_ev_spin_ns());
 	struct sleep_buf b = { 0 };
 	int ret, relook = 0;
 	for (;;) {
@@ -1168,7 +1168,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		 * re-queued): before any sleep, and before a zero timeout says 0 */
 		bool look_again = (harvested || again) && relook++ < RELOOK_MAX;
 		if (n || (timeout_ms == 0 && !look_again)) {
-			if (n && spun)
+			if (n && sp.spun)
 				ssw_ev_spin_hit();
 			ret = n;
 			break;
@@ -1181,7 +1181,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 			ret = 0;
 			break;
 		}
-		if (ssw_ev_spin_step(now, spin_from, &spun))
+		if (ssw_spin_step(&sp))
 			continue;
 		again = false;
 		int s = sleep_once(epfd, &b, dl, mask, &again);
@@ -1190,7 +1190,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 			break;
 		}
 		if (!again)
-			spin_from = 0;
+			ssw_spin_stop(&sp);
 	}
 	free(b.pf);
 	free(b.armed);

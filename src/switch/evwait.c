@@ -33,16 +33,6 @@ void ssw_ev_spin_hit(void)
 		spin_ns = m;
 }
 
-bool ssw_ev_spin_step(uint64_t now, uint64_t t_start, bool *spun)
-{
-	int how = ssw_wait_how(now);
-	if (now - t_start >= ssw_wait_budget(how, ssw_ev_spin_ns()))
-		return false;
-	*spun = true;
-	ssw_wait_step(how);
-	return true;
-}
-
 void ssw_ev_slept(uint64_t slept_ns, bool woken)
 {
 	uint32_t m = spin_max();

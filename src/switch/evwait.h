@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/waitpol.h"
 #include "switch/sock.h"
 
 /* Adaptive spin (per thread).  A wait spins for ssw_ev_spin_ns() before it
@@ -17,11 +18,8 @@
 uint64_t ssw_ev_spin_ns(void);
 void ssw_ev_spin_hit(void);
 void ssw_ev_slept(uint64_t slept_ns, bool woken);
-/* One step of a wait's spin (a short pause, or a yield of the CPU when the
- * host has more runnable threads than cores: common/waitpol.h): true, *spun
- * set, while the wait that began spinning at spin_from is within its budget;
- * the caller then looks again.  spin_from 0: no spinning (after a sleep). */
-bool ssw_ev_spin_step(uint64_t now, uint64_t spin_from, bool *spun);
+/* Each step of that spin: common/waitpol.h (ssw_spin_start with
+ * ssw_ev_spin_ns(), ssw_spin_step). */
 
 /* Fill up to n pollfds (*nout) to sleep on for socket s.  Returns
  *   SSW_EV_ARMED    fds given; if *armed was set, call ssw_session_sleep_done

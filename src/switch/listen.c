@@ -217,10 +217,9 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 		if (ms != 0) {
 			/* a busy server's next connection is often a few µs away: look
 			 * for the adaptive spin budget before paying for a wake-up */
-			uint64_t t0 = ssw_now_ns();
-			bool spun = false;
-			while ((r = sys_poll(pf, (nfds_t)(1 + s->npl), 0)) == 0 &&
-			       ssw_ev_spin_step(ssw_now_ns(), t0, &spun))
+			struct ssw_spin sp;
+			ssw_spin_start(&sp, ssw_now_ns(), ssw_ev_spin_ns());
+			while ((r = sys_poll(pf, (nfds_t)(1 + s->npl), 0)) == 0 && ssw_spin_step(&sp))
 				;
 			if (r > 0)
 				ssw_ev_spin_hit();

@@ -84,8 +84,9 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		sl[i].s = ssw_sock_get(fds[i].fd);
 	uint64_t dl = deadline_of(timeout);
 	bool forever = !timeout, zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
-	uint64_t t_start = ssw_now_ns(), spin_from = t_start; /* 0 once slept */
-	bool spun = false;
+	uint64_t t_start = ssw_now_ns();
+	struct ssw_spin sp;
+	ssw_spin_start(&sp, t_start, ssw_ev_spin_ns());
 
 	for (;;) {
 		/* 1. switched readiness, and the kernel's view of the rest without waiting */
@@ -137,7 +138,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			fds[i].revents |= k[i].revents;
 		}
 		if (ready || zero) {
-			if (ready && spun)
+			if (ready && sp.spun)
 				ssw_ev_spin_hit();
 			ret = ready;
 			break;
@@ -148,7 +149,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			break;
 		}
 		/* 2. traffic may be hot: a short spin costs less than a wake-up */
-		if (ssw_ev_spin_step(now, spin_from, &spun))
+		if (ssw_spin_step(&sp))
 			continue;
 		/* 3. sleep on kernel fds + provider wait fds */
 		bool again = false;
@@ -215,7 +216,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		}
 		for (nfds_t i = 0; i < n; i++)
 			sl[i].staged = false;
-		spin_from = 0;
+		ssw_spin_stop(&sp);
 	}
 	for (nfds_t i = 0; i < n; i++)
 		ssw_sock_put(sl[i].s);

@@ -4,6 +4,7 @@
 #include "common/sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +55,27 @@ static void ctl_record(struct ssw_ep *ep, ssize_t n)
 		ep->peer_gone = 1;
 }
 
-/* Drain the doorbells (wake_ack). */
+#define DRAIN_MAX 16
+
+/* Drain the doorbells (wake_ack): every record waiting in one system call
+ * (a wake-up should cost the sleeper no more than kernel TCP's recv). */
 static void ctl_drain(struct ssw_ep *ep)
 {
-	struct shm_hs m;
-	for (int i = 0; i < 64 && !ep->peer_gone; i++) {
-		ssize_t n = SYS_(recvfrom, ep->ctl_fd, &m, sizeof m, MSG_DONTWAIT, NULL, NULL);
-		if (n < 0)
+	struct shm_hs m[2];
+	struct iovec iov[DRAIN_MAX];
+	struct mmsghdr mm[DRAIN_MAX];
+	for (int i = 0; i < DRAIN_MAX; i++) {
+		/* records share one buffer: only their lengths matter (a doorbell
+		 * is 1 byte; anything longer is a refusal, its text unread) */
+		iov[i] = (struct iovec){ .iov_base = &m[i & 1], .iov_len = sizeof m[0] };
+		mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+	}
+	for (int round = 0; round < 4 && !ep->peer_gone; round++) {
+		int n = (int)SYS_(recvmmsg, ep->ctl_fd, mm, DRAIN_MAX, MSG_DONTWAIT, NULL);
+		for (int i = 0; i < n && !ep->peer_gone; i++)
+			ctl_record(ep, (ssize_t)mm[i].msg_len);
+		if (n < DRAIN_MAX)
 			return;
-		ctl_record(ep, n);
 	}
 }
 
@@ -104,6 +117,42 @@ static void shm_wake_ack(struct ssw_ep *ep)
 	atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
 	atomic_thread_fence(memory_order_seq_cst); /* pairs with shm_wake_peer's fence */
 	shm_wake_leave(ep);
+}
+
+/* Sleep in a blocking recv on the rendezvous connection itself: the
+ * doorbell is taken by the system call that sleeps (poll + drain would be
+ * two).  The socket is shared across fork, and so are its flags and
+ * timeout: every other use of it passes MSG_DONTWAIT, and the timeout
+ * cached here lives in the fork-shared endpoint. */
+static int shm_sleep(struct ssw_ep *ep, int ms)
+{
+	if (ep->my_efd >= 0 || ep->ctl_fd < 0 || ep->peer_gone || ms <= 0)
+		return -ENOSYS;
+	if (!ep->ctl_blocking) {
+		int fl = (int)SYS_(fcntl, ep->ctl_fd, F_GETFL, 0);
+		if (fl < 0 || SYS_(fcntl, ep->ctl_fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+			return -ENOSYS;
+		ep->ctl_blocking = 1;
+	}
+	if (ep->ctl_timeo_ms != ms) {
+		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+		if (sys_setsockopt(ep->ctl_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
+			return -ENOSYS;
+		ep->ctl_timeo_ms = ms;
+	}
+	struct shm_hs m;
+	ssize_t n = SYS_(recvfrom, ep->ctl_fd, &m, sizeof m, 0, NULL, NULL);
+	int err = errno;
+	if (n >= 0) {
+		ctl_record(ep, n);
+		/* as in wake_ack: the producer may ring again only now */
+		atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
+		atomic_thread_fence(memory_order_seq_cst);
+	}
+	shm_wake_leave(ep);
+	if (n >= 0)
+		return 1;
+	return err == EINTR ? -EINTR : 0;
 }
 
 static int shm_rx_ready(struct ssw_ep *ep)
@@ -181,6 +230,7 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.wait_fds = shm_wait_fds,
 	.wake_ack = shm_wake_ack,
 	.wake_leave = shm_wake_leave,
+	.sleep = shm_sleep,
 	.peer_state = shm_peer_state,
 	.note = shm_note,
 };

@@ -81,6 +81,8 @@ struct ssw_ep {
 	int err;           /* sticky: 0, -EPIPE, -ECONNRESET */
 	int peer_gone;     /* ctl_fd reported the peer's end closed */
 	int gone_state;    /* after peer_gone: shm_gone_state's answer once known, else 0 */
+	int ctl_blocking;  /* ctl_fd made blocking for shm_sleep (every other use says MSG_DONTWAIT) */
+	int ctl_timeo_ms;  /* SO_RCVTIMEO set on ctl_fd, 0: none yet */
 	pid_t peer_pid;    /* peer_pid, peer_uid, caps: read shm_peer_cred() first */
 	uid_t peer_uid;
 	uint32_t caps;
