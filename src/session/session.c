@@ -346,6 +346,7 @@ static int head(struct ssw_session *s)
 		return -ECONNRESET;
 	}
 	s->tx_inflight -= s->hm.h.credits;
+	s->st.tx_credited += s->hm.h.credits;
 	s->rx_seq++;
 	s->hv = true;
 	s->cur_off = 0;

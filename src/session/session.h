@@ -93,6 +93,9 @@ struct ssw_session_stats {
 	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
 	uint64_t rndv_read, rndv_write, rndv_fallback;
 	uint64_t tx_inflight, tx_limit, rx_window;
+	uint64_t tx_credited;   /* credit bytes the peer ever returned: a monotonic count, so that
+				 * edge-triggered epoll sees space freed since its last look even
+				 * when sends in between refilled the window */
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);

@@ -34,7 +34,7 @@ struct epx_entry {
 	bool staged;          /* ring staged during the current wait */
 	uint32_t last;        /* edge-triggered: bits reported last time */
 	uint64_t rx_seen;     /* edge-triggered: bytes arrived at last report */
-	uint64_t tx_seen;     /* edge-triggered: bytes in flight at last look */
+	uint64_t tx_seen;     /* edge-triggered: credits returned at last look */
 	struct epx_entry *next;
 };
 
@@ -339,9 +339,9 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev)
 	ssw_session_get_stats(e->s->sess, &st);
 	if ((ev & EPOLLIN) && st.bytes_received != e->rx_seen)
 		fresh |= EPOLLIN;
-	if ((ev & EPOLLOUT) && st.tx_inflight < e->tx_seen)
+	if ((ev & EPOLLOUT) && st.tx_credited != e->tx_seen)
 		fresh |= EPOLLOUT; /* credits came back */
-	e->tx_seen = st.tx_inflight;
+	e->tx_seen = st.tx_credited;
 	if (fresh)
 		e->rx_seen = st.bytes_received;
 	return fresh != 0;
@@ -425,7 +425,7 @@ static bool side_ready(struct epx *x)
 			struct ssw_session_stats st = { 0 };
 			ssw_session_get_stats(e->s->sess, &st);
 			if (((ev & EPOLLIN) && st.bytes_received != e->rx_seen) ||
-			    ((ev & EPOLLOUT) && st.tx_inflight < e->tx_seen))
+			    ((ev & EPOLLOUT) && st.tx_credited != e->tx_seen))
 				return true;
 		}
 	}
