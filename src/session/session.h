@@ -58,6 +58,20 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iovcnt, int flags,
 			 bool nonblock, int timeout_ms);
 
+/* Send up to `count` bytes that `fill` writes (at most `len` at a time)
+ * straight into the transport, as a file read into the socket (sendfile,
+ * splice).  fill returns bytes, 0 at the end (the send stops there), or
+ * -errno (returned when nothing was sent).  As ssw_session_send otherwise. */
+ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fill)(void *ctx, void *buf, size_t len),
+			      void *ctx, int flags, bool nonblock, int timeout_ms);
+/* TCP_CORK: while set, sent data is held (not visible to the peer, which
+ * is not woken) until uncorked, a full segment's worth is held, or
+ * SSW_HOLD_MS pass; MSG_MORE does the same for one send.  Uncorking and
+ * ssw_session_flush (TCP_NODELAY) send what is held. */
+void ssw_session_set_cork(struct ssw_session *s, bool on);
+bool ssw_session_cork(struct ssw_session *s);
+void ssw_session_flush(struct ssw_session *s);
+
 int ssw_session_shutdown(struct ssw_session *s, int how);
 /* Close.  abort: SO_LINGER with zero timeout (reset).  Frees the session. */
 void ssw_session_close(struct ssw_session *s, bool abort);

@@ -56,52 +56,45 @@ ssize_t ssw_recv(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	return ssw_session_recv(s->sess, iov, iovcnt, flags, atomic_load(&s->nonblock), s->rcvtimeo_ms);
 }
 
+/* sendfile's source: the file read straight into the transport. */
+struct file_src {
+	int fd;
+	off_t pos;
+};
+
+static ssize_t file_fill(void *ctx, void *buf, size_t len)
+{
+	struct file_src *f = ctx;
+	ssize_t n = pread(f->fd, buf, len, f->pos);
+	if (n < 0)
+		return errno == ESPIPE ? -EINVAL : -errno; /* a pipe or socket: the kernel says EINVAL */
+	f->pos += n;
+	return n;
+}
+
+#define RW_MAX 0x7ffff000 /* MAX_RW_COUNT: the most one call moves */
+
 ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 {
 	int rc = ready_for_io(s, 1);
 	if (rc)
 		return rc;
+	if (offset && *offset < 0)
+		return -EINVAL;
 	off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
 	if (pos < 0)
-		return -errno;
-	size_t bufsz = count < (1u << 20) ? count : (1u << 20);
-	if (bufsz == 0)
-		return 0;
-	char *buf = malloc(bufsz);
-	if (!buf)
-		return -ENOMEM;
-	size_t done = 0;
-	ssize_t err = 0;
-	while (done < count) {
-		size_t want = count - done < bufsz ? count - done : bufsz;
-		ssize_t n = pread(in_fd, buf, want, pos + (off_t)done);
-		if (n <= 0) {
-			if (n < 0)
-				err = -errno;
-			break;
-		}
-		struct iovec v = { buf, (size_t)n };
-		/* A file read is never partial on purpose: send all of it, as the
-		 * kernel's sendfile would for a blocking socket. */
-		ssize_t w = ssw_send(s, &v, 1, MSG_NOSIGNAL);
-		if (w < 0) {
-			err = w;
-			break;
-		}
-		done += (size_t)w;
-		if ((size_t)w < (size_t)n)
-			break;
-	}
-	free(buf);
+		return errno == ESPIPE ? -EINVAL : -errno;
+	struct file_src f = { in_fd, pos };
+	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
+					  atomic_load(&s->nonblock), s->sndtimeo_ms);
+	off_t done = r > 0 ? (off_t)r : 0;
 	if (offset)
-		*offset = pos + (off_t)done;
+		*offset = pos + done;
 	else if (done)
-		lseek(in_fd, pos + (off_t)done, SEEK_SET);
-	if (done)
-		return (ssize_t)done;
-	if (err == -EPIPE)
+		lseek(in_fd, pos + done, SEEK_SET);
+	if (r == -EPIPE)
 		ssw_raise_sigpipe();
-	return err;
+	return r;
 }
 
 int ssw_shutdown(struct ssw_sock *s, int how)
@@ -177,11 +170,30 @@ static int timeval_ms(const void *val, socklen_t len)
 	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
+/* TCP_CORK of a connection: the session holds data (no system call, and
+ * getsockopt answers from the session). */
+static int set_cork(struct ssw_sock *s, const void *val, socklen_t len)
+{
+	int on;
+	if (len < sizeof on)
+		return -EINVAL;
+	if (!val)
+		return -EFAULT;
+	memcpy(&on, val, sizeof on);
+	ssw_session_set_cork(s->sess, on != 0);
+	return 0;
+}
+
 int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *val, socklen_t len)
 {
+	bool conn = s->state == SSW_ST_CONNECTED && s->sess;
+	if (level == IPPROTO_TCP && opt == TCP_CORK && conn)
+		return set_cork(s, val, len);
 	/* The kernel socket keeps every option (getsockopt reads them back). */
 	if (sys_setsockopt(fd, level, opt, val, len) < 0)
 		return -errno;
+	if (level == IPPROTO_TCP && opt == TCP_NODELAY && conn && val && len >= sizeof(int) && *(const int *)val)
+		ssw_session_flush(s->sess); /* as the kernel: pending output goes now, corked or not */
 	if (level != SOL_SOCKET)
 		return 0;
 	int iv = 0;
@@ -239,6 +251,13 @@ static int tcp_getsockopt(struct ssw_sock *s, int fd, int opt, void *val, sockle
 			return -errno;
 		if (*len >= 1)
 			((struct tcp_info *)val)->tcpi_state = (uint8_t)ssw_session_tcp_state(s->sess);
+		return 0;
+	}
+	if (opt == TCP_CORK) {
+		int on = ssw_session_cork(s->sess);
+		socklen_t n = *len < sizeof on ? *len : sizeof on;
+		memcpy(val, &on, n);
+		*len = n;
 		return 0;
 	}
 	if (opt == TCP_MAXSEG && *len >= sizeof(int)) {
