@@ -940,7 +940,7 @@ static void flush_held(struct ssw_session *s)
  * (0: the producer had nothing, end of file), or -errno; a producer's error
  * comes back as SSW_FILL_ERR - errno so that it is not taken for the
  * transport's. */
-#define SSW_FILL_ERR (-100000)
+#define SSW_FILL_ERR (-(1 << 20))
 static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at, size_t chunk, bool hold,
 		     size_t *got)
 {

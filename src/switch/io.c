@@ -14,6 +14,7 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -94,6 +95,104 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 		lseek(in_fd, pos + done, SEEK_SET);
 	if (r == -EPIPE)
 		ssw_raise_sigpipe();
+	return r;
+}
+
+/* splice's pipe as a source: what it holds now, read straight into the
+ * transport; after the first read it never waits for more. */
+struct pipe_src {
+	int fd;
+	bool first;
+};
+
+static ssize_t pipe_fill(void *ctx, void *buf, size_t len)
+{
+	struct pipe_src *p = ctx;
+	if (!p->first) {
+		struct pollfd q = { .fd = p->fd, .events = POLLIN };
+		if (sys_poll(&q, 1, 0) <= 0 || !(q.revents & POLLIN))
+			return 0;
+	}
+	p->first = false;
+	ssize_t n = sys_read(p->fd, buf, len);
+	return n < 0 ? (errno == EAGAIN ? 0 : -errno) : n;
+}
+
+/* Wait until the pipe has `events` (POLLIN: data or no writer left;
+ * POLLOUT: room), as splice does before it moves anything.  0, 1 (no
+ * writer left, nothing to read), -EAGAIN (SPLICE_F_NONBLOCK), -EPIPE (no
+ * reader left) or -EINTR. */
+static int pipe_wait(int fd, short events, unsigned flags)
+{
+	struct pollfd q = { .fd = fd, .events = events };
+	int r = sys_poll(&q, 1, (flags & SPLICE_F_NONBLOCK) ? 0 : -1);
+	if (r < 0)
+		return -errno;
+	if (events == POLLOUT && (q.revents & POLLERR))
+		return -EPIPE;
+	if (r == 0)
+		return -EAGAIN;
+	return q.revents & events ? 0 : 1; /* 1: POLLIN, no data and no writer left: end of the pipe */
+}
+
+ssize_t ssw_splice_from_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned flags)
+{
+	int rc = ready_for_io(s, 1);
+	if (rc)
+		return rc;
+	rc = pipe_wait(pipe_fd, POLLIN, flags);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	struct pipe_src p = { pipe_fd, true };
+	/* SPLICE_F_NONBLOCK is about the pipe: the socket's own mode decides */
+	bool nb = atomic_load(&s->nonblock);
+	ssize_t r = ssw_session_send_fill(s->sess, len < RW_MAX ? len : RW_MAX, pipe_fill, &p,
+					  (flags & SPLICE_F_MORE) ? MSG_MORE : 0, nb, s->sndtimeo_ms);
+	if (r == -EPIPE)
+		ssw_raise_sigpipe();
+	return r;
+}
+
+#define SPLICE_CHUNK (64u << 10)
+
+ssize_t ssw_splice_to_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned flags)
+{
+	int rc = ready_for_io(s, 1);
+	if (rc)
+		return rc;
+	rc = pipe_wait(pipe_fd, POLLOUT, flags);
+	if (rc == -EPIPE)
+		ssw_raise_sigpipe();
+	if (rc)
+		return rc;
+	/* Take from the socket only what the pipe surely holds without
+	 * blocking: all of its room when it is empty, else one page (a pipe
+	 * with room has a free page slot). */
+	int inpipe = 0, cap = (int)SYS_(fcntl, pipe_fd, F_GETPIPE_SZ);
+	if (SYS_(ioctl, pipe_fd, FIONREAD, &inpipe) < 0 || cap <= 0)
+		return -EINVAL;
+	size_t n = inpipe == 0 ? (size_t)cap : 4096;
+	if (n > len)
+		n = len;
+	if (n > SPLICE_CHUNK)
+		n = SPLICE_CHUNK;
+	void *buf = malloc(n);
+	if (!buf)
+		return -ENOMEM;
+	struct iovec v = { buf, n };
+	bool nb = atomic_load(&s->nonblock);
+	ssize_t r = ssw_session_recv(s->sess, &v, 1, 0, nb, s->rcvtimeo_ms);
+	for (size_t off = 0; r > 0 && off < (size_t)r;) {
+		ssize_t w = sys_write(pipe_fd, (char *)buf + off, (size_t)r - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) { /* the reader left meanwhile: those bytes are lost, as in a kernel splice */
+			r = off ? (ssize_t)off : -EPIPE;
+			break;
+		}
+		off += (size_t)w;
+	}
+	free(buf);
 	return r;
 }
 
