@@ -953,16 +953,21 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 		chunk = iov_total(v, k);
 	}
 	if (!mo->send_reserve || (!hold && src->iov)) {
-		static __thread uint8_t bounce[CHUNK_MAX];
+		uint8_t *bounce = NULL;
 		if (!src->iov) { /* a provider without reserve: one bounce copy */
-			ssize_t n = src->fill(src->ctx, bounce, chunk < sizeof bounce ? chunk : sizeof bounce);
-			if (n <= 0)
+			if (!(bounce = malloc(chunk)))
+				return -ENOBUFS;
+			ssize_t n = src->fill(src->ctx, bounce, chunk);
+			if (n <= 0) {
+				free(bounce);
 				return n < 0 ? SSW_FILL_ERR + (int)n : 0;
+			}
 			v[0] = (struct iovec){ bounce, (size_t)n };
 			k = 1;
 			chunk = (size_t)n;
 		}
 		int rc = send_msg(s, SSW_MSG_DATA, NULL, 0, v, k, chunk);
+		free(bounce);
 		if (rc == 0)
 			*got = chunk;
 		return rc;

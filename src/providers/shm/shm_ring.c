@@ -200,7 +200,8 @@ static int empty_state(struct ssw_ep *ep)
 /* Records the peer holds past `from` that we may take now: its hold time
  * is over, or it is gone (a kernel close sends corked data too).  Returns
  * their end (`from` when none; *wait_ns: how long until they are ours), or
- * 0 when the index is corrupt. */
+ * HELD_CORRUPT. */
+#define HELD_CORRUPT UINT64_MAX
 static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns)
 {
 	struct shm_ring *r = &ep->rx;
@@ -208,7 +209,7 @@ static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns)
 	if (h <= from)
 		return from; /* none, or published meanwhile */
 	if (h - r->pos > r->size || (h & 7))
-		return 0;
+		return HELD_CORRUPT;
 	uint64_t t0 = atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed);
 	uint64_t now = ssw_now_ns(), hold = (uint64_t)SSW_HOLD_MS * 1000000u;
 	if (ep->peer_gone || atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN ||
@@ -232,7 +233,7 @@ int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 				return corrupt(ep);
 			if (tail == r->pos) {
 				tail = held_end(ep, tail, NULL);
-				if (tail < r->pos)
+				if (tail == HELD_CORRUPT)
 					return corrupt(ep);
 				if (tail > r->taken)
 					r->taken = tail;
