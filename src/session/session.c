@@ -955,6 +955,9 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 	if (!mo->send_reserve || (!hold && src->iov)) {
 		uint8_t *bounce = NULL;
 		if (!src->iov) { /* a provider without reserve: one bounce copy */
+			/* what the producer gives is gone from it (a pipe): have room first */
+			if (mo->send_room && mo->send_room(s->ep) < ssw_wire_footprint(chunk))
+				return -EAGAIN;
 			if (!(bounce = malloc(chunk)))
 				return -ENOBUFS;
 			ssize_t n = src->fill(src->ctx, bounce, chunk);
