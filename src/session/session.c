@@ -28,6 +28,9 @@
 #define SPIN_MIN_NS 2000u
 #define STAGE_RNDV_MAX (64u << 20)   /* largest rendezvous we stage to break a send/send deadlock */
 #define CHUNK_MAX (32u << 10)        /* inline DATA message payload cap */
+#ifndef FILL_MAX
+#define FILL_MAX (64u << 10)         /* ... when a producer writes it in place: fewer, larger file reads */
+#endif
 #define WINDOW_DEFAULT (4u << 20)    /* unread bytes a receiver takes, as loopback TCP */
 #define HOLD_FLUSH (64u << 10)       /* corked bytes that make a full segment: sent at once */
 
@@ -1014,12 +1017,17 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 	size_t sent = at;
 	int fill_err = 0;
 	bool ended = false;
+	size_t cap = s->max_payload;
+	if (src->fill && s->p->msg->send_reserve) {
+		size_t mm = s->p->msg->max_msg(s->ep) - sizeof(struct ssw_wire_hdr);
+		cap = mm < FILL_MAX ? mm : FILL_MAX;
+	}
 	while (sent < total) {
 		uint64_t lim = tx_limit(s);
 		uint64_t room = lim > s->tx_inflight ? lim - s->tx_inflight : 0;
 		size_t chunk = total - sent;
-		if (chunk > s->max_payload)
-			chunk = s->max_payload;
+		if (chunk > cap)
+			chunk = cap;
 		while (chunk > 1 && ssw_wire_footprint(chunk) > room)
 			chunk = room > 32 ? room - 32 : 1;
 		if (ssw_wire_footprint(chunk) <= room) {

@@ -3,7 +3,9 @@
  * client process; prints responses per second.  Manual measurement tool:
  *   websf FILE_BYTES [SECONDS] [CONNS] [MODE]
  * MODE: cork (header write + sendfile under TCP_CORK, the default), write
- * (header + file bytes by write, no cork), nocork (write + sendfile). */
+ * (header + file bytes by write from a mapping, no cork), nocork (write +
+ * sendfile), readwrite (nginx with sendfile off: pread into a buffer, then
+ * write, under TCP_CORK). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -28,7 +30,7 @@
 #define HDR_LEN 200
 #define MAXC 256
 
-enum { M_CORK, M_WRITE, M_NOCORK };
+enum { M_CORK, M_WRITE, M_NOCORK, M_READWRITE };
 
 struct conn {
 	int fd;
@@ -51,7 +53,7 @@ static double now(void)
 
 static void cork(int fd, int on)
 {
-	if (mode == M_CORK)
+	if (mode == M_CORK || mode == M_READWRITE)
 		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
 }
 
@@ -69,6 +71,14 @@ static int serve(struct conn *c)
 		ssize_t n;
 		if (mode == M_WRITE) {
 			n = write(c->fd, filemap + c->off, fsize - (size_t)c->off);
+			if (n > 0)
+				c->off += n;
+		} else if (mode == M_READWRITE) {
+			static char rbuf[1 << 15]; /* nginx's output buffers are 32 KiB */
+			size_t want = fsize - (size_t)c->off < sizeof rbuf ? fsize - (size_t)c->off : sizeof rbuf;
+			n = pread(filefd, rbuf, want, c->off);
+			if (n > 0)
+				n = write(c->fd, rbuf, (size_t)n); /* a short write re-reads: fine for a measurement */
 			if (n > 0)
 				c->off += n;
 		} else {
@@ -215,7 +225,8 @@ int main(int argc, char **argv)
 	int nconn = argc > 3 ? atoi(argv[3]) : 32;
 	if (nconn > MAXC)
 		nconn = MAXC;
-	mode = argc > 4 ? (!strcmp(argv[4], "write") ? M_WRITE : !strcmp(argv[4], "nocork") ? M_NOCORK : M_CORK) : M_CORK;
+	const char *m = argc > 4 ? argv[4] : "cork";
+	mode = !strcmp(m, "write") ? M_WRITE : !strcmp(m, "nocork") ? M_NOCORK : !strcmp(m, "readwrite") ? M_READWRITE : M_CORK;
 	char path[] = "/tmp/websf.XXXXXX";
 	filefd = mkstemp(path);
 	unlink(path);
