@@ -1022,6 +1022,7 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 		size_t mm = s->p->msg->max_msg(s->ep) - sizeof(struct ssw_wire_hdr);
 		cap = mm < FILL_MAX ? mm : FILL_MAX;
 	}
+	size_t cap0 = cap;
 	while (sent < total) {
 		uint64_t lim = tx_limit(s);
 		uint64_t room = lim > s->tx_inflight ? lim - s->tx_inflight : 0;
@@ -1034,6 +1035,7 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 			size_t got;
 			int rc = send_data(s, src, sent, chunk, hold, &got);
 			if (rc == 0 && got) {
+				cap = src->fill && s->p->msg->send_reserve ? cap0 : s->max_payload;
 				s->tx_inflight += ssw_wire_footprint(got);
 				s->st.bytes_sent += got;
 				sent += got;
@@ -1043,6 +1045,13 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 				fill_err = rc ? rc - SSW_FILL_ERR : 0;
 				ended = true;
 				break;
+			}
+			if (rc == -EAGAIN && chunk > 4096) {
+				/* the transport has less room than the credits (POLLOUT
+				 * says writable from about 32 KiB, maybe split by the
+				 * ring's end): a smaller message makes progress */
+				cap = chunk / 2;
+				continue;
 			}
 			if (rc != -EAGAIN) {
 				if (rc == -EPIPE) { /* the peer died after reading everything: as a close */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 /* Make sure a connecting socket is connected, or hand it to the kernel.
  * Returns 0 (go on with the session), SSW_PASS, or -errno. */
@@ -88,6 +89,9 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 	struct file_src f = { in_fd, pos };
 	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
 					  atomic_load(&s->nonblock), s->sndtimeo_ms);
+	struct stat st;
+	if (r == -EAGAIN && fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size)
+		r = 0; /* the kernel reads the file first: its end wins over a full socket */
 	off_t done = r > 0 ? (off_t)r : 0;
 	if (offset)
 		*offset = pos + done;
