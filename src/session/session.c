@@ -833,6 +833,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 		s->window = 4096;
 	s->sndbuf = o ? o->sndbuf : 0;
 	s->oobinline = o && o->oobinline;
+	s->cork = o && o->cork;
 	s->spin_ns = ssw_session_cfg.spin_max_ns;
 	s->peer_window = peer->window < cap ? peer->window : cap;
 	s->peer_caps = peer->caps;

@@ -34,6 +34,7 @@ struct ssw_session_opts {
 	uint32_t rcvbuf;           /* our receive window (credits we grant) */
 	uint32_t sndbuf;           /* cap on bytes in flight */
 	bool oobinline;
+	bool cork;                 /* TCP_CORK set before the connection (or on its listener) */
 };
 
 struct ssw_wire_init;

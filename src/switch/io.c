@@ -297,6 +297,15 @@ int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *v
 		return -errno;
 	if (level == IPPROTO_TCP && opt == TCP_NODELAY && conn && val && len >= sizeof(int) && *(const int *)val)
 		ssw_session_flush(s->sess); /* as the kernel: pending output goes now, corked or not */
+	if (level == IPPROTO_TCP && opt == TCP_CORK && !conn) {
+		/* kept for the connection to come: a connect, or (listener) the
+		 * accepted ones, which inherit it as in the kernel */
+		pthread_mutex_lock(&s->lock);
+		s->opts.cork = *(const int *)val != 0;
+		if (s->state == SSW_ST_LISTENING)
+			s->lopts.cork = s->opts.cork;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (level != SOL_SOCKET)
 		return 0;
 	int iv = 0;

@@ -3149,6 +3149,49 @@ static void cork_close_cli(const struct addr *a)
 
 static void sc_cork_close(void) { pair(AF_INET, cork_close_srv, cork_close_cli); }
 
+/* ---- cork_inherit: set before connect, or on the listener ---------------- */
+
+static void cork_inherit_srv(int lfd)
+{
+	int one = 1, zero = 0;
+	RC("setsockopt(listener, TCP_CORK, 1)", setsockopt(lfd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	tell();
+	int fd = acc(lfd);
+	say_cork(fd); /* accepted sockets inherit it */
+	SEND(fd, "abc", 0);
+	tell();
+	await(); /* the client saw nothing */
+	RC("setsockopt(TCP_CORK, 0)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero));
+	await(); /* the client sent, corked */
+	POLL1(fd, POLLIN, 50);
+	tell();
+	recv_exact(fd, 3);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void cork_inherit_cli(const struct addr *a)
+{
+	int one = 1, zero = 0;
+	await();
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	RC("setsockopt(TCP_CORK, 1) before connect", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		die("connect: %s", ename(errno));
+	say_cork(fd);
+	await();
+	POLL1(fd, POLLIN, 50);
+	tell();
+	recv_exact(fd, 3);
+	SEND(fd, "xyz", 0);
+	tell();
+	await();
+	RC("setsockopt(TCP_CORK, 0)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero));
+	close(fd);
+}
+
+static void sc_cork_inherit(void) { pair(AF_INET, cork_inherit_srv, cork_inherit_cli); }
+
 /* ---- sendfile_nb: nonblocking sendfile into a full window ---------------- */
 
 static void sendfile_nb_srv(int lfd)
@@ -3603,6 +3646,7 @@ static const struct scenario scenarios[] = {
 	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },
 	{ "sendfile", sc_sendfile, "sendfile with and without an offset, near and at EOF" },
 	{ "cork", sc_cork, "TCP_CORK holds a header + sendfile until uncork; MSG_MORE; full segments; NODELAY; 200 ms ceiling" },
+	{ "cork_inherit", sc_cork_inherit, "TCP_CORK set before connect, and on a listener (accepted sockets inherit it)" },
 	{ "cork_close", sc_cork_close, "close while corked: the held bytes arrive, then EOF" },
 	{ "sendfile_nb", sc_sendfile_nb, "nonblocking sendfile into a full window: partial count, EAGAIN, offsets" },
 	{ "splice", sc_splice, "splice pipe -> socket and socket -> pipe: counts, EAGAIN, EOF, bad offsets" },
