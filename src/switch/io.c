@@ -103,22 +103,26 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 }
 
 /* splice's pipe as a source: what it holds now, read straight into the
- * transport; after the first read it never waits for more. */
+ * transport (under the session's lock: never waits for more). */
 struct pipe_src {
 	int fd;
-	bool first;
+	bool nowait_ok; /* the kernel takes RWF_NOWAIT for pipes */
 };
 
 static ssize_t pipe_fill(void *ctx, void *buf, size_t len)
 {
 	struct pipe_src *p = ctx;
-	if (!p->first) {
+	struct iovec v = { buf, len };
+	ssize_t n = p->nowait_ok ? preadv2(p->fd, &v, 1, -1, RWF_NOWAIT) : -1;
+	if (n < 0 && p->nowait_ok && (errno == EOPNOTSUPP || errno == EINVAL))
+		p->nowait_ok = false;
+	if (n < 0 && !p->nowait_ok) {
+		/* an older kernel: look first (a reader elsewhere may race us) */
 		struct pollfd q = { .fd = p->fd, .events = POLLIN };
 		if (sys_poll(&q, 1, 0) <= 0 || !(q.revents & POLLIN))
 			return 0;
+		n = sys_read(p->fd, buf, len);
 	}
-	p->first = false;
-	ssize_t n = sys_read(p->fd, buf, len);
 	return n < 0 ? (errno == EAGAIN ? 0 : -errno) : n;
 }
 
