@@ -180,7 +180,29 @@ struct ssw_msg_ops {
 	 * received data is left unread.  Optional (NULL: send, and any unread
 	 * message means a reset). */
 	int (*send_ctl)(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
+	/* Zero-copy send and held messages (TCP_CORK, MSG_MORE, sendfile
+	 * straight from the page cache).  Optional: all three or none.
+	 *
+	 *  - send_reserve: room for one message of up to `len` bytes (total <=
+	 *    max_msg), written in place at *buf.  Same errors as send.  The
+	 *    reservation lasts until send_commit or the next reserve/send on
+	 *    this endpoint (then it is abandoned: nothing is sent).
+	 *  - send_commit: send the reserved message, its first `len` bytes
+	 *    (<= the reserved length).  hold == 0: as send (it and every held
+	 *    message become visible, the peer is woken if it sleeps).  hold != 0:
+	 *    the message is queued but held: the peer neither sees it nor is
+	 *    woken, until a send, a commit without hold or a flush, or the
+	 *    endpoint's orderly close; at the latest SSW_HOLD_MS after the first
+	 *    held message (the peer then takes them by itself: its arm() bounds
+	 *    the sleep).  0, or -EINVAL without a reservation.
+	 *  - flush: make held messages visible; wakes the peer at most once. */
+	int (*send_reserve)(struct ssw_ep *ep, size_t len, void **buf);
+	int (*send_commit)(struct ssw_ep *ep, size_t len, int hold);
+	void (*flush)(struct ssw_ep *ep);
 };
+
+/* Longest a held message stays invisible (the kernel's TCP_CORK ceiling). */
+#define SSW_HOLD_MS 200
 
 /* Memory registration and one-sided transfers (seeds 002, 004). */
 struct ssw_rdma_ops {
@@ -232,7 +254,9 @@ struct ssw_progress_ops {
 	/* Declare that the caller is about to sleep until a message arrives.
 	 * Returns 0 when armed (safe to sleep on the wait fds: any later send by
 	 * the peer wakes them), -EAGAIN when something already arrived (do not
-	 * sleep).  The provider clears the arm when the caller wakes. */
+	 * sleep).  The provider clears the arm when the caller wakes.  > 0:
+	 * armed, but the peer holds messages (send_commit) that become ours
+	 * without a wake-up in at most this many ms: sleep no longer. */
 	int (*arm)(struct ssw_ep *ep);
 
 	/* Fill up to n pollfds to sleep on (events set by the provider).

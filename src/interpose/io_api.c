@@ -7,7 +7,9 @@
 
 #include <errno.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -214,6 +216,43 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 			SSW_RET(r);
 	}
 	return REAL(sendfile)(out, in, off, count);
+}
+
+static bool is_pipe(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+/* splice with a switched socket on one side: the other must be a pipe, and
+ * neither takes an offset (the kernel: EINVAL, ESPIPE). */
+static ssize_t splice_switched(struct ssw_sock *in, int fd_in, loff_t *off_in, struct ssw_sock *out, int fd_out,
+			       loff_t *off_out, size_t len, unsigned flags)
+{
+	bool pin = !in && is_pipe(fd_in), pout = !out && is_pipe(fd_out);
+	if (!pin && !pout)
+		return -EINVAL;
+	if ((pin && off_in) || (pout && off_out))
+		return -ESPIPE;
+	if (off_in || off_out)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	return out ? ssw_splice_from_pipe(out, fd_in, len, flags) : ssw_splice_to_pipe(in, fd_out, len, flags);
+}
+
+EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
+{
+	struct ssw_sock *in = ssw_sock_get(fd_in);
+	struct ssw_sock *out = ssw_sock_get(fd_out);
+	if (in || out) {
+		ssize_t r = splice_switched(in, fd_in, off_in, out, fd_out, off_out, len, flags);
+		ssw_sock_put(in);
+		ssw_sock_put(out);
+		if (r != SSW_PASS)
+			SSW_RET(r);
+	}
+	return REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)

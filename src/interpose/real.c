@@ -15,7 +15,7 @@ static void resolve(void)
 	R(socket); R(socketpair); R(connect); R(bind); R(listen); R(accept); R(accept4); R(shutdown); R(close);
 	R(dup); R(dup2); R(dup3); R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(getsockname);
 	R(getpeername); R(send); R(recv); R(sendto); R(recvfrom); R(sendmsg); R(recvmsg); R(read);
-	R(write); R(readv); R(writev); R(sendfile); R(poll); R(ppoll); R(select); R(pselect);
+	R(write); R(readv); R(writev); R(sendfile); R(splice); R(poll); R(ppoll); R(select); R(pselect);
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(execve); R(execvpe); R(fork);
 	R(posix_spawn); R(posix_spawnp); R(vfork); R(close_range);
 	RN(read_chk, "__read_chk");

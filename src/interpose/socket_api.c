@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 #include <linux/close_range.h>
 
@@ -264,7 +265,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 		int q = relayed_query(fd, SSW_RQ_SETOPT, level, opt, (void *)val, &l);
 		if (q != SSW_PASS)
 			SSW_RET(q);
-		if (level == SOL_SOCKET)
+		if (level == SOL_SOCKET || (level == IPPROTO_TCP && opt == TCP_CORK))
 			ssw_fdinfo_update(fd, SSW_FI_OPTS, 0);
 		return REAL(setsockopt)(fd, level, opt, val, len);
 	}

@@ -31,7 +31,11 @@
 #define SPIN_MIN_NS 2000u
 #define STAGE_RNDV_MAX (64u << 20)   /* largest rendezvous we stage to break a send/send deadlock */
 #define CHUNK_MAX (32u << 10)        /* inline DATA message payload cap */
+#ifndef FILL_MAX
+#define FILL_MAX (64u << 10)         /* ... when a producer writes it in place: fewer, larger file reads */
+#endif
 #define WINDOW_DEFAULT (4u << 20)    /* unread bytes a receiver takes, as loopback TCP */
+#define HOLD_FLUSH (64u << 10)       /* corked bytes that make a full segment: sent at once */
 
 struct rxq {
 	uint8_t *buf;
@@ -64,6 +68,8 @@ struct ssw_session {
 	uint64_t tx_rndv_bytes;
 	bool tx_sink_have;
 	struct ssw_wire_rndv tx_sink;
+	bool cork;                 /* TCP_CORK: DATA messages are held (provider send_commit) */
+	uint64_t held;             /* footprint of DATA messages held since the last publication */
 
 	/* receive */
 	uint32_t rx_seq;
@@ -305,6 +311,7 @@ static int send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size
 			 ? mo->send_ctl(s->ep, v, n)
 			 : mo->send(s->ep, v, n);
 	if (rc == 0) {
+		s->held = 0; /* a send publishes the held messages before it */
 		s->tx_seq++;
 		s->rx_unacked -= credits;
 		s->credit_owed = false;
@@ -380,6 +387,7 @@ static int head(struct ssw_session *s)
 	s->tx_inflight -= s->hm.h.credits;
 	if (s->hm.h.type == SSW_MSG_DATA)
 		s->peer_ack_now = s->hm.h.flags & SSW_WIRE_F_ACK_NOW;
+	s->st.tx_credited += s->hm.h.credits;
 	s->rx_seq++;
 	s->hv = true;
 	s->cur_off = 0;
@@ -711,7 +719,8 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	 * while we wait for it.  Retry, and if the transport is still full,
 	 * sleep only briefly. */
 	bool owed = s->credit_owed && send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
-	if (pg->arm(ep) == -EAGAIN)
+	int armed = pg->arm(ep);
+	if (armed == -EAGAIN)
 		return 0;
 	struct pollfd pfd[4];
 	int n = pg->wait_fds(ep, pfd, 4);
@@ -724,6 +733,8 @@ static int wait_peer(struct ssw_session *s, uint64_t deadline)
 	int cap = s->nap_ms ? (int)s->nap_ms : SLEEP_CAP_MIN_MS;
 	if (company && cap > SLEEP_CAP_COMPANY_MS)
 		cap = SLEEP_CAP_COMPANY_MS;
+	if (armed > 0 && cap > armed)
+		cap = armed; /* the peer holds corked data: ours when its hold ends */
 	pthread_mutex_unlock(&s->lock);
 	/* alone: sleep in the provider's own wait, which takes the wake-up in
 	 * the same system call (no poll, then drain) */
@@ -876,6 +887,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 		s->window = 4096;
 	s->sndbuf = o ? o->sndbuf : 0;
 	s->oobinline = o && o->oobinline;
+	s->cork = o && o->cork;
 	s->spin_ns = ssw_session_cfg.spin_max_ns;
 	s->peer_window = peer->window < cap ? peer->window : cap;
 	s->peer_caps = peer->caps;
@@ -971,28 +983,137 @@ static int send_precheck(struct ssw_session *s, size_t total, ssize_t *ok)
 	return 0;
 }
 
+/* Where a send's bytes come from: the caller's memory, or a producer that
+ * writes them straight into the transport (sendfile's pread). */
+struct tx_src {
+	const struct iovec *iov;
+	int iovcnt;
+	ssize_t (*fill)(void *ctx, void *buf, size_t len);
+	void *ctx;
+};
+
+/* Make held DATA visible (uncork, or before a sender waits: the peer must
+ * see what fills the window to free it). */
+static void flush_held(struct ssw_session *s)
+{
+	if (s->held && s->p->msg->flush)
+		s->p->msg->flush(s->ep);
+	s->held = 0;
+}
+
+/* One DATA message of up to `chunk` bytes at `at` of the source, written in
+ * place when the provider can (held when `hold`).  Returns 0 with *got
+ * (0: the producer had nothing, end of file), or -errno; a producer's error
+ * comes back as SSW_FILL_ERR - errno so that it is not taken for the
+ * transport's. */
+#define SSW_FILL_ERR (-(1 << 20))
+static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at, size_t chunk, bool hold,
+		     size_t *got)
+{
+	const struct ssw_msg_ops *mo = s->p->msg;
+	struct iovec v[16];
+	int k = 0;
+	*got = 0;
+	if (src->iov) {
+		k = iov_slice(src->iov, src->iovcnt, at, chunk, v, 16);
+		chunk = iov_total(v, k);
+	}
+	if (!mo->send_reserve || (!hold && src->iov)) {
+		uint8_t *bounce = NULL;
+		if (!src->iov) { /* a provider without reserve: one bounce copy */
+			/* what the producer gives is gone from it (a pipe): have room first */
+			if (mo->send_room && mo->send_room(s->ep) < ssw_wire_footprint(chunk))
+				return -EAGAIN;
+			if (!(bounce = malloc(chunk)))
+				return -ENOBUFS;
+			ssize_t n = src->fill(src->ctx, bounce, chunk);
+			if (n <= 0) {
+				free(bounce);
+				return n < 0 ? SSW_FILL_ERR + (int)n : 0;
+			}
+			v[0] = (struct iovec){ bounce, (size_t)n };
+			k = 1;
+			chunk = (size_t)n;
+		}
+		int rc = send_msg(s, SSW_MSG_DATA, NULL, 0, v, k, chunk);
+		free(bounce);
+		if (rc == 0)
+			*got = chunk;
+		return rc;
+	}
+	void *buf;
+	struct ssw_wire_hdr h;
+	int rc = mo->send_reserve(s->ep, sizeof h + chunk, &buf);
+	if (rc)
+		return rc;
+	uint8_t *p = (uint8_t *)buf + sizeof h;
+	if (src->iov) {
+		for (int i = 0; i < k; p += v[i].iov_len, i++)
+			memcpy(p, v[i].iov_base, v[i].iov_len);
+	} else {
+		ssize_t n = src->fill(src->ctx, p, chunk);
+		if (n <= 0) /* the reservation is abandoned */
+			return n < 0 ? SSW_FILL_ERR + (int)n : 0;
+		chunk = (size_t)n;
+	}
+	uint32_t credits = s->rx_unacked > UINT32_MAX ? UINT32_MAX : (uint32_t)s->rx_unacked;
+	ssw_wire_hdr_set(&h, SSW_MSG_DATA, (uint32_t)chunk, credits, s->tx_seq);
+	memcpy(buf, &h, sizeof h);
+	rc = mo->send_commit(s->ep, sizeof h + chunk, hold);
+	if (rc)
+		return rc;
+	s->tx_seq++;
+	s->rx_unacked -= credits;
+	s->credit_owed = false;
+	s->st.msgs_sent++;
+	s->held = hold ? s->held + ssw_wire_footprint(chunk) : 0;
+	if (s->held >= HOLD_FLUSH)
+		flush_held(s); /* a full segment's worth: the kernel sends it too */
+	*got = chunk;
+	return 0;
+}
+
 /* Inline path: DATA messages within credits. */
-static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, size_t at,
-			   bool nonblock, uint64_t dl)
+static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t total, size_t at, bool nonblock,
+			uint64_t dl, bool hold)
 {
 	size_t sent = at;
+	int fill_err = 0;
+	bool ended = false;
+	size_t cap = s->max_payload;
+	if (src->fill && s->p->msg->send_reserve) {
+		size_t mm = s->p->msg->max_msg(s->ep) - sizeof(struct ssw_wire_hdr);
+		cap = mm < FILL_MAX ? mm : FILL_MAX;
+	}
+	size_t cap0 = cap;
 	while (sent < total) {
 		uint64_t lim = tx_limit(s);
 		uint64_t room = lim > s->tx_inflight ? lim - s->tx_inflight : 0;
 		size_t chunk = total - sent;
-		if (chunk > s->max_payload)
-			chunk = s->max_payload;
+		if (chunk > cap)
+			chunk = cap;
 		while (chunk > 1 && ssw_wire_footprint(chunk) > room)
 			chunk = room > 32 ? room - 32 : 1;
 		if (ssw_wire_footprint(chunk) <= room) {
-			struct iovec v[16];
-			int k = iov_slice(iov, iovcnt, sent, chunk, v, 16);
-			size_t got = iov_total(v, k);
-			int rc = send_msg(s, SSW_MSG_DATA, NULL, 0, v, k, got);
-			if (rc == 0) {
+			size_t got;
+			int rc = send_data(s, src, sent, chunk, hold, &got);
+			if (rc == 0 && got) {
+				cap = src->fill && s->p->msg->send_reserve ? cap0 : s->max_payload;
 				s->tx_inflight += ssw_wire_footprint(got);
 				s->st.bytes_sent += got;
 				sent += got;
+				continue;
+			}
+			if (rc == 0 || rc <= SSW_FILL_ERR) { /* the producer ended, or failed */
+				fill_err = rc ? rc - SSW_FILL_ERR : 0;
+				ended = true;
+				break;
+			}
+			if (rc == -EAGAIN && chunk > 4096) {
+				/* the transport has less room than the credits (POLLOUT
+				 * says writable from about 32 KiB, maybe split by the
+				 * ring's end): a smaller message makes progress */
+				cap = chunk / 2;
 				continue;
 			}
 			if (rc != -EAGAIN) {
@@ -1007,7 +1128,9 @@ static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int i
 				break;
 			}
 		}
-		/* No room: credits are maybe queued behind unread data. */
+		/* No room: the peer must see what we hold to free it; credits are
+		 * maybe queued behind unread data. */
+		flush_held(s);
 		s->stage_nomem = false;
 		int pr = pump(s, true);
 		if (pr > 0)
@@ -1028,6 +1151,8 @@ static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int i
 		}
 	}
 	if (sent == at && total > at) {
+		if (ended)
+			return fill_err; /* 0: the producer had nothing (end of file) */
 		if (tcp_closed(s) || s->so_error)
 			return take_send_error(s);
 		if (s->peer_closed) {
@@ -1037,6 +1162,13 @@ static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int i
 		return -EAGAIN;
 	}
 	return (ssize_t)(sent - at);
+}
+
+static ssize_t send_inline(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, size_t at,
+			   bool nonblock, uint64_t dl, bool hold)
+{
+	struct tx_src src = { .iov = iov, .iovcnt = iovcnt };
+	return send_src(s, &src, total, at, nonblock, dl, hold);
 }
 
 /* Wait for a rendezvous reply (DONE or SINK). */
@@ -1144,7 +1276,7 @@ static ssize_t send_oob(struct ssw_session *s, const struct iovec *iov, int iovc
 		return -EINVAL;
 	last = *(uint8_t *)v[0].iov_base;
 	if (body) {
-		ssize_t r = send_inline(s, iov, iovcnt, body, 0, nonblock, dl);
+		ssize_t r = send_inline(s, iov, iovcnt, body, 0, nonblock, dl, false);
 		if (r < 0 || (size_t)r < body)
 			return r;
 	}
@@ -1206,6 +1338,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	 * buffer until the peer is done with it, as a kernel send would block. */
 	int mode = ssw_session_cfg.rdma_mode;
 	bool big = !nonblock && timeout_ms <= 0 && mode != SSW_RDMA_NONE;
+	bool hold = s->cork || (flags & MSG_MORE);
 	size_t sent = 0;
 	ret = 0;
 	for (int i = 0; i < iovcnt && ret >= 0; i++) {
@@ -1217,6 +1350,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 			bool wr = (s->p->conn->ep_caps(s->ep) & SSW_CAP_RDMA_WRITE) && (s->peer_caps & SSW_CAP_RDMA_WRITE) &&
 				  mode != SSW_RDMA_READ_ONLY;
 			if (rd || wr) {
+				flush_held(s);
 				ssize_t r = rd ? send_rndv_read(s, b, len) : send_rndv_write(s, b, len);
 				if (r < 0) {
 					ret = r;
@@ -1225,7 +1359,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 				sent += (size_t)r;
 				if ((size_t)r < len) {
 					struct iovec rest = { (uint8_t *)b + r, len - (size_t)r };
-					ssize_t q = send_inline(s, &rest, 1, rest.iov_len, 0, nonblock, dl);
+					ssize_t q = send_inline(s, &rest, 1, rest.iov_len, 0, nonblock, dl, hold);
 					if (q < 0) {
 						ret = q;
 						break;
@@ -1238,7 +1372,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 			}
 		}
 		struct iovec one = { (void *)b, len };
-		ssize_t r = send_inline(s, &one, 1, len, 0, nonblock, dl);
+		ssize_t r = send_inline(s, &one, 1, len, 0, nonblock, dl, hold);
 		if (r < 0) {
 			ret = r;
 			break;
@@ -1251,6 +1385,48 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	if (sent)
 		return (ssize_t)sent;
 	return ret;
+}
+
+ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fill)(void *ctx, void *buf, size_t len),
+			      void *ctx, int flags, bool nonblock, int timeout_ms)
+{
+	struct tx_src src = { .fill = fill, .ctx = ctx };
+	ssize_t ok = 0;
+	nonblock = nonblock || (flags & MSG_DONTWAIT);
+	uint64_t dl = deadline_of(timeout_ms);
+
+	sess_lock(s);
+	while (s->tx_rndv_id && !s->reset)
+		sess_cond_wait(s);
+	if (s->p->progress->rx_ready(s->ep))
+		pump(s, false);
+	int pre = send_precheck(s, count, &ok);
+	ssize_t r = pre > 0 ? ok : pre;
+	if (!pre)
+		r = send_src(s, &src, count, 0, nonblock, dl, s->cork || (flags & MSG_MORE));
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void ssw_session_set_cork(struct ssw_session *s, bool on)
+{
+	sess_lock(s);
+	s->cork = on;
+	if (!on)
+		flush_held(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool ssw_session_cork(struct ssw_session *s)
+{
+	return __atomic_load_n(&s->cork, __ATOMIC_RELAXED);
+}
+
+void ssw_session_flush(struct ssw_session *s)
+{
+	sess_lock(s);
+	flush_held(s);
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- receive ------------------------------------------------------------ */
@@ -1587,11 +1763,13 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 	/* credits the transport had no room for: the peer may wait for them
 	 * while the application only polls (as wait_peer: retry, then nap) */
 	bool owed = s->credit_owed && send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
-	if (s->p->progress->arm(s->ep) == -EAGAIN) {
+	int armed = s->p->progress->arm(s->ep);
+	if (armed == -EAGAIN) {
 		rc = -EAGAIN;
 	} else {
 		*nout = s->p->progress->wait_fds(s->ep, pfd, n);
-		rc = atomic_fetch_add(&s->sleepers, 1) > 0 || owed ? 1 : 0;
+		/* naps too while the peer holds corked data (ours when its hold ends) */
+		rc = atomic_fetch_add(&s->sleepers, 1) > 0 || owed || armed > 0 ? 1 : 0;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;

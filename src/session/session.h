@@ -34,6 +34,7 @@ struct ssw_session_opts {
 	uint32_t rcvbuf;           /* our receive window (credits we grant) */
 	uint32_t sndbuf;           /* cap on bytes in flight */
 	bool oobinline;
+	bool cork;                 /* TCP_CORK set before the connection (or on its listener) */
 };
 
 struct ssw_wire_init;
@@ -57,6 +58,20 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 			 bool nonblock, int timeout_ms);
 ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iovcnt, int flags,
 			 bool nonblock, int timeout_ms);
+
+/* Send up to `count` bytes that `fill` writes (at most `len` at a time)
+ * straight into the transport, as a file read into the socket (sendfile,
+ * splice).  fill returns bytes, 0 at the end (the send stops there), or
+ * -errno (returned when nothing was sent).  As ssw_session_send otherwise. */
+ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fill)(void *ctx, void *buf, size_t len),
+			      void *ctx, int flags, bool nonblock, int timeout_ms);
+/* TCP_CORK: while set, sent data is held (not visible to the peer, which
+ * is not woken) until uncorked, a full segment's worth is held, or
+ * SSW_HOLD_MS pass; MSG_MORE does the same for one send.  Uncorking and
+ * ssw_session_flush (TCP_NODELAY) send what is held. */
+void ssw_session_set_cork(struct ssw_session *s, bool on);
+bool ssw_session_cork(struct ssw_session *s);
+void ssw_session_flush(struct ssw_session *s);
 
 int ssw_session_shutdown(struct ssw_session *s, int how);
 /* Close.  abort: SO_LINGER with zero timeout (reset).  Frees the session. */
@@ -101,6 +116,9 @@ struct ssw_session_stats {
 	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
 	uint64_t rndv_read, rndv_write, rndv_fallback;
 	uint64_t tx_inflight, tx_limit, rx_window;
+	uint64_t tx_credited;   /* credit bytes the peer ever returned: a monotonic count, so that
+				 * edge-triggered epoll sees space freed since its last look even
+				 * when sends in between refilled the window */
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);

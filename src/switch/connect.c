@@ -58,6 +58,9 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd)
 	struct linger lg;
 	if (sys_getsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &v, &l) == 0)
 		s->opts.oobinline = v != 0;
+	l = sizeof v;
+	if (sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &l) == 0)
+		s->opts.cork = v != 0;
 	l = sizeof tv;
 	if (sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
 		s->rcvtimeo_ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);

@@ -66,7 +66,7 @@ struct epx_entry {
 	uint64_t call;        /* the wait call (x->call) that reported it last */
 	uint32_t last;        /* edge-triggered: bits reported last time */
 	uint64_t rx_seen;     /* edge-triggered: bytes arrived at last report */
-	uint64_t tx_seen;     /* edge-triggered: bytes in flight at last look */
+	uint64_t tx_seen;     /* edge-triggered: credits returned at last look */
 	struct epx_entry *qnext;  /* check list */
 	struct epx_entry *pnext;  /* polled list */
 	struct epx_entry *snext;  /* entries of the same socket (s->ep_watch) */
@@ -576,11 +576,11 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev, bool peek)
 	ssw_session_get_stats(e->s->sess, &st);
 	if ((ev & EPOLLIN) && st.bytes_received != e->rx_seen)
 		fresh |= EPOLLIN;
-	if ((ev & EPOLLOUT) && st.tx_inflight < e->tx_seen)
+	if ((ev & EPOLLOUT) && st.tx_credited != e->tx_seen)
 		fresh |= EPOLLOUT; /* credits came back */
 	if (peek)
 		return fresh != 0;
-	e->tx_seen = st.tx_inflight;
+	e->tx_seen = st.tx_credited;
 	if (fresh)
 		e->rx_seen = st.bytes_received;
 	return fresh != 0;

@@ -14,9 +14,11 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 /* Make sure a connecting socket is connected, or hand it to the kernel.
  * Returns 0 (go on with the session), SSW_PASS, or -errno. */
@@ -63,52 +65,150 @@ ssize_t ssw_recv(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	return r;
 }
 
+/* sendfile's source: the file read straight into the transport. */
+struct file_src {
+	int fd;
+	off_t pos;
+};
+
+static ssize_t file_fill(void *ctx, void *buf, size_t len)
+{
+	struct file_src *f = ctx;
+	ssize_t n = pread(f->fd, buf, len, f->pos);
+	if (n < 0)
+		return errno == ESPIPE ? -EINVAL : -errno; /* a pipe or socket: the kernel says EINVAL */
+	f->pos += n;
+	return n;
+}
+
+#define RW_MAX 0x7ffff000 /* MAX_RW_COUNT: the most one call moves */
+
 ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 {
 	int rc = ready_for_io(s, 1);
 	if (rc)
 		return rc;
+	if (offset && *offset < 0)
+		return -EINVAL;
 	off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
 	if (pos < 0)
+		return errno == ESPIPE ? -EINVAL : -errno;
+	struct file_src f = { in_fd, pos };
+	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
+					  atomic_load(&s->nonblock), s->sndtimeo_ms);
+	struct stat st;
+	if (r == -EAGAIN && fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size)
+		r = 0; /* the kernel reads the file first: its end wins over a full socket */
+	off_t done = r > 0 ? (off_t)r : 0;
+	if (offset)
+		*offset = pos + done;
+	else if (done)
+		lseek(in_fd, pos + done, SEEK_SET);
+	if (r == -EPIPE)
+		ssw_raise_sigpipe();
+	return r;
+}
+
+/* splice's pipe as a source: what it holds now, read straight into the
+ * transport (under the session's lock: never waits for more). */
+struct pipe_src {
+	int fd;
+	bool nowait_ok; /* the kernel takes RWF_NOWAIT for pipes */
+};
+
+static ssize_t pipe_fill(void *ctx, void *buf, size_t len)
+{
+	struct pipe_src *p = ctx;
+	struct iovec v = { buf, len };
+	ssize_t n = p->nowait_ok ? preadv2(p->fd, &v, 1, -1, RWF_NOWAIT) : -1;
+	if (n < 0 && p->nowait_ok && (errno == EOPNOTSUPP || errno == EINVAL))
+		p->nowait_ok = false;
+	if (n < 0 && !p->nowait_ok) {
+		/* an older kernel: look first (a reader elsewhere may race us) */
+		struct pollfd q = { .fd = p->fd, .events = POLLIN };
+		if (sys_poll(&q, 1, 0) <= 0 || !(q.revents & POLLIN))
+			return 0;
+		n = sys_read(p->fd, buf, len);
+	}
+	return n < 0 ? (errno == EAGAIN ? 0 : -errno) : n;
+}
+
+/* Wait until the pipe has `events` (POLLIN: data or no writer left;
+ * POLLOUT: room), as splice does before it moves anything.  0, 1 (no
+ * writer left, nothing to read), -EAGAIN (SPLICE_F_NONBLOCK), -EPIPE (no
+ * reader left) or -EINTR. */
+static int pipe_wait(int fd, short events, unsigned flags)
+{
+	struct pollfd q = { .fd = fd, .events = events };
+	int r = sys_poll(&q, 1, (flags & SPLICE_F_NONBLOCK) ? 0 : -1);
+	if (r < 0)
 		return -errno;
-	size_t bufsz = count < (1u << 20) ? count : (1u << 20);
-	if (bufsz == 0)
-		return 0;
-	char *buf = malloc(bufsz);
+	if (events == POLLOUT && (q.revents & POLLERR))
+		return -EPIPE;
+	if (r == 0)
+		return -EAGAIN;
+	return q.revents & events ? 0 : 1; /* 1: POLLIN, no data and no writer left: end of the pipe */
+}
+
+ssize_t ssw_splice_from_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned flags)
+{
+	int rc = ready_for_io(s, 1);
+	if (rc)
+		return rc;
+	rc = pipe_wait(pipe_fd, POLLIN, flags);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	struct pipe_src p = { pipe_fd, true };
+	/* SPLICE_F_NONBLOCK is about the pipe: the socket's own mode decides */
+	bool nb = atomic_load(&s->nonblock);
+	ssize_t r = ssw_session_send_fill(s->sess, len < RW_MAX ? len : RW_MAX, pipe_fill, &p,
+					  (flags & SPLICE_F_MORE) ? MSG_MORE : 0, nb, s->sndtimeo_ms);
+	if (r == -EPIPE)
+		ssw_raise_sigpipe();
+	return r;
+}
+
+#define SPLICE_CHUNK (64u << 10)
+
+ssize_t ssw_splice_to_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned flags)
+{
+	int rc = ready_for_io(s, 1);
+	if (rc)
+		return rc;
+	rc = pipe_wait(pipe_fd, POLLOUT, flags);
+	if (rc == -EPIPE)
+		ssw_raise_sigpipe();
+	if (rc)
+		return rc;
+	/* Take from the socket only what the pipe surely holds without
+	 * blocking: all of its room when it is empty, else one page (a pipe
+	 * with room has a free page slot). */
+	int inpipe = 0, cap = (int)SYS_(fcntl, pipe_fd, F_GETPIPE_SZ);
+	if (SYS_(ioctl, pipe_fd, FIONREAD, &inpipe) < 0 || cap <= 0)
+		return -EINVAL;
+	size_t n = inpipe == 0 ? (size_t)cap : 4096;
+	if (n > len)
+		n = len;
+	if (n > SPLICE_CHUNK)
+		n = SPLICE_CHUNK;
+	void *buf = malloc(n);
 	if (!buf)
 		return -ENOMEM;
-	size_t done = 0;
-	ssize_t err = 0;
-	while (done < count) {
-		size_t want = count - done < bufsz ? count - done : bufsz;
-		ssize_t n = pread(in_fd, buf, want, pos + (off_t)done);
-		if (n <= 0) {
-			if (n < 0)
-				err = -errno;
+	struct iovec v = { buf, n };
+	bool nb = atomic_load(&s->nonblock);
+	ssize_t r = ssw_session_recv(s->sess, &v, 1, 0, nb, s->rcvtimeo_ms);
+	for (size_t off = 0; r > 0 && off < (size_t)r;) {
+		ssize_t w = sys_write(pipe_fd, (char *)buf + off, (size_t)r - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) { /* the reader left meanwhile: those bytes are lost, as in a kernel splice */
+			r = off ? (ssize_t)off : -EPIPE;
 			break;
 		}
-		struct iovec v = { buf, (size_t)n };
-		/* A file read is never partial on purpose: send all of it, as the
-		 * kernel's sendfile would for a blocking socket. */
-		ssize_t w = ssw_send(s, &v, 1, MSG_NOSIGNAL);
-		if (w < 0) {
-			err = w;
-			break;
-		}
-		done += (size_t)w;
-		if ((size_t)w < (size_t)n)
-			break;
+		off += (size_t)w;
 	}
 	free(buf);
-	if (offset)
-		*offset = pos + (off_t)done;
-	else if (done)
-		lseek(in_fd, pos + (off_t)done, SEEK_SET);
-	if (done)
-		return (ssize_t)done;
-	if (err == -EPIPE)
-		ssw_raise_sigpipe();
-	return err;
+	return r;
 }
 
 int ssw_shutdown(struct ssw_sock *s, int how)
@@ -186,11 +286,39 @@ static int timeval_ms(const void *val, socklen_t len)
 	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
+/* TCP_CORK of a connection: the session holds data (no system call, and
+ * getsockopt answers from the session). */
+static int set_cork(struct ssw_sock *s, const void *val, socklen_t len)
+{
+	int on;
+	if (len < sizeof on)
+		return -EINVAL;
+	if (!val)
+		return -EFAULT;
+	memcpy(&on, val, sizeof on);
+	ssw_session_set_cork(s->sess, on != 0);
+	return 0;
+}
+
 int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *val, socklen_t len)
 {
+	bool conn = s->state == SSW_ST_CONNECTED && s->sess;
+	if (level == IPPROTO_TCP && opt == TCP_CORK && conn)
+		return set_cork(s, val, len);
 	/* The kernel socket keeps every option (getsockopt reads them back). */
 	if (sys_setsockopt(fd, level, opt, val, len) < 0)
 		return -errno;
+	if (level == IPPROTO_TCP && opt == TCP_NODELAY && conn && val && len >= sizeof(int) && *(const int *)val)
+		ssw_session_flush(s->sess); /* as the kernel: pending output goes now, corked or not */
+	if (level == IPPROTO_TCP && opt == TCP_CORK && !conn) {
+		/* kept for the connection to come: a connect, or (listener) the
+		 * accepted ones, which inherit it as in the kernel */
+		pthread_mutex_lock(&s->lock);
+		s->opts.cork = *(const int *)val != 0;
+		if (s->state == SSW_ST_LISTENING)
+			s->lopts.cork = s->opts.cork;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (level != SOL_SOCKET)
 		return 0;
 	int iv = 0;
@@ -250,6 +378,13 @@ static int tcp_getsockopt(struct ssw_sock *s, int fd, int opt, void *val, sockle
 			return -errno;
 		if (*len >= 1)
 			((struct tcp_info *)val)->tcpi_state = (uint8_t)ssw_session_tcp_state(s->sess);
+		return 0;
+	}
+	if (opt == TCP_CORK) {
+		int on = ssw_session_cork(s->sess);
+		socklen_t n = *len < sizeof on ? *len : sizeof on;
+		memcpy(val, &on, n);
+		*len = n;
 		return 0;
 	}
 	if (opt == TCP_MAXSEG && *len >= sizeof(int)) {

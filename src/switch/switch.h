@@ -40,6 +40,9 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd);
 ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int flags);
 ssize_t ssw_recv(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int flags);
 ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count);
+/* splice between a pipe and a switched socket (either way round). */
+ssize_t ssw_splice_from_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned flags);
+ssize_t ssw_splice_to_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned flags);
 int ssw_shutdown(struct ssw_sock *s, int how);
 /* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */
 int ssw_close(int fd);

@@ -1,6 +1,6 @@
 /* fuzz_ring.c — libFuzzer target for the shm rings: the input is what a
  * hostile peer controls in shared memory (its index, our index as it sees it,
- * the closed flag, every byte of the ring).  Consuming and producing must
+ * its held index and hold time, the closed flag, every byte of the ring).  Consuming and producing must
  * stay inside the ring (ASan checks: the ring is a heap block of exactly its
  * size), end in a bounded number of steps, and report corruption as
  * -ECONNRESET, sticky. */
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sys.h"
 #include "providers/shm/shm_priv.h"
 
 #define RS SHM_RING_MIN
@@ -20,7 +21,9 @@ struct hdr {
 	uint64_t tail;    /* producer's published index (raw or relative to pos) */
 	uint64_t head;    /* consumer's published index, as the producer reads it */
 	uint32_t closed;
-	uint32_t flags;   /* bit0: tail raw, bit1: head raw, bit2: peer_gone, 8..: send size */
+	uint32_t flags;   /* bit0: tail raw, bit1: head raw, bit2: peer_gone, bit3: hold expired,
+			   * bit4: held raw, bit5: our sends held, 8..: send size */
+	uint64_t held;    /* producer's held index (raw or relative to tail) */
 };
 
 static uint64_t get(const uint8_t **p, size_t *n, size_t want, void *out)
@@ -56,6 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t tail = h.flags & 1 ? h.tail : pos + (h.tail % (2 * RS + 16));
 	atomic_store(&ctl[0]->tail, tail);
 	atomic_store(&ctl[0]->closed, h.closed % 4 == 3 ? h.closed : h.closed % 4);
+	uint64_t held = h.flags & 16 ? h.held : tail + (h.held % (RS + 16));
+	atomic_store(&ctl[0]->held, held);
+	atomic_store(&ctl[0]->held_ns, h.flags & 8 ? 0 : ssw_now_ns());
+	uint64_t end = held > tail ? held : tail;
 
 	/* c consumes ring 0 (the hostile side's output) and produces ring 1 */
 	struct ssw_ep c;
@@ -68,8 +75,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	atomic_store(&ctl[1]->head, h.flags & 2 ? h.head : txpos - (h.tail % (RS + 16)));
 
 	int err = 0;
-	/* every successful peek consumes at least one 8-byte record: bounded */
-	for (unsigned steps = 0; steps < RS / 8 + 4; steps++) {
+	/* every successful peek consumes at least one 8-byte record: bounded
+	 * (up to a ring's worth published, then a ring's worth held past it) */
+	for (unsigned steps = 0; steps < 2 * RS / 8 + 4; steps++) {
 		const void *m;
 		size_t len;
 		int rc = shm_ring_peek(&c, &m, &len);
@@ -85,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			sum += b[i];
 		(void)sum;
 		shm_ring_done(&c);
-		CHECK(c.rx.pos <= tail); /* never consumed past what was published */
+		CHECK(c.rx.pos <= end); /* never consumed past what was published (or held) */
 	}
 	CHECK(err != 0); /* the ring always ends: empty, closed or corrupt */
 	if (err == -ECONNRESET || err == -EPIPE) {
@@ -101,13 +109,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct iovec v = { payload, want < sizeof payload ? want : sizeof payload };
 	c.err = 0;
 	for (int i = 0; i < 8; i++) {
-		int rc = shm_ring_send(&c, &v, 1);
+		int rc;
+		if (h.flags & 32) { /* in place, held */
+			void *buf;
+			rc = shm_ring_reserve(&c, v.iov_len, &buf);
+			if (rc == 0) {
+				memset(buf, 0x5a, v.iov_len);
+				rc = shm_ring_commit(&c, v.iov_len, 1);
+			}
+		} else {
+			rc = shm_ring_send(&c, &v, 1);
+		}
 		CHECK(rc == 0 || rc == -EAGAIN || rc == -EMSGSIZE || rc == -ECONNRESET || rc == -EPIPE);
 		if (rc < 0)
 			break;
 		/* never more than a ring ahead of the consumer's last validated index */
 		CHECK(c.tx.pos - c.tx.other <= RS);
 	}
+	shm_ring_flush(&c);
 	(void)shm_ring_arm(&c);
 	return 0;
 }

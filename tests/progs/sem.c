@@ -3431,6 +3431,352 @@ static void sendfile_cli(const struct addr *a)
 
 static void sc_sendfile(void) { pair(AF_INET, sendfile_srv, sendfile_cli); }
 
+/* A temporary file of n bytes of pattern `seed` (unlinked). */
+static int pattern_file(size_t n, uint32_t seed)
+{
+	char path[] = "/tmp/sem-file.XXXXXX";
+	int f = mkstemp(path);
+	if (f < 0)
+		die("mkstemp: %s", ename(errno));
+	unlink(path);
+	uint8_t *b = malloc(n);
+	fill(b, n, 0, seed);
+	if (write(f, b, n) != (ssize_t)n)
+		die("write file");
+	free(b);
+	return f;
+}
+
+static void say_cork(int fd)
+{
+	int v = -1;
+	socklen_t l = sizeof v;
+	int r = getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &l);
+	say("getsockopt(TCP_CORK) = %d, value %d, len %u", r, v, (unsigned)l);
+}
+
+/* ---- cork: TCP_CORK and MSG_MORE hold data, uncork sends it ------------- */
+
+static void cork_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* corked: header + small sendfile written */
+	POLL1(fd, POLLIN, 50); /* held: nothing readable */
+	tell();
+	recv_exact(fd, 8);
+	recv_stream_at(fd, 3000, 71, 0);
+	await(); /* MSG_MORE sent */
+	POLL1(fd, POLLIN, 50);
+	tell();
+	recv_exact(fd, 7);
+	await(); /* corked again, a big sendfile */
+	POLL1(fd, POLLIN, 2000); /* full segments go out while corked */
+	tell();
+	recv_stream_at(fd, 300000, 72, 0);
+	await(); /* corked, small write, then TCP_NODELAY */
+	POLL1(fd, POLLIN, 150); /* NODELAY pushes at once */
+	recv_exact(fd, 2);
+	tell();
+	await(); /* corked, small write, left corked */
+	POLL1(fd, POLLIN, 2000); /* the 200 ms cork ceiling */
+	recv_exact(fd, 4);
+	tell();
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void cork_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int one = 1, zero = 0;
+	say_cork(fd);
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	RC("setsockopt(TCP_CORK, short len)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, 2));
+	say_cork(fd);
+	SEND(fd, "HTTP/1.1", 0);
+	int f = pattern_file(3000, 71);
+	off_t off = 0;
+	RC("sendfile(3000) corked", sendfile(fd, f, &off, 3000));
+	close(f);
+	tell();
+	await();
+	RC("setsockopt(TCP_CORK, 0)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero));
+	say_cork(fd);
+	SEND(fd, "more", MSG_MORE);
+	tell();
+	await();
+	SEND(fd, "end", 0);
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	f = pattern_file(300000, 72);
+	off = 0;
+	size_t total = 0;
+	while (total < 300000) {
+		ssize_t r = sendfile(fd, f, &off, 300000 - total);
+		if (r <= 0)
+			break;
+		total += (size_t)r;
+	}
+	say("sendfile corked: total %zu, offset %ld", total, (long)off);
+	close(f);
+	tell();
+	await();
+	RC("setsockopt(TCP_CORK, 0)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero));
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	SEND(fd, "nd", 0);
+	RC("setsockopt(TCP_NODELAY, 1)", setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one));
+	say_cork(fd);
+	tell();
+	await();
+	RC("setsockopt(TCP_NODELAY, 0)", setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero));
+	SEND(fd, "late", 0);
+	tell();
+	await();
+	RC("close", close(fd)); /* still corked: nothing left to send */
+}
+
+static void sc_cork(void) { pair(AF_INET, cork_srv, cork_cli); }
+
+/* ---- cork_close: corked data goes out before the FIN -------------------- */
+
+static void cork_close_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 5);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void cork_close_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int one = 1;
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	SEND(fd, "bye!!", 0);
+	RC("close while corked", close(fd));
+}
+
+static void sc_cork_close(void) { pair(AF_INET, cork_close_srv, cork_close_cli); }
+
+/* ---- cork_inherit: set before connect, or on the listener ---------------- */
+
+static void cork_inherit_srv(int lfd)
+{
+	int one = 1, zero = 0;
+	RC("setsockopt(listener, TCP_CORK, 1)", setsockopt(lfd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	tell();
+	int fd = acc(lfd);
+	say_cork(fd); /* accepted sockets inherit it */
+	SEND(fd, "abc", 0);
+	tell();
+	await(); /* the client saw nothing */
+	RC("setsockopt(TCP_CORK, 0)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero));
+	await(); /* the client sent, corked */
+	POLL1(fd, POLLIN, 50);
+	tell();
+	recv_exact(fd, 3);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void cork_inherit_cli(const struct addr *a)
+{
+	int one = 1, zero = 0;
+	await();
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	RC("setsockopt(TCP_CORK, 1) before connect", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		die("connect: %s", ename(errno));
+	say_cork(fd);
+	await();
+	POLL1(fd, POLLIN, 50);
+	tell();
+	recv_exact(fd, 3);
+	SEND(fd, "xyz", 0);
+	tell();
+	await();
+	RC("setsockopt(TCP_CORK, 0)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero));
+	close(fd);
+}
+
+static void sc_cork_inherit(void) { pair(AF_INET, cork_inherit_srv, cork_inherit_cli); }
+
+/* ---- sendfile_nb: nonblocking sendfile into a full window ---------------- */
+
+static void sendfile_nb_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	size_t got = recv_stream_at(fd, SIZE_MAX, 73, 0);
+	size_t sent;
+	await_buf(&sent, sizeof sent);
+	say("received total == sender's total: %s", got == sent ? "yes" : "no");
+	tell();
+	close(fd);
+}
+
+static void sendfile_nb_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	set_nonblock(fd, true);
+	size_t fsz = 24 * MiB;
+	int f = pattern_file(fsz, 73);
+	off_t off = 0;
+	size_t total = 0;
+	bool eagain = false, partial = false;
+	while (total < fsz) {
+		ssize_t r = sendfile(fd, f, &off, 1 * MiB);
+		if (r < 0) {
+			eagain = errno == EAGAIN;
+			if (!eagain)
+				say("sendfile: %s", ename(errno));
+			break;
+		}
+		if (r < (ssize_t)MiB)
+			partial = true;
+		total += (size_t)r;
+	}
+	say("window full: partial count %s, then EAGAIN %s; offset == total: %s", partial ? "yes" : "no",
+	    eagain ? "yes" : "no", (size_t)off == total ? "yes" : "no");
+	say("file position untouched: %s", lseek(f, 0, SEEK_CUR) == 0 ? "yes" : "no");
+	POLL1(fd, POLLOUT, 0);
+	tell(); /* the reader drains */
+	bool stuck = false;
+	while (total < fsz) {
+		struct pollfd p = { fd, POLLOUT, 0 };
+		if (poll(&p, 1, 5000) != 1) {
+			stuck = true;
+			break;
+		}
+		ssize_t r = sendfile(fd, f, &off, fsz - total);
+		if (r > 0)
+			total += (size_t)r;
+		else if (r == 0 || errno != EAGAIN) {
+			say("sendfile: %s", rcs(r, errno));
+			break;
+		}
+	}
+	say("rest of the file sent while the reader drains: %s, offset == total: %s", stuck ? "STUCK" : "yes",
+	    (size_t)off == total ? "yes" : "no");
+	RC("sendfile at EOF", sendfile(fd, f, &off, 4096));
+	close(f);
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	tell_buf(&total, sizeof total);
+	await();
+	close(fd);
+}
+
+static void sc_sendfile_nb(void) { pair(AF_INET, sendfile_nb_srv, sendfile_nb_cli); }
+
+/* ---- splice: pipe -> socket and socket -> pipe --------------------------- */
+
+static void say_pipe(int pfd, size_t n, uint32_t seed)
+{
+	uint8_t *b = malloc(n);
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(pfd, b + got, n - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	struct rx r;
+	rx_init(&r);
+	rx_feed(&r, b, got, 0, seed);
+	rx_say(&r, "pipe holds");
+	free(b);
+}
+
+static void splice_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_stream_at(fd, 10000, 74, 0);
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe");
+	tell();
+	await(); /* the client sent 5000 bytes */
+	usleep(SETTLE_US);
+	RC("splice(socket -> pipe, 65536)", splice(fd, NULL, p[1], NULL, 65536, 0));
+	say_pipe(p[0], 5000, 75);
+	set_nonblock(fd, true); /* SPLICE_F_NONBLOCK is about the pipe only */
+	RC("splice(nonblocking socket -> pipe) nothing there", splice(fd, NULL, p[1], NULL, 65536, 0));
+	set_nonblock(fd, false);
+	loff_t o = 0;
+	RC("splice(socket -> pipe, off_out)", splice(fd, NULL, p[1], &o, 100, 0));
+	tell();
+	await(); /* 100000 more, then the client's FIN */
+	size_t total = 0;
+	for (int i = 0; i < 1000; i++) {
+		ssize_t r = splice(fd, NULL, p[1], NULL, 100000 - total, 0);
+		if (r <= 0)
+			break;
+		struct rx x;
+		rx_init(&x);
+		uint8_t *b = malloc((size_t)r);
+		size_t got = 0;
+		while (got < (size_t)r) {
+			ssize_t k = read(p[0], b + got, (size_t)r - got);
+			if (k <= 0)
+				break;
+			got += (size_t)k;
+		}
+		rx_feed(&x, b, got, total, 76);
+		if (x.mismatch)
+			say("pipe data MISMATCH at %" PRIu64, x.bad_at);
+		free(b);
+		total += got;
+		if (total == 100000)
+			break;
+	}
+	say("spliced 100000 through the pipe: %s", total == 100000 ? "yes" : "no");
+	RC("splice(socket -> pipe) at EOF", splice(fd, NULL, p[1], NULL, 4096, 0));
+	close(p[0]);
+	close(p[1]);
+	close(fd);
+}
+
+static void splice_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe");
+	uint8_t *b = malloc(100000);
+	fill(b, 10000, 0, 74);
+	if (write(p[1], b, 10000) != 10000)
+		die("write pipe");
+	RC("splice(pipe -> socket, 10000)", splice(p[0], NULL, fd, NULL, 10000, 0));
+	RC("splice(pipe -> socket, NONBLOCK) empty pipe", splice(p[0], NULL, fd, NULL, 100, SPLICE_F_NONBLOCK));
+	loff_t o = 0;
+	RC("splice(pipe -> socket, off_in)", splice(p[0], &o, fd, NULL, 100, 0));
+	int f = pattern_file(10, 74);
+	RC("splice(file -> socket)", splice(f, NULL, fd, NULL, 10, 0));
+	close(f);
+	await();
+	fill(b, 5000, 0, 75);
+	RC("send(5000)", send(fd, b, 5000, 0));
+	tell();
+	await();
+	fill(b, 100000, 0, 76);
+	size_t off = 0;
+	while (off < 100000) {
+		ssize_t w = send(fd, b + off, 100000 - off, 0);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	say("sent 100000: %s", off == 100000 ? "yes" : "no");
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	tell();
+	close(p[1]);
+	RC("splice(pipe -> socket) no writer left", splice(p[0], NULL, fd, NULL, 100, 0));
+	close(p[0]);
+	free(b);
+	close(fd);
+}
+
+static void sc_splice(void) { pair(AF_INET, splice_srv, splice_cli); }
+
 /* ================================================================ event scenarios (appended) */
 
 /* CPU time of this process, ms. */
@@ -3994,6 +4340,11 @@ static const struct scenario scenarios[] = {
 	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },
 	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },
 	{ "sendfile", sc_sendfile, "sendfile with and without an offset, near and at EOF" },
+	{ "cork", sc_cork, "TCP_CORK holds a header + sendfile until uncork; MSG_MORE; full segments; NODELAY; 200 ms ceiling" },
+	{ "cork_inherit", sc_cork_inherit, "TCP_CORK set before connect, and on a listener (accepted sockets inherit it)" },
+	{ "cork_close", sc_cork_close, "close while corked: the held bytes arrive, then EOF" },
+	{ "sendfile_nb", sc_sendfile_nb, "nonblocking sendfile into a full window: partial count, EAGAIN, offsets" },
+	{ "splice", sc_splice, "splice pipe -> socket and socket -> pipe: counts, EAGAIN, EOF, bad offsets" },
 	{ "unread_idle", sc_unread_idle, "unread data while waiting for POLLPRI / after an ET edge: sleeps, no busy loop" },
 	{ "epoll_close_dup", sc_epoll_close_dup, "a registered fd closed while a dup is open stays in the set until the last close" },
 	{ "epoll_flags", sc_epoll_flags, "EPOLLEXCLUSIVE rules; EEXIST, ENOENT, EINVAL from epoll_ctl" },

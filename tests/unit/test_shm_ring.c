@@ -1,6 +1,6 @@
 /* test_shm_ring.c — the shm provider's SPSC message rings: records in and out,
  * wraparound with PAD records, full ring, arm/wake hand-off, the closed flag,
- * and corrupted indices and records written by a hostile peer.
+ * reserve/commit and held records (TCP_CORK), and corrupted indices and records written by a hostile peer.
  *
  * The rings are built in ordinary heap memory, each data area allocated with
  * exactly the ring's size, so that under ASan any read or write past a ring
@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/sys.h"
 #include "providers/shm/shm_priv.h"
 
 #define RS SHM_RING_MIN /* 16 KiB: small rings wrap often */
@@ -531,6 +532,121 @@ static void test_len_rewritten_after_peek(void **state)
 	assert_int_equal(shm_ring_peek(&g->c, &m, &len), -EAGAIN);
 }
 
+/* ---- reserve / commit / held records ------------------------------------ */
+
+static void test_reserve_commit_shorter(void **state)
+{
+	struct rig *g = *state;
+	void *buf;
+	uint8_t out[256];
+	assert_int_equal(shm_ring_reserve(&g->p, 200, &buf), 0);
+	memcpy(buf, "abcdef", 6);
+	assert_int_equal(shm_ring_commit(&g->p, 6, 0), 0);
+	assert_int_equal(shm_ring_commit(&g->p, 6, 0), -EINVAL); /* no reservation left */
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 6);
+	assert_memory_equal(out, "abcdef", 6);
+	/* an abandoned reservation sends nothing; the next send goes in its place */
+	assert_int_equal(shm_ring_reserve(&g->p, 100, &buf), 0);
+	assert_int_equal(send_buf(&g->p, "x", 1), 0);
+	assert_int_equal(shm_ring_commit(&g->p, 1, 0), -EINVAL);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
+	assert_int_equal(out[0], 'x');
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -EAGAIN);
+	assert_int_equal(shm_ring_reserve(&g->p, RS / 4, &buf), -EMSGSIZE);
+}
+
+static int hold_buf(struct ssw_ep *ep, const void *b, size_t n)
+{
+	void *buf;
+	int rc = shm_ring_reserve(ep, n, &buf);
+	if (rc)
+		return rc;
+	memcpy(buf, b, n);
+	return shm_ring_commit(ep, n, 1);
+}
+
+static void test_held_until_flush(void **state)
+{
+	struct rig *g = *state;
+	uint8_t out[16];
+	assert_int_equal(shm_ring_arm(&g->c), 0);
+	assert_int_equal(hold_buf(&g->p, "ab", 2), 0);
+	assert_int_equal(hold_buf(&g->p, "cd", 2), 0);
+	/* held: invisible, no wake-up; a sleeper is told when they become its own */
+	assert_int_equal(eventfd_count(g->efd_c), 0);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -EAGAIN);
+	atomic_fetch_sub(&g->ctl[0]->armed, 1);
+	int bound = shm_ring_arm(&g->c);
+	assert_true(bound > 0 && bound <= SSW_HOLD_MS + 1);
+	/* the flush publishes both and rings once */
+	shm_ring_flush(&g->p);
+	assert_int_equal(eventfd_count(g->efd_c), 1);
+	atomic_store(&g->ctl[0]->rung, 0);
+	atomic_fetch_sub(&g->ctl[0]->armed, 1);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 2);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 2);
+	assert_memory_equal(out, "cd", 2);
+	/* a plain send publishes what is held before it */
+	assert_int_equal(hold_buf(&g->p, "e", 1), 0);
+	assert_int_equal(send_buf(&g->p, "f", 1), 0);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
+	assert_int_equal(out[0], 'e');
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
+	assert_int_equal(out[0], 'f');
+}
+
+static void test_held_taken_after_hold_time(void **state)
+{
+	struct rig *g = *state;
+	uint8_t out[16];
+	assert_int_equal(hold_buf(&g->p, "gh", 2), 0);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -EAGAIN);
+	/* the hold began long ago: the consumer takes the records itself */
+	atomic_store(&g->ctl[0]->held_ns, ssw_now_ns() - (SSW_HOLD_MS + 1) * 1000000ull);
+	assert_int_equal(shm_ring_arm(&g->c), -EAGAIN);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 2);
+	assert_memory_equal(out, "gh", 2);
+	/* the published tail still lags: not "new", and not corrupt */
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -EAGAIN);
+	assert_int_equal(shm_ring_arm(&g->c), 0);
+	atomic_fetch_sub(&g->ctl[0]->armed, 1);
+	shm_ring_flush(&g->p);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -EAGAIN);
+	assert_int_equal(send_buf(&g->p, "i", 1), 0);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
+	assert_int_equal(out[0], 'i');
+}
+
+static void test_held_on_close(void **state)
+{
+	struct rig *g = *state;
+	uint8_t out[16];
+	assert_int_equal(hold_buf(&g->p, "j", 1), 0);
+	atomic_store(&g->ctl[0]->closed, SHM_CLOSED_ORDERLY);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -EPIPE);
+}
+
+static void test_held_corrupt(void **state)
+{
+	struct rig *g = *state;
+	uint8_t out[16];
+	atomic_store(&g->ctl[0]->held_ns, 0); /* expired */
+	atomic_store(&g->ctl[0]->held, 8 + RS); /* past the ring */
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -ECONNRESET);
+}
+
+static void test_held_unaligned(void **state)
+{
+	struct rig *g = *state;
+	uint8_t out[16];
+	assert_int_equal(send_buf(&g->p, "k", 1), 0);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
+	atomic_store(&g->ctl[0]->held_ns, 0);
+	atomic_store(&g->ctl[0]->held, 20);
+	assert_int_equal(recv_buf(&g->c, out, sizeof out), -ECONNRESET);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -561,6 +677,12 @@ int main(void)
 		T(test_pad_then_garbage),
 		T(test_head_corrupt),
 		T(test_len_rewritten_after_peek),
+		T(test_reserve_commit_shorter),
+		T(test_held_until_flush),
+		T(test_held_taken_after_hold_time),
+		T(test_held_on_close),
+		T(test_held_corrupt),
+		T(test_held_unaligned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -435,7 +435,7 @@ static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
 		uint64_t rhead = atomic_load(&ep->rx.ctl->head);
 		if (tail < head || tail - head > ep->tx.size || (tail & 7) || (rhead & 7))
 			rc = -EPROTO;
-		ep->tx.pos = tail;
+		ep->tx.pos = ep->tx.pub = tail;
 		ep->tx.other = head;
 		ep->rx.pos = ep->rx.other = rhead;
 	}
@@ -629,6 +629,8 @@ static void shm_close(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
+	if (ep->tx.ctl && how == SSW_CLOSE_ORDERLY)
+		shm_ring_flush(ep); /* held messages go before the end, as a kernel close sends corked data */
 	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {
 		/* Said at once, beside the ring, so the peer's poll sees it behind
 		 * unread data; a peer that sleeps (or watches: epoll) is armed

@@ -26,6 +26,9 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.recv_done = shm_ring_done,
 	.send_room = shm_ring_room,
 	.send_ctl = shm_ring_send_ctl,
+	.send_reserve = shm_ring_reserve,
+	.send_commit = shm_ring_commit,
+	.flush = shm_ring_flush,
 };
 
 static int shm_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
@@ -159,7 +162,7 @@ static int shm_rx_ready(struct ssw_ep *ep)
 {
 	const struct shm_ring *r = &ep->rx;
 	uint64_t seen = __atomic_load_n(&r->pos, __ATOMIC_RELAXED) + __atomic_load_n(&r->cur, __ATOMIC_RELAXED);
-	return atomic_load_explicit(&r->ctl->tail, memory_order_acquire) != seen ||
+	return shm_rx_tail(r, seen) != seen ||
 	       atomic_load_explicit(&r->ctl->closed, memory_order_relaxed) != SHM_OPEN;
 }
 

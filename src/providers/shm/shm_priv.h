@@ -18,6 +18,11 @@
  * producer and consumer never write the same line (no false sharing). */
 struct shm_ring_ctl {
 	_Alignas(64) _Atomic uint64_t tail;   /* bytes produced (producer writes) */
+	/* held messages (send_commit with hold): records written up to `held`,
+	 * not yet published in `tail`; the consumer takes them itself once
+	 * SSW_HOLD_MS have passed since held_ns (CLOCK_MONOTONIC) */
+	_Atomic uint64_t held;
+	_Atomic uint64_t held_ns;
 	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
 	_Alignas(64) _Atomic uint32_t armed;  /* consumer threads (about to go) asleep: a count */
 	_Atomic uint32_t rung;                /* producer rang since the consumer last woke */
@@ -56,7 +61,18 @@ struct shm_ring {
 	uint64_t pos;      /* tail (producer) or head (consumer), private */
 	uint64_t other;    /* last value seen of the other side's index */
 	uint64_t cur;      /* consumer: bytes of the record being peeked, 0 if none */
+	uint64_t pub;      /* producer: tail last published (pos - pub: held or reserved) */
+	uint64_t resv;     /* producer: record bytes reserved by send_reserve, 0 if none */
+	uint64_t taken;    /* consumer: end of held records taken before their publication */
 };
+
+/* The consumer's view of the published tail: one that still lags behind
+ * held records we took (their hold time ended) counts as where we are. */
+static inline uint64_t shm_rx_tail(const struct shm_ring *r, uint64_t seen)
+{
+	uint64_t t = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
+	return t < seen && seen <= __atomic_load_n(&r->taken, __ATOMIC_RELAXED) ? seen : t;
+}
 
 /* Handshake over the rendezvous socket (SOCK_SEQPACKET). */
 enum { SHM_HS_HELLO = 1, SHM_HS_ACK = 2 }; /* ACK: only a refusal (status < 0) */
@@ -101,6 +117,9 @@ extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
 int shm_ring_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
+int shm_ring_reserve(struct ssw_ep *ep, size_t len, void **buf);
+int shm_ring_commit(struct ssw_ep *ep, size_t len, int hold);
+void shm_ring_flush(struct ssw_ep *ep);
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len);
 void shm_ring_done(struct ssw_ep *ep);
 int shm_ring_arm(struct ssw_ep *ep);

@@ -69,19 +69,17 @@ void shm_ring_bell(struct ssw_ep *ep)
 	}
 }
 
-static int ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, uint32_t kind)
+int shm_ring_reserve(struct ssw_ep *ep, size_t len, void **buf)
 {
 	struct shm_ring *r = &ep->tx;
-	size_t len = 0;
 
+	r->resv = 0;
 	if (ep->err)
 		return ep->err;
 	if (ep->peer_gone) /* died: a reset if it left our data unread */
 		return shm_gone_state(ep);
 	if (atomic_load_explicit(&ep->rx.ctl->closed, memory_order_acquire) == SHM_CLOSED_RESET)
 		return -ECONNRESET;
-	for (int i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
 	uint64_t need = SHM_REC_HDR + ALIGN8(len);
 	if (need > r->size / 4)
 		return -EMSGSIZE;
@@ -97,23 +95,74 @@ static int ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, uin
 			return -EAGAIN;
 	}
 	if (pad) {
+		/* goes out with the next published record; an abandoned
+		 * reservation leaves only this (valid) padding behind */
 		struct shm_rec p = { (uint32_t)(pad - SHM_REC_HDR), SHM_REC_PAD };
 		memcpy(r->data + off, &p, sizeof p);
 		r->pos += pad;
 		off = 0;
 	}
+	r->resv = need;
+	*buf = r->data + off + SHM_REC_HDR;
+	return 0;
+}
+
+/* Make every record written so far visible (hold: only say they are held). */
+static void publish(struct ssw_ep *ep, int hold)
+{
+	struct shm_ring *r = &ep->tx;
+	if (hold) {
+		if (atomic_load_explicit(&r->ctl->held, memory_order_relaxed) <= r->pub)
+			atomic_store_explicit(&r->ctl->held_ns, ssw_now_ns(), memory_order_relaxed);
+		atomic_store_explicit(&r->ctl->held, r->pos, memory_order_release);
+		return;
+	}
+	r->pub = r->pos;
+	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
+	shm_wake_peer(ep);
+}
+
+static int commit(struct ssw_ep *ep, size_t len, int hold, uint32_t kind)
+{
+	struct shm_ring *r = &ep->tx;
+	uint64_t need = SHM_REC_HDR + ALIGN8(len);
+	if (!r->resv || need > r->resv)
+		return -EINVAL;
 	struct shm_rec m = { (uint32_t)len, kind };
-	uint8_t *dst = r->data + off;
-	memcpy(dst, &m, sizeof m);
-	dst += SHM_REC_HDR;
+	memcpy(r->data + (r->pos & (r->size - 1)), &m, sizeof m);
+	r->pos += need;
+	r->resv = 0;
+	publish(ep, hold);
+	return 0;
+}
+
+int shm_ring_commit(struct ssw_ep *ep, size_t len, int hold)
+{
+	return commit(ep, len, hold, SHM_REC_MSG);
+}
+
+void shm_ring_flush(struct ssw_ep *ep)
+{
+	struct shm_ring *r = &ep->tx;
+	if (r->ctl && r->pos != r->pub)
+		publish(ep, 0);
+}
+
+static int ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, uint32_t kind)
+{
+	size_t len = 0;
+	void *buf;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	int rc = shm_ring_reserve(ep, len, &buf);
+	if (rc)
+		return rc;
+	uint8_t *dst = buf;
 	for (int i = 0; i < iovcnt; i++) {
 		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
 		dst += iov[i].iov_len;
 	}
-	r->pos += need;
-	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
-	shm_wake_peer(ep);
-	return 0;
+	return commit(ep, len, 0, kind);
 }
 
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
@@ -188,6 +237,29 @@ static int empty_state(struct ssw_ep *ep)
 	return -EAGAIN;
 }
 
+/* Records the peer holds past `from` that we may take now: its hold time
+ * is over, or it is gone (a kernel close sends corked data too).  Returns
+ * their end (`from` when none; *wait_ns: how long until they are ours), or
+ * HELD_CORRUPT. */
+#define HELD_CORRUPT UINT64_MAX
+static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns)
+{
+	struct shm_ring *r = &ep->rx;
+	uint64_t h = atomic_load_explicit(&r->ctl->held, memory_order_acquire);
+	if (h <= from)
+		return from; /* none, or published meanwhile */
+	if (h - r->pos > r->size || (h & 7))
+		return HELD_CORRUPT;
+	uint64_t t0 = atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed);
+	uint64_t now = ssw_now_ns(), hold = (uint64_t)SSW_HOLD_MS * 1000000u;
+	if (ep->peer_gone || atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN ||
+	    now - t0 >= hold || t0 > now)
+		return h;
+	if (wait_ns)
+		*wait_ns = t0 + hold - now;
+	return from;
+}
+
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 {
 	struct shm_ring *r = &ep->rx;
@@ -196,9 +268,16 @@ int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 		return ep->err;
 	for (;;) {
 		if (r->pos == r->other) {
-			uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
+			uint64_t tail = shm_rx_tail(r, r->pos);
 			if (tail < r->pos || tail - r->pos > r->size || (tail & 7))
 				return corrupt(ep);
+			if (tail == r->pos) {
+				tail = held_end(ep, tail, NULL);
+				if (tail == HELD_CORRUPT)
+					return corrupt(ep);
+				if (tail > r->taken)
+					r->taken = tail;
+			}
 			r->other = tail;
 			if (tail == r->pos)
 				return empty_state(ep);
@@ -243,11 +322,15 @@ int shm_ring_arm(struct ssw_ep *ep)
 		return -EAGAIN;
 	/* a count, not a flag: two threads of ours may sleep on this ring */
 	atomic_fetch_add_explicit(&r->ctl->armed, 1, memory_order_seq_cst);
-	uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
+	uint64_t tail = shm_rx_tail(r, r->pos + r->cur);
+	uint64_t wait_ns = 0;
 	if (tail != r->pos + r->cur ||
-	    atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN) {
+	    atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN ||
+	    held_end(ep, tail, &wait_ns) != tail) {
 		atomic_fetch_sub_explicit(&r->ctl->armed, 1, memory_order_relaxed);
 		return -EAGAIN;
 	}
-	return 0;
+	/* held records: a flush rings us, else they are ours when the hold ends */
+	return wait_ns ? (int)(wait_ns / 1000000u) + 1 : 0;
 }
