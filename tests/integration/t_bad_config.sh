@@ -38,5 +38,12 @@ for side in client server; do
   ssw_assert_eq "noconf-$side: stderr lines naming the missing file" \
     "$(grep -c "does-not-exist.conf" "$err")" 1
 done
+# a bad wait policy: one line naming the variable and the accepted values
+ssw_echo_pair badwait switched switched 127.0.0.1 64x10 SOCKSWITCH_WAIT=fast
+for side in client server; do
+  err="$T/badwait-$side.err"
+  ssw_assert_eq "badwait-$side: stderr lines naming SOCKSWITCH_WAIT=fast and the values" \
+    "$(grep -c "SOCKSWITCH_WAIT=fast: expected auto, spin, yield or sleep" "$err")" 1
+done
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish

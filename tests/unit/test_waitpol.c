@@ -1,0 +1,141 @@
+/* test_waitpol.c — the wait policy: what a wait's budget counts in each mode,
+ * and that a busy neighbour on the same core makes a wait hand the core over
+ * (long wall time, little CPU burned) instead of burning its budget. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "common/sys.h"
+#include "common/waitpol.h"
+
+static int count_steps(struct ssw_spin *sp, uint64_t *elapsed)
+{
+	int n = 0;
+	while (ssw_spin_step(sp) && n < 10000000)
+		n++;
+	*elapsed = ssw_now_ns() - sp->t0;
+	return n;
+}
+
+static void test_parse(void **st)
+{
+	(void)st;
+	assert_int_equal(ssw_wait_parse("auto"), SSW_WAITMODE_AUTO);
+	assert_int_equal(ssw_wait_parse("spin"), SSW_WAITMODE_SPIN);
+	assert_int_equal(ssw_wait_parse("yield"), SSW_WAITMODE_YIELD);
+	assert_int_equal(ssw_wait_parse("sleep"), SSW_WAITMODE_SLEEP);
+	assert_int_equal(ssw_wait_parse("fast"), -1);
+	assert_int_equal(ssw_wait_parse(""), -1);
+	assert_string_equal(ssw_wait_mode_name(SSW_WAITMODE_YIELD), "yield");
+}
+
+/* sleep: no step at all; a zero budget: none either */
+static void test_sleep_and_zero(void **st)
+{
+	(void)st;
+	struct ssw_spin sp;
+	uint64_t el;
+	ssw_wait_set_mode(SSW_WAITMODE_SLEEP);
+	ssw_spin_start(&sp, ssw_now_ns(), 50000);
+	assert_int_equal(count_steps(&sp, &el), 0);
+	assert_false(sp.spun);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+	ssw_spin_start(&sp, ssw_now_ns(), 0);
+	assert_int_equal(count_steps(&sp, &el), 0);
+	ssw_spin_start(&sp, ssw_now_ns(), 50000);
+	ssw_spin_stop(&sp);
+	assert_int_equal(count_steps(&sp, &el), 0);
+}
+
+/* spin: the budget is wall time */
+static void test_spin_is_wall_time(void **st)
+{
+	(void)st;
+	struct ssw_spin sp;
+	uint64_t el;
+	ssw_wait_set_mode(SSW_WAITMODE_SPIN);
+	ssw_spin_start(&sp, ssw_now_ns(), 200000);
+	assert_true(count_steps(&sp, &el) > 0);
+	assert_true(el >= 200000);
+	assert_true(sp.spun);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+}
+
+/* auto: a wait ends when it burned its budget or reached the wall cap,
+ * never before */
+static void test_auto_ends_on_burn_or_wall(void **st)
+{
+	(void)st;
+	for (int i = 0; i < 20; i++) {
+		struct ssw_spin sp;
+		uint64_t el;
+		ssw_spin_start(&sp, ssw_now_ns(), 20000);
+		assert_true(count_steps(&sp, &el) > 0);
+		assert_true(sp.burn >= 20000 || el >= SSW_SPIN_WALL_NS);
+		assert_true(el < 50 * SSW_SPIN_WALL_NS); /* bounded, whatever the load */
+	}
+}
+
+static atomic_int stop_busy;
+
+static void *busy(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&stop_busy, memory_order_relaxed))
+		ssw_cpu_relax();
+	return NULL;
+}
+
+/* A runnable neighbour on the same core: the wait hands the core over at
+ * each step (the neighbour runs), so it keeps waiting past its CPU budget,
+ * up to the wall cap, having burned less than the budget. */
+static void test_auto_yields_to_neighbour(void **st)
+{
+	(void)st;
+	cpu_set_t one, old;
+	if (sched_getaffinity(0, sizeof old, &old) < 0)
+		skip();
+	int cpu = -1;
+	for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
+		if (CPU_ISSET(c, &old))
+			cpu = c;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* the new thread inherits it */
+	atomic_store(&stop_busy, 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, busy, NULL), 0);
+	usleep(20000); /* let it run */
+	int handed = 0;
+	for (int i = 0; i < 5; i++) {
+		struct ssw_spin sp;
+		uint64_t el;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		count_steps(&sp, &el);
+		if (el >= SSW_SPIN_WALL_NS && sp.burn < 50000)
+			handed++;
+	}
+	atomic_store(&stop_busy, 1);
+	pthread_join(t, NULL);
+	sched_setaffinity(0, sizeof old, &old);
+	assert_true(handed >= 3);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_sleep_and_zero),
+		cmocka_unit_test(test_spin_is_wall_time),
+		cmocka_unit_test(test_auto_ends_on_burn_or_wall),
+		cmocka_unit_test(test_auto_yields_to_neighbour),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
