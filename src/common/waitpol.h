@@ -18,6 +18,10 @@
  * host a wait burns at most the adaptive spin budget (SOCKSWITCH_SPIN_US at
  * most) and sleeps; on a loaded host it keeps handing the core over, at
  * little cost to anyone, for up to SSW_SPIN_WALL_NS before it sleeps.
+ * Unless a neighbour is CPU-bound: a yield then gives it a whole slice (ms)
+ * while a sleeper's wake-up would preempt it.  When yields often come back
+ * after SSW_SPIN_HOG_NS (waitpol.c: hog_seen), yields are off in this
+ * process for SSW_SPIN_HOG_OFF_NS: waits then pause-spin briefly and sleep.
  * No shared state (nothing another user could write), no system call but
  * the yields themselves.
  *
@@ -36,6 +40,8 @@ enum ssw_wait_mode { SSW_WAITMODE_AUTO = 0, SSW_WAITMODE_SPIN, SSW_WAITMODE_YIEL
 #define SSW_SPIN_PAUSE_NS 2000ull      /* pure busy-poll at the start of a wait */
 #define SSW_SPIN_WALL_NS 2000000ull    /* no wait stays runnable longer than this */
 #define SSW_SPIN_EMPTY_NS 3000ull      /* a yield back within this: nobody else ran */
+#define SSW_SPIN_HOG_NS 500000ull      /* a yield back after this: a CPU-bound neighbour (a slice) */
+#define SSW_SPIN_HOG_OFF_NS 1000000000ull /* ... often: then no yields in this process for this long */
 
 /* Set once at start-up from the configuration (SOCKSWITCH_WAIT). */
 void ssw_wait_set_mode(int mode);
