@@ -375,10 +375,19 @@ static int take_hello(int cfd, struct ssw_ep **out, void *priv, size_t *priv_len
 	return 0;
 }
 
+/* The connector sends its HELLO right after connecting: waiting a few µs
+ * for it costs less than parking the request and waking up for it (a server
+ * spinning in accept catches most connections before their HELLO). */
+#define HELLO_WAIT_NS 20000u
+
 /* A request this process now owns: its HELLO, or it waits in the set. */
 static int take_conn(struct ssw_listener *l, int cfd, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	int rc = take_hello(cfd, out, priv, priv_len);
+	for (uint64_t t0 = ssw_now_ns(); rc == -EAGAIN && ssw_now_ns() - t0 < HELLO_WAIT_NS;) {
+		ssw_cpu_relax();
+		rc = take_hello(cfd, out, priv, priv_len);
+	}
 	if (rc == -EAGAIN)
 		park(l, ssw_fd_hide(cfd));
 	else if (rc < 0)
