@@ -1,6 +1,7 @@
 /* shm_conn.c — connection set-up of the shm provider: per-netns rendezvous on
  * abstract unix sockets, memfd segments and eventfds passed with SCM_RIGHTS,
- * and the ready queue that lets any process sharing a listener accept. */
+ * and the handback pair that lets any process sharing a listener accept each
+ * request exactly once. */
 #include "providers/shm/shm_priv.h"
 
 #include "common/log.h"
