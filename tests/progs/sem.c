@@ -330,16 +330,20 @@ static struct proc spawn(const char *r, proc_fn fn, void *arg)
 	close(fds[1]);
 	p.pid = pid;
 	p.rep = fds[0];
-	if (nkids < (int)(sizeof kids / sizeof kids[0]))
-		kids[nkids++] = pid;
+	int slot = 0; /* a reaped child's slot is free again */
+	while (slot < nkids && kids[slot] > 0)
+		slot++;
+	if (slot < (int)(sizeof kids / sizeof kids[0])) {
+		kids[slot] = pid;
+		if (slot == nkids)
+			nkids++;
+	}
 	return p;
 }
 
-/* Collect a child's lines and its exit status (into our own transcript). */
-static void reap(struct proc *p)
+/* Collect a child's lines (into our own transcript) and its wait status. */
+static int reap_status(struct proc *p)
 {
-	if (p->pid <= 0)
-		return;
 	char b[4096];
 	for (;;) {
 		ssize_t n = read(p->rep, b, sizeof b);
@@ -357,6 +361,15 @@ static void reap(struct proc *p)
 		if (kids[i] == p->pid)
 			kids[i] = 0;
 	p->pid = -1;
+	return st;
+}
+
+/* Collect a child's lines and its exit status (into our own transcript). */
+static void reap(struct proc *p)
+{
+	if (p->pid <= 0)
+		return;
+	int st = reap_status(p);
 	if (WIFEXITED(st)) {
 		say("%s exited with status %d", p->role, WEXITSTATUS(st));
 		if (WEXITSTATUS(st))
@@ -3297,6 +3310,86 @@ static void prefork_cli(const struct addr *a)
 
 static void sc_prefork_accept(void) { pair(AF_INET, prefork_srv, prefork_cli); }
 
+/* pre-fork burst: rounds of 8 workers that accept once each while 8 clients
+ * connect at the same moment; a connection one worker took off the shared
+ * backlog and never accepted would leave a sibling and a client hanging */
+#define BURST_N 8
+#define BURST_ROUNDS 4
+
+static void burst_worker(void *arg)
+{
+	(void)arg;
+	int fd = acc(g_lfd);
+	char c;
+	ssize_t r = recv(fd, &c, 1, 0);
+	if (r != 1 || send(fd, &c, 1, 0) != 1)
+		die("echo: %s", r == 0 ? "EOF" : ename(errno));
+	r = recv(fd, &c, 1, 0); /* until the client closes */
+	if (r != 0)
+		say("after the echo: recv = %s", rcs(r, errno));
+	close(fd);
+}
+
+static int burst_go[2] = { -1, -1 }; /* EOF on [0] releases every client at once */
+
+static void burst_client(void *arg)
+{
+	const struct addr *a = arg;
+	char c;
+	close(burst_go[1]);
+	while (read(burst_go[0], &c, 1) < 0 && errno == EINTR)
+		;
+	int fd = conn(a);
+	if (send(fd, "e", 1, 0) != 1 || recv(fd, &c, 1, 0) != 1 || c != 'e')
+		die("echo: %s", ename(errno));
+	close(fd);
+}
+
+/* Wait for n processes; how many exited with status 0. */
+static int reap_ok(struct proc *p, int n)
+{
+	int ok = 0;
+	for (int i = 0; i < n; i++) {
+		int st = reap_status(&p[i]);
+		ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	return ok;
+}
+
+static void burst_srv(int lfd)
+{
+	g_lfd = lfd;
+	int ok = 0;
+	for (int round = 0; round < BURST_ROUNDS; round++) {
+		struct proc w[BURST_N];
+		for (int i = 0; i < BURST_N; i++)
+			w[i] = spawn("worker", burst_worker, NULL);
+		usleep(20000); /* margin: the workers are asleep in accept */
+		tell();
+		ok += reap_ok(w, BURST_N);
+	}
+	say("%d of %d workers accepted one connection and echoed", ok, BURST_N * BURST_ROUNDS);
+}
+
+static void burst_cli(const struct addr *a)
+{
+	int ok = 0;
+	for (int round = 0; round < BURST_ROUNDS; round++) {
+		await();
+		if (pipe(burst_go) < 0)
+			die("pipe: %s", ename(errno));
+		struct proc c[BURST_N];
+		for (int i = 0; i < BURST_N; i++)
+			c[i] = spawn("client", burst_client, (void *)a);
+		close(burst_go[0]);
+		close(burst_go[1]);
+		ok += reap_ok(c, BURST_N);
+	}
+	say("%d of %d connections echoed", ok, BURST_N * BURST_ROUNDS);
+}
+
+static void sc_prefork_burst(void) { pair(AF_INET, burst_srv, burst_cli); }
+
 /* ---- iovec, sendmsg/recvmsg, recvfrom, sendfile ----------------------- */
 
 static void iovec_srv(int lfd)
@@ -4338,6 +4431,7 @@ static const struct scenario scenarios[] = {
 	{ "exec_eof", sc_exec_eof, "fork+execlp: the new program sees TCP options and names, then the peer's close as EOF" },
 	{ "fork_listener", sc_fork_listener, "a forked child closes its copy of the listener; the listener lives on" },
 	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },
+	{ "prefork_burst", sc_prefork_burst, "8 pre-forked workers accept once each while 8 clients connect at once (4 rounds)" },
 	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },
 	{ "sendfile", sc_sendfile, "sendfile with and without an offset, near and at EOF" },
 	{ "cork", sc_cork, "TCP_CORK holds a header + sendfile until uncork; MSG_MORE; full segments; NODELAY; 200 ms ceiling" },

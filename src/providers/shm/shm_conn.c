@@ -1,6 +1,7 @@
 /* shm_conn.c — connection set-up of the shm provider: per-netns rendezvous on
  * abstract unix sockets, memfd segments and eventfds passed with SCM_RIGHTS,
- * and the ready queue that lets any process sharing a listener accept. */
+ * and the handback pair that lets any process sharing a listener accept each
+ * request exactly once. */
 #include "providers/shm/shm_priv.h"
 
 #include "common/log.h"
@@ -21,7 +22,6 @@
 #include <pthread.h>
 
 #define SHM_RING_DEFAULT (512u << 10)
-#define SHM_MAX_PENDING 1024
 
 static uint64_t ring_size_setting(void)
 {
@@ -219,6 +219,16 @@ static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int con
 
 /* ---- listening side ---------------------------------------------------- */
 
+/* A connector sends its HELLO right after connecting, so an acceptor may take
+ * a request off the shared backlog before its HELLO is there.  Such a request
+ * waits ("pending") in the epoll set of the process that took it, and only
+ * that process can finish it: kept past the accept call that returns another
+ * connection, it would be stranded when that process never accepts again (a
+ * pre-fork worker that accepts once) while a sibling sleeps in accept.  So
+ * that call hands its pending requests back through the listener's handback
+ * pair, which every process sharing the listener watches like the backlog:
+ * each request is accepted exactly once, by any process waiting in accept. */
+
 static int own_epfd(struct ssw_listener *l);
 
 static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
@@ -231,12 +241,17 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	struct ssw_listener *l = calloc(1, sizeof *l);
 	if (!l)
 		return -ENOMEM;
-	l->lfd = l->epfd = -1;
+	l->lfd = l->epfd = l->hb[0] = l->hb[1] = -1;
+	pthread_mutex_init(&l->mu, NULL);
 	int rc;
 	l->lfd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (l->lfd < 0 || sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0 ||
 	    sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
 		goto fail;
+	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, l->hb) < 0)
+		goto fail;
+	l->hb[0] = ssw_fd_hide(l->hb[0]);
+	l->hb[1] = ssw_fd_hide(l->hb[1]);
 	if (own_epfd(l) < 0) {
 		errno = ENFILE;
 		goto fail;
@@ -245,64 +260,107 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	return 0;
 fail:
 	rc = -errno;
-	if (l->lfd >= 0)
-		sys_close(l->lfd);
-	if (l->epfd >= 0)
-		sys_close(l->epfd);
+	int fds[4] = { l->lfd, l->hb[0], l->hb[1], l->epfd };
+	close_fds(fds, 4);
+	pthread_mutex_destroy(&l->mu);
 	free(l);
 	return rc;
 }
 
 /* The epoll set of pending requests belongs to one process: a forked child
- * that serves the listener too makes its own (fd numbers differ). */
+ * that serves the listener too makes its own (fd numbers differ), and lets go
+ * of its copies of the parent's pending requests (the parent finishes them). */
 static int own_epfd(struct ssw_listener *l)
 {
-	static pid_t me;
-	pid_t pid = ssw_pid();
-	if (me != pid)
-		me = pid;
+	pid_t me = ssw_pid();
 	if (l->epfd_pid == me)
 		return l->epfd;
 	int ep = sys_epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
 		return -1;
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->lfd };
-	if (sys_epoll_ctl(ep, EPOLL_CTL_ADD, l->lfd, &ev) < 0) {
+	struct epoll_event hv = { .events = EPOLLIN, .data.fd = l->hb[0] };
+	if (sys_epoll_ctl(ep, EPOLL_CTL_ADD, l->lfd, &ev) < 0 || sys_epoll_ctl(ep, EPOLL_CTL_ADD, l->hb[0], &hv) < 0) {
 		sys_close(ep);
 		return -1;
 	}
 	if (l->epfd >= 0)
 		sys_close(l->epfd); /* our reference to the parent's set */
+	if (l->epfd_pid) {
+		close_fds(l->pending, l->npending);
+		pthread_mutex_init(&l->mu, NULL); /* fork may have copied it locked */
+	}
+	l->npending = 0;
 	l->epfd = ssw_fd_hide(ep);
 	l->epfd_pid = me;
-	l->npending = 0;
 	return l->epfd;
 }
 
-/* Readable when a request waits: in the backlog, or its HELLO arrived. */
+/* Readable when a request waits: in the backlog, handed back, or its HELLO arrived. */
 static int shm_listener_fd(struct ssw_listener *l) { return own_epfd(l); }
 
-static void drop_pending(struct ssw_listener *l, int fd)
+/* Keep a request until its HELLO arrives; without room for it, refuse it
+ * (the connector sees a reset, as for a full backlog). */
+static void park(struct ssw_listener *l, int cfd)
 {
-	sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-	sys_close(fd);
-	l->npending--;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = cfd };
+	pthread_mutex_lock(&l->mu);
+	bool ok = l->npending < SHM_MAX_PENDING && sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, cfd, &ev) == 0;
+	if (ok)
+		l->pending[l->npending++] = cfd;
+	pthread_mutex_unlock(&l->mu);
+	if (!ok)
+		sys_close(cfd);
 }
 
-/* One connection request whose HELLO arrived.  The agent only checks what it
- * forwards (the segment's size); the accepting process maps and validates it. */
-static int take_hello(struct ssw_listener *l, int cfd, bool registered, struct ssw_ep **out, void *priv,
-		      size_t *priv_len)
+/* Take a pending request out of the set: the caller owns it then.  False
+ * when it is not (or no longer) pending: another thread took it first. */
+static bool unpark(struct ssw_listener *l, int cfd)
+{
+	bool found = false;
+	pthread_mutex_lock(&l->mu);
+	for (int i = 0; i < l->npending; i++) {
+		if (l->pending[i] != cfd)
+			continue;
+		l->pending[i] = l->pending[--l->npending];
+		sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, cfd, NULL);
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return found;
+}
+
+/* Give every pending request to whichever process accepts next (this one
+ * included); one the pair has no room for stays pending here. */
+static void hand_back(struct ssw_listener *l)
+{
+	int fds[SHM_MAX_PENDING], n;
+	pthread_mutex_lock(&l->mu);
+	n = l->npending;
+	memcpy(fds, l->pending, (size_t)n * sizeof(int));
+	for (int i = 0; i < n; i++)
+		sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, fds[i], NULL);
+	l->npending = 0;
+	pthread_mutex_unlock(&l->mu);
+	for (int i = 0; i < n; i++) {
+		if (hs_send(l->hb[1], "r", 1, &fds[i], 1) == 0)
+			sys_close(fds[i]);
+		else
+			park(l, fds[i]);
+	}
+}
+
+/* One connection request whose HELLO arrived.  The listening side only
+ * checks what it keeps (the segment's size); adopt_request maps and
+ * validates the segment. */
+static int take_hello(int cfd, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	struct shm_hs hs;
 	int fds[1];
 	ssize_t n = hs_recv(cfd, &hs, sizeof hs, fds, 1);
 	if (n == -EAGAIN)
 		return -EAGAIN;
-	if (registered) {
-		sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, cfd, NULL);
-		l->npending--;
-	}
 	struct ssw_ep *ep = n == (ssize_t)sizeof hs ? ep_new() : NULL;
 	uint64_t rs = hs.ring_size;
 	if (!ep || hs.magic != SHM_MAGIC || hs.type != SHM_HS_HELLO || hs.priv_len > SSW_CONNECT_PRIV_MAX ||
@@ -322,24 +380,45 @@ static int take_hello(struct ssw_listener *l, int cfd, bool registered, struct s
 	return 0;
 }
 
-/* Accept every waiting rendezvous connection; try its HELLO at once (the
+/* The connector sends its HELLO right after connecting: waiting a few µs
+ * for it costs less than parking the request and waking up for it (a server
+ * spinning in accept catches most connections before their HELLO). */
+#define HELLO_WAIT_NS 20000u
+
+/* A request this process now owns: its HELLO, or it waits in the set. */
+static int take_conn(struct ssw_listener *l, int cfd, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	int rc = take_hello(cfd, out, priv, priv_len);
+	for (uint64_t t0 = ssw_now_ns(); rc == -EAGAIN && ssw_now_ns() - t0 < HELLO_WAIT_NS;) {
+		ssw_cpu_relax();
+		rc = take_hello(cfd, out, priv, priv_len);
+	}
+	if (rc == -EAGAIN)
+		park(l, ssw_fd_hide(cfd));
+	else if (rc < 0)
+		SSW_DEBUG("shm: refused a connection request: %s", strerror(-rc));
+	return rc;
+}
+
+/* Accept waiting rendezvous connections until one has its HELLO (the
  * connector sends it right after connecting, so it is usually there). */
 static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	int c;
-	while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		int rc = take_hello(l, c, false, out, priv, priv_len);
-		if (rc == 0)
+	while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+		if (take_conn(l, c, out, priv, priv_len) == 0)
 			return 0; /* more waiting connections: lfd stays readable */
-		if (rc != -EAGAIN)
-			continue;
-		struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
-		if (l->npending >= SHM_MAX_PENDING || sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, c, &ev) < 0) {
-			sys_close(c);
-			continue;
-		}
-		l->npending++;
-	}
+	return -EAGAIN;
+}
+
+/* Requests another process handed back, until one has its HELLO. */
+static int take_handed_back(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	char b;
+	int c;
+	while (hs_recv(l->hb[0], &b, 1, &c, 1) == 1)
+		if (take_conn(l, c, out, priv, priv_len) == 0)
+			return 0;
 	return -EAGAIN;
 }
 
@@ -406,20 +485,20 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd;
-		if (fd == l->lfd) {
-			if (accept_all(l, out, priv, priv_len) == 0)
-				return 0;
-			continue;
-		}
-		if (evs[i].events & EPOLLIN) {
-			int rc = take_hello(l, fd, true, out, priv, priv_len);
+		if (fd == l->lfd || fd == l->hb[0]) {
+			int rc = fd == l->lfd ? accept_all(l, out, priv, priv_len) : take_handed_back(l, out, priv, priv_len);
 			if (rc == 0)
 				return 0;
-			if (rc != -EAGAIN)
-				SSW_DEBUG("shm: refused a connection request: %s", strerror(-rc));
 			continue;
 		}
-		drop_pending(l, fd);
+		if (!unpark(l, fd))
+			continue;
+		if (evs[i].events & EPOLLIN) {
+			if (take_conn(l, fd, out, priv, priv_len) == 0)
+				return 0;
+			continue;
+		}
+		sys_close(fd); /* the connector went away before its HELLO */
 	}
 	return -EAGAIN;
 }
@@ -462,6 +541,8 @@ static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 			shm_ep_free(ep);
 			continue;
 		}
+		if (l->npending)
+			hand_back(l); /* this call may be this process's last */
 		*priv_len = plen;
 		*out = ep;
 		return 0;
@@ -472,8 +553,13 @@ static void shm_listener_close(struct ssw_listener *l)
 {
 	if (!l)
 		return;
-	int fds[2] = { l->lfd, l->epfd };
-	close_fds(fds, 2);
+	if (l->epfd_pid == ssw_pid())
+		hand_back(l); /* a sibling may still accept them */
+	else
+		close_fds(l->pending, l->npending); /* copies of the parent's */
+	int fds[4] = { l->lfd, l->hb[0], l->hb[1], l->epfd };
+	close_fds(fds, 4);
+	pthread_mutex_destroy(&l->mu);
 	free(l);
 }
 

@@ -3,6 +3,7 @@
 #define SSW_SHM_PRIV_H
 
 #include <sockswitch/provider.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -105,11 +106,16 @@ struct ssw_ep {
 	_Atomic int cred_done;
 };
 
+#define SHM_MAX_PENDING 256
+
 struct ssw_listener {
 	int lfd;           /* abstract unix listening socket */
-	int epfd;          /* lfd + connections waiting for their HELLO (listener_fd) */
+	int hb[2];         /* handback pair: requests sent on [1] reach any process on [0] */
+	int epfd;          /* lfd + hb[0] + this process's pending requests (listener_fd) */
 	pid_t epfd_pid;    /* epoll sets are shared across fork: one per process */
+	pthread_mutex_t mu; /* pending[] (threads accepting at once) */
 	int npending;
+	int pending[SHM_MAX_PENDING]; /* requests this process took, HELLO not read yet */
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
