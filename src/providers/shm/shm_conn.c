@@ -422,21 +422,6 @@ static int take_handed_back(struct ssw_listener *l, struct ssw_ep **out, void *p
 	return -EAGAIN;
 }
 
-/* Move every connection waiting on the rendezvous socket into the pending
- * set, where it becomes readable when its HELLO arrives. */
-static void park_all(struct ssw_listener *l)
-{
-	int c;
-	while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
-		if (l->npending >= SHM_MAX_PENDING || sys_epoll_ctl(l->epfd, EPOLL_CTL_ADD, c, &ev) < 0) {
-			sys_close(c);
-			continue;
-		}
-		l->npending++;
-	}
-}
-
 /* A pending connection hung up: ready only if its HELLO came first. */
 static bool hello_waits(int fd)
 {
@@ -444,9 +429,25 @@ static bool hello_waits(int fd)
 	return SYS_(recvfrom, fd, &b, 1, MSG_DONTWAIT | MSG_PEEK, NULL, NULL) > 0;
 }
 
+/* Park every request waiting in the backlog (from == lfd) or handed back
+ * (from == hb[0]), each after the short wait for its HELLO: once parked it
+ * shows in the set, readable when its HELLO is there. */
+static void park_incoming(struct ssw_listener *l, int from)
+{
+	char b;
+	int c;
+	while (from == l->lfd ? (c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0
+			      : hs_recv(l->hb[0], &b, 1, &c, 1) == 1) {
+		for (uint64_t t0 = ssw_now_ns(); !hello_waits(c) && ssw_now_ns() - t0 < HELLO_WAIT_NS;)
+			ssw_cpu_relax();
+		park(l, ssw_fd_hide(c));
+	}
+}
+
 /* A connector's connect() makes the rendezvous socket readable before its
  * HELLO (sent right after) arrives: accept could not take it yet.  Ready
- * means a request with its HELLO; those still without one are parked. */
+ * means a request with its HELLO; those still without one are parked (and
+ * handed back by this process's next accept, like any parked request). */
 static int shm_listener_ready(struct ssw_listener *l)
 {
 	struct epoll_event evs[16];
@@ -454,19 +455,19 @@ static int shm_listener_ready(struct ssw_listener *l)
 		return 0;
 	for (int round = 0; round < 8; round++) {
 		int n = sys_epoll_wait(l->epfd, evs, 16, 0);
-		bool parked = false;
+		bool moved = false;
 		for (int i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;
-			if (fd == l->lfd) {
-				park_all(l);
-				parked = true;
+			if (fd == l->lfd || fd == l->hb[0]) {
+				park_incoming(l, fd);
+				moved = true;
 			} else if ((evs[i].events & EPOLLIN) && (!(evs[i].events & (EPOLLHUP | EPOLLERR)) || hello_waits(fd))) {
 				return 1;
-			} else {
-				drop_pending(l, fd);
+			} else if (unpark(l, fd)) {
+				sys_close(fd); /* the connector went away before its HELLO */
 			}
 		}
-		if (!parked)
+		if (!moved)
 			return 0;
 	}
 	return 0;
@@ -480,8 +481,11 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 		return -EAGAIN;
 	/* nothing half-arrived: the backlog is all there is (a HELLO follows
 	 * its connect at once), no need to ask the set */
-	if (!l->npending)
-		return accept_all(l, out, priv, priv_len);
+	if (!l->npending) {
+		if (accept_all(l, out, priv, priv_len) == 0)
+			return 0;
+		return take_handed_back(l, out, priv, priv_len); /* a sibling's */
+	}
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd;
