@@ -405,7 +405,8 @@ static int take_conn(struct ssw_listener *l, int cfd, struct ssw_ep **out, void 
 static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	int c;
-	while ((c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+	/* never more than the pending set holds: the rest wait in the backlog */
+	while (l->npending < SHM_MAX_PENDING && (c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
 		if (take_conn(l, c, out, priv, priv_len) == 0)
 			return 0; /* more waiting connections: lfd stays readable */
 	return -EAGAIN;
@@ -416,7 +417,7 @@ static int take_handed_back(struct ssw_listener *l, struct ssw_ep **out, void *p
 {
 	char b;
 	int c;
-	while (hs_recv(l->hb[0], &b, 1, &c, 1) == 1)
+	while (l->npending < SHM_MAX_PENDING && hs_recv(l->hb[0], &b, 1, &c, 1) == 1)
 		if (take_conn(l, c, out, priv, priv_len) == 0)
 			return 0;
 	return -EAGAIN;
@@ -429,19 +430,27 @@ static bool hello_waits(int fd)
 	return SYS_(recvfrom, fd, &b, 1, MSG_DONTWAIT | MSG_PEEK, NULL, NULL) > 0;
 }
 
-/* Park every request waiting in the backlog (from == lfd) or handed back
- * (from == hb[0]), each after the short wait for its HELLO: once parked it
- * shows in the set, readable when its HELLO is there. */
-static void park_incoming(struct ssw_listener *l, int from)
+/* Take requests waiting in the backlog (from == lfd) or handed back
+ * (from == hb[0]) into the pending set, each after the short wait for its
+ * HELLO, until one has its HELLO (true: accept will succeed) or none is
+ * left.  Never more than the set holds: the rest stay where they are. */
+static bool park_incoming(struct ssw_listener *l, int from)
 {
 	char b;
 	int c;
-	while (from == l->lfd ? (c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0
-			      : hs_recv(l->hb[0], &b, 1, &c, 1) == 1) {
-		for (uint64_t t0 = ssw_now_ns(); !hello_waits(c) && ssw_now_ns() - t0 < HELLO_WAIT_NS;)
+	while (l->npending < SHM_MAX_PENDING &&
+	       (from == l->lfd ? (c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0
+			       : hs_recv(l->hb[0], &b, 1, &c, 1) == 1)) {
+		bool hello = hello_waits(c);
+		for (uint64_t t0 = ssw_now_ns(); !hello && ssw_now_ns() - t0 < HELLO_WAIT_NS;) {
 			ssw_cpu_relax();
+			hello = hello_waits(c);
+		}
 		park(l, ssw_fd_hide(c));
+		if (hello)
+			return true;
 	}
+	return false;
 }
 
 /* A connector's connect() makes the rendezvous socket readable before its
@@ -459,7 +468,8 @@ static int shm_listener_ready(struct ssw_listener *l)
 		for (int i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;
 			if (fd == l->lfd || fd == l->hb[0]) {
-				park_incoming(l, fd);
+				if (park_incoming(l, fd))
+					return 1;
 				moved = true;
 			} else if ((evs[i].events & EPOLLIN) && (!(evs[i].events & (EPOLLHUP | EPOLLERR)) || hello_waits(fd))) {
 				return 1;

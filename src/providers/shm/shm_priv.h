@@ -106,7 +106,7 @@ struct ssw_ep {
 	_Atomic int cred_done;
 };
 
-#define SHM_MAX_PENDING 256
+#define SHM_MAX_PENDING 1024
 
 struct ssw_listener {
 	int lfd;           /* abstract unix listening socket */
