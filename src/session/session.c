@@ -1305,6 +1305,20 @@ static ssize_t send_oob(struct ssw_session *s, const struct iovec *iov, int iovc
 	}
 }
 
+/* Start of every send: takes the lock (held on return), then as
+ * send_precheck. */
+static int send_enter(struct ssw_session *s, size_t total, ssize_t *ok)
+{
+	sess_lock(s);
+	/* Another thread's rendezvous send is in progress (it sleeps without
+	 * the lock): our bytes go after all of its bytes, not between. */
+	while (s->tx_rndv_id && !s->reset)
+		sess_cond_wait(s);
+	if (s->p->progress->rx_ready(s->ep))
+		pump(s, false);
+	return send_precheck(s, total, ok);
+}
+
 ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iovcnt, int flags, bool nonblock,
 			 int timeout_ms)
 {
@@ -1313,14 +1327,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	nonblock = nonblock || (flags & MSG_DONTWAIT);
 	uint64_t dl = deadline_of(timeout_ms);
 
-	sess_lock(s);
-	/* Another thread's rendezvous send is in progress (it sleeps without
-	 * the lock): our bytes go after all of its bytes, not between. */
-	while (s->tx_rndv_id && !s->reset)
-		sess_cond_wait(s);
-	if (s->p->progress->rx_ready(s->ep))
-		pump(s, false);
-	int pre = send_precheck(s, total, &ok);
+	int pre = send_enter(s, total, &ok);
 	if (pre) {
 		pthread_mutex_unlock(&s->lock);
 		return pre > 0 ? ok : pre;
@@ -1395,12 +1402,7 @@ ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fil
 	nonblock = nonblock || (flags & MSG_DONTWAIT);
 	uint64_t dl = deadline_of(timeout_ms);
 
-	sess_lock(s);
-	while (s->tx_rndv_id && !s->reset)
-		sess_cond_wait(s);
-	if (s->p->progress->rx_ready(s->ep))
-		pump(s, false);
-	int pre = send_precheck(s, count, &ok);
+	int pre = send_enter(s, count, &ok);
 	ssize_t r = pre > 0 ? ok : pre;
 	if (!pre)
 		r = send_src(s, &src, count, 0, nonblock, dl, s->cork || (flags & MSG_MORE));
