@@ -1315,17 +1315,21 @@ static void rcvtimeo_cli(const struct addr *a)
 
 static void sc_rcvtimeo(void) { pair(AF_INET, rcvtimeo_srv, rcvtimeo_cli); }
 
-static void fill_drain_srv(int lfd)
+/* Accept, wait for the sender to fill the window, drain the stream (its
+ * bytes checked against pattern `seed`), compare with the sender's total. */
+static void drain_compare_srv(int lfd, int seed)
 {
 	int fd = acc(lfd);
 	await();
-	size_t got = recv_stream_at(fd, SIZE_MAX, 21, 0);
+	size_t got = recv_stream_at(fd, SIZE_MAX, seed, 0);
 	size_t sent;
 	await_buf(&sent, sizeof sent);
 	say("received total == sender's total: %s", got == sent ? "yes" : "no");
 	tell();
 	close(fd);
 }
+
+static void fill_drain_srv(int lfd) { drain_compare_srv(lfd, 21); }
 
 static void sndtimeo_cli(const struct addr *a)
 {
@@ -3695,17 +3699,7 @@ static void sc_cork_inherit(void) { pair(AF_INET, cork_inherit_srv, cork_inherit
 
 /* ---- sendfile_nb: nonblocking sendfile into a full window ---------------- */
 
-static void sendfile_nb_srv(int lfd)
-{
-	int fd = acc(lfd);
-	await();
-	size_t got = recv_stream_at(fd, SIZE_MAX, 73, 0);
-	size_t sent;
-	await_buf(&sent, sizeof sent);
-	say("received total == sender's total: %s", got == sent ? "yes" : "no");
-	tell();
-	close(fd);
-}
+static void sendfile_nb_srv(int lfd) { drain_compare_srv(lfd, 73); }
 
 static void sendfile_nb_cli(const struct addr *a)
 {
