@@ -15,7 +15,8 @@
 #                    connection end (reset or end of file), not a signal
 #   client           nobody listens (kernel socket and rendezvous name) and gets
 #                    root's client's memfd: shrinking, growing and resealing it
-#                    all fail; root's client sees the connection end
+#                    all fail; zeroing it (a punched hole, allowed) leaves the
+#                    rings garbage; root's client sees the connection end
 source "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" != 0 ]; then
   echo "SKIP: t_hostile_seg runs the hostile side as the user nobody, which needs root (run as root: setpriv --reuid=nobody)"
@@ -108,6 +109,7 @@ client_case() {
   # F_SEAL_SEAL|SHRINK|GROW (0x7), with F_SEAL_EXEC (0x20) where the system adds it
   ssw_check "$name: sealed against resizing and resealing ($seals)" test "$(( ${seals:-0} & ~0x20 ))" = 7
   ssw_assert_eq "$name: nobody cannot truncate it" "$(kv "$out" truncate)" EPERM
+  ssw_assert_eq "$name: nobody can zero it (a punched hole: no SIGBUS, just garbage)" "$(kv "$out" punch)" ok
   ssw_assert_eq "$name: nobody cannot grow it" "$(kv "$out" grow)" EPERM
   ssw_assert_eq "$name: nobody cannot add a write seal" "$(kv "$out" addseal)" EPERM
   survived "$name" "$vrc"

@@ -13,7 +13,8 @@
  *   hostile_seg accept PORT DIR          a listener on 127.0.0.1:PORT (kernel
  *       socket and rendezvous name, like a switched server; PORT 0: any,
  *       written to DIR/port once both listen): it takes the connector's
- *       memfd and tries to shrink, grow and reseal it.
+ *       memfd and tries to shrink it, zero it (punching a hole), grow it
+ *       and reseal it.
  *
  * Either way, after the truncation it creates DIR/go (the other side goes
  * on: touches the ring) and, when it has a connection, holds it until
@@ -252,12 +253,15 @@ static int do_accept(int port)
 	fstat(memfd, &st);
 	int seals = fcntl(memfd, F_GET_SEALS);
 	int tr = sys_rc(ftruncate(memfd, 0));
+	/* allowed on a sealed memfd (no write seal: both sides write): the
+	 * pages read back as zeros, no SIGBUS; the rings look corrupt or empty */
+	int ph = sys_rc(fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, st.st_size));
 	touch("go"); /* the connector writes on its (possibly shrunk) mapping now */
 	hold_until_sent();
 	int gr = sys_rc(ftruncate(memfd, st.st_size + (1 << 20)));
 	int sr = sys_rc(fcntl(memfd, F_ADD_SEALS, F_SEAL_WRITE)); /* would stop the connector's writes */
-	printf("RESULT role=acceptor uid=%d outcome=received size=%lld seals=%#x truncate=%s grow=%s addseal=%s\n",
-	       (int)getuid(), (long long)st.st_size, seals, err_name(tr), err_name(gr), err_name(sr));
+	printf("RESULT role=acceptor uid=%d outcome=received size=%lld seals=%#x truncate=%s punch=%s grow=%s addseal=%s\n",
+	       (int)getuid(), (long long)st.st_size, seals, err_name(tr), err_name(ph), err_name(gr), err_name(sr));
 	return 0;
 }
 
