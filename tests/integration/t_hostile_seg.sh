@@ -11,8 +11,9 @@
 #   server-small     the memfd is sealed but smaller than its ring size needs:
 #                    refused the same way
 #   server-sealed    sealed as agreed, so accepted; the creator's truncation
-#                    after the handshake fails (EPERM), the server sees the
-#                    connection end (reset or end of file), not a signal
+#                    after the handshake fails (EPERM), it zeroes the segment
+#                    instead (allowed); the server sees the connection end
+#                    (reset or end of file), not a signal
 #   client           nobody listens (kernel socket and rendezvous name) and gets
 #                    root's client's memfd: shrinking, growing and resealing it
 #                    all fail; zeroing it (a punched hole, allowed) leaves the
@@ -63,6 +64,7 @@ server_case() {
   if [ "$kind" = sealed ]; then
     ssw_assert_eq "$name: a sealed segment is accepted" "$(kv "$out" outcome)" accepted
     ssw_assert_eq "$name: its creator cannot truncate it after the handshake" "$(kv "$out" truncate)" EPERM
+    ssw_assert_eq "$name: it can zero it (a punched hole)" "$(kv "$out" punch)" ok
   else
     ssw_assert_eq "$name: the request is refused" "$(kv "$out" outcome)" refused
     ssw_step "$name: a kernel TCP client next"

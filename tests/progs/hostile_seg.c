@@ -196,7 +196,9 @@ static int do_connect(int port, const char *kind)
 	}
 	const char *outcome = verdict(s);
 	int tr = sys_rc(ftruncate(memfd, 0)); /* the attack, whatever the verdict */
-	printf("RESULT role=connector uid=%d kind=%s outcome=%s truncate=%s\n", (int)getuid(), kind, outcome, err_name(tr));
+	int ph = sys_rc(fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1 << 20)); /* zeros: allowed */
+	printf("RESULT role=connector uid=%d kind=%s outcome=%s truncate=%s punch=%s\n", (int)getuid(), kind, outcome,
+	       err_name(tr), err_name(ph));
 	touch("go");
 	if (!strcmp(outcome, "accepted"))
 		hold_until_sent();
