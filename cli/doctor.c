@@ -117,7 +117,7 @@ static long read_long(const char *path)
 
 static void check_memfd(void)
 {
-	int fd = (int)memfd_create("sockswitch-doctor", MFD_CLOEXEC);
+	int fd = (int)memfd_create("sockswitch-doctor", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0) {
 		report(FAIL, "memfd: memfd_create: %s: no shared-memory connections possible", strerror(errno));
 		return;
@@ -126,12 +126,21 @@ static void check_memfd(void)
 	void *p = MAP_FAILED;
 	if (ftruncate(fd, (off_t)sz) == 0)
 		p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* segments are sealed against resizing before they are shared, and a
+	 * peer's unsealed one is refused */
+	if (p != MAP_FAILED && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		report(FAIL, "memfd: cannot seal a segment against resizing: %s: no shared-memory connections possible",
+		       strerror(errno));
+		munmap(p, sz);
+		close(fd);
+		return;
+	}
 	if (p == MAP_FAILED)
 		report(FAIL, "memfd: cannot size and map a %zu KiB segment: %s", sz >> 10, strerror(errno));
 	else {
 		memset(p, 1, sz); /* really backed by memory */
 		munmap(p, sz);
-		report(OK, "memfd: shared segments can be created and mapped (%zu KiB per connection by default)", sz >> 10);
+		report(OK, "memfd: shared segments can be created, sealed and mapped (%zu KiB per connection by default)", sz >> 10);
 	}
 	close(fd);
 }

@@ -7,6 +7,7 @@
  * contents.
  *
  * Checked: no crash or sanitizer report; results are 0 or expected errors;
+ * a segment accepted can no longer be shrunk by its sender (sealed);
  * no descriptor leaks (descriptors from an untrusted sender are closed on
  * every path); an endpoint that was accepted works on its fuzzed segment
  * without overrunning it. */
@@ -33,7 +34,8 @@ extern const struct ssw_provider ssw_provider_shm;
 
 struct in_hdr {
 	uint8_t mode;      /* 0 READY → accept, 1 ACK → connect_complete, 2 HELLO → listener */
-	uint8_t fix;       /* bit0: fix magic+type, bit1: valid segment header, bit2: valid ring size */
+	uint8_t fix;       /* bit0: fix magic+type, bit1: valid segment header, bit2: valid ring size,
+			    * bit3: seals other than the agreed ones, chosen by bits 4-6 */
 	uint8_t nfds;      /* descriptors sent with the record (0..5) */
 	uint8_t fdkind;    /* which kind each one is (2 bits each) */
 	uint32_t seg_size; /* memfd size selector */
@@ -138,8 +140,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(msg, &hs, sizeof hs);
 	}
 
-	/* the segment */
-	int memfd = memfd_create("fuzz-seg", MFD_CLOEXEC);
+	/* the segment: sealed as the switch seals them, or (bit 3) not quite */
+	static const int seal_sets[8] = { 0, F_SEAL_SHRINK, F_SEAL_SHRINK | F_SEAL_GROW, F_SEAL_GROW | F_SEAL_SEAL,
+					  SHM_SEALS | F_SEAL_WRITE, SHM_SEALS | F_SEAL_FUTURE_WRITE, -1, SHM_SEALS };
+	int seals = h.fix & 8 ? seal_sets[(h.fix >> 4) & 7] : SHM_SEALS;
+	int memfd = memfd_create("fuzz-seg", MFD_CLOEXEC | (seals >= 0 ? MFD_ALLOW_SEALING : 0));
 	CHECK(memfd >= 0);
 	uint64_t ssz = h.seg_size & 0x80000000u ? (h.seg_size & 0xfffff) : shm_seg_size(ring) + (h.seg_size & 7) * 8;
 	if (ftruncate(memfd, (off_t)ssz) == 0 && ssz) {
@@ -157,6 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			munmap(seg, ssz);
 		}
 	}
+	if (seals > 0)
+		CHECK(fcntl(memfd, F_ADD_SEALS, seals) == 0);
 
 	/* the descriptors riding along */
 	int sp[2], fds[8], nf = h.nfds % 6, opened[8], no = 0;
@@ -223,6 +230,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (rc != 0)
 					continue;
 				CHECK(plen <= cap);
+				/* whoever sent it can no longer shrink it under us */
+				CHECK(nf && ftruncate(memfd, 0) < 0);
 				exercise(acc);
 				ssw_provider_shm.conn->close(acc, SSW_CLOSE_ABORT);
 				break;

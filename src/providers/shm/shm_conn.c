@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <pthread.h>
 
@@ -193,14 +192,14 @@ void shm_ep_free(struct ssw_ep *ep)
 	ep_release(ep, false);
 }
 
-/* Map a segment the peer sent and check it before trusting any of it. */
+/* Map a segment the peer sent and check it before trusting any of it: its
+ * seals first (shm_seal.c), so that the peer cannot shrink it under us. */
 static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int connector)
 {
-	struct stat st;
 	uint64_t want = shm_seg_size(ring_size);
 	if (ring_size < SHM_RING_MIN || ring_size > SHM_RING_MAX || (ring_size & (ring_size - 1)))
 		return -EPROTO;
-	if (fstat(memfd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < want)
+	if (shm_seg_check(memfd, want) < 0)
 		return -EPROTO;
 	void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (p == MAP_FAILED)
@@ -620,13 +619,9 @@ static int seg_make(struct seg *g)
 		return 0;
 	g->ring = ring_size_setting();
 	uint64_t size = shm_seg_size(g->ring);
-	g->memfd = sys_memfd_create("sockswitch", MFD_CLOEXEC);
-	if (g->memfd < 0 || ftruncate(g->memfd, (off_t)size) < 0) {
-		int rc = -errno;
-		if (g->memfd >= 0)
-			sys_close(g->memfd);
-		return rc;
-	}
+	g->memfd = shm_seg_create("sockswitch", size); /* sealed: kept as spare, it stays so */
+	if (g->memfd < 0)
+		return g->memfd;
 	g->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g->memfd, 0);
 	if (g->p == MAP_FAILED) {
 		int rc = -errno;

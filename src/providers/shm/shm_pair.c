@@ -53,9 +53,12 @@ int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b)
 	struct ssw_ep *x = NULL, *y = NULL;
 	int rc = -ENOMEM;
 	uint64_t size = shm_seg_size(ring_size);
-	fd[0] = sys_memfd_create("sockswitch-pair", MFD_CLOEXEC);
-	if (fd[0] < 0 || ftruncate(fd[0], (off_t)size) < 0 ||
-	    SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &fd[1]) < 0)
+	fd[0] = shm_seg_create("sockswitch-pair", size); /* as shm_connect makes them */
+	if (fd[0] < 0) {
+		rc = fd[0];
+		goto fail;
+	}
+	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &fd[1]) < 0)
 		goto sys_fail;
 	fd[3] = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	fd[4] = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

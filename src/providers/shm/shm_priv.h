@@ -3,6 +3,7 @@
 #define SSW_SHM_PRIV_H
 
 #include <sockswitch/provider.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -119,6 +120,14 @@ struct ssw_listener {
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
+
+/* shm_seal.c: the seals every segment carries before it is handed over (no
+ * resizing by anyone, no seal changes) */
+#define SHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* A new memfd of `size` bytes, sealed: its fd, or -errno. */
+int shm_seg_create(const char *name, uint64_t size);
+/* A peer's memfd may be mapped for `want` bytes: 0, or -EPROTO (logged at info). */
+int shm_seg_check(int fd, uint64_t want);
 
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);

@@ -1,0 +1,285 @@
+/* test_shm_seal.c — sealed segments of the shm provider: what shm_seg_create makes, which peer memfds shm_seg_check takes, and accept's refusal of an unsealed HELLO (issue 9: a peer must not be able to shrink a segment under the other side). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "providers/shm/shm_priv.h"
+#include "switch/addr.h"
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
+#endif
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+extern const struct ssw_provider ssw_provider_shm;
+
+#define SEG (shm_seg_size(SHM_RING_MIN))
+
+/* A memfd of `size` bytes with exactly `seals` added (-1: not sealable). */
+static int memfd_with(uint64_t size, int seals)
+{
+	int fd = memfd_create("t", MFD_CLOEXEC | (seals >= 0 ? MFD_ALLOW_SEALING : 0));
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	if (seals > 0)
+		assert_int_equal(fcntl(fd, F_ADD_SEALS, seals), 0);
+	return fd;
+}
+
+static void test_create_is_sealed(void **state)
+{
+	(void)state;
+	int fd = shm_seg_create("t", SEG);
+	assert_true(fd >= 0);
+	assert_int_equal(fcntl(fd, F_GET_SEALS) & ~F_SEAL_EXEC, SHM_SEALS);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, SEG);
+	/* nobody holding it (creator or receiver) can resize or reseal it */
+	assert_int_equal(ftruncate(fd, 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(fd, (off_t)SEG * 2), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	assert_int_equal(errno, EPERM);
+	/* and it is still a writable shared segment */
+	void *p = mmap(NULL, SEG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	memset(p, 1, SEG);
+	munmap(p, SEG);
+	assert_int_equal(shm_seg_check(fd, SEG), 0);
+	close(fd);
+}
+
+static void test_check_takes_sealed(void **state)
+{
+	(void)state;
+	int fd = memfd_with(SEG + 4096, SHM_SEALS);
+	assert_int_equal(shm_seg_check(fd, SEG), 0); /* bigger is harmless */
+	close(fd);
+}
+
+/* Every seal set but the agreed one is refused: without SHRINK the peer can
+ * shrink it; without GROW or SEAL it is not what the switch makes; a write
+ * seal would refuse our writes. */
+static void test_check_refuses_other_seals(void **state)
+{
+	(void)state;
+	static const int sets[] = {
+		-1, /* created without MFD_ALLOW_SEALING: only F_SEAL_SEAL */
+		0,
+		F_SEAL_GROW | F_SEAL_SEAL,
+		F_SEAL_SHRINK,
+		F_SEAL_SHRINK | F_SEAL_GROW,
+		F_SEAL_SHRINK | F_SEAL_SEAL,
+		SHM_SEALS | F_SEAL_WRITE,
+		SHM_SEALS | F_SEAL_FUTURE_WRITE,
+	};
+	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+		int fd = memfd_with(SEG, sets[i]);
+		assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+		close(fd);
+	}
+}
+
+static void test_check_refuses_small(void **state)
+{
+	(void)state;
+	int fd = memfd_with(SEG - 4096, SHM_SEALS);
+	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	close(fd);
+	fd = memfd_with(0, SHM_SEALS);
+	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	close(fd);
+}
+
+/* Descriptors that are no memfd at all: a pipe, a device, a directory. */
+static void test_check_refuses_other_files(void **state)
+{
+	(void)state;
+	int pfd[2];
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	assert_int_equal(shm_seg_check(pfd[0], SEG), -EPROTO);
+	close(pfd[0]);
+	close(pfd[1]);
+	int fd = open("/dev/zero", O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	close(fd);
+	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	close(fd);
+}
+
+/* A hugetlbfs memfd can carry the agreed seals, but a punched hole in it
+ * faults with SIGBUS when the huge page pool is empty: refused. */
+static void test_check_refuses_hugetlb(void **state)
+{
+	(void)state;
+	int fd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+	if (fd < 0) {
+		print_message("no hugetlb memfd here (%s): case not run\n", strerror(errno));
+		return;
+	}
+	if (ftruncate(fd, 2 << 20) < 0 || fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
+		print_message("hugetlb memfd cannot be sized or sealed here (%s): case not run\n", strerror(errno));
+		close(fd);
+		return;
+	}
+	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	close(fd);
+}
+
+/* Systems that make every memfd non-executable (vm.memfd_noexec) add
+ * F_SEAL_EXEC: it does not matter to a data segment. */
+static void test_check_ignores_exec_seal(void **state)
+{
+	(void)state;
+	int fd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+	if (fd < 0) {
+		print_message("kernel without MFD_NOEXEC_SEAL: case not run\n");
+		return;
+	}
+	assert_int_equal(ftruncate(fd, (off_t)SEG), 0);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, SHM_SEALS), 0);
+	assert_true(fcntl(fd, F_GET_SEALS) & F_SEAL_EXEC);
+	assert_int_equal(shm_seg_check(fd, SEG), 0);
+	close(fd);
+}
+
+/* ---- through the provider's accept ---------------------------------------- */
+
+static struct ssw_listener *listener(void)
+{
+	struct ssw_listener *l = NULL;
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.211.7.14", &a.sin_addr); /* nobody else's name */
+	for (int i = 0; i < 20 && !l; i++) {
+		a.sin_port = htons((uint16_t)(20000 + (getpid() * 7 + i) % 40000));
+		if (ssw_provider_shm.conn->listen((struct sockaddr *)&a, sizeof a, 16, &l) < 0)
+			l = NULL;
+	}
+	assert_non_null(l);
+	return l;
+}
+
+/* A connector's HELLO with `memfd` (its header written as the switch does). */
+static int hello(struct ssw_listener *l, int memfd)
+{
+	void *p = mmap(NULL, SEG, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	assert_true(p != MAP_FAILED);
+	shm_seg_init(p, SHM_RING_MIN);
+	munmap(p, SEG);
+	struct sockaddr_un un;
+	socklen_t ul = sizeof un;
+	assert_int_equal(getsockname(l->lfd, (struct sockaddr *)&un, &ul), 0);
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&un, ul), 0);
+	struct sockaddr_storage me = { 0 }, srv = { 0 };
+	me.ss_family = srv.ss_family = AF_INET;
+	struct ssw_wire_init init = { .version = SSW_WIRE_VERSION, .window = 1u << 20, .pid = getpid() };
+	struct ssw_conn_priv priv;
+	ssw_conn_priv_make(&priv, &me, &srv, &init);
+	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = SHM_RING_MIN, .priv_len = sizeof priv };
+	memcpy(hs.priv, &priv, sizeof priv);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct iovec iov = { &hs, sizeof hs };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
+	assert_int_equal(sendmsg(c, &mh, MSG_NOSIGNAL), (ssize_t)sizeof hs);
+	return c;
+}
+
+static int try_accept(struct ssw_listener *l, struct ssw_ep **ep)
+{
+	uint8_t priv[SSW_CONNECT_PRIV_MAX];
+	size_t plen = sizeof priv;
+	return ssw_provider_shm.conn->accept(l, ep, priv, &plen);
+}
+
+/* The refusal a connector reads on its rendezvous socket. */
+static int refused(int c)
+{
+	struct pollfd pf = { .fd = c, .events = POLLIN };
+	struct shm_hs hs;
+	return poll(&pf, 1, 1000) == 1 && recv(c, &hs, sizeof hs, 0) == (ssize_t)sizeof hs && hs.type == SHM_HS_ACK &&
+	       hs.status < 0;
+}
+
+static void test_accept_refuses_unsealed(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	int memfd = memfd_with(SEG, -1);
+	int c = hello(l, memfd);
+	struct ssw_ep *ep = NULL;
+	assert_int_equal(try_accept(l, &ep), -EAGAIN);
+	assert_true(refused(c));
+	close(c);
+	close(memfd);
+	ssw_provider_shm.conn->listener_close(l);
+}
+
+/* Accepted: the sender cannot take the memory away from under the ring. */
+static void test_accept_takes_sealed(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	int memfd = shm_seg_create("t", SEG);
+	assert_true(memfd >= 0);
+	int c = hello(l, memfd);
+	struct ssw_ep *ep = NULL;
+	assert_int_equal(try_accept(l, &ep), 0);
+	assert_int_equal(ftruncate(memfd, 0), -1);
+	struct iovec v = { "hello", 5 };
+	assert_int_equal(ssw_provider_shm.msg->send(ep, &v, 1), 0); /* writes the ring */
+	ssw_provider_shm.conn->close(ep, SSW_CLOSE_ABORT);
+	close(c);
+	close(memfd);
+	ssw_provider_shm.conn->listener_close(l);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_is_sealed),
+		cmocka_unit_test(test_check_takes_sealed),
+		cmocka_unit_test(test_check_refuses_other_seals),
+		cmocka_unit_test(test_check_refuses_small),
+		cmocka_unit_test(test_check_refuses_other_files),
+		cmocka_unit_test(test_check_refuses_hugetlb),
+		cmocka_unit_test(test_check_ignores_exec_seal),
+		cmocka_unit_test(test_accept_refuses_unsealed),
+		cmocka_unit_test(test_accept_takes_sealed),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
