@@ -35,6 +35,9 @@ void routes_usage(FILE *out);
 int doctor_main(int argc, char **argv);
 void doctor_usage(FILE *out);
 
+int params_main(int argc, char **argv);
+void params_usage(FILE *out);
+
 /* Applies --conf FILE / --routes RULES (either may be NULL) to this process's
  * environment, as `run` passes them to a program; -1 with a message on stderr. */
 int cli_apply_config(const char *cmd, const char *conf, const char *routes);

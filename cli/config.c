@@ -3,6 +3,7 @@
  * in one line naming the file (or variable) and line, as the library would. */
 #include "cli.h"
 
+#include "common/params.h"
 #include "session/session.h"
 #include "switch/route.h"
 
@@ -35,7 +36,11 @@ nomem:
 
 int cli_check_config(const char *cmd, struct ssw_routes *out, char *err, size_t errlen)
 {
-	if (ssw_session_config_load(err, errlen) < 0 || ssw_routes_load(out, err, errlen) < 0) {
+	ssw_params_load();
+	int bad = ssw_params_first_refusal();
+	if (bad >= 0)
+		snprintf(err, errlen, "%s", ssw_param_error(bad));
+	if (bad >= 0 || ssw_session_config_load(err, errlen) < 0 || ssw_routes_load(out, err, errlen) < 0) {
 		if (cmd)
 			fprintf(stderr, "sockswitch %s: %s\n", cmd, err);
 		return -1;
