@@ -5,7 +5,8 @@
 # SOCKSWITCH_LOG_FILE hangs nothing and earns one line naming the file and
 # what is wrong, the program working on plain TCP; a symlink `nobody` planted
 # in a sticky world-writable directory is not followed by root's stats and
-# log writing (nor a planted file read as root's configuration), while
+# log writing (nor a planted file read as root's configuration, nor a planted
+# library preloaded by `sockswitch run`), while
 # root's own link there is; garbage in each setting is one line naming the
 # variable, the value and what is accepted (`sockswitch params` agrees).
 SSW_TIMEOUT=${SSW_TIMEOUT:-15}
@@ -68,7 +69,7 @@ cli routes-env env SOCKSWITCH_CONF="$FIFO" "$CLI" routes 127.0.0.1
 ssw_assert_eq "SOCKSWITCH_CONF=FIFO routes: exit 1" "$CLI_RC" 1
 cli doctor-conf "$CLI" doctor --conf "$FIFO"
 ssw_assert_eq "doctor --conf FIFO: exit 1 (124: hung)" "$CLI_RC" 1
-ssw_check "doctor --conf FIFO: says so" grep -q "$FIFO_MSG" "$T/doctor-conf.out"
+ssw_check "doctor --conf FIFO: says so" grep -q "$FIFO_MSG" "$T/doctor-conf.out" "$T/doctor-conf.err"
 
 # ---- a FIFO as the stats file and as the log file: no hang, one warning
 mkfifo "$T/stats.fifo" "$T/log.fifo"
@@ -138,6 +139,21 @@ planted_part() {
   done
   prog planted-conf SOCKSWITCH_CONF="$sticky/ssw.conf"
   assert_prog planted-conf "ssw.conf: cannot read: is a file of uid 65534 in a sticky world-writable directory: not used"
+  # `run --conf` judges the name as given (resolving it first would hand the
+  # library the link's target)
+  printf 'route local tcp\n' >"$T/root.conf"
+  "${as_nobody[@]}" ln -s "$T/root.conf" "$sticky/link.conf"
+  cli planted-run-link "$CLI" run --conf "$sticky/link.conf" -- true
+  ssw_assert_eq "run --conf nobody's link: exit 1" "$CLI_RC" 1
+  ssw_check "run --conf nobody's link: says so" grep -q "link.conf: cannot read: is a symlink of uid 65534 in a sticky world-writable directory: not followed" "$T/planted-run-link.err"
+  cli planted-run-file "$CLI" run --conf "$sticky/ssw.conf" -- true
+  ssw_assert_eq "run --conf nobody's file: exit 1" "$CLI_RC" 1
+  ssw_check "run --conf nobody's file: says so" grep -q "ssw.conf: cannot read: is a file of uid 65534" "$T/planted-run-file.err"
+  # nor the library `sockswitch run` preloads (that would run nobody's code as root)
+  "${as_nobody[@]}" ln -s "${SSW_BUILD}/libsockswitch.so" "$sticky/libsockswitch.so"
+  cli planted-lib env SOCKSWITCH_LIB="$sticky/libsockswitch.so" "$CLI" run -- true
+  ssw_assert_eq "SOCKSWITCH_LIB via nobody's link: not run (127)" "$CLI_RC" 127
+  ssw_check "SOCKSWITCH_LIB via nobody's link: says so" grep -q "SOCKSWITCH_LIB=$sticky/libsockswitch.so: is a symlink of uid 65534" "$T/planted-lib.err"
   # root's own link in the same directory is followed: the rule is about who planted it
   ln -s "$T/own.stats" "$sticky/own.stats"
   prog own-link SOCKSWITCH_STATS_FILE="$sticky/own.stats"
