@@ -62,6 +62,7 @@ static void usage(FILE *out)
 		"\n"
 		"environment:\n"
 		"  SOCKSWITCH_LIB   path of libsockswitch.so to use instead of searching for it\n"
+		"  (every SOCKSWITCH_* setting, its value here and default: sockswitch params)\n"
 		"\n"
 		"See sockswitch(1) and sockswitch.conf(5).\n");
 }
