@@ -160,7 +160,7 @@ int ssw_file_open(const char *path, enum ssw_file_mode mode, char *why, size_t w
 	int dfd = walk(buf, &base, why, whylen);
 	if (dfd < 0)
 		return -1;
-	bool follow;
+	bool follow = false;
 	int fd = -1;
 	if (!*base)
 		fail(why, whylen, "is a directory, not a regular file");
