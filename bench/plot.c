@@ -2,6 +2,7 @@
  * gnuplot data and script in a temporary directory and has gnuplot draw three
  * panels (latency by message size, stream throughput by message size,
  * connections per second), kernel TCP next to switched. */
+#include "common/params.h"
 #include "bench.h"
 
 #include <errno.h>
@@ -18,7 +19,7 @@
 
 const char *bench_gnuplot(void)
 {
-	const char *g = getenv("SOCKSWITCH_GNUPLOT");
+	const char *g = ssw_param_str(SSW_P_GNUPLOT);
 	return g && *g ? g : "gnuplot";
 }
 

@@ -2,6 +2,7 @@
 #ifndef SSW_CLI_H
 #define SSW_CLI_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #define SSW_VERSION "0.1.0"
@@ -35,9 +36,15 @@ void routes_usage(FILE *out);
 int doctor_main(int argc, char **argv);
 void doctor_usage(FILE *out);
 
+int params_main(int argc, char **argv);
+void params_usage(FILE *out);
+
 /* Applies --conf FILE / --routes RULES (either may be NULL) to this process's
  * environment, as `run` passes them to a program; -1 with a message on stderr. */
 int cli_apply_config(const char *cmd, const char *conf, const char *routes);
+/* --conf FILE checked as the library will read it (a regular file nobody
+ * else planted) and made absolute into out; -1 with a message on stderr. */
+int cli_conf_path(const char *cmd, const char *conf, char *out, size_t outlen);
 
 struct ssw_routes;
 /* Loads the configuration the library would load from the environment (the

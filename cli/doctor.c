@@ -6,6 +6,8 @@
 #include "json.h"
 #include "libpath.h"
 
+#include "common/params.h"
+
 #include "switch/route.h"
 #include "switch/statreg.h"
 
@@ -183,7 +185,7 @@ static void check_rendezvous(void)
  * two unrelated peers may not do either. */
 static void check_cma(void)
 {
-	const char *e = getenv("SOCKSWITCH_CMA");
+	bool off = ssw_param_choice(SSW_P_CMA) == 0;
 	long yama = read_long("/proc/sys/kernel/yama/ptrace_scope");
 	static volatile char secret[64] = "sockswitch-doctor-cma";
 	int pfd[2];
@@ -220,7 +222,7 @@ static void check_cma(void)
 		       strerror(res), ys);
 	else
 		report(WARN, "CMA: cannot test (fork failed)");
-	if (e && !strcmp(e, "0"))
+	if (off)
 		report(WARN, "CMA: SOCKSWITCH_CMA=0 is set: programs started here will not use it");
 }
 
@@ -314,6 +316,24 @@ static void check_registry(void)
 		report(OK, "stat registry: %s (programs publish their sockets there)", dir);
 	else
 		report(WARN, "stat registry: %s is not writable: programs of this user will not be listed by `sockswitch stat`", dir);
+}
+
+/* Every rejected SOCKSWITCH_* value, as the library will say it (the
+ * table and its current values: `sockswitch params`). */
+static void check_settings(void)
+{
+	int bad = 0;
+	char line[512];
+	ssw_params_load();
+	for (int i = 0; i < SSW_P_COUNT; i++) {
+		if (!ssw_param_error(i))
+			continue;
+		ssw_param_problem(i, line, sizeof line);
+		report(ssw_params[i].bad == SSW_PB_OFF ? FAIL : WARN, "settings: %s", line);
+		bad++;
+	}
+	if (!bad)
+		report(OK, "settings: every SOCKSWITCH_* value set is valid (see `sockswitch params`)");
 }
 
 static void summary(const struct ssw_routes *t)
@@ -420,14 +440,14 @@ int doctor_main(int argc, char **argv)
 	} else if (cli_check_config(NULL, &table, err, sizeof err) < 0) {
 		report(FAIL, "configuration: %s: programs would run on kernel TCP only", err);
 	} else {
-		const char *c = getenv("SOCKSWITCH_CONF"), *r = getenv("SOCKSWITCH_ROUTES");
+		const char *c = ssw_param_str(SSW_P_CONF), *r = ssw_param_str(SSW_P_ROUTES);
 		report(OK, "configuration: valid (%d rules; %s%s%s%s)", table.nrules, c && *c ? "file " : "",
 		       c && *c ? c : "", c && *c && r && *r ? ", " : "", r && *r ? "SOCKSWITCH_ROUTES" : (c && *c ? "" : "built-in default only"));
 		have_table = true;
 	}
-	const char *dis = getenv("SOCKSWITCH_DISABLE");
-	if (dis && *dis && strcmp(dis, "0"))
+	if (ssw_param_choice(SSW_P_DISABLE) == 1)
 		report(FAIL, "SOCKSWITCH_DISABLE is set: programs started with it are never switched");
+	check_settings();
 
 	check_memfd();
 	check_eventfd();

@@ -1,12 +1,14 @@
 /* libpath.c — finds libsockswitch.so the way an installed or in-tree sockswitch expects it. */
 #include "libpath.h"
 
+#include "common/params.h"
+#include "common/safefile.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Appends to a bounded message buffer; truncation only shortens the message. */
@@ -17,17 +19,15 @@ static void add(char *buf, size_t len, const char *s)
 		snprintf(buf + used, len - used, "%s", s);
 }
 
-/* 0 when path is a readable regular file, else -1 with errno set. */
-static int usable(const char *path)
+/* 0 when path is a readable regular file that nobody else planted (the
+ * checks of every file a setting names, safefile.c), else -1 with why. */
+static int usable(const char *path, char *why, size_t whylen)
 {
-	struct stat st;
-	if (stat(path, &st) < 0)
+	int fd = ssw_file_open(path, SSW_FILE_READ, why, whylen);
+	if (fd < 0)
 		return -1;
-	if (!S_ISREG(st.st_mode)) {
-		errno = EISDIR;
-		return -1;
-	}
-	return access(path, R_OK);
+	close(fd);
+	return 0;
 }
 
 /* ld.so splits LD_PRELOAD on spaces and colons, so such a path cannot be preloaded. */
@@ -58,10 +58,15 @@ static int accept_path(const char *path, char *out, size_t outlen, char *why, si
 int ssw_find_lib(char *out, size_t outlen, char *why, size_t whylen)
 {
 	why[0] = '\0';
-	const char *env = getenv("SOCKSWITCH_LIB");
+	const char *env = ssw_param_str(SSW_P_LIB);
+	if (ssw_param_error(SSW_P_LIB)) {
+		snprintf(why, whylen, "%s", ssw_param_error(SSW_P_LIB));
+		return -1;
+	}
 	if (env && *env) {
-		if (usable(env) < 0) {
-			snprintf(why, whylen, "SOCKSWITCH_LIB=%s: %s", env, strerror(errno));
+		char reason[256];
+		if (usable(env, reason, sizeof reason) < 0) {
+			snprintf(why, whylen, "SOCKSWITCH_LIB=%s: %s", env, reason);
 			return -1;
 		}
 		return accept_path(env, out, outlen, why, whylen);
@@ -82,9 +87,10 @@ int ssw_find_lib(char *out, size_t outlen, char *why, size_t whylen)
 	snprintf(cand[n++], sizeof(cand[0]), "%s/" SSW_LIB_NAME, SSW_INSTALL_LIBDIR);
 #endif
 	for (int i = 0; i < n; i++)
-		if (usable(cand[i]) == 0)
+		if (usable(cand[i], why, whylen) == 0)
 			return accept_path(cand[i], out, outlen, why, whylen);
 
+	why[0] = '\0';
 	add(why, whylen, SSW_LIB_NAME " not found; looked for:");
 	for (int i = 0; i < n; i++) {
 		add(why, whylen, "\n  ");

@@ -23,6 +23,7 @@ static const struct command commands[] = {
 	{ "stat", "list switched sockets on this host", stat_main, stat_usage },
 	{ "routes", "show which provider an address is routed to, and why", routes_main, routes_usage },
 	{ "doctor", "check this host for what can be switched", doctor_main, doctor_usage },
+	{ "params", "list the SOCKSWITCH_* settings: value, default, help", params_main, params_usage },
 	{ "help", "show usage of sockswitch or of one command", help_main, help_usage },
 	{ "bench-worker", NULL, bench_worker_main, NULL },
 };
@@ -61,6 +62,7 @@ static void usage(FILE *out)
 		"\n"
 		"environment:\n"
 		"  SOCKSWITCH_LIB   path of libsockswitch.so to use instead of searching for it\n"
+		"  (every SOCKSWITCH_* setting, its value here and default: sockswitch params)\n"
 		"\n"
 		"See sockswitch(1) and sockswitch.conf(5).\n");
 }

@@ -2,6 +2,8 @@
  * under the configuration the switch would load, and why; without an address,
  * the whole table in the order it is tried. */
 #include "cli.h"
+
+#include "common/params.h"
 #include "json.h"
 
 #include "switch/route.h"
@@ -247,8 +249,7 @@ int routes_main(int argc, char **argv)
 	char err[512];
 	if (cli_check_config("routes", &table, err, sizeof err) < 0)
 		return CLI_EXIT_FAIL;
-	const char *dis = getenv("SOCKSWITCH_DISABLE");
-	if (dis && *dis && strcmp(dis, "0") && !json)
+	if (ssw_param_choice(SSW_P_DISABLE) == 1 && !json)
 		printf("note: SOCKSWITCH_DISABLE is set: programs started with it use kernel TCP for everything\n");
 
 	if (first >= argc) {

@@ -115,11 +115,8 @@ int run_main(int argc, char **argv)
 
 	char conf_abs[PATH_MAX];
 	if (conf) {
-		/* The command may chdir before the switch reads the file. */
-		if (access(conf, R_OK) < 0 || !realpath(conf, conf_abs)) {
-			fprintf(stderr, "sockswitch run: --conf %s: %s\n", conf, strerror(errno));
+		if (cli_conf_path("run", conf, conf_abs, sizeof conf_abs) < 0)
 			return CLI_EXIT_FAIL;
-		}
 		conf = conf_abs;
 	}
 

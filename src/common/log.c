@@ -2,13 +2,15 @@
  * re-enters the interposed socket API nor depends on stdio state. */
 #include "common/log.h"
 
+#include "common/params.h"
+#include "common/safefile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,33 +20,21 @@ static int log_fd = 2;
 
 int ssw_log_init(char *err, unsigned errlen)
 {
-	const char *lvl = getenv("SOCKSWITCH_LOG");
-	const char *file = getenv("SOCKSWITCH_LOG_FILE");
-	int rc = 0;
-
-	if (file && *file) {
-		int fd = (int)syscall(SYS_openat, AT_FDCWD, file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			log_fd = fd;
-		else if (err) {
-			snprintf(err, errlen, "SOCKSWITCH_LOG_FILE=%s: %s (logging to stderr)", file, strerror(errno));
-			rc = -1;
-		}
+	ssw_params_load();
+	const char *file = ssw_param_str(SSW_P_LOG_FILE);
+	/* a rejected level is reported with the other settings (init.c) */
+	log_level = ssw_param_choice(SSW_P_LOG);
+	if (!file || !*file)
+		return 0;
+	char why[256];
+	int fd = ssw_file_open(file, SSW_FILE_APPEND, why, sizeof why);
+	if (fd >= 0) {
+		log_fd = fd;
+		return 0;
 	}
-	if (lvl && *lvl) {
-		static const char *names[] = { "error", "warn", "info", "debug" };
-		int found = -1;
-		for (int i = 0; i < 4; i++)
-			if (!strcasecmp(lvl, names[i]))
-				found = i;
-		if (found >= 0)
-			log_level = found;
-		else if (err && rc == 0) {
-			snprintf(err, errlen, "SOCKSWITCH_LOG=%s: expected error, warn, info or debug", lvl);
-			rc = -1;
-		}
-	}
-	return rc;
+	if (err)
+		snprintf(err, errlen, "SOCKSWITCH_LOG_FILE=%s: %s (logging to stderr)", file, why);
+	return -1;
 }
 
 int ssw_log_enabled(enum ssw_log_level lvl)

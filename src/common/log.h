@@ -4,8 +4,9 @@
 
 enum ssw_log_level { SSW_LOG_ERROR = 0, SSW_LOG_WARN, SSW_LOG_INFO, SSW_LOG_DEBUG };
 
-/* Read SOCKSWITCH_LOG / SOCKSWITCH_LOG_FILE.  Returns 0, or -1 and a message in
- * err when the value is invalid (the level then stays at warn). */
+/* Applies SOCKSWITCH_LOG / SOCKSWITCH_LOG_FILE from the settings table (a
+ * rejected level counts as warn; the table reports it).  Returns 0, or -1
+ * and a message in err when the log file cannot be used (stderr then). */
 int ssw_log_init(char *err, unsigned errlen);
 int ssw_log_enabled(enum ssw_log_level lvl);
 /* The fd log lines go to (2, or SOCKSWITCH_LOG_FILE's). */

@@ -1,6 +1,7 @@
 /* exec_api.c — keeps the switch loaded across exec: a program that replaces
  * its environment (envp without LD_PRELOAD) still gets libsockswitch.so and
  * the SOCKSWITCH_* settings, as `sockswitch run` promised. */
+#include "common/params.h"
 #include "interpose/real.h"
 #include "switch/relay.h"
 #include "switch/switch.h"
@@ -45,7 +46,7 @@ static const char *find(char *const env[], const char *key, size_t klen)
 static char **fix_env(char *const envp[])
 {
 	const char *self = self_path();
-	bool keep = self[0] && !getenv("SOCKSWITCH_NO_EXEC_KEEP");
+	bool keep = self[0] && ssw_param_choice(SSW_P_NO_EXEC_KEEP) != 1;
 	const char *pre = find(envp, "LD_PRELOAD", 10);
 	bool need_pre = keep && (!pre || !strstr(pre, self));
 	int n = 0, extra = 0;

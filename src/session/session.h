@@ -26,8 +26,12 @@ struct ssw_session_config {
 enum { SSW_RDMA_AUTO = 0, SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY, SSW_RDMA_NONE };
 #define SSW_RNDV_OFF UINT32_MAX
 extern struct ssw_session_config ssw_session_cfg;
-/* Returns 0, or -1 with a message naming the bad variable. */
+/* Re-reads the settings from the environment and applies the session's.
+ * Returns 0, or -1 with a message naming the bad variable. */
 int ssw_session_config_load(char *err, size_t errlen);
+/* Applies the settings as last loaded (ssw_params_load), invalid ones at
+ * their defaults. */
+void ssw_session_config_apply(void);
 
 /* Socket options that drive the session. */
 struct ssw_session_opts {

@@ -4,11 +4,11 @@
 #include "switch/switch.h"
 
 #include "common/log.h"
+#include "common/params.h"
 #include "session/session.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 struct ssw_routes ssw_routes_table;
@@ -30,23 +30,36 @@ static void check_provider(const struct ssw_provider *p, bool *ok)
 		SSW_WARN("provider %s unusable: connections it would serve use kernel TCP", p->name);
 }
 
+/* One line per rejected setting; true when one of them turns the switch off. */
+static bool report_settings(void)
+{
+	char line[512];
+	for (int i = 0; i < SSW_P_COUNT; i++)
+		if (ssw_param_error(i) && !ssw_params[i].cli) {
+			ssw_param_problem(i, line, sizeof line);
+			SSW_WARN("%s", line);
+		}
+	return ssw_params_first_refusal() >= 0;
+}
+
 static void init_once(void)
 {
 	char err[512];
+	ssw_params_load();
 	if (ssw_log_init(err, sizeof err) < 0)
 		SSW_WARN("%s", err);
+	bool refused = report_settings();
 	/* the summary is written even when the switch stays off: it then says so
 	 * (switched=0), which is what an operator checking a run wants to see */
+	ssw_stats_check_file();
 	atexit(ssw_stats_dump_at_exit);
-	const char *dis = getenv("SOCKSWITCH_DISABLE");
-	if (dis && *dis && strcmp(dis, "0")) {
+	if (ssw_param_choice(SSW_P_DISABLE) == 1) {
 		SSW_INFO("disabled by SOCKSWITCH_DISABLE");
 		return;
 	}
-	if (ssw_session_config_load(err, sizeof err) < 0) {
-		SSW_WARN("%s; switch off, using kernel TCP", err);
+	if (refused)
 		return;
-	}
+	ssw_session_config_apply();
 	if (ssw_routes_load(&ssw_routes_table, err, sizeof err) < 0) {
 		SSW_WARN("%s; switch off, using kernel TCP", err);
 		return;

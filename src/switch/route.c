@@ -1,6 +1,9 @@
 /* route.c — the routing table: parses SOCKSWITCH_ROUTES / SOCKSWITCH_CONF rules and answers which provider serves a destination. */
 #include "switch/route.h"
 
+#include "common/params.h"
+#include "common/safefile.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -371,84 +374,51 @@ fail:
 	return -1;
 }
 
-/* Raw syscalls, as in log.c: this runs inside the preloaded library, where
- * open/read/close may be the interposed wrappers, and re-entering them during
- * initialisation is what the interposer's recursion guard exists to avoid. */
+/* Regular files only, opened without blocking and read up to the limit
+ * (safefile.c): a FIFO named as the configuration would otherwise hang
+ * every program at its first socket call. */
 static int read_conf(const char *path, char **text, char *err, size_t errlen)
 {
-	char ebuf[128];
-	int e;
-	size_t cap = 4096, len = 0;
+	char why[256];
 	char *buf = NULL;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		e = errno;
-		goto fail_errno;
+	size_t len = 0;
+	if (ssw_file_read(path, CONF_MAX_BYTES, &buf, &len, why, sizeof why) < 0) {
+		if (err && errlen) {
+			snprintf(err, errlen, "%s: cannot read: %s", path, why);
+			sanitize(err);
+		}
+		return -1;
 	}
-	for (;;) {
-		if (len == cap || !buf) {
-			/* Growing to one byte past the limit is how "too large" is noticed. */
-			size_t ncap = buf ? cap * 2 : cap;
-			if (ncap > CONF_MAX_BYTES + 1)
-				ncap = CONF_MAX_BYTES + 1;
-			char *nb = realloc(buf, ncap + 1);
-			if (!nb) {
-				e = ENOMEM;
-				goto fail_errno;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		long n = syscall(SYS_read, fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			e = errno;
-			goto fail_errno;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > CONF_MAX_BYTES) {
-			if (err && errlen)
-				snprintf(err, errlen, "%s: larger than 1 MiB", path);
-			goto fail;
-		}
-	}
-	syscall(SYS_close, fd);
-	buf[len] = '\0';
-
 	/* Parsing works on C strings: a NUL would silently hide the rest of the file. */
 	const char *nul = memchr(buf, '\0', len);
 	if (nul) {
 		unsigned line = 1;
 		for (const char *p = buf; p < nul; p++)
 			line += *p == '\n';
-		if (err && errlen)
+		if (err && errlen) {
 			snprintf(err, errlen, "%s:%u: NUL byte in the file", path, line);
+			sanitize(err);
+		}
 		free(buf);
-		goto sanitize;
+		return -1;
 	}
 	*text = buf;
 	return 0;
-
-fail_errno:
-	if (err && errlen)
-		snprintf(err, errlen, "%s: cannot read: %s", path, strerror_r(e, ebuf, sizeof ebuf));
-fail:
-	if (fd >= 0)
-		syscall(SYS_close, fd);
-	free(buf);
-sanitize:
-	if (err && errlen)
-		sanitize(err);
-	return -1;
 }
 
 int ssw_routes_load(struct ssw_routes *out, char *err, size_t errlen)
 {
-	const char *env = getenv("SOCKSWITCH_ROUTES");
-	const char *path = getenv("SOCKSWITCH_CONF");
+	ssw_params_load(); /* callers (the CLI, tests) may have changed the environment */
+	const char *env = ssw_param_str(SSW_P_ROUTES);
+	const char *path = ssw_param_str(SSW_P_CONF);
+	const char *bad = ssw_param_error(SSW_P_CONF);
+	if (bad) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s", bad);
+		if (out)
+			memset(out, 0, sizeof *out);
+		return -1;
+	}
 	char *text = NULL;
 	if (path && *path && read_conf(path, &text, err, errlen)) {
 		if (out)

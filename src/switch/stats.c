@@ -3,10 +3,12 @@
  * the payload went over a provider). */
 #include "switch/switch.h"
 
+#include "common/log.h"
+#include "common/params.h"
+#include "common/safefile.h"
 #include "common/sys.h"
 #include "switch/statreg.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -40,10 +42,36 @@ static void add_live(int fd, struct ssw_sock *s, void *arg)
 	l->received += st.bytes_received;
 }
 
+/* Set once the file was found unusable and said so: one warning per process. */
+static bool stats_warned;
+
+/* The summary file, opened like every file a setting names (safefile.c):
+ * regular, never blocking, never through another user's planted link. */
+static int open_stats(const char *path)
+{
+	char why[256];
+	int fd = ssw_file_open(path, SSW_FILE_APPEND, why, sizeof why);
+	if (fd < 0 && !stats_warned) {
+		stats_warned = true;
+		SSW_WARN("SOCKSWITCH_STATS_FILE=%s: %s (no statistics written)", path, why);
+	}
+	return fd;
+}
+
+void ssw_stats_check_file(void)
+{
+	const char *path = ssw_param_str(SSW_P_STATS_FILE);
+	if (!path || !*path)
+		return;
+	int fd = open_stats(path);
+	if (fd >= 0)
+		sys_close(fd);
+}
+
 void ssw_stats_dump_at_exit(void)
 {
-	const char *path = getenv("SOCKSWITCH_STATS_FILE");
-	if (!path || !*path)
+	const char *path = ssw_param_str(SSW_P_STATS_FILE);
+	if (!path || !*path || stats_warned)
 		return;
 	ssw_statreg_quiesce();
 	struct live_sum l = { 0, 0 };
@@ -52,7 +80,7 @@ void ssw_stats_dump_at_exit(void)
 	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
 			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received);
-	int fd = (int)SYS_(openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	int fd = open_stats(path);
 	if (fd < 0)
 		return;
 	(void)!sys_write(fd, line, (size_t)n);

@@ -98,6 +98,8 @@ struct ssw_counters {
 extern struct ssw_counters ssw_counters;
 void ssw_stats_account_closed(struct ssw_sock *s);
 void ssw_stats_dump_at_exit(void);
+/* Tries SOCKSWITCH_STATS_FILE at start-up: an unusable one is said once, then. */
+void ssw_stats_check_file(void);
 
 /* Raise SIGPIPE on the calling thread, as the kernel does for EPIPE. */
 void ssw_raise_sigpipe(void);

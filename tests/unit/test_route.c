@@ -809,9 +809,21 @@ static void test_load(void **state)
 
 	setenv("SOCKSWITCH_CONF", tmpdir, 1);
 	assert_int_equal(ssw_routes_load(&T, err, sizeof err), -1);
-	snprintf(msg, sizeof msg, "%s: cannot read: Is a directory", tmpdir);
+	snprintf(msg, sizeof msg, "%s: cannot read: is a directory, not a regular file", tmpdir);
 	assert_string_equal(err, msg);
 	check_empty_table(&T);
+
+	/* A FIFO is refused without waiting for a writer (it would hang every
+	 * program at its first socket call). */
+	char fifo[160];
+	snprintf(fifo, sizeof fifo, "%s/fifo.conf", tmpdir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	setenv("SOCKSWITCH_CONF", fifo, 1);
+	assert_int_equal(ssw_routes_load(&T, err, sizeof err), -1);
+	snprintf(msg, sizeof msg, "%s: cannot read: is a FIFO, not a regular file", fifo);
+	assert_string_equal(err, msg);
+	check_empty_table(&T);
+	unlink(fifo);
 
 	/* Exactly 1 MiB is accepted, one byte more is not. */
 	size_t big = 1u << 20;
@@ -826,7 +838,7 @@ static void test_load(void **state)
 	expect_route(&T, "12.0.0.1", SSW_TARGET_FABRIC, NULL);
 	write_file(path, buf, big + 1);
 	assert_int_equal(ssw_routes_load(&T, err, sizeof err), -1);
-	snprintf(msg, sizeof msg, "%s: larger than 1 MiB", path);
+	snprintf(msg, sizeof msg, "%s: cannot read: larger than 1 MiB (the limit)", path);
 	assert_string_equal(err, msg);
 	check_empty_table(&T);
 	free(buf);

@@ -781,6 +781,8 @@ static void test_fault_regfail(void **state)
 	unsetenv("SOCKSWITCH_FAULT");
 	assert_int_equal(rc, 0);
 	assert_int_equal(ssw_session_cfg.fault_regfail, 1);
+	/* loading put every tunable back to its setting: the band of setup() again */
+	ssw_session_cfg.rndv_threshold = 64u << 10;
 	const int modes[] = { SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY };
 	for (unsigned i = 0; i < 2; i++) {
 		struct pair p;

@@ -5,6 +5,7 @@
 #include "providers/shm/shm_priv.h"
 
 #include "common/log.h"
+#include "common/params.h"
 #include "common/sys.h"
 
 #include <arpa/inet.h>
@@ -20,19 +21,15 @@
 #include <sys/un.h>
 #include <pthread.h>
 
-#define SHM_RING_DEFAULT (512u << 10)
-
+/* SOCKSWITCH_SHM_RING, validated by the settings table (a power of two
+ * within SHM_RING_MIN..SHM_RING_MAX, checked again here: the table is
+ * edited by hand). */
 static uint64_t ring_size_setting(void)
 {
-	static uint64_t v;
-	if (!v) {
-		const char *e = getenv("SOCKSWITCH_SHM_RING");
-		uint64_t r = e ? strtoull(e, NULL, 0) : 0;
-		if (!r || (r & (r - 1)) || r < SHM_RING_MIN || r > SHM_RING_MAX)
-			r = SHM_RING_DEFAULT;
-		v = r;
-	}
-	return v;
+	uint64_t r = ssw_param_num(SSW_P_SHM_RING);
+	if (!r || (r & (r - 1)) || r < SHM_RING_MIN || r > SHM_RING_MAX)
+		r = ssw_params[SSW_P_SHM_RING].dnum;
+	return r;
 }
 
 /* Abstract socket names are private to the network namespace, like ports. */

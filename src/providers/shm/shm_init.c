@@ -1,6 +1,7 @@
 /* shm_init.c — the shm provider object: same-host transport over shared memory. */
 #include "providers/shm/shm_priv.h"
 
+#include "common/params.h"
 #include "common/sys.h"
 
 #include <errno.h>
@@ -11,8 +12,7 @@
 
 static int shm_init(void)
 {
-	const char *e = getenv("SOCKSWITCH_CMA");
-	shm_cma_disabled = e && !strcmp(e, "0");
+	shm_cma_disabled = ssw_param_choice(SSW_P_CMA) == 0;
 	return 0;
 }
 
