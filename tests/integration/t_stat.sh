@@ -33,7 +33,7 @@ start_pair() { # NAME SERVER_MODE CLIENT_MODE [VAR=VAL for the client]
 }
 
 NS=$(readlink /proc/self/ns/net | tr -dc 0-9)
-DIR=/dev/shm/sockswitch/net-$NS
+DIR=/dev/shm/sockswitch/uid-$(id -u)/net-$NS
 
 # nothing runs yet
 stat_json
