@@ -70,6 +70,9 @@ static uint32_t nslots;                   /* slots mapped */
 static char my_dir[PATH_MAX - 32], my_path[PATH_MAX];
 static pid_t owner;
 static _Atomic int nkernel;               /* live SSW_SR_KERNEL slots */
+/* Fallback connections that found the table full (at its largest): counted
+ * since they happened, closed or not — the refresher cannot tell. */
+static _Atomic uint32_t kernel_dropped;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 const char *ssw_statreg_state_name(int state)
@@ -489,7 +492,7 @@ static void refresh(struct collect *c)
 		else
 			dropped++;
 	}
-	__atomic_store_n(&hdr->dropped, (uint32_t)dropped, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->dropped, (uint32_t)dropped + atomic_load(&kernel_dropped), __ATOMIC_RELAXED);
 	__atomic_store_n(&hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&reg_lock);
 
@@ -619,6 +622,7 @@ static void atfork_child(void)
 	slots = NULL;
 	door = NULL;
 	atomic_store(&nkernel, 0);
+	atomic_store(&kernel_dropped, 0);
 	__atomic_store_n(&ssw_statreg_ready, 0, __ATOMIC_RELAXED);
 }
 
@@ -801,6 +805,7 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 			sl = &slots[i];
 		}
 	if (!sl) {
+		atomic_fetch_add(&kernel_dropped, 1);
 		__atomic_fetch_add(&hdr->dropped, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&reg_lock);
 		goto out;
