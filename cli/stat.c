@@ -61,10 +61,14 @@ void stat_usage(FILE *out)
 		"                       must match the programs' setting\n"
 		"  SOCKSWITCH_STAT=0    (in a program's environment) do not publish it\n"
 		"\n"
+		"Each user publishes under its own directory (mode 0700): a user sees its own\n"
+		"programs, root everyone's.  Entries that fail the checks (not a regular file\n"
+		"of the directory's owner, or naming a process of another uid) are skipped and\n"
+		"counted on stderr; strings are shown with non-printable bytes as \\xNN.\n"
 		"Files of processes that are gone are removed.  A process that does not\n"
 		"answer within %d ms (stopped, busy) is shown from its last snapshot and\n"
-		"marked stale.  exit status: 0, 1 if the registry cannot be read, 2 on a\n"
-		"usage error.\n",
+		"marked stale.  exit status: 0, 1 if the registry cannot be read or -p names\n"
+		"no process, 2 on a usage error.\n",
 		SSW_STATREG_DEFAULT_DIR, ACK_WAIT_MS);
 }
 
