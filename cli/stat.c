@@ -232,7 +232,7 @@ static void remove_if_empty(int ufd, const char *name, uid_t uid)
 	int fd = ssw_statreg_open_dir(ufd, name, uid);
 	if (fd < 0)
 		return;
-	if (flock(fd, LOCK_EX) == 0) {
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* never wait: its owner may hold the lock forever */
 		DIR *d = fdopendir(dup(fd));
 		bool empty = d != NULL;
 		struct dirent *e;

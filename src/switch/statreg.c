@@ -200,8 +200,7 @@ static uint64_t realtime_ns(void)
  * remove or rename our directory).  Root takes over one made by a user. */
 static int open_base(const char *base)
 {
-	if (SYS_(mkdirat, AT_FDCWD, base, 01777) == 0)
-		SYS_(fchmodat, AT_FDCWD, base, 01777, 0); /* the umask took bits away */
+	bool made = SYS_(mkdirat, AT_FDCWD, base, 01777) == 0;
 	int fd = (int)SYS_(openat, AT_FDCWD, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -209,6 +208,8 @@ static int open_base(const char *base)
 	uid_t me = geteuid();
 	if (SYS_(fstat, fd, &st) < 0)
 		goto bad;
+	if (made && st.st_uid == me && SYS_(fchmod, fd, 01777) == 0)
+		st.st_mode = S_IFDIR | 01777; /* the umask took bits away */
 	if (st.st_uid != 0 && st.st_uid != me) {
 		if (me != 0)
 			goto bad;

@@ -2,7 +2,7 @@
 # t_hostile_registry — the stat registry against a hostile local user: as
 # `nobody`, squat the directories before root's first switched program, try to
 # remove or ring root's entries and doorbell, plant a FIFO named like an entry,
-# truncate its own doorbell, forge entries (one claiming a root process, one
+# truncate its own doorbell, hold a directory lock, forge entries (one claiming a root process, one
 # full of terminal escapes); root's programs and root's `sockswitch stat`
 # must survive, list root's sockets, never trust or print raw what nobody
 # wrote; entries of dead processes and directories of dead namespaces go.
@@ -98,7 +98,7 @@ else
   ssw_fail "nobody's listener not listed: $(cat "$T/stat.json" "$T/stat.err" "$T/nb-server.err")"
 fi
 NBPID=$(Q "$T/stat.json" get pid local=127.0.0.1:$NBPORT)
-setpriv --reuid=nobody --regid=nogroup --clear-groups -- sleep 60 &
+setpriv --reuid=nobody --regid=nogroup --clear-groups -- sleep 60 >/dev/null 2>&1 &
 SLEEPPID=$!
 SSW_BG_PIDS+=("$SLEEPPID")
 sleep 0.1
@@ -126,6 +126,16 @@ ssw_assert_eq "forged: not listed as root's pid in --json" "$(Q "$T/stat.json" c
 ssw_assert_eq "root's listener still listed" "$(Q "$T/stat.json" count pid=$SPID local=127.0.0.1:$PORT state=listening)" 1
 ssw_assert_eq "root's client still listed" "$(Q "$T/stat.json" count pid=$CPID remote=127.0.0.1:$PORT)" 1
 ssw_check "nobody's server survived root's stat" kill -0 "$NBPID"
+
+# a lock nobody holds forever on one of its directories (of another namespace)
+nobody mkdir -m 0700 "$NBDIR/../net-2"
+setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$SSW_PYTHON" -c \
+  'import fcntl, os, sys, time; fcntl.flock(os.open(sys.argv[1], os.O_RDONLY), fcntl.LOCK_SH); time.sleep(60)' \
+  "$NBDIR/../net-2" >/dev/null 2>&1 &
+SSW_BG_PIDS+=("$!")
+sleep 0.2
+stat_run
+ssw_assert_eq "lock held by nobody: root's stat finishes" "$(cat "$T/stat.rc")" 0
 
 # ---- 4. entries of dead processes, directories of dead namespaces
 true & DEADPID=$!; wait "$DEADPID"
