@@ -198,12 +198,22 @@ static uint64_t realtime_ns(void)
 /* The base directory, shared by every user: sticky and world-writable like
  * /tmp, and owned by root or by this user (another user owning it could
  * remove or rename our directory).  Root takes over one made by a user. */
-static int open_base(const char *base)
+static int open_base(const char *base, int tries)
 {
 	bool made = SYS_(mkdirat, AT_FDCWD, base, 01777) == 0;
 	int fd = (int)SYS_(openat, AT_FDCWD, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) && geteuid() == 0 && tries > 0) {
+		/* a link or a file planted where the directory goes: root moves it aside */
+		char aside[PATH_MAX];
+		snprintf(aside, sizeof aside, "%s.untrusted-%d-%llu", base, (int)getpid(), (unsigned long long)ssw_now_ns());
+		SSW_WARN("stat registry: %s was not a directory: moved aside as %s", base, aside);
+		if (SYS_(renameat, AT_FDCWD, base, AT_FDCWD, aside) == 0)
+			return open_base(base, tries - 1);
+	}
+	if (fd < 0) {
+		SSW_WARN_ONCE("stat registry: %s: %s: this program is not listed by `sockswitch stat`", base, strerror(errno));
 		return -1;
+	}
 	struct stat st;
 	uid_t me = geteuid();
 	if (SYS_(fstat, fd, &st) < 0)
@@ -659,7 +669,7 @@ static int open_ns_dir(uint64_t ino)
 	char uname[32], nname[32], shown[PATH_MAX];
 	snprintf(uname, sizeof uname, "uid-%u", (unsigned)geteuid());
 	snprintf(nname, sizeof nname, "net-%llu", (unsigned long long)ino);
-	int bfd = open_base(base);
+	int bfd = open_base(base, 2);
 	if (bfd < 0)
 		return -1;
 	int ufd = open_own_dir(bfd, uname, base);

@@ -75,6 +75,17 @@ stat_json
 ssw_assert_eq "squat: root's sockets all still listed after nobody's rm/mv" "$(Q "$T/stat.json" count)" "$ROWS0"
 ssw_check "squat: root's entry still there" test -f "$ROOTDIR/$SPID.stat"
 
+# a link planted where the base directory goes (root must neither follow it
+# nor give up: the link is moved aside)
+mkdir -m 0777 "$T/nb/target"
+nobody ln -s "$T/nb/target" "$T/shm/linked"
+SOCKSWITCH_STAT_DIR=$T/shm/linked ssw_run switched -- "$SSW_PYTHON" -c \
+  'import socket, sys; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); sys.stdin.read()' \
+  </dev/null >/dev/null 2>"$T/linked.err"
+ssw_check "planted link: root's program did not write through it" test -z "$(ls -A "$T/nb/target")"
+ssw_check "planted link: moved aside, a real directory in its place" \
+  test -d "$T/shm/linked" -a ! -L "$T/shm/linked"
+
 # ---- 2. nobody rings and truncates root's doorbell
 nobody truncate -s 0 "$ROOTDIR/doorbell" 2>/dev/null
 nobody "$SSW_PYTHON" -c 'import sys; f = open(sys.argv[1], "r+b"); f.write(b"\xff\xff\xff\xff"); f.truncate(0)' \
