@@ -103,6 +103,7 @@ struct tally {
 	int untrusted;            /* entries failing the owner/type/size checks */
 	int forged;               /* entries claiming a process of another uid */
 	int bad_dirs;             /* uid-U directories not owned by U (or writable by others) */
+	int others;               /* other users' directories (not readable unless root) */
 	unsigned long unshown;    /* sockets processes could not publish (table full) */
 	int removed;              /* entries of dead processes removed */
 };
@@ -361,8 +362,12 @@ static void scan_users(int bfd, uint64_t ns, struct nsdir **dirs, int *nd, struc
 		if (strncmp(e->d_name, "uid-", 4) || !isdigit((unsigned char)e->d_name[4]))
 			continue;
 		unsigned long u = strtoul(e->d_name + 4, &end, 10);
-		if (*end || u > UINT32_MAX || (me != 0 && u != me))
+		if (*end || u > UINT32_MAX)
 			continue;
+		if (me != 0 && u != me) {
+			t->others++;
+			continue;
+		}
 		int ufd = ssw_statreg_open_dir(bfd, e->d_name, (uid_t)u);
 		if (ufd < 0) {
 			if (errno == EPERM)
@@ -595,6 +600,9 @@ static void report_tally(const struct tally *t)
 	if (t->forged)
 		fprintf(stderr, "sockswitch stat: %d entries skipped: they name a process that does not run as their uid\n",
 			t->forged);
+	if (t->others)
+		fprintf(stderr, "sockswitch stat: only this user's programs are shown (%d other users publish: root sees "
+				"everyone's)\n", t->others);
 	if (t->bad_dirs)
 		fprintf(stderr, "sockswitch stat: %d user directories skipped: not owned by their uid, or writable by others\n",
 			t->bad_dirs);

@@ -137,6 +137,10 @@ ssw_assert_eq "forged: not listed as root's pid in --json" "$(Q "$T/stat.json" c
 ssw_assert_eq "root's listener still listed" "$(Q "$T/stat.json" count pid=$SPID local=127.0.0.1:$PORT state=listening)" 1
 ssw_assert_eq "root's client still listed" "$(Q "$T/stat.json" count pid=$CPID remote=127.0.0.1:$PORT)" 1
 ssw_check "nobody's server survived root's stat" kill -0 "$NBPID"
+nobody timeout -k 2 10 "$CLI" stat --json >"$T/nb/stat.json" 2>"$T/nb/stat.err"
+ssw_assert_eq "nobody's stat: its own listener" "$(Q "$T/nb/stat.json" count local=127.0.0.1:$NBPORT)" 1
+ssw_assert_eq "nobody's stat: none of root's sockets" "$(Q "$T/nb/stat.json" count pid=$SPID)$(Q "$T/nb/stat.json" count pid=$CPID)" 00
+ssw_check "nobody's stat: says it shows this user's programs only" grep -q "only this user's programs" "$T/nb/stat.err"
 
 # a lock nobody holds forever on one of its directories (of another namespace)
 nobody mkdir -m 0700 "$NBDIR/../net-2"
