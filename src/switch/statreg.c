@@ -9,7 +9,8 @@
  * its name alone:
  *   base/                 1777 + sticky, owned by root (or by the user who
  *                         made it: then only that user's programs use it; a
- *                         root process takes it over: fchown to root)
+ *                         root process takes it over: fchown to root, and
+ *                         moves a link or file planted in its place aside)
  *   base/uid-U/           0700, owned by U: nobody else can add, remove,
  *                         rename or read anything below; a directory of the
  *                         wrong owner or mode is refused (logged once, the
@@ -28,8 +29,9 @@
  * and counts entries that fail the checks (or that claim a pid not running
  * as their uid), and removes entries of dead processes — a pid is alive only
  * if its start time matches the one recorded — in every namespace directory
- * it can reach, and the directories that become empty, so that a namespace
- * whose inode number is reused never inherits old entries.  A process of the
+ * it can reach, and the directories that become empty (never waiting for a
+ * directory lock), so that a namespace whose inode number is reused never
+ * inherits old entries.  A process of the
  * same uid can still truncate a program's own file or doorbell (SIGBUS), as
  * it could ptrace it: same-uid processes trust each other, as in the kernel. */
 #include "switch/statreg.h"
