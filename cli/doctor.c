@@ -298,11 +298,8 @@ static void check_registry(void)
 		report(WARN, "stat registry: cannot name this namespace's directory: `sockswitch stat` will show nothing");
 		return;
 	}
-	const char *base = getenv("SOCKSWITCH_STAT_DIR");
-	if (!base || !*base)
-		base = SSW_STATREG_DEFAULT_DIR;
-	const char *e = getenv("SOCKSWITCH_STAT");
-	if (e && !strcmp(e, "0")) {
+	const char *base = ssw_statreg_base();
+	if (ssw_param_choice(SSW_P_STAT) == 0) {
 		report(WARN, "stat registry: SOCKSWITCH_STAT=0: programs started here are not listed by `sockswitch stat`");
 		return;
 	}

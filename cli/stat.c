@@ -7,6 +7,7 @@
 #include "json.h"
 #include "switch/statreg.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,10 +61,14 @@ void stat_usage(FILE *out)
 		"                       must match the programs' setting\n"
 		"  SOCKSWITCH_STAT=0    (in a program's environment) do not publish it\n"
 		"\n"
+		"Each user publishes under its own directory (mode 0700): a user sees its own\n"
+		"programs, root everyone's.  Entries that fail the checks (not a regular file\n"
+		"of the directory's owner, or naming a process of another uid) are skipped and\n"
+		"counted on stderr; strings are shown with non-printable bytes as \\xNN.\n"
 		"Files of processes that are gone are removed.  A process that does not\n"
 		"answer within %d ms (stopped, busy) is shown from its last snapshot and\n"
-		"marked stale.  exit status: 0, 1 if the registry cannot be read, 2 on a\n"
-		"usage error.\n",
+		"marked stale.  exit status: 0, 1 if the registry cannot be read or -p names\n"
+		"no process, 2 on a usage error.\n",
 		SSW_STATREG_DEFAULT_DIR, ACK_WAIT_MS);
 }
 
@@ -73,37 +79,113 @@ struct row {
 	struct ssw_statreg_slot s;
 };
 
+struct rows {
+	struct row *v;
+	int n, cap;
+};
+
+/* One namespace directory of one user: base/uid-U/net-N. */
+struct nsdir {
+	uid_t uid;
+	int fd;
+	uint32_t want;            /* doorbell value to wait for; 0: not rung */
+};
+
 struct proc {
 	int pid;
-	char path[PATH_MAX];
-	uint64_t starttime;
+	int dir;                  /* index in the nsdir array */
+	char name[32];
 	bool answered;
 };
 
-static uint64_t proc_starttime(int pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return ssw_statreg_starttime(buf);
-}
+/* What stat could not show, and why (said once, at the end). */
+struct tally {
+	int untrusted;            /* entries failing the owner/type/size checks */
+	int forged;               /* entries claiming a process of another uid */
+	int bad_dirs;             /* uid-U directories not owned by U (or writable by others) */
+	int others;               /* other users' directories (not readable unless root) */
+	unsigned long unshown;    /* sockets processes could not publish (table full) */
+	int removed;              /* entries of dead processes removed */
+};
 
-static int read_hdr(const char *path, struct ssw_statreg_hdr *h)
+#define FILE_MAX SSW_STATREG_FILE_SIZE(SSW_STATREG_MAX_SLOTS)
+
+static int read_proc_file(int pid, const char *what, char *buf, size_t len)
 {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", pid, what);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = pread(fd, h, sizeof *h, 0);
+	ssize_t n = read(fd, buf, len - 1);
 	close(fd);
-	if (n != (ssize_t)sizeof *h || h->magic != SSW_STATREG_MAGIC || h->version != SSW_STATREG_VERSION ||
-	    h->slot_size != sizeof(struct ssw_statreg_slot) || h->hdr_size != SSW_STATREG_HDR_SIZE)
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+static uint64_t proc_starttime(int pid)
+{
+	char buf[1024];
+	return read_proc_file(pid, "stat", buf, sizeof buf) < 0 ? 0 : ssw_statreg_starttime(buf);
+}
+
+/* Does process pid run as uid (real or effective)?  Root's entries may name
+ * any process: root can write anywhere anyway. */
+static bool runs_as(int pid, uid_t uid)
+{
+	if (uid == 0)
+		return true;
+	char buf[4096];
+	if (read_proc_file(pid, "status", buf, sizeof buf) < 0)
+		return false;
+	const char *u = strstr(buf, "\nUid:");
+	unsigned long r, e;
+	return u && sscanf(u + 5, "%lu %lu", &r, &e) == 2 && (r == uid || e == uid);
+}
+
+/* Network namespace inode of process pid; 0 if it cannot be read. */
+static uint64_t proc_netns(int pid)
+{
+	char path[64], link[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/net", pid);
+	ssize_t n = readlink(path, link, sizeof link - 1);
+	if (n <= 0)
+		return 0;
+	link[n] = '\0';
+	unsigned long long ino;
+	return sscanf(link, "net:[%llu]", &ino) == 1 ? ino : 0;
+}
+
+/* Reads and checks the header of an open registry file. */
+static int read_hdr(int fd, struct ssw_statreg_hdr *h)
+{
+	struct stat st;
+	if (pread(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h || h->magic != SSW_STATREG_MAGIC ||
+	    h->version != SSW_STATREG_VERSION || h->slot_size != sizeof(struct ssw_statreg_slot) ||
+	    h->hdr_size != SSW_STATREG_HDR_SIZE || h->nslots > SSW_STATREG_MAX_SLOTS || fstat(fd, &st) < 0 ||
+	    (uint64_t)st.st_size < SSW_STATREG_FILE_SIZE(h->nslots))
 		return -1;
 	return 0;
+}
+
+/* Opens entry name (PID.stat) of a namespace directory owned by uid: the
+ * file descriptor, -1 if it is not there or not ready yet, -2 if it fails
+ * the checks (counted as untrusted).  Never blocks: O_NONBLOCK, and a FIFO
+ * or device is refused before anything is read. */
+static int open_entry(int dfd, const char *name, uid_t uid, struct ssw_statreg_hdr *h)
+{
+	int fd = ssw_statreg_open_file(dfd, name, O_RDONLY, uid, 0, FILE_MAX);
+	if (fd < 0)
+		return errno == ENOENT ? -1 : -2;
+	struct stat st;
+	if (read_hdr(fd, h) < 0) {
+		bool young = fstat(fd, &st) == 0 && st.st_size == 0; /* being created */
+		close(fd);
+		return young ? -1 : -2;
+	}
+	return fd;
 }
 
 /* Is the file's process alive (and the same process, not a reused pid)? */
@@ -112,37 +194,46 @@ static bool alive(const struct ssw_statreg_hdr *h, int pid)
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return false;
 	uint64_t st = proc_starttime(pid);
-	return !st || !h->starttime || st == h->starttime;
+	return st && st == h->starttime;
 }
 
-/* Rings the doorbell; returns the value to wait for, or 0 if it cannot. */
-static uint32_t ring(const char *dir)
+/* Rings a doorbell without ever touching a mapping of it (its owner may
+ * truncate it: a touch would be a SIGBUS, a syscall only fails): the value
+ * goes through pread/pwrite, the wake-up through a futex on an untouched
+ * mapping.  Returns the value to wait for, or 0 if it cannot ring. */
+static uint32_t ring(int dfd, uid_t uid)
 {
-	char p[PATH_MAX];
-	snprintf(p, sizeof p, "%s/doorbell", dir);
-	int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	int fd = ssw_statreg_open_file(dfd, "doorbell", O_RDWR, uid, SSW_STATREG_DOOR_SIZE, SSW_STATREG_DOOR_SIZE);
 	if (fd < 0)
 		return 0;
-	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint32_t v = 0;
+	if (pread(fd, &v, sizeof v, 0) != (ssize_t)sizeof v)
+		goto out;
+	if (++v == 0)
+		v = 1; /* 0 means "not rung" */
+	if (pwrite(fd, &v, sizeof v, 0) != (ssize_t)sizeof v) {
+		v = 0;
+		goto out;
+	}
+	void *m = mmap(NULL, SSW_STATREG_DOOR_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	if (m != MAP_FAILED) {
+		syscall(SYS_futex, m, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		munmap(m, SSW_STATREG_DOOR_SIZE);
+	}
+out:
 	close(fd);
-	if (m == MAP_FAILED)
-		return 0;
-	uint32_t *door = m;
-	uint32_t v = __atomic_add_fetch(door, 1, __ATOMIC_ACQ_REL);
-	syscall(SYS_futex, door, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	munmap(m, 4096);
 	return v;
 }
 
 /* The last process of a namespace removes its directory at exit; one killed
  * leaves it behind: with no live process left, remove it (under the same
  * lock as the library, src/switch/statreg.c). */
-static void remove_if_empty(const char *dir)
+static void remove_if_empty(int ufd, const char *name, uid_t uid)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = ssw_statreg_open_dir(ufd, name, uid);
 	if (fd < 0)
 		return;
-	if (flock(fd, LOCK_EX) == 0) {
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* never wait: its owner may hold the lock forever */
 		DIR *d = fdopendir(dup(fd));
 		bool empty = d != NULL;
 		struct dirent *e;
@@ -153,7 +244,7 @@ static void remove_if_empty(const char *dir)
 			closedir(d);
 		if (empty) {
 			unlinkat(fd, "doorbell", 0);
-			rmdir(dir);
+			unlinkat(ufd, name, AT_REMOVEDIR);
 		}
 	}
 	close(fd);
@@ -165,21 +256,25 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Copies the live slots of one file into rows; returns how many were added. */
-static int read_slots(const char *path, int pid, bool stale, struct row **rows, int *n, int *cap)
+static struct row *row_add(struct rows *r)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	struct ssw_statreg_hdr h;
-	int added = 0;
-	if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != SSW_STATREG_MAGIC) {
-		close(fd);
-		return 0;
+	if (r->n == r->cap) {
+		int nc = r->cap ? r->cap * 2 : 64;
+		struct row *v = realloc(r->v, sizeof *v * (size_t)nc);
+		if (!v)
+			return NULL;
+		r->v = v;
+		r->cap = nc;
 	}
-	uint32_t used = __atomic_load_n(&h.used, __ATOMIC_RELAXED);
-	if (used > h.nslots || used > SSW_STATREG_SLOTS)
-		used = SSW_STATREG_SLOTS;
+	return &r->v[r->n++];
+}
+
+/* Copies the live slots of one open file into rows. */
+static void read_slots(int fd, const struct ssw_statreg_hdr *h, int pid, bool stale, struct rows *rows)
+{
+	uint32_t used = h->used;
+	if (used > h->nslots)
+		used = h->nslots;
 	size_t sz = (size_t)used * sizeof(struct ssw_statreg_slot);
 	struct ssw_statreg_slot *a = malloc(sz ? sz : 1), *b = malloc(sz ? sz : 1);
 	if (!a || !b)
@@ -200,19 +295,13 @@ static int read_slots(const char *path, int pid, bool stale, struct row **rows, 
 		struct ssw_statreg_slot *s = &a[i];
 		if (s->seq != b[i].seq || (s->seq & 1) || (s->kind != SSW_SR_SWITCHED && s->kind != SSW_SR_KERNEL))
 			continue;
-		if (*n == *cap) {
-			int nc = *cap ? *cap * 2 : 64;
-			struct row *r = realloc(*rows, sizeof **rows * (size_t)nc);
-			if (!r)
-				goto out;
-			*rows = r;
-			*cap = nc;
-		}
-		struct row *r = &(*rows)[(*n)++];
+		struct row *r = row_add(rows);
+		if (!r)
+			goto out;
 		memset(r, 0, sizeof *r);
 		r->pid = pid;
 		r->stale = stale;
-		memcpy(r->comm, h.comm, sizeof h.comm);
+		memcpy(r->comm, h->comm, sizeof h->comm);
 		r->comm[16] = '\0';
 		r->s = *s;
 		/* the strings come from another process: make sure they end */
@@ -220,13 +309,181 @@ static int read_slots(const char *path, int pid, bool stale, struct row **rows, 
 		r->s.local[sizeof r->s.local - 1] = '\0';
 		r->s.remote[sizeof r->s.remote - 1] = '\0';
 		r->s.reason[sizeof r->s.reason - 1] = '\0';
-		added++;
 	}
 out:
 	free(a);
 	free(b);
-	close(fd);
-	return added;
+}
+
+/* Parses "PID.stat"; 0 if name is not an entry. */
+static int entry_pid(const char *name)
+{
+	char *end;
+	long pid = strtol(name, &end, 10);
+	return pid > 0 && pid <= INT_MAX && !strcmp(end, ".stat") && name[0] != '+' && name[0] != '-' ? (int)pid : 0;
+}
+
+/* Removes the entries of dead processes in a directory of another namespace
+ * (its inode may be reused by a new namespace), then the directory if empty. */
+static void clean_ns_dir(int ufd, const char *name, uid_t uid, struct tally *t)
+{
+	int dfd = ssw_statreg_open_dir(ufd, name, uid);
+	if (dfd < 0)
+		return;
+	DIR *d = fdopendir(dup(dfd));
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		int pid = entry_pid(e->d_name);
+		struct ssw_statreg_hdr h;
+		int fd = pid ? open_entry(dfd, e->d_name, uid, &h) : -1;
+		if (fd < 0)
+			continue;
+		if (!alive(&h, pid) && unlinkat(dfd, e->d_name, 0) == 0)
+			t->removed++;
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+	close(dfd);
+	remove_if_empty(ufd, name, uid);
+}
+
+/* Walks base/uid-U/ (every U for root, our own otherwise): rings the
+ * doorbells of this namespace's directories, cleans the others. */
+static void scan_users(int bfd, uint64_t ns, struct nsdir **dirs, int *nd, struct tally *t)
+{
+	char mine[32];
+	snprintf(mine, sizeof mine, "net-%llu", (unsigned long long)ns);
+	uid_t me = geteuid();
+	DIR *d = fdopendir(dup(bfd));
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char *end;
+		if (strncmp(e->d_name, "uid-", 4) || !isdigit((unsigned char)e->d_name[4]))
+			continue;
+		unsigned long u = strtoul(e->d_name + 4, &end, 10);
+		if (*end || u > UINT32_MAX)
+			continue;
+		if (me != 0 && u != me) {
+			t->others++;
+			continue;
+		}
+		int ufd = ssw_statreg_open_dir(bfd, e->d_name, (uid_t)u);
+		if (ufd < 0) {
+			if (errno == EPERM)
+				t->bad_dirs++;
+			continue;
+		}
+		DIR *nd_ = fdopendir(dup(ufd));
+		struct dirent *n;
+		while (nd_ && (n = readdir(nd_))) {
+			if (strncmp(n->d_name, "net-", 4))
+				continue;
+			if (strcmp(n->d_name, mine)) {
+				clean_ns_dir(ufd, n->d_name, (uid_t)u, t);
+				continue;
+			}
+			int dfd = ssw_statreg_open_dir(ufd, n->d_name, (uid_t)u);
+			struct nsdir *g = dfd >= 0 ? realloc(*dirs, sizeof **dirs * (size_t)(*nd + 1)) : NULL;
+			if (!g) {
+				if (dfd >= 0)
+					close(dfd);
+				continue;
+			}
+			*dirs = g;
+			g[*nd] = (struct nsdir){ (uid_t)u, dfd, ring(dfd, (uid_t)u) };
+			(*nd)++;
+		}
+		if (nd_)
+			closedir(nd_);
+		close(ufd);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Lists the entries of this namespace's directories that pass the checks
+ * (removing those of dead processes). */
+static void list_procs(const struct nsdir *dirs, int nd, long only, uint64_t ns, struct proc **procs, int *np,
+		       struct tally *t)
+{
+	for (int i = 0; i < nd; i++) {
+		DIR *d = fdopendir(dup(dirs[i].fd));
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			int pid = entry_pid(e->d_name);
+			if (!pid || (only > 0 && pid != only))
+				continue;
+			struct ssw_statreg_hdr h;
+			int fd = open_entry(dirs[i].fd, e->d_name, dirs[i].uid, &h);
+			if (fd == -2)
+				t->untrusted++;
+			if (fd < 0)
+				continue;
+			bool ok = true;
+			if (h.pid != pid || !alive(&h, pid)) {
+				if (h.pid == pid && unlinkat(dirs[i].fd, e->d_name, 0) == 0)
+					t->removed++;
+				ok = false;
+			} else if (!runs_as(pid, dirs[i].uid)) {
+				t->forged++;
+				ok = false;
+			} else {
+				uint64_t pns = proc_netns(pid);
+				ok = !pns || pns == ns; /* moved to another namespace (setns) */
+			}
+			close(fd);
+			if (!ok)
+				continue;
+			struct proc *q = realloc(*procs, sizeof **procs * (size_t)(*np + 1));
+			if (!q)
+				break;
+			*procs = q;
+			q[*np] = (struct proc){ .pid = pid, .dir = i };
+			snprintf(q[*np].name, sizeof q[*np].name, "%d.stat", pid);
+			(*np)++;
+		}
+		if (d)
+			closedir(d);
+	}
+}
+
+/* Waits (at most ACK_WAIT_MS) for every process to answer its doorbell. */
+static void wait_acks(const struct nsdir *dirs, struct proc *procs, int np)
+{
+	for (int waited = 0; waited <= ACK_WAIT_MS; waited += 2) {
+		bool all = true;
+		for (int i = 0; i < np; i++) {
+			const struct nsdir *g = &dirs[procs[i].dir];
+			struct ssw_statreg_hdr h;
+			if (procs[i].answered || !g->want)
+				continue;
+			int fd = open_entry(g->fd, procs[i].name, g->uid, &h);
+			if (fd >= 0) {
+				procs[i].answered = (int32_t)(h.ack - g->want) >= 0;
+				close(fd);
+			}
+			all = all && procs[i].answered;
+		}
+		if (all)
+			return;
+		sleep_ms(2);
+	}
+}
+
+static void read_procs(const struct nsdir *dirs, const struct proc *procs, int np, struct rows *rows,
+		       struct tally *t)
+{
+	for (int i = 0; i < np; i++) {
+		const struct nsdir *g = &dirs[procs[i].dir];
+		struct ssw_statreg_hdr h;
+		int fd = open_entry(g->fd, procs[i].name, g->uid, &h);
+		if (fd < 0)
+			continue;
+		read_slots(fd, &h, procs[i].pid, !procs[i].answered, rows);
+		t->unshown += h.dropped;
+		close(fd);
+	}
 }
 
 static int cmp_rows(const void *x, const void *y)
@@ -282,6 +539,25 @@ static void human(uint64_t v, char *buf, size_t len)
 		snprintf(buf, len, "%.1f %s", d, u[i]);
 }
 
+/* Every string of the registry comes from another process: in the table,
+ * bytes outside printable ASCII (terminal escapes included) become \xNN,
+ * and a backslash \\, so that nothing reaches the terminal as is. */
+static const char *esc(const char *in, char *out, size_t len)
+{
+	size_t k = 0;
+	for (; *in && k + 5 < len; in++) {
+		unsigned char c = (unsigned char)*in;
+		if (c == '\\')
+			k += (size_t)snprintf(out + k, len - k, "\\\\");
+		else if (c < 0x20 || c >= 0x7f)
+			k += (size_t)snprintf(out + k, len - k, "\\x%02x", c);
+		else
+			out[k++] = (char)c;
+	}
+	out[k] = '\0';
+	return out;
+}
+
 static void print_table(const struct row *rows, int n)
 {
 	printf("%-7s %-15s %4s %-8s %-10s %-22s %-22s %11s %11s %-17s %s\n", "PID", "COMMAND", "FD", "PROVIDER",
@@ -301,12 +577,35 @@ static void print_table(const struct row *rows, int n)
 		char state[24];
 		snprintf(state, sizeof state, "%s%s%s", ssw_statreg_state_name(s->state),
 			 s->flags & SSW_SR_F_SHARED ? "+shared" : "", r->stale ? "?" : "");
-		printf("%-7d %-15s %4d %-8s %-10s %-22s %-22s %11s %11s %-17s %s\n", r->pid, r->comm, s->fd, s->provider,
-		       state, s->local, s->remote, sent, recv, cred, s->kind == SSW_SR_KERNEL ? s->reason : "");
+		char comm[sizeof r->comm * 4], prov[sizeof s->provider * 4], loc[sizeof s->local * 4],
+			rem[sizeof s->remote * 4], why[sizeof s->reason * 4];
+		printf("%-7d %-15s %4d %-8s %-10s %-22s %-22s %11s %11s %-17s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
+		       s->fd, esc(s->provider, prov, sizeof prov), state, esc(s->local, loc, sizeof loc),
+		       esc(s->remote, rem, sizeof rem), sent, recv, cred,
+		       s->kind == SSW_SR_KERNEL ? esc(s->reason, why, sizeof why) : "");
 	}
 	if (!n)
 		printf("(no sockets: no program under the switch in this network namespace has a switched\n"
 		       " socket or a fallen-back connection open)\n");
+}
+
+/* What could not be shown goes to stderr (the JSON on stdout stays an array). */
+static void report_tally(const struct tally *t)
+{
+	if (t->unshown)
+		fprintf(stderr, "sockswitch stat: %lu sockets not shown: their processes' tables are full\n", t->unshown);
+	if (t->untrusted)
+		fprintf(stderr, "sockswitch stat: %d entries skipped: not owned by their uid (or not a regular file of the "
+				"expected size)\n", t->untrusted);
+	if (t->forged)
+		fprintf(stderr, "sockswitch stat: %d entries skipped: they name a process that does not run as their uid\n",
+			t->forged);
+	if (t->others)
+		fprintf(stderr, "sockswitch stat: only this user's programs are shown (%d other users publish: root sees "
+				"everyone's)\n", t->others);
+	if (t->bad_dirs)
+		fprintf(stderr, "sockswitch stat: %d user directories skipped: not owned by their uid, or writable by others\n",
+			t->bad_dirs);
 }
 
 int stat_main(int argc, char **argv)
@@ -346,73 +645,62 @@ int stat_main(int argc, char **argv)
 		}
 	}
 
-	char dir[PATH_MAX - 300];
-	if (ssw_statreg_dir(dir, sizeof dir) < 0) {
+	if (only > 0 && kill((pid_t)only, 0) < 0 && errno == ESRCH) {
+		fprintf(stderr, "sockswitch stat: -p %ld: no such process\n", only);
+		return CLI_EXIT_FAIL;
+	}
+	uint64_t ns = ssw_statreg_netns();
+	if (!ns) {
 		fprintf(stderr, "sockswitch stat: cannot read this process's network namespace (/proc/self/ns/net)\n");
 		return CLI_EXIT_FAIL;
 	}
-	struct row *rows = NULL;
-	int n = 0, cap = 0;
-	DIR *d = opendir(dir);
-	if (!d && errno != ENOENT) {
-		fprintf(stderr, "sockswitch stat: %s: %s\n", dir, strerror(errno));
+	const char *base = ssw_statreg_base();
+	struct rows rows = { 0 };
+	struct tally t = { 0 };
+	int bfd = open(base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (bfd < 0 && errno != ENOENT) {
+		fprintf(stderr, "sockswitch stat: %s: %s\n", base, strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
+	struct stat bst;
+	if (bfd >= 0 && fstat(bfd, &bst) == 0 && ((bst.st_uid != 0 && bst.st_uid != geteuid()) ||
+						   ((bst.st_mode & 022) && !(bst.st_mode & S_ISVTX))))
+		fprintf(stderr, "sockswitch stat: warning: %s is owned by uid %u (mode %04o): its owner can hide entries\n",
+			base, (unsigned)bst.st_uid, (unsigned)(bst.st_mode & 07777));
+	struct nsdir *dirs = NULL;
 	struct proc *procs = NULL;
-	int np = 0, pcap = 0;
-	uint32_t want = 0;
-	if (d) {
-		want = ring(dir);
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			char *end;
-			long pid = strtol(e->d_name, &end, 10);
-			if (pid <= 0 || strcmp(end, ".stat") || (only > 0 && pid != only))
-				continue;
-			struct proc p = { .pid = (int)pid };
-			snprintf(p.path, sizeof p.path, "%s/%s", dir, e->d_name);
-			struct ssw_statreg_hdr h;
-			if (read_hdr(p.path, &h) < 0)
-				continue;
-			if (!alive(&h, p.pid)) {
-				unlink(p.path); /* may fail (another user's file): skipped all the same */
-				continue;
+	int nd = 0, np = 0;
+	if (bfd >= 0) {
+		scan_users(bfd, ns, &dirs, &nd, &t);
+		list_procs(dirs, nd, only, ns, &procs, &np, &t);
+		wait_acks(dirs, procs, np);
+		read_procs(dirs, procs, np, &rows, &t);
+		if (np == 0 && only < 0)
+			for (int i = 0; i < nd; i++) {
+				char uname[32], nname[32];
+				snprintf(uname, sizeof uname, "uid-%u", (unsigned)dirs[i].uid);
+				snprintf(nname, sizeof nname, "net-%llu", (unsigned long long)ns);
+				int ufd = ssw_statreg_open_dir(bfd, uname, dirs[i].uid);
+				if (ufd >= 0) {
+					remove_if_empty(ufd, nname, dirs[i].uid);
+					close(ufd);
+				}
 			}
-			if (np == pcap) {
-				pcap = pcap ? pcap * 2 : 16;
-				struct proc *q = realloc(procs, sizeof *procs * (size_t)pcap);
-				if (!q)
-					break;
-				procs = q;
-			}
-			procs[np++] = p;
-		}
-		closedir(d);
+		for (int i = 0; i < nd; i++)
+			close(dirs[i].fd);
+		close(bfd);
 	}
-	if (d && np == 0 && only < 0)
-		remove_if_empty(dir);
-	/* Wait for every process's refresher to answer the doorbell. */
-	for (int waited = 0; want && waited <= ACK_WAIT_MS; waited += 2) {
-		bool all = true;
-		for (int i = 0; i < np; i++) {
-			struct ssw_statreg_hdr h;
-			if (!procs[i].answered && read_hdr(procs[i].path, &h) == 0)
-				procs[i].answered = (int32_t)(__atomic_load_n(&h.ack, __ATOMIC_RELAXED) - want) >= 0;
-			all = all && procs[i].answered;
-		}
-		if (all)
-			break;
-		sleep_ms(2);
-	}
-	for (int i = 0; i < np; i++)
-		read_slots(procs[i].path, procs[i].pid, !procs[i].answered, &rows, &n, &cap);
+	free(dirs);
 	free(procs);
+	int n = rows.n;
+	struct row *rv = rows.v;
 	if (n > 1)
-		qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
+		qsort(rv, (size_t)n, sizeof *rv, cmp_rows);
 	if (json)
-		print_json(rows, n);
+		print_json(rv, n);
 	else
-		print_table(rows, n);
-	free(rows);
+		print_table(rv, n);
+	free(rv);
+	report_tally(&t);
 	return CLI_EXIT_OK;
 }

@@ -3,10 +3,41 @@
  * connect/accept/close hooks touch the table only for kernel-TCP fallbacks,
  * and the refresher thread rebuilds the switched sockets' slots from the fd
  * table when a reader rings the doorbell.  Every failure just leaves the
- * process unpublished. */
+ * process unpublished.
+ *
+ * Trust model — nothing here is world-writable, and nothing is trusted for
+ * its name alone:
+ *   base/                 1777 + sticky, owned by root (or by the user who
+ *                         made it: then only that user's programs use it; a
+ *                         root process takes it over: fchown to root, and
+ *                         moves a link or file planted in its place aside)
+ *   base/uid-U/           0700, owned by U: nobody else can add, remove,
+ *                         rename or read anything below; a directory of the
+ *                         wrong owner or mode is refused (logged once, the
+ *                         program runs unpublished); root renames a squatted
+ *                         uid-0 aside and makes its own
+ *   base/uid-U/net-N/     0700, owned by U: one per network namespace
+ *   .../<pid>.stat        0600, owned by U, created O_EXCL (an old file of
+ *                         the same name is unlinked first)
+ *   .../doorbell          0600, owned by U: only U and root can ring it
+ * Every directory is opened O_DIRECTORY|O_NOFOLLOW and fstat-checked (owner,
+ * no group/other write); every file O_NOFOLLOW|O_NONBLOCK and checked to be a
+ * regular file of the directory's owner and of the expected size, before it
+ * is mapped or read.  `sockswitch stat` (cli/stat.c) reads with pread only,
+ * rings a doorbell with pread/pwrite and a FUTEX_WAKE on a mapping it never
+ * touches (a truncated file makes the syscall fail, never a SIGBUS), skips
+ * and counts entries that fail the checks (or that claim a pid not running
+ * as their uid), and removes entries of dead processes — a pid is alive only
+ * if its start time matches the one recorded — in every namespace directory
+ * it can reach, and the directories that become empty (never waiting for a
+ * directory lock), so that a namespace whose inode number is reused never
+ * inherits old entries.  A process of the
+ * same uid can still truncate a program's own file or doorbell (SIGBUS), as
+ * it could ptrace it: same-uid processes trust each other, as in the kernel. */
 #include "switch/statreg.h"
 
 #include "common/log.h"
+#include "common/params.h"
 #include "common/sys.h"
 #include "switch/switch.h"
 
@@ -38,9 +69,13 @@ static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ssw_statreg_hdr *hdr;       /* NULL: not published */
 static struct ssw_statreg_slot *slots;
 static uint32_t *door;
-static char my_path[PATH_MAX];
+static uint32_t nslots;                   /* slots mapped */
+static char my_dir[PATH_MAX - 32], my_path[PATH_MAX];
 static pid_t owner;
 static _Atomic int nkernel;               /* live SSW_SR_KERNEL slots */
+/* Fallback connections that found the table full (at its largest): counted
+ * since they happened, closed or not — the refresher cannot tell. */
+static _Atomic uint32_t kernel_dropped;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 const char *ssw_statreg_state_name(int state)
@@ -69,21 +104,70 @@ static int read_small(const char *path, char *buf, size_t len)
 	return (int)n;
 }
 
-int ssw_statreg_dir(char *buf, unsigned len)
+const char *ssw_statreg_base(void)
 {
-	const char *base = getenv("SOCKSWITCH_STAT_DIR");
-	if (!base || !*base)
-		base = SSW_STATREG_DEFAULT_DIR;
+	const char *base = ssw_param_str(SSW_P_STAT_DIR); /* NULL: unset or rejected */
+	return base ? base : SSW_STATREG_DEFAULT_DIR;
+}
+
+uint64_t ssw_statreg_netns(void)
+{
 	char link[64];
 	long n = SYS_(readlinkat, AT_FDCWD, "/proc/self/ns/net", link, sizeof link - 1);
 	if (n <= 0)
-		return -1;
+		return 0;
 	link[n] = '\0';
 	unsigned long long ino = 0;
 	if (sscanf(link, "net:[%llu]", &ino) != 1)
+		return 0;
+	return ino;
+}
+
+int ssw_statreg_dir(char *buf, unsigned len)
+{
+	uint64_t ino = ssw_statreg_netns();
+	if (!ino)
 		return -1;
-	int k = snprintf(buf, len, "%s/net-%llu", base, ino);
+	int k = snprintf(buf, len, "%s/uid-%u/net-%llu", ssw_statreg_base(), (unsigned)geteuid(),
+			 (unsigned long long)ino);
 	return k > 0 && (unsigned)k < len ? 0 : -1;
+}
+
+int ssw_statreg_open_dir(int dirfd, const char *name, uid_t uid)
+{
+	int fd = (int)SYS_(openat, dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (SYS_(fstat, fd, &st) < 0 || st.st_uid != uid || (st.st_mode & 022)) {
+		sys_close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+int ssw_statreg_open_file(int dirfd, const char *name, int flags, uid_t uid, uint64_t minsize, uint64_t maxsize)
+{
+	int fd = (int)SYS_(openat, dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	int err = 0;
+	if (SYS_(fstat, fd, &st) < 0)
+		err = errno;
+	else if (!S_ISREG(st.st_mode))
+		err = EINVAL;
+	else if (st.st_uid != uid || (st.st_mode & 022))
+		err = EPERM;
+	else if ((uint64_t)st.st_size < minsize || (uint64_t)st.st_size > maxsize)
+		err = EINVAL;
+	if (err) {
+		sys_close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
 }
 
 uint64_t ssw_statreg_starttime(const char *stat)
@@ -114,35 +198,81 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* mkdir that every user may create files in (sticky, like /tmp). */
-static int make_dir(const char *path)
+/* The base directory, shared by every user: sticky and world-writable like
+ * /tmp, and owned by root or by this user (another user owning it could
+ * remove or rename our directory).  Root takes over one made by a user. */
+static int open_base(const char *base, int tries)
 {
-	if (SYS_(mkdirat, AT_FDCWD, path, 01777) == 0)
-		SYS_(fchmodat, AT_FDCWD, path, 01777); /* the umask took bits away */
-	else if (errno != EEXIST)
+	bool made = SYS_(mkdirat, AT_FDCWD, base, 01777) == 0;
+	int fd = (int)SYS_(openat, AT_FDCWD, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) && geteuid() == 0 && tries > 0) {
+		/* a link or a file planted where the directory goes: root moves it aside */
+		char aside[PATH_MAX];
+		snprintf(aside, sizeof aside, "%s.untrusted-%d-%llu", base, (int)getpid(), (unsigned long long)ssw_now_ns());
+		SSW_WARN("stat registry: %s was not a directory: moved aside as %s", base, aside);
+		if (SYS_(renameat, AT_FDCWD, base, AT_FDCWD, aside) == 0)
+			return open_base(base, tries - 1);
+	}
+	if (fd < 0) {
+		SSW_WARN_ONCE("stat registry: %s: %s: this program is not listed by `sockswitch stat`", base, strerror(errno));
 		return -1;
-	return 0;
+	}
+	struct stat st;
+	uid_t me = geteuid();
+	if (SYS_(fstat, fd, &st) < 0)
+		goto bad;
+	if (made && st.st_uid == me && SYS_(fchmod, fd, 01777) == 0)
+		st.st_mode = S_IFDIR | 01777; /* the umask took bits away */
+	if (st.st_uid != 0 && st.st_uid != me) {
+		if (me != 0)
+			goto bad;
+		SSW_WARN("stat registry: %s was owned by uid %u: taken over by root", base, (unsigned)st.st_uid);
+		if (SYS_(fchown, fd, 0, 0) < 0 || SYS_(fchmod, fd, 01777) < 0)
+			goto bad;
+		st.st_mode = S_IFDIR | 01777;
+	}
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+		goto bad; /* shared, but anyone could remove our directory */
+	return fd;
+bad:
+	SSW_WARN_ONCE("stat registry: %s is not a directory owned by root or uid %u (sticky if shared): "
+		      "this program is not listed by `sockswitch stat`", base, (unsigned)me);
+	sys_close(fd);
+	return -1;
 }
 
-static void *map_file(const char *path, uint64_t size, int mode, bool trunc)
+/* This user's directory name under dirfd: made 0700 if missing, refused if
+ * someone else made it (root moves a squatted one aside and retries). */
+static int open_own_dir(int dirfd, const char *name, const char *shown)
 {
-	int fd = (int)SYS_(openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (trunc ? O_TRUNC : 0), mode);
-	if (fd < 0)
-		return NULL;
-	struct stat st;
-	void *p = NULL;
-	if (SYS_(fstat, fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		if ((uint64_t)st.st_size < size && SYS_(ftruncate, fd, (off_t)size) < 0)
-			goto out;
-		if ((st.st_mode & 0777) != (unsigned)mode && st.st_uid == geteuid())
-			SYS_(fchmod, fd, mode);
-		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (p == MAP_FAILED)
-			p = NULL;
+	uid_t me = geteuid();
+	for (int attempt = 0; attempt < 2; attempt++) {
+		SYS_(mkdirat, dirfd, name, 0700);
+		int fd = ssw_statreg_open_dir(dirfd, name, me);
+		if (fd >= 0)
+			return fd;
+		if (me != 0 || errno != EPERM)
+			break;
+		char aside[64];
+		snprintf(aside, sizeof aside, ".untrusted-%s-%d-%llu", name, (int)getpid(),
+			 (unsigned long long)ssw_now_ns());
+		SSW_WARN("stat registry: %s/%s was not root's 0700 directory: moved aside as %s", shown, name, aside);
+		if (SYS_(renameat, dirfd, name, dirfd, aside) < 0)
+			break;
 	}
-out:
-	sys_close(fd);
-	return p;
+	SSW_WARN_ONCE("stat registry: %s/%s is not a 0700 directory of uid %u: this program is not listed by "
+		      "`sockswitch stat`", shown, name, (unsigned)me);
+	return -1;
+}
+
+/* Maps an open, checked file read-write at size bytes (grown to it first). */
+static void *map_fd(int fd, uint64_t size)
+{
+	struct stat st;
+	if (SYS_(fstat, fd, &st) < 0 || ((uint64_t)st.st_size < size && SYS_(ftruncate, fd, (off_t)size) < 0))
+		return NULL;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 /* ---- slots ---------------------------------------------------------------- */
@@ -169,14 +299,36 @@ static void slot_free(struct ssw_statreg_slot *sl)
 	slot_end(sl);
 }
 
-/* A free slot, or NULL; with reg_lock held. */
+/* Doubles the table (file and mapping); with reg_lock held.  Readers size
+ * their copy from the header's nslots, set once the file is grown. */
+static bool grow(void)
+{
+	if (nslots >= SSW_STATREG_MAX_SLOTS)
+		return false;
+	uint32_t n = nslots * 2;
+	int fd = ssw_statreg_open_file(AT_FDCWD, my_path, O_RDWR, geteuid(), 0, SSW_STATREG_FILE_SIZE(n));
+	if (fd < 0)
+		return false;
+	bool ok = SYS_(ftruncate, fd, (off_t)SSW_STATREG_FILE_SIZE(n)) == 0;
+	sys_close(fd);
+	void *p = ok ? mremap(hdr, SSW_STATREG_FILE_SIZE(nslots), SSW_STATREG_FILE_SIZE(n), MREMAP_MAYMOVE) : MAP_FAILED;
+	if (p == MAP_FAILED)
+		return false;
+	hdr = p;
+	slots = (struct ssw_statreg_slot *)((char *)p + SSW_STATREG_HDR_SIZE);
+	nslots = n;
+	__atomic_store_n(&hdr->nslots, n, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* A free slot, or NULL; with reg_lock held (it may move the table). */
 static struct ssw_statreg_slot *slot_alloc(void)
 {
 	uint32_t used = hdr->used;
 	for (uint32_t i = 0; i < used; i++)
 		if (slots[i].kind == SSW_SR_FREE)
 			return &slots[i];
-	if (used >= SSW_STATREG_SLOTS)
+	if (used >= nslots && !grow())
 		return NULL;
 	__atomic_store_n(&hdr->used, used + 1, __ATOMIC_RELEASE);
 	return &slots[used];
@@ -354,7 +506,7 @@ static void refresh(struct collect *c)
 		else
 			dropped++;
 	}
-	__atomic_store_n(&hdr->dropped, (uint32_t)dropped, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->dropped, (uint32_t)dropped + atomic_load(&kernel_dropped), __ATOMIC_RELAXED);
 	__atomic_store_n(&hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&reg_lock);
 
@@ -373,6 +525,7 @@ static void *refresher_main(void *arg)
 	c.v = malloc(sizeof *c.v * (size_t)c.max);
 	if (!c.v)
 		return NULL;
+	int cap_max = SSW_STATREG_MAX_SLOTS;
 	uint32_t served = __atomic_load_n(door, __ATOMIC_ACQUIRE) - 1; /* publish once at start */
 	for (;;) {
 		uint32_t v = __atomic_load_n(door, __ATOMIC_ACQUIRE);
@@ -383,9 +536,22 @@ static void *refresher_main(void *arg)
 		uint64_t t0 = ssw_now_ns();
 		pthread_mutex_lock(&pass_lock);
 		refresh(&c);
+		if (c.dropped && c.max < cap_max) {
+			/* more sockets than references: a bigger array, then again */
+			int m = c.n + c.dropped + c.dropped / 4;
+			m = m > cap_max ? cap_max : m;
+			struct ref *v = realloc(c.v, sizeof *c.v * (size_t)m);
+			if (v) {
+				c.v = v;
+				c.max = m;
+				refresh(&c);
+			}
+		}
 		pthread_mutex_unlock(&pass_lock);
 		served = v;
+		pthread_mutex_lock(&reg_lock); /* the table may move when it grows */
 		__atomic_store_n(&hdr->ack, v, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&reg_lock);
 		uint64_t dt = ssw_now_ns() - t0;
 		if (dt < REFRESH_MIN_NS) {
 			struct timespec ts = { 0, (long)(REFRESH_MIN_NS - dt) };
@@ -401,9 +567,9 @@ static void *refresher_main(void *arg)
  * namespaces leave nothing behind.  Creators hold the directory's lock shared
  * while they add their file and map the doorbell; the last one out holds it
  * exclusively while it removes the doorbell and the directory. */
-static int lock_dir(const char *dir, int how)
+static int lock_dir(int dirfd, const char *name, int how)
 {
-	int fd = (int)SYS_(openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = ssw_statreg_open_dir(dirfd, name, geteuid());
 	if (fd < 0)
 		return -1;
 	struct stat st;
@@ -437,19 +603,15 @@ static void at_exit(void)
 {
 	if (!hdr || owner != ssw_pid())
 		return;
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", my_path);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		return;
-	*slash = '\0';
-	int dfd = lock_dir(dir, LOCK_EX);
-	SYS_(unlinkat, AT_FDCWD, my_path, 0);
+	int dfd = lock_dir(AT_FDCWD, my_dir, LOCK_EX);
 	if (dfd < 0)
-		return;
+		return; /* moved, or no longer ours: leave it to `sockswitch stat` */
+	char name[32];
+	snprintf(name, sizeof name, "%d.stat", (int)owner);
+	SYS_(unlinkat, dfd, name, 0);
 	if (only_doorbell(dfd)) {
 		SYS_(unlinkat, dfd, "doorbell", 0);
-		SYS_(unlinkat, AT_FDCWD, dir, AT_REMOVEDIR);
+		SYS_(unlinkat, AT_FDCWD, my_dir, AT_REMOVEDIR);
 	}
 	sys_close(dfd);
 }
@@ -474,6 +636,7 @@ static void atfork_child(void)
 	slots = NULL;
 	door = NULL;
 	atomic_store(&nkernel, 0);
+	atomic_store(&kernel_dropped, 0);
 	__atomic_store_n(&ssw_statreg_ready, 0, __ATOMIC_RELAXED);
 }
 
@@ -497,43 +660,76 @@ static void atfork_register(void)
 
 static bool disabled(void)
 {
-	const char *e = getenv("SOCKSWITCH_STAT");
-	return e && !strcmp(e, "0");
+	return ssw_param_choice(SSW_P_STAT) == 0;
+}
+
+/* Opens (making them if needed) and checks base/uid-U/net-N; returns the
+ * namespace directory, locked shared, or -1. */
+static int open_ns_dir(uint64_t ino)
+{
+	const char *base = ssw_statreg_base();
+	char uname[32], nname[32], shown[PATH_MAX];
+	snprintf(uname, sizeof uname, "uid-%u", (unsigned)geteuid());
+	snprintf(nname, sizeof nname, "net-%llu", (unsigned long long)ino);
+	int bfd = open_base(base, 2);
+	if (bfd < 0)
+		return -1;
+	int ufd = open_own_dir(bfd, uname, base);
+	sys_close(bfd);
+	if (ufd < 0)
+		return -1;
+	snprintf(shown, sizeof shown, "%s/%s", base, uname);
+	int nfd = -1;
+	for (int attempt = 0; attempt < 3 && nfd < 0; attempt++) {
+		int fd = open_own_dir(ufd, nname, shown);
+		if (fd < 0)
+			break;
+		sys_close(fd);
+		nfd = lock_dir(ufd, nname, LOCK_SH); /* removed meanwhile by the last one out: again */
+	}
+	sys_close(ufd);
+	return nfd;
 }
 
 static void create_locked(void)
 {
-	char dir[PATH_MAX - 32], p[PATH_MAX];
-	const char *base = getenv("SOCKSWITCH_STAT_DIR");
-	if (!base || !*base)
-		base = SSW_STATREG_DEFAULT_DIR;
-	if (ssw_statreg_dir(dir, sizeof dir) < 0)
+	uint64_t ino = ssw_statreg_netns();
+	if (!ino || ssw_statreg_dir(my_dir, sizeof my_dir) < 0)
 		return;
-	int dfd = -1;
-	for (int attempt = 0; attempt < 3 && dfd < 0; attempt++)
-		if (make_dir(base) == 0 && make_dir(dir) == 0)
-			dfd = lock_dir(dir, LOCK_SH);
+	int dfd = open_ns_dir(ino);
 	if (dfd < 0)
 		return;
-	snprintf(my_path, sizeof my_path, "%s/%d.stat", dir, (int)getpid());
-	struct ssw_statreg_hdr *h = map_file(my_path, SSW_STATREG_FILE_SIZE, 0644, true);
-	snprintf(p, sizeof p, "%s/doorbell", dir);
-	uint32_t *d = h ? map_file(p, 4096, 0666, false) : NULL;
-	sys_close(dfd); /* unlocks */
+	uid_t me = geteuid();
+	char name[32];
+	snprintf(name, sizeof name, "%d.stat", (int)getpid());
+	snprintf(my_path, sizeof my_path, "%s/%s", my_dir, name);
+	SYS_(unlinkat, dfd, name, 0); /* a file of a dead process with our pid */
+	int fd = ssw_statreg_open_file(dfd, name, O_RDWR | O_CREAT | O_EXCL, me, 0, 0);
+	struct ssw_statreg_hdr *h = fd >= 0 ? map_fd(fd, SSW_STATREG_FILE_SIZE(SSW_STATREG_SLOTS)) : NULL;
+	if (fd >= 0)
+		sys_close(fd);
+	fd = h ? ssw_statreg_open_file(dfd, "doorbell", O_RDWR | O_CREAT, me, 0, SSW_STATREG_DOOR_SIZE) : -1;
+	uint32_t *d = fd >= 0 ? map_fd(fd, SSW_STATREG_DOOR_SIZE) : NULL;
+	if (fd >= 0)
+		sys_close(fd);
 	if (!d) {
+		SSW_WARN_ONCE("stat registry: cannot publish in %s: %s", my_dir, strerror(errno));
 		if (h) {
-			munmap(h, SSW_STATREG_FILE_SIZE);
-			SYS_(unlinkat, AT_FDCWD, my_path, 0);
+			munmap(h, SSW_STATREG_FILE_SIZE(SSW_STATREG_SLOTS));
+			SYS_(unlinkat, dfd, name, 0);
 		}
+		sys_close(dfd); /* unlocks */
 		return;
 	}
+	sys_close(dfd); /* unlocks */
 	h->version = SSW_STATREG_VERSION;
 	h->nslots = SSW_STATREG_SLOTS;
+	nslots = SSW_STATREG_SLOTS;
 	h->slot_size = sizeof(struct ssw_statreg_slot);
 	h->hdr_size = SSW_STATREG_HDR_SIZE;
 	h->pid = (int32_t)getpid();
 	h->starttime = proc_starttime();
-	h->netns = strtoull(strrchr(dir, '-') + 1, NULL, 10);
+	h->netns = ino;
 	h->refreshed_ns = realtime_ns();
 	prctl(PR_GET_NAME, h->comm, 0, 0, 0);
 	h->comm[sizeof h->comm - 1] = '\0';
@@ -622,6 +818,7 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 			sl = &slots[i];
 		}
 	if (!sl) {
+		atomic_fetch_add(&kernel_dropped, 1);
 		__atomic_fetch_add(&hdr->dropped, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&reg_lock);
 		goto out;

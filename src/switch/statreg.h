@@ -2,17 +2,25 @@
  * running the switch publishes its switched sockets (and the connections that
  * fell back to kernel TCP, with the reason) in a small shared-memory file,
  *
- *     $SOCKSWITCH_STAT_DIR (default /dev/shm/sockswitch) / net-<netns inode> / <pid>.stat
+ *     $SOCKSWITCH_STAT_DIR (default /dev/shm/sockswitch)      1777 sticky, root's
+ *         / uid-<euid>                                         0700, owned by euid
+ *             / net-<netns inode>                              0700, owned by euid
+ *                 / <pid>.stat, doorbell                       0600, owned by euid
  *
- * created at the process's first switched socket or fallback.  The data path
- * never touches it: a per-process refresher thread, asleep on a futex in the
- * namespace's `doorbell` file, copies the sessions' own counters into the
- * slots when a reader rings (increments the doorbell and FUTEX_WAKEs), then
- * stores the doorbell value in the header's `ack`.  Slots are written under a
- * per-slot seqlock; readers copy the file with pread (never mmap: a file can
- * shrink under them) and keep a slot only if its sequence number is even and
- * unchanged across two copies.  Any failure here means "not published", never
- * an error for the application. */
+ * created at the process's first switched socket or fallback.  Trust model
+ * (see statreg.c): a user writes only below its own uid directory; root's
+ * `stat` reads everyone's, a user's `stat` its own; every directory and file
+ * is opened without following links and checked (owner, mode, type, size)
+ * before use, and anything that fails is skipped, never trusted.  The data
+ * path never touches the registry: a per-process refresher thread, asleep on
+ * a futex in the directory's `doorbell` file, copies the sessions' own
+ * counters into the slots when a reader rings (increments the doorbell and
+ * FUTEX_WAKEs), then stores the doorbell value in the header's `ack`.  Slots
+ * are written under a per-slot seqlock; readers copy the file with pread
+ * (never touch a mapping of another process's file: it can shrink under
+ * them) and keep a slot only if its sequence number is even and unchanged
+ * across two copies.  Any failure here means "not published", never an error
+ * for the application. */
 #ifndef SSW_STATREG_H
 #define SSW_STATREG_H
 
@@ -21,7 +29,8 @@
 
 #define SSW_STATREG_MAGIC 0x3154415453575353ull  /* "SSWSTAT1" */
 #define SSW_STATREG_VERSION 1
-#define SSW_STATREG_SLOTS 4096
+#define SSW_STATREG_SLOTS 4096          /* slots of a new file; it doubles when full */
+#define SSW_STATREG_MAX_SLOTS (1u << 18) /* 96 MiB of tmpfs, touched only as used */
 #define SSW_STATREG_HDR_SIZE 4096
 #define SSW_STATREG_DEFAULT_DIR "/dev/shm/sockswitch"
 
@@ -72,11 +81,26 @@ struct ssw_statreg_slot {
 _Static_assert(sizeof(struct ssw_statreg_slot) == 384, "slot layout");
 _Static_assert(sizeof(struct ssw_statreg_hdr) <= SSW_STATREG_HDR_SIZE, "header layout");
 
-#define SSW_STATREG_FILE_SIZE ((uint64_t)SSW_STATREG_HDR_SIZE + (uint64_t)SSW_STATREG_SLOTS * sizeof(struct ssw_statreg_slot))
+#define SSW_STATREG_FILE_SIZE(nslots) ((uint64_t)SSW_STATREG_HDR_SIZE + (uint64_t)(nslots) * sizeof(struct ssw_statreg_slot))
+#define SSW_STATREG_DOOR_SIZE 4096
 
-/* The namespace's directory (base/net-INODE) into buf; -1 if the network
- * namespace cannot be read.  Used by the library and by `sockswitch stat`. */
+/* The base directory ($SOCKSWITCH_STAT_DIR or the default). */
+const char *ssw_statreg_base(void);
+/* Inode of this process's network namespace; 0 if it cannot be read. */
+uint64_t ssw_statreg_netns(void);
+/* This user's directory for this namespace (base/uid-EUID/net-INODE) into
+ * buf; -1 if the network namespace cannot be read. */
 int ssw_statreg_dir(char *buf, unsigned len);
+
+/* Opens the directory name under dirfd (AT_FDCWD: a path) without following
+ * a link and checks it: owned by uid and writable by nobody else; -1 (errno
+ * EPERM for a wrong owner or mode, ENOTDIR...) otherwise. */
+int ssw_statreg_open_dir(int dirfd, const char *name, uid_t uid);
+/* Opens the file name under dirfd (O_NOFOLLOW, O_NONBLOCK: a FIFO never
+ * blocks) and checks it: a regular file owned by uid whose size is within
+ * [minsize, maxsize]; -1 otherwise (errno EPERM: wrong owner; EINVAL: not a
+ * regular file or a wrong size). */
+int ssw_statreg_open_file(int dirfd, const char *name, int flags, uid_t uid, uint64_t minsize, uint64_t maxsize);
 const char *ssw_statreg_state_name(int state);
 
 /* ---- hooks the switch calls (cheap no-ops once the registry is off) ---- */

@@ -4,7 +4,8 @@
 # that grow while the client keeps sending; -p keeps one process; connections
 # that fell back to kernel TCP show provider tcp and the reason (no switched
 # listener, route says tcp, peer not switched); a process killed with -9 and
-# the ones that exit leave nothing behind.
+# the ones that exit leave nothing behind; 5,000 connections of one process
+# are all listed (past the first 4,096-slot table); -p of a missing pid fails.
 source "$(dirname "$0")/lib.sh"
 ssw_enter_netns "$@"
 ssw_setup_preload
@@ -33,7 +34,7 @@ start_pair() { # NAME SERVER_MODE CLIENT_MODE [VAR=VAL for the client]
 }
 
 NS=$(readlink /proc/self/ns/net | tr -dc 0-9)
-DIR=/dev/shm/sockswitch/net-$NS
+DIR=/dev/shm/sockswitch/uid-$(id -u)/net-$NS
 
 # nothing runs yet
 stat_json
@@ -132,5 +133,28 @@ if wait_for state=listening local=127.0.0.1:$P4; then
 else
   ssw_fail "kill: listener not listed"
 fi
+# ---- more sockets than a first table holds (4,096): every one is listed
+ssw_bg many-server plain -- "$SSW_PYTHON" "$SSW_PROGS/holdconns.py" server --port-file "$T/many.port" \
+  --stop-file "$T/many.stop"
+ssw_wait_file "$T/many.port" 10
+ssw_bg many-client switched -- "$SSW_PYTHON" "$SSW_PROGS/holdconns.py" client --port-file "$T/many.port" \
+  --stop-file "$T/many.stop" -n 5000
+if ssw_wait_file "$T/many.stop.ready" 30; then
+  stat_json
+  ssw_assert_eq "5,000 kernel TCP connections of one process: all listed" \
+    "$(Q "$T/stat.json" count provider=tcp state=connected)" 5000
+  ssw_check "5,000 connections: nothing said missing" test ! -s "$T/stat.err"
+else
+  ssw_fail "5,000 connections: client did not get them open: $(tail -3 "$T/many-client.err")"
+fi
+touch "$T/many.stop"
+for p in "${SSW_BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+SSW_BG_PIDS=()
+
+# ---- -p of a process that does not exist
+true & GONE=$!; wait "$GONE"
+"$CLI" stat -p "$GONE" >"$T/gone.out" 2>&1
+ssw_assert_eq "-p of a missing pid: exit status 1" "$?" 1
+ssw_check "-p of a missing pid: says no such process" grep -q "no such process" "$T/gone.out"
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish
