@@ -629,7 +629,11 @@ static void settle(struct epx *x, struct epx_entry *e)
 		return;
 	}
 	if (r == 0) {
-		e->finished = true; /* no wait fd: the peer is gone, nothing will ring */
+		/* no wait fd: the peer is gone, nothing will ring; its end (EOF,
+		 * reset) may be news, so e is looked at once more */
+		e->finished = true;
+		q_push(x, e);
+		x->again = true;
 		return;
 	}
 	if (ssw_session_watch(sess) == 0) {
@@ -645,9 +649,13 @@ static void settle(struct epx *x, struct epx_entry *e)
 			return;
 		}
 		if (ssw_session_poll(sess) & (POLLHUP | POLLERR | POLLRDHUP)) {
-			/* the peer is done: nothing more will ring */
+			/* the peer is done: nothing more will ring.  It may have
+			 * ended since e was looked at (EOF is news): look once more
+			 * (a finished entry is not settled again, so no loop) */
 			e->finished = true;
 			wfd_unregister(x, e);
+			q_push(x, e);
+			x->again = true;
 			return;
 		}
 	}
