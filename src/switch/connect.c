@@ -5,6 +5,7 @@
 #include "switch/switch.h"
 
 #include "common/log.h"
+#include "common/sockdiag.h"
 #include "common/sys.h"
 #include "switch/addr.h"
 #include "switch/statreg.h"
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 
 #define CONNECT_SPIN_NS 100000ull
@@ -285,6 +288,13 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (rc < 0)
 		return fallback_connect(NULL, fd, addr, len, "cannot bind a local port");
 
+	/* the listener checks that our user holds the socket we connect from
+	 * (listen.c claim_ok): one made by another user (before a setuid)
+	 * would be refused there, with a reset instead of kernel TCP */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid())
+		return fallback_connect(NULL, fd, addr, len, "socket created by another user");
+
 	s = ssw_sock_new(SSW_ST_CONNECTING, fd, family);
 	if (!s)
 		return fallback_connect(NULL, fd, addr, len, "out of memory");
@@ -307,7 +317,9 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		ssw_sock_put(s);
 		if (final_error(rc))
 			return rc;
-		return fallback_connect(NULL, fd, addr, len, rc == -ENOENT ? "no switched listener" : strerror(-rc));
+		const char *note = ssw_diag_take_note();
+		return fallback_connect(NULL, fd, addr, len,
+					note ? note : rc == -ENOENT ? "no switched listener" : strerror(-rc));
 	}
 	s->cep = ep;
 	ssw_fdtab_set(fd, s);

@@ -10,6 +10,7 @@
 #include "switch/switch.h"
 
 #include "common/log.h"
+#include "common/sockdiag.h"
 #include "common/sys.h"
 #include "switch/addr.h"
 #include "switch/evwait.h"
@@ -18,9 +19,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- listen ------------------------------------------------------------- */
 
@@ -93,8 +96,12 @@ int ssw_listen(int fd, int backlog)
 		if (p->conn->listen((struct sockaddr *)&any4, sizeof any4, backlog, &s->pl[s->npl]) == 0)
 			s->npl++;
 	}
+	const char *note = ssw_diag_take_note();
 	if (!s->npl) {
-		SSW_INFO("fd %d: listen %s: kernel TCP only (provider listen failed)", fd, ssw_addr_str((struct sockaddr *)&a));
+		if (note)
+			ssw_statreg_kernel(fd, NULL, 0, note); /* warned by the provider */
+		SSW_INFO("fd %d: listen %s: kernel TCP only (%s)", fd, ssw_addr_str((struct sockaddr *)&a),
+			 note ? note : "provider listen failed");
 		ssw_sock_put(s);
 		return 0;
 	}
@@ -123,13 +130,69 @@ bool ssw_listener_ready(struct ssw_sock *s)
 	return !has_ready && s->npl && sys_poll(pf, (nfds_t)s->npl, 0) > 0;
 }
 
+/* Does this listener serve `server`, the address the connector says it
+ * dialed (the accepted socket's name)? */
+static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *server)
+{
+	struct sockaddr_storage a;
+	const struct sockaddr_in6 *l6 = (const void *)&ls->local;
+	if (ls->local.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&l6->sin6_addr))
+		ssw_addr_normalize((const struct sockaddr *)&ls->local, ls->local_len, &a);
+	else
+		memcpy(&a, &ls->local, sizeof a);
+	if (ssw_addr_port(&a) != ssw_addr_port(server))
+		return false;
+	if (wildcard(&a))
+		return true;
+	if (a.ss_family != server->ss_family)
+		return false;
+	if (a.ss_family == AF_INET)
+		return ((struct sockaddr_in *)&a)->sin_addr.s_addr == ((const struct sockaddr_in *)server)->sin_addr.s_addr;
+	return IN6_ARE_ADDR_EQUAL(&((struct sockaddr_in6 *)&a)->sin6_addr, &((const struct sockaddr_in6 *)server)->sin6_addr);
+}
+
+/* The connector's word on its own address is taken only when the kernel
+ * backs it, as TCP's peer address comes from the kernel: a TCP socket bound
+ * to exactly that address (the switch binds every connecting socket:
+ * connect.c bind_local), held by the user the kernel names as the
+ * connector.  A refused request is reset; a genuine connector is never
+ * refused (its socket is bound, and connect.c falls back to kernel TCP
+ * first when its socket belongs to another user). */
+static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
+		     const struct sockaddr_storage *server)
+{
+	const struct ssw_conn_ops *c = ls->prov->conn;
+	uint32_t uid = 0;
+	int rc = -ENOSYS;
+	if (c->size > offsetof(struct ssw_conn_ops, peer_uid) && c->peer_uid)
+		rc = c->peer_uid(ep, &uid);
+	if (rc == 0 && !serves(ls, server))
+		rc = -EADDRNOTAVAIL;
+	else if (rc == 0 && uid != geteuid()) /* our own user could read our memory anyway */
+		rc = ssw_diag_bound_by(client, uid);
+	/* a kernel that cannot list bound sockets (Linux < 6.8): a connector
+	 * of our own user could read our memory anyway; others are refused */
+	if (rc == -EOPNOTSUPP && uid == geteuid())
+		rc = 0;
+	if (rc == 0)
+		return true;
+	char cl[64];
+	snprintf(cl, sizeof cl, "%s", ssw_addr_str((const struct sockaddr *)client));
+	SSW_WARN_ONCE("fd %d: refused a switched connection claiming to come from %s to %s (uid %u): %s", ls->fd, cl,
+		      ssw_addr_str((const struct sockaddr *)server), (unsigned)uid,
+		      rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc));
+	SSW_INFO("fd %d: refused a switched connection claiming %s (uid %u): %s", ls->fd, cl, (unsigned)uid,
+		 rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc));
+	return false;
+}
+
 static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *priv, size_t plen,
 			 struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	const struct ssw_provider *p = ls->prov;
 	struct sockaddr_storage client, server;
 	struct ssw_wire_init peer;
-	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer) < 0) {
+	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer) < 0 || !claim_ok(ls, ep, &client, &server)) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}
