@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# t_hostile_rdv — the rendezvous as a hostile local user (nobody) plays it:
+#  (a) hijack: nobody binds the abstract rendezvous name of root's switched
+#      server's port (the specific form beside a wildcard server, the wildcard
+#      form and the specific form before the server starts); root's switched
+#      client sends a secret.  The squatter must receive no byte and no fd, the
+#      secret must reach the real server, and the switch must warn.
+#  (b) spoof: nobody speaks the rendezvous itself (tests/progs/rdv_spoof) and
+#      claims to connect from 10.9.9.9:1023, then from 127.0.0.1:<a port root
+#      holds>: root's accept() must never return the forged address.  The same
+#      program claiming its own bound address is accepted (the attacker speaks
+#      the protocol well enough: the refusals are the check's doing).
+source "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "SKIP: must run as root (plays nobody against root's servers)"; exit 77; }
+id nobody >/dev/null 2>&1 || { echo "SKIP: no user nobody"; exit 77; }
+ssw_enter_netns "$@"
+ssw_setup_preload
+ssw_tmpdir
+chmod 755 "$T"; mkdir -m 1777 "$T/n" # nobody writes its findings there
+PY=$SSW_PYTHON
+NOBODY=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+SSW_FAILS=0
+
+# squatter NAME OUT SECONDS: nobody listens on the abstract NAME and writes what it got
+squatter() {
+  "${NOBODY[@]}" timeout 20 "$PY" - "$1" "$2" "$3" <<'PYEOF' &
+import array, select, socket, sys, time
+name, out, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind("\0" + name); s.listen(64)
+open(out + ".ready", "w").write("1")
+conns = nbytes = nfds = 0
+end = time.time() + secs
+while time.time() < end:
+    if not select.select([s], [], [], 0.05)[0]:
+        continue
+    c, _ = s.accept(); conns += 1
+    t = time.time() + 0.5
+    while time.time() < t:
+        if not select.select([c], [], [], 0.05)[0]:
+            continue
+        try:
+            d, anc, _, _ = c.recvmsg(65536, socket.CMSG_SPACE(64 * 4))
+        except OSError:
+            break
+        nbytes += len(d)
+        for lv, ty, data in anc:
+            if lv == socket.SOL_SOCKET and ty == socket.SCM_RIGHTS:
+                nfds += len(data) // 4
+        if not d and not anc:
+            break
+    c.close()
+open(out, "w").write("conns=%d bytes=%d fds=%d\n" % (conns, nbytes, nfds))
+PYEOF
+  SSW_BG_PIDS+=($!)
+}
+
+# server HOST PORT OUT: root's switched server; logs each accepted peer and what it read
+server() {
+  env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_LOG=info timeout 20 "$PY" - "$1" "$2" "$3" 2>"$3.err" <<'PYEOF' &
+import select, socket, sys, time
+host, port, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((host, port)); s.listen(64)
+open(out + ".ready", "w").write("1")
+f = open(out, "w")
+end = time.time() + 5
+while time.time() < end:
+    if not select.select([s], [], [], 0.1)[0]:
+        continue
+    try:
+        c, peer = s.accept()
+    except OSError:
+        continue
+    f.write("peer=%s:%d getpeername=%s:%d\n" % (peer + c.getpeername())); f.flush()
+    c.settimeout(1)
+    data = b""
+    try:
+        while True:
+            d = c.recv(4096)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    f.write("data=%s\n" % data.decode(errors="replace")); f.flush()
+    c.close()
+PYEOF
+  SSW_BG_PIDS+=($!)
+}
+
+client() { # HOST PORT ERRFILE: root's switched client sends the secret
+  env LD_PRELOAD="$SSW_PRELOAD" timeout 20 "$PY" -c '
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+c.sendall(b"root-secret-password"); c.shutdown(socket.SHUT_WR); c.recv(1); c.close()' "$1" "$2" 2>"$3"
+}
+
+hijack() { # NAME SQUAT_FORM SERVER_HOST PORT ORDER(before|after)
+  local n=$1 form=$2 shost=$3 port=$4 order=$5 rname
+  if [ "$form" = wild ]; then rname="sockswitch.v2:4*:$port"; else rname="sockswitch.v2:4:127.0.0.1:$port"; fi
+  ssw_step "hijack $n: nobody squats $rname $order root's server on $shost:$port"
+  if [ "$order" = after ]; then server "$shost" "$port" "$T/$n.srv"; ssw_wait_file "$T/$n.srv.ready" 10; fi
+  squatter "$rname" "$T/n/$n.sq" 3; ssw_wait_file "$T/n/$n.sq.ready" 10
+  if [ "$order" = before ]; then server "$shost" "$port" "$T/$n.srv"; ssw_wait_file "$T/$n.srv.ready" 10; fi
+  client 127.0.0.1 "$port" "$T/$n.cli.err"
+  ssw_wait_file "$T/n/$n.sq" 15
+  ssw_check "$n: the squatter got no byte and no fd ($(cat "$T/n/$n.sq" 2>/dev/null))" \
+    grep -q "bytes=0 fds=0" "$T/n/$n.sq"
+  ssw_check "$n: the secret reached root's server" grep -q "data=root-secret-password" "$T/$n.srv"
+  ssw_check "$n: root's client or server warned of uid 65534" \
+    grep -qE "uid 65534.*(kernel TCP|taken)|taken by uid 65534" "$T/$n.cli.err" "$T/$n.srv.err"
+}
+
+hijack spec-beside-wild spec 0.0.0.0 7101 after
+hijack wild-before wild 0.0.0.0 7102 before
+hijack spec-before spec 127.0.0.1 7103 before
+
+# the listener that found its name taken says so in `sockswitch stat` (checked
+# while a server stands on a squatted name)
+squatter "sockswitch.v2:4:127.0.0.1:7104" "$T/n/st.sq" 5; ssw_wait_file "$T/n/st.sq.ready" 10
+server 127.0.0.1 7104 "$T/st.srv"; ssw_wait_file "$T/st.srv.ready" 10
+sleep 0.5
+"$SSW_BUILD/sockswitch" stat -a >"$T/stat.out" 2>&1 || "$SSW_BUILD/sockswitch" stat >"$T/stat.out" 2>&1
+ssw_check "stat shows the squatted rendezvous name" grep -q "taken by uid 65534" "$T/stat.out"
+
+# (b) spoofed connector addresses
+server 127.0.0.1 7201 "$T/spoof.srv"; ssw_wait_file "$T/spoof.srv.ready" 10
+# a port root holds: root's own bound socket, kept open while the attacker claims it
+"$PY" -c '
+import socket, time, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(5)' >"$T/held" &
+SSW_BG_PIDS+=($!)
+ssw_wait_file "$T/held" 5; held=$(head -1 "$T/held")
+for claim in "127.0.0.1 0" "10.9.9.9 1023" "127.0.0.1 $held"; do
+  set -- $claim
+  ssw_step "spoof: nobody claims $1:$2"
+  "${NOBODY[@]}" timeout 10 "$SSW_BUILD/tests/rdv_spoof" 7201 "$1" "$2" >"$T/spoof-$1-$2.out" 2>&1
+  ssw_check "spoof $1:$2: the HELLO went out" grep -q "^sent" "$T/spoof-$1-$2.out"
+done
+sleep 1
+honest=$(sed -n 's/^claim \(127.0.0.1:[0-9]*\)$/\1/p' "$T/spoof-127.0.0.1-0.out")
+ssw_check "the honest claim ($honest) was accepted" grep -q "peer=$honest " "$T/spoof.srv"
+ssw_check "accept never returned 10.9.9.9" bash -c "! grep -q 10.9.9.9 '$T/spoof.srv'"
+ssw_check "accept never returned root's port $held" bash -c "! grep -q ':$held ' '$T/spoof.srv'"
+ssw_check "the server warned of the refusal" grep -q "refused a switched connection" "$T/spoof.srv.err"
+
+ssw_finish
