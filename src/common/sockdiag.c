@@ -294,6 +294,36 @@ int ssw_diag_bound_by(const struct sockaddr_storage *addr, uid_t uid)
 	return bound_dump_works() > 0 ? -ENOENT : -EOPNOTSUPP;
 }
 
+/* ---- one descriptor of another process -------------------------------- */
+
+int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid)
+{
+	if (pid <= 0 || fd < 0)
+		return -EINVAL;
+	int pfd = (int)SYS_(pidfd_open, pid, 0);
+	if (pfd < 0)
+		return -errno;
+	int f = (int)SYS_(pidfd_getfd, pfd, fd, 0);
+	int rc = f < 0 ? -errno : 0;
+	sys_close(pfd);
+	if (rc < 0)
+		return rc;
+	struct sockaddr_storage a;
+	socklen_t al = sizeof a;
+	struct stat st;
+	int type = 0;
+	socklen_t tl = sizeof type;
+	struct naddr got, want;
+	rc = -ENOENT;
+	if (fstat(f, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == uid &&
+	    sys_getsockopt(f, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
+	    sys_getsockname(f, (struct sockaddr *)&a, &al) == 0 && (a.ss_family == AF_INET || a.ss_family == AF_INET6) &&
+	    naddr_from_ss(&a, &got) == naddr_from_ss(addr, &want) && naddr_eq(&got, &want))
+		rc = 0;
+	sys_close(f);
+	return rc;
+}
+
 /* ---- refusal notes ----------------------------------------------------- */
 
 static __thread char note[96];

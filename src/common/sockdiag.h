@@ -21,6 +21,12 @@ int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid);
  * kernel cannot dump bound sockets: Linux < 6.8). */
 int ssw_diag_bound_by(const struct sockaddr_storage *addr, uid_t uid);
 
+/* Does process pid's descriptor fd (taken with pidfd_getfd, then closed:
+ * needs ptrace rights over pid, i.e. root or the same user) hold a TCP
+ * socket of uid bound to exactly addr?  0 yes; -ENOENT no (it is not that
+ * socket); another -errno: cannot tell (no rights, process gone, old kernel). */
+int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid);
+
 /* Why the provider refused (a rendezvous that failed a check), for the
  * switch to show in `sockswitch stat`: noted by the provider, taken (and
  * cleared) by the switch on the same thread.  NULL when none. */

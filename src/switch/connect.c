@@ -311,6 +311,7 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct ssw_wire_init init;
 	ssw_session_make_init(&s->opts, &init);
 	ssw_conn_priv_make(&priv, &s->local, &dst, &init);
+	priv.cfd = fd;
 	struct ssw_ep *ep = NULL;
 	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
 	if (rc != 0 && rc != -EINPROGRESS) {

@@ -152,37 +152,49 @@ static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *ser
 }
 
 /* The connector's word on its own address is taken only when the kernel
- * backs it, as TCP's peer address comes from the kernel: a TCP socket bound
- * to exactly that address (the switch binds every connecting socket:
- * connect.c bind_local), held by the user the kernel names as the
- * connector.  A refused request is reset; a genuine connector is never
- * refused (its socket is bound, and connect.c falls back to kernel TCP
- * first when its socket belongs to another user). */
-static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
-		     const struct sockaddr_storage *server)
+ * backs it, as TCP's peer address comes from the kernel: the connector's
+ * user holds a TCP socket bound to exactly that address (the switch binds
+ * every connecting socket: connect.c bind_local).  Seen in the socket the
+ * connector names (its fd, taken with pidfd_getfd: a root server), else in
+ * the kernel's list of bound sockets (sock_diag; a walk of the bind table).
+ * A connector of our own user is not asked: it could read our memory
+ * anyway.  A refused request is reset; a genuine connector is not refused
+ * (connect.c falls back to kernel TCP first when its socket belongs to
+ * another user). */
+static int claim_check(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
+		       const struct sockaddr_storage *server, int cfd, uint32_t *uid)
 {
 	const struct ssw_conn_ops *c = ls->prov->conn;
-	uint32_t uid = 0;
-	int rc = -ENOSYS;
-	if (c->size > offsetof(struct ssw_conn_ops, peer_uid) && c->peer_uid)
-		rc = c->peer_uid(ep, &uid);
-	if (rc == 0 && !serves(ls, server))
-		rc = -EADDRNOTAVAIL;
-	else if (rc == 0 && uid != geteuid()) /* our own user could read our memory anyway */
-		rc = ssw_diag_bound_by(client, uid);
-	/* a kernel that cannot list bound sockets (Linux < 6.8): a connector
-	 * of our own user could read our memory anyway; others are refused */
-	if (rc == -EOPNOTSUPP && uid == geteuid())
-		rc = 0;
+	int32_t pid = 0;
+	if (c->size <= offsetof(struct ssw_conn_ops, peer_cred) || !c->peer_cred)
+		return -ENOSYS;
+	int rc = c->peer_cred(ep, uid, &pid);
+	if (rc < 0)
+		return rc;
+	if (!serves(ls, server))
+		return -EADDRNOTAVAIL;
+	if (*uid == geteuid())
+		return 0;
+	if (ssw_diag_fd_bound(pid, cfd, client, *uid) == 0)
+		return 0;
+	/* the descriptor moved (dup2), or we have no rights over the process;
+	 * a kernel that cannot list bound sockets (Linux < 6.8): refused */
+	return ssw_diag_bound_by(client, *uid);
+}
+
+static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
+		     const struct sockaddr_storage *server, int cfd)
+{
+	uint32_t uid = (uint32_t)-1;
+	int rc = claim_check(ls, ep, client, server, cfd, &uid);
 	if (rc == 0)
 		return true;
 	char cl[64];
+	const char *why = rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc);
 	snprintf(cl, sizeof cl, "%s", ssw_addr_str((const struct sockaddr *)client));
 	SSW_WARN_ONCE("fd %d: refused a switched connection claiming to come from %s to %s (uid %u): %s", ls->fd, cl,
-		      ssw_addr_str((const struct sockaddr *)server), (unsigned)uid,
-		      rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc));
-	SSW_INFO("fd %d: refused a switched connection claiming %s (uid %u): %s", ls->fd, cl, (unsigned)uid,
-		 rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc));
+		      ssw_addr_str((const struct sockaddr *)server), (unsigned)uid, why);
+	SSW_INFO("fd %d: refused a switched connection claiming %s (uid %u): %s", ls->fd, cl, (unsigned)uid, why);
 	return false;
 }
 
@@ -192,7 +204,8 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	const struct ssw_provider *p = ls->prov;
 	struct sockaddr_storage client, server;
 	struct ssw_wire_init peer;
-	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer) < 0 || !claim_ok(ls, ep, &client, &server)) {
+	int cfd;
+	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer, &cfd) < 0 || !claim_ok(ls, ep, &client, &server, cfd)) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}

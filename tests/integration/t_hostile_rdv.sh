@@ -19,6 +19,7 @@ ssw_tmpdir
 chmod 755 "$T"; mkdir -m 1777 "$T/n" # nobody writes its findings there
 PY=$SSW_PYTHON
 NOBODY=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+SERVER_AS=()
 SSW_FAILS=0
 
 # squatter NAME OUT SECONDS: nobody listens on the abstract NAME and writes what it got
@@ -57,7 +58,7 @@ PYEOF
 
 # server HOST PORT OUT: root's switched server; logs each accepted peer and what it read
 server() {
-  env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_LOG=info timeout 20 "$PY" - "$1" "$2" "$3" 2>"$3.err" <<'PYEOF' &
+  "${SERVER_AS[@]}" env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_LOG=info timeout 20 "$PY" - "$1" "$2" "$3" 2>"$3.err" <<'PYEOF' &
 import select, socket, sys, time
 host, port, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -124,25 +125,38 @@ sleep 0.5
 "$SSW_BUILD/sockswitch" stat -a >"$T/stat.out" 2>&1 || "$SSW_BUILD/sockswitch" stat >"$T/stat.out" 2>&1
 ssw_check "stat shows the squatted rendezvous name" grep -q "taken by uid 65534" "$T/stat.out"
 
-# (b) spoofed connector addresses
-server 127.0.0.1 7201 "$T/spoof.srv"; ssw_wait_file "$T/spoof.srv.ready" 10
+# (b) spoofed connector addresses, against a root server (the acceptor looks
+# at the socket the connector names: pidfd_getfd) and a server of another
+# user (no rights over nobody's process: the kernel's list of bound sockets)
 # a port root holds: root's own bound socket, kept open while the attacker claims it
 "$PY" -c '
 import socket, time, sys
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(5)' >"$T/held" &
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(12)' >"$T/held" &
 SSW_BG_PIDS+=($!)
 ssw_wait_file "$T/held" 5; held=$(head -1 "$T/held")
-for claim in "127.0.0.1 0" "10.9.9.9 1023" "127.0.0.1 $held"; do
-  set -- $claim
-  ssw_step "spoof: nobody claims $1:$2"
-  "${NOBODY[@]}" timeout 10 "$SSW_BUILD/tests/rdv_spoof" 7201 "$1" "$2" >"$T/spoof-$1-$2.out" 2>&1
-  ssw_check "spoof $1:$2: the HELLO went out" grep -q "^sent" "$T/spoof-$1-$2.out"
-done
-sleep 1
-honest=$(sed -n 's/^claim \(127.0.0.1:[0-9]*\)$/\1/p' "$T/spoof-127.0.0.1-0.out")
-ssw_check "the honest claim ($honest) was accepted" grep -q "peer=$honest " "$T/spoof.srv"
-ssw_check "accept never returned 10.9.9.9" bash -c "! grep -q 10.9.9.9 '$T/spoof.srv'"
-ssw_check "accept never returned root's port $held" bash -c "! grep -q ':$held ' '$T/spoof.srv'"
-ssw_check "the server warned of the refusal" grep -q "refused a switched connection" "$T/spoof.srv.err"
+
+spoof() { # NAME PORT [RUN-AS…]: the server runs as RUN-AS (default root)
+  local n=$1 port=$2; shift 2
+  SERVER_AS=("$@"); server 127.0.0.1 "$port" "$T/n/$n.srv"; SERVER_AS=()
+  ssw_check "spoof $n: the server is up" ssw_wait_file "$T/n/$n.srv.ready" 10
+  for claim in "127.0.0.1 0" "10.9.9.9 1023" "127.0.0.1 $held"; do
+    set -- $claim
+    ssw_step "spoof $n: nobody claims $1:$2"
+    "${NOBODY[@]}" timeout 10 "$SSW_BUILD/tests/rdv_spoof" "$port" "$1" "$2" >"$T/$n-$1-$2.out" 2>&1
+    ssw_check "spoof $n $1:$2: the HELLO went out" grep -q "^sent" "$T/$n-$1-$2.out"
+  done
+  sleep 0.5
+  local honest; honest=$(sed -n 's/^claim \(127.0.0.1:[0-9]*\)$/\1/p' "$T/$n-127.0.0.1-0.out")
+  ssw_check "spoof $n: the honest claim ($honest) was accepted" grep -q "peer=$honest " "$T/n/$n.srv"
+  ssw_check "spoof $n: accept never returned 10.9.9.9" bash -c "[ -f '$T/n/$n.srv' ] && ! grep -q 10.9.9.9 '$T/n/$n.srv'"
+  ssw_check "spoof $n: accept never returned root's port $held" bash -c "[ -f '$T/n/$n.srv' ] && ! grep -q ':$held ' '$T/n/$n.srv'"
+  ssw_check "spoof $n: the server warned of the refusal" grep -q "refused a switched connection" "$T/n/$n.srv.err"
+}
+spoof root-server 7201
+if id daemon >/dev/null 2>&1; then
+  spoof daemon-server 7202 setpriv --reuid=daemon --regid="$(id -g daemon)" --clear-groups
+else
+  ssw_fail "no user daemon to run the second server as"
+fi
 
 ssw_finish

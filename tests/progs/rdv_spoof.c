@@ -59,6 +59,7 @@ int main(int argc, char **argv)
 	ssw_session_make_init(NULL, &init);
 	struct ssw_conn_priv priv;
 	ssw_conn_priv_make(&priv, &client, &server, &init);
+	priv.cfd = own; /* for a forged claim: a socket of ours, bound elsewhere */
 	memcpy(hs.priv, &priv, sizeof priv);
 	hs.priv_len = sizeof priv;
 
