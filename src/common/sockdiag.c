@@ -68,12 +68,6 @@ static bool naddr_eq(const struct naddr *x, const struct naddr *y)
 	return x->fam == y->fam && memcmp(x->a, y->a, 16) == 0;
 }
 
-static bool naddr_any(const struct naddr *x)
-{
-	static const uint8_t zero[16];
-	return memcmp(x->a, zero, 16) == 0;
-}
-
 /* One socket of a dump, with the attributes the checks need. */
 struct diag_sock {
 	int family; /* of the socket itself */
@@ -81,7 +75,7 @@ struct diag_sock {
 	uint16_t sport;
 	uid_t uid;
 	uint32_t ino;
-	bool v6only, nonlocal; /* nonlocal: IP_FREEBIND or IP_TRANSPARENT */
+	bool nonlocal; /* IP_FREEBIND or IP_TRANSPARENT */
 };
 
 typedef void (*diag_fn)(const struct diag_sock *ds, void *arg);
@@ -94,9 +88,7 @@ static void parse_attrs(const struct inet_diag_msg *m, size_t len, struct diag_s
 		const uint8_t *p = (const uint8_t *)a + NLA_HDRLEN;
 		size_t plen = a->nla_len - NLA_HDRLEN;
 		int type = a->nla_type & NLA_TYPE_MASK;
-		if (type == INET_DIAG_SKV6ONLY && plen >= 1)
-			ds->v6only = p[0] != 0;
-		else if (type == INET_DIAG_SOCKOPT && plen >= sizeof(struct inet_diag_sockopt)) {
+		if (type == INET_DIAG_SOCKOPT && plen >= sizeof(struct inet_diag_sockopt)) {
 			struct inet_diag_sockopt so;
 			memcpy(&so, p, sizeof so);
 			ds->nonlocal = so.freebind || so.transparent;
@@ -192,41 +184,64 @@ static int dump_both(uint32_t states, uint16_t port, diag_fn fn, void *arg)
 
 /* ---- listeners --------------------------------------------------------- */
 
-struct lsn_q {
-	struct naddr dst;
-	int n[2];        /* [0] exact, [1] wildcard: listeners seen */
-	uid_t uid[2];
-	bool mixed[2];   /* owners differ */
-};
-
-static void lsn_one(const struct diag_sock *ds, void *arg)
-{
-	struct lsn_q *q = arg;
-	int k;
-	if (naddr_eq(&ds->src, &q->dst))
-		k = 0;
-	else if (naddr_any(&ds->src) && (ds->src.fam == q->dst.fam || (ds->family == AF_INET6 && !ds->v6only)))
-		k = 1; /* an IPv6 wildcard takes IPv4 too unless IPV6_V6ONLY */
-	else
-		return;
-	if (q->n[k]++ && q->uid[k] != ds->uid)
-		q->mixed[k] = true;
-	q->uid[k] = ds->uid;
-}
-
+/* The kernel's own lookup: a request for one socket (no dump) runs the
+ * lookup a segment from `any:0` to dst would get on lo (established
+ * sockets first, none can match a peer 0.0.0.0:0; then the listeners: the
+ * exact address, the wildcard, dual-stack IPv6 sockets, device binds,
+ * SO_REUSEPORT groups, whose members share one owner) and describes the
+ * socket it finds. */
 int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid)
 {
-	struct lsn_q q = { 0 };
-	uint16_t port = naddr_from_ss(dst, &q.dst);
-	int rc = dump_both(1u << DIAG_LISTEN, port, lsn_one, &q);
-	if (rc < 0)
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req;
+	struct naddr d;
+	uint16_t port = naddr_from_ss(dst, &d);
+	memset(&req, 0, sizeof req);
+	req.nlh.nlmsg_len = sizeof req;
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = (uint8_t)d.fam;
+	req.r.sdiag_protocol = IPPROTO_TCP;
+	req.r.idiag_states = ~0u;
+	req.r.id.idiag_sport = htons(port);
+	req.r.id.idiag_if = 1; /* lo: local destinations are reached through it */
+	req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	memcpy(req.r.id.idiag_src, d.a, d.fam == AF_INET ? 4 : 16);
+	int nl = nl_open();
+	if (nl < 0)
+		return nl;
+	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
+	union {
+		char b[4096];
+		struct nlmsghdr align;
+	} buf;
+	int rc = -EPROTO;
+	ssize_t n = 0;
+	if (SYS_(sendto, nl, &req, sizeof req, 0, &k, sizeof k) < 0)
+		rc = -errno;
+	else {
+		do
+			n = SYS_(recvfrom, nl, buf.b, sizeof buf.b, 0, NULL, NULL);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			rc = -errno;
+	}
+	sys_close(nl);
+	struct nlmsghdr *h = &buf.align;
+	if (n <= 0 || !NLMSG_OK(h, (size_t)n))
 		return rc;
-	int k = q.n[0] ? 0 : 1; /* the kernel prefers the exact address */
-	if (!q.n[k])
+	if (h->nlmsg_type == NLMSG_ERROR) {
+		const struct nlmsgerr *e = NLMSG_DATA(h);
+		return h->nlmsg_len >= NLMSG_LENGTH(sizeof *e) && e->error ? e->error : -EPROTO;
+	}
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
+		return -EPROTO;
+	const struct inet_diag_msg *m = NLMSG_DATA(h);
+	if (m->idiag_state != DIAG_LISTEN || ntohs(m->id.idiag_sport) != port)
 		return -ENOENT;
-	if (q.mixed[k])
-		return -EAGAIN;
-	*uid = q.uid[k];
+	*uid = m->idiag_uid;
 	return 0;
 }
 

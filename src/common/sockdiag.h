@@ -8,10 +8,8 @@
 #include <sys/types.h>
 
 /* Owner of the kernel LISTEN socket a SYN to dst (normalized: v4 or v6, not
- * v4-mapped) would reach: the exact address first, else the wildcard, as the
- * kernel's lookup.  0 and *uid; -ENOENT: no listener; -EAGAIN: listeners of
- * different owners where the kernel would choose (device binds): doubt;
- * another -errno: the kernel could not tell. */
+ * v4-mapped) would reach, found by the kernel's own lookup.  0 and *uid;
+ * -ENOENT: no listener; another -errno: the kernel could not tell. */
 int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid);
 
 /* Does uid hold a kernel TCP socket bound (not yet connected) to exactly

@@ -861,7 +861,7 @@ static uint32_t shm_ep_caps(struct ssw_ep *ep)
 
 /* Asked of the kernel each time, not from shm_peer_cred's copy: that one
  * reads as uid 0 when SO_PEERCRED failed. */
-static int shm_peer_cred2(struct ssw_ep *ep, uint32_t *uid, int32_t *pid)
+static int shm_ep_peer_cred(struct ssw_ep *ep, uint32_t *uid, int32_t *pid)
 {
 	struct ucred uc;
 	socklen_t l = sizeof uc;
@@ -888,5 +888,5 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.adopt = shm_adopt,
 	.ep_caps = shm_ep_caps,
 	.listener_ready = shm_listener_ready,
-	.peer_cred = shm_peer_cred2,
+	.peer_cred = shm_ep_peer_cred,
 };
