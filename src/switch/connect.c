@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,19 @@ static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
 	if (sys_bind(fd, (struct sockaddr *)&b, bl) < 0)
 		return -errno;
 	return 0;
+}
+
+/* A listener of another user checks our address when it accepts (listen.c
+ * claim_ok): the proof must outlive our socket until then (proof.c).  One
+ * of our own user does not check. */
+static bool needs_proof(const struct ssw_provider *p, struct ssw_ep *ep)
+{
+	const struct ssw_conn_ops *c = p->conn;
+	uint32_t uid;
+	int32_t pid;
+	if (c->size <= offsetof(struct ssw_conn_ops, peer_cred) || !c->peer_cred)
+		return true;
+	return c->peer_cred(ep, &uid, &pid) < 0 || uid != geteuid();
 }
 
 static int fallback_connect(struct ssw_sock *s, int fd, const struct sockaddr *addr, socklen_t len,
@@ -311,9 +325,14 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct ssw_wire_init init;
 	ssw_session_make_init(&s->opts, &init);
 	ssw_conn_priv_make(&priv, &s->local, &dst, &init);
-	priv.cfd = fd;
+	int proof = ssw_proof_make(fd);
+	priv.cfd = proof >= 0 ? proof : fd;
 	struct ssw_ep *ep = NULL;
 	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
+	if ((rc == 0 || rc == -EINPROGRESS) && needs_proof(p, ep))
+		s->proof_fd = proof;
+	else if (proof >= 0)
+		sys_close(proof);
 	if (rc != 0 && rc != -EINPROGRESS) {
 		ssw_sock_put(s);
 		if (final_error(rc))

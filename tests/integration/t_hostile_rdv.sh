@@ -65,6 +65,7 @@ s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((host, port)); s.listen(64)
 open(out + ".ready", "w").write("1")
 f = open(out, "w")
+time.sleep(float(__import__("os").environ.get("ACCEPT_DELAY", "0")))
 end = time.time() + 5
 while time.time() < end:
     if not select.select([s], [], [], 0.1)[0]:
@@ -158,5 +159,19 @@ if id daemon >/dev/null 2>&1; then
 else
   ssw_fail "no user daemon to run the second server as"
 fi
+
+# a genuine client of another user that closes before the server accepts:
+# its address is still provable then (proof.c), the data arrives
+ssw_step "nobody's switched client connects, writes and closes before root's server accepts"
+ACCEPT_DELAY=1 server 127.0.0.1 7301 "$T/n/late.srv"; ssw_wait_file "$T/n/late.srv.ready" 10
+"${NOBODY[@]}" env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_LOG=info timeout 10 "$PY" -c '
+import socket
+c = socket.create_connection(("127.0.0.1", 7301)); print("local=%s:%d" % c.getsockname(), flush=True)
+c.sendall(b"early-bird"); c.close()
+import time; time.sleep(3)' >"$T/late.cli" 2>"$T/late.cli.err"
+late=$(sed -n 's/^local=//p' "$T/late.cli")
+ssw_check "the early-closing client went over shm" grep -q "over shm" "$T/late.cli.err"
+ssw_check "root's server got its data" grep -q "data=early-bird" "$T/n/late.srv"
+ssw_check "and its real address ($late)" grep -q "peer=$late " "$T/n/late.srv"
 
 ssw_finish
