@@ -7,7 +7,8 @@
  * of its kernel socket: the request names it, and it stays bound until the
  * acceptor's INIT shows the check is done, or, once the application closed
  * the socket first, for KEEP_NS more (kernel TCP holds a closed port longer,
- * in TIME_WAIT), at most KEEP_MAX of them per process (the oldest go first).
+ * in TIME_WAIT), at most KEEP_MAX of them per process and a sixteenth of
+ * its descriptor limit (the oldest go first).
  * A client process that exits before the accept takes its proofs along: that
  * request is refused. */
 #include "switch/switch.h"
@@ -17,6 +18,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #define KEEP_NS (10ull * 1000000000ull)
 #define KEEP_MAX 1024
@@ -28,6 +30,21 @@ static struct {
 	pid_t pid;
 } kept[KEEP_MAX];
 static int nkept;
+
+/* Kept proofs count against the application's descriptor limit: a
+ * sixteenth of it at most. */
+static int keep_cap(void)
+{
+	static int cap;
+	if (!cap) {
+		struct rlimit rl;
+		uint64_t c = KEEP_MAX;
+		if (SYS_(prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) == 0 && rl.rlim_cur / 16 < c)
+			c = rl.rlim_cur / 16;
+		cap = c ? (int)c : 1;
+	}
+	return cap;
+}
 
 /* Close expired proofs (and a forked parent's copies: ours to close, theirs
  * to keep).  Called with keep_lock. */
@@ -65,7 +82,7 @@ void ssw_proof_release(struct ssw_sock *s)
 	uint64_t now = ssw_now_ns();
 	pthread_mutex_lock(&keep_lock);
 	reap(now);
-	if (nkept == KEEP_MAX) { /* the oldest: reap keeps no order, find it */
+	if (nkept >= keep_cap()) { /* the oldest: reap keeps no order, find it */
 		int o = 0;
 		for (int i = 1; i < nkept; i++)
 			if (kept[i].until < kept[o].until)
