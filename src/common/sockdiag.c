@@ -169,14 +169,17 @@ static int nl_open(void)
 	return nl < 0 ? -errno : nl;
 }
 
-/* Both families: an AF_INET6 socket serves IPv4 too (v4-mapped, wildcard). */
-static int dump_both(uint32_t states, uint16_t port, diag_fn fn, void *arg)
+/* One family (AF_UNSPEC: both; an AF_INET6 socket may hold an IPv4
+ * address, v4-mapped).  Each dump walks a whole kernel table. */
+static int dump_fams(int family, uint32_t states, uint16_t port, diag_fn fn, void *arg)
 {
 	int nl = nl_open();
 	if (nl < 0)
 		return nl;
-	int rc = dump(nl, AF_INET, states, port, fn, arg);
-	if (rc == 0)
+	int rc = 0;
+	if (family != AF_INET6)
+		rc = dump(nl, AF_INET, states, port, fn, arg);
+	if (rc == 0 && family != AF_INET)
 		rc = dump(nl, AF_INET6, states, port, fn, arg);
 	sys_close(nl);
 	return rc;
@@ -297,11 +300,15 @@ static int bound_dump_works(void)
 	return k;
 }
 
-int ssw_diag_bound_by(const struct sockaddr_storage *addr, uid_t uid)
+int ssw_diag_bound_by(const struct sockaddr_storage *addr, int domain, uid_t uid)
 {
 	struct bound_q q = { .uid = uid };
 	uint16_t port = naddr_from_ss(addr, &q.addr);
-	int rc = dump_both(1u << DIAG_BOUND_INACTIVE, port, bound_one, &q);
+	if (domain != AF_INET && domain != AF_INET6)
+		domain = AF_UNSPEC;
+	if (q.addr.fam == AF_INET6)
+		domain = AF_INET6; /* an IPv4 socket holds no IPv6 address */
+	int rc = dump_fams(domain, 1u << DIAG_BOUND_INACTIVE, port, bound_one, &q);
 	if (rc < 0)
 		return rc;
 	if (q.found)

@@ -12,12 +12,13 @@
  * -ENOENT: no listener; another -errno: the kernel could not tell. */
 int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid);
 
-/* Does uid hold a kernel TCP socket bound (not yet connected) to exactly
- * addr (normalized), as the switch's connecting sockets are?  Sockets bound
+/* Does uid hold a kernel TCP socket of `domain` (AF_INET, AF_INET6, other:
+ * either) bound (not yet connected) to exactly addr (normalized), as the
+ * switch's connecting sockets are?  Sockets bound
  * with IP_FREEBIND/IP_TRANSPARENT do not count: kernel TCP cannot connect
  * from an address that is not local.  0 yes, -ENOENT no, else -errno (the
  * kernel cannot dump bound sockets: Linux < 6.8). */
-int ssw_diag_bound_by(const struct sockaddr_storage *addr, uid_t uid);
+int ssw_diag_bound_by(const struct sockaddr_storage *addr, int domain, uid_t uid);
 
 /* Does process pid's descriptor fd (taken with pidfd_getfd, then closed:
  * needs ptrace rights over pid, i.e. root or the same user) hold a TCP

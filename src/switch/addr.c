@@ -150,7 +150,7 @@ static int get(uint16_t fam, uint16_t port, const uint8_t *addr, struct sockaddr
 }
 
 int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *client,
-			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd)
+			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd, int *cdomain)
 {
 	struct ssw_conn_priv p;
 	if (len != sizeof p)
@@ -161,5 +161,6 @@ int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *cl
 		return -1;
 	*init = p.init;
 	*cfd = p.cfd;
+	*cdomain = p.cdomain;
 	return 0;
 }

@@ -33,11 +33,13 @@ struct ssw_conn_priv {
 	uint8_t caddr[16], saddr[16];
 	struct ssw_wire_init init;
 	int32_t cfd;
+	uint16_t cdomain; /* that socket's family (AF_INET6 may hold IPv4) */
+	uint16_t pad;
 };
 void ssw_conn_priv_make(struct ssw_conn_priv *p, const struct sockaddr_storage *client,
 			const struct sockaddr_storage *server, const struct ssw_wire_init *init);
 /* Validate and decode; -1 if malformed. */
 int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *client,
-			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd);
+			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd, int *cdomain);
 
 #endif

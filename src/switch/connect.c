@@ -327,6 +327,7 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	ssw_conn_priv_make(&priv, &s->local, &dst, &init);
 	int proof = ssw_proof_make(fd);
 	priv.cfd = proof >= 0 ? proof : fd;
+	priv.cdomain = (uint16_t)family;
 	struct ssw_ep *ep = NULL;
 	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
 	if ((rc == 0 || rc == -EINPROGRESS) && needs_proof(p, ep))

@@ -162,7 +162,7 @@ static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *ser
  * (connect.c falls back to kernel TCP first when its socket belongs to
  * another user). */
 static int claim_check(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
-		       const struct sockaddr_storage *server, int cfd, uint32_t *uid)
+		       const struct sockaddr_storage *server, int cfd, int cdomain, uint32_t *uid)
 {
 	const struct ssw_conn_ops *c = ls->prov->conn;
 	int32_t pid = 0;
@@ -179,14 +179,14 @@ static int claim_check(const struct ssw_sock *ls, struct ssw_ep *ep, const struc
 		return 0;
 	/* the descriptor moved (dup2), or we have no rights over the process;
 	 * a kernel that cannot list bound sockets (Linux < 6.8): refused */
-	return ssw_diag_bound_by(client, *uid);
+	return ssw_diag_bound_by(client, cdomain, *uid);
 }
 
 static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
-		     const struct sockaddr_storage *server, int cfd)
+		     const struct sockaddr_storage *server, int cfd, int cdomain)
 {
 	uint32_t uid = (uint32_t)-1;
-	int rc = claim_check(ls, ep, client, server, cfd, &uid);
+	int rc = claim_check(ls, ep, client, server, cfd, cdomain, &uid);
 	if (rc == 0)
 		return true;
 	char cl[64];
@@ -204,8 +204,9 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	const struct ssw_provider *p = ls->prov;
 	struct sockaddr_storage client, server;
 	struct ssw_wire_init peer;
-	int cfd;
-	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer, &cfd) < 0 || !claim_ok(ls, ep, &client, &server, cfd)) {
+	int cfd, cdom;
+	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer, &cfd, &cdom) < 0 ||
+	    !claim_ok(ls, ep, &client, &server, cfd, cdom)) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}

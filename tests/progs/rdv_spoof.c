@@ -60,6 +60,7 @@ int main(int argc, char **argv)
 	struct ssw_conn_priv priv;
 	ssw_conn_priv_make(&priv, &client, &server, &init);
 	priv.cfd = own; /* for a forged claim: a socket of ours, bound elsewhere */
+	priv.cdomain = AF_INET;
 	memcpy(hs.priv, &priv, sizeof priv);
 	hs.priv_len = sizeof priv;
 
