@@ -330,6 +330,7 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	priv.cdomain = (uint16_t)family;
 	struct ssw_ep *ep = NULL;
 	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
+	const char *note = ssw_diag_take_note(); /* also after a success: a squatter passed over */
 	if ((rc == 0 || rc == -EINPROGRESS) && needs_proof(p, ep))
 		s->proof_fd = proof;
 	else if (proof >= 0)
@@ -338,7 +339,6 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		ssw_sock_put(s);
 		if (final_error(rc))
 			return rc;
-		const char *note = ssw_diag_take_note();
 		return fallback_connect(NULL, fd, addr, len,
 					note ? note : rc == -ENOENT ? "no switched listener" : strerror(-rc));
 	}
