@@ -143,6 +143,13 @@ struct ssw_conn_ops {
 	 * then stays quiet until a request can be taken.  Optional (NULL:
 	 * listener_fd() readable). */
 	int (*listener_ready)(struct ssw_listener *l);
+
+	/* The user and process ids of the peer as the kernel reports them
+	 * (for an accepted endpoint: the connector, at its connect).  The
+	 * switch checks the connector's claimed address against the kernel
+	 * sockets it holds.  0 or -errno.  Optional (NULL: the switch cannot
+	 * tell, and refuses connectors that are not of its own user). */
+	int (*peer_cred)(struct ssw_ep *ep, uint32_t *uid, int32_t *pid);
 };
 
 /* Control messages: WSPSend / WSPRecv into pre-posted registered buffers.

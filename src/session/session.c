@@ -1913,3 +1913,8 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
+
+bool ssw_session_peer_init_seen(struct ssw_session *s)
+{
+	return __atomic_load_n(&s->init_rcvd, __ATOMIC_ACQUIRE);
+}

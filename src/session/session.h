@@ -75,6 +75,8 @@ ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fil
  * ssw_session_flush (TCP_NODELAY) send what is held. */
 void ssw_session_set_cork(struct ssw_session *s, bool on);
 bool ssw_session_cork(struct ssw_session *s);
+/* The peer's INIT arrived (a connector: the acceptor took the connection). */
+bool ssw_session_peer_init_seen(struct ssw_session *s);
 void ssw_session_flush(struct ssw_session *s);
 
 int ssw_session_shutdown(struct ssw_session *s, int how);

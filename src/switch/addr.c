@@ -126,6 +126,7 @@ void ssw_conn_priv_make(struct ssw_conn_priv *p, const struct sockaddr_storage *
 	put(&c, &p->cfam, &p->cport, p->caddr);
 	put(server, &p->sfam, &p->sport, p->saddr);
 	p->init = *init;
+	p->cfd = -1;
 }
 
 static int get(uint16_t fam, uint16_t port, const uint8_t *addr, struct sockaddr_storage *out)
@@ -149,7 +150,7 @@ static int get(uint16_t fam, uint16_t port, const uint8_t *addr, struct sockaddr
 }
 
 int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *client,
-			struct sockaddr_storage *server, struct ssw_wire_init *init)
+			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd, int *cdomain)
 {
 	struct ssw_conn_priv p;
 	if (len != sizeof p)
@@ -159,5 +160,7 @@ int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *cl
 	    get(p.sfam, p.sport, p.saddr, server) < 0)
 		return -1;
 	*init = p.init;
+	*cfd = p.cfd;
+	*cdomain = p.cdomain;
 	return 0;
 }

@@ -23,18 +23,23 @@ const char *ssw_addr_str(const struct sockaddr *a);
 void ssw_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen, struct sockaddr *out, socklen_t *outlen);
 
 /* What a connector tells the listener: its own address (the accepted
- * socket's peer), the address it dialed (the accepted socket's name) and its
- * session INIT.  The listener's reply is its INIT alone. */
+ * socket's peer), the address it dialed (the accepted socket's name), its
+ * session INIT, and the number of its kernel socket (cfd) in its process:
+ * where the listener can see that address held (listen.c claim_ok).  The
+ * listener's reply is its INIT alone. */
 struct ssw_conn_priv {
 	uint32_t magic;
 	uint16_t cfam, cport, sfam, sport;
 	uint8_t caddr[16], saddr[16];
 	struct ssw_wire_init init;
+	int32_t cfd;
+	uint16_t cdomain; /* that socket's family (AF_INET6 may hold IPv4) */
+	uint16_t pad;
 };
 void ssw_conn_priv_make(struct ssw_conn_priv *p, const struct sockaddr_storage *client,
 			const struct sockaddr_storage *server, const struct ssw_wire_init *init);
 /* Validate and decode; -1 if malformed. */
 int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *client,
-			struct sockaddr_storage *server, struct ssw_wire_init *init);
+			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd, int *cdomain);
 
 #endif

@@ -5,6 +5,7 @@
 #include "switch/switch.h"
 
 #include "common/log.h"
+#include "common/sockdiag.h"
 #include "common/sys.h"
 #include "switch/addr.h"
 #include "switch/statreg.h"
@@ -14,9 +15,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 
 #define CONNECT_SPIN_NS 100000ull
@@ -117,6 +121,19 @@ static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
 	if (sys_bind(fd, (struct sockaddr *)&b, bl) < 0)
 		return -errno;
 	return 0;
+}
+
+/* A listener of another user checks our address when it accepts (listen.c
+ * claim_ok): the proof must outlive our socket until then (proof.c).  One
+ * of our own user does not check. */
+static bool needs_proof(const struct ssw_provider *p, struct ssw_ep *ep)
+{
+	const struct ssw_conn_ops *c = p->conn;
+	uint32_t uid;
+	int32_t pid;
+	if (c->size <= offsetof(struct ssw_conn_ops, peer_cred) || !c->peer_cred)
+		return true;
+	return c->peer_cred(ep, &uid, &pid) < 0 || uid != geteuid();
 }
 
 static int fallback_connect(struct ssw_sock *s, int fd, const struct sockaddr *addr, socklen_t len,
@@ -285,6 +302,13 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (rc < 0)
 		return fallback_connect(NULL, fd, addr, len, "cannot bind a local port");
 
+	/* the listener checks that our user holds the socket we connect from
+	 * (listen.c claim_ok): one made by another user (before a setuid)
+	 * would be refused there, with a reset instead of kernel TCP */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid())
+		return fallback_connect(NULL, fd, addr, len, "socket created by another user");
+
 	s = ssw_sock_new(SSW_ST_CONNECTING, fd, family);
 	if (!s)
 		return fallback_connect(NULL, fd, addr, len, "out of memory");
@@ -301,13 +325,22 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct ssw_wire_init init;
 	ssw_session_make_init(&s->opts, &init);
 	ssw_conn_priv_make(&priv, &s->local, &dst, &init);
+	int proof = ssw_proof_make(fd);
+	priv.cfd = proof >= 0 ? proof : fd;
+	priv.cdomain = (uint16_t)family;
 	struct ssw_ep *ep = NULL;
 	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
+	const char *note = ssw_diag_take_note(); /* also after a success: a squatter passed over */
+	if ((rc == 0 || rc == -EINPROGRESS) && needs_proof(p, ep))
+		s->proof_fd = proof;
+	else if (proof >= 0)
+		sys_close(proof);
 	if (rc != 0 && rc != -EINPROGRESS) {
 		ssw_sock_put(s);
 		if (final_error(rc))
 			return rc;
-		return fallback_connect(NULL, fd, addr, len, rc == -ENOENT ? "no switched listener" : strerror(-rc));
+		return fallback_connect(NULL, fd, addr, len,
+					note ? note : rc == -ENOENT ? "no switched listener" : strerror(-rc));
 	}
 	s->cep = ep;
 	ssw_fdtab_set(fd, s);

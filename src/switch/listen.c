@@ -10,6 +10,7 @@
 #include "switch/switch.h"
 
 #include "common/log.h"
+#include "common/sockdiag.h"
 #include "common/sys.h"
 #include "switch/addr.h"
 #include "switch/evwait.h"
@@ -18,9 +19,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- listen ------------------------------------------------------------- */
 
@@ -93,8 +96,12 @@ int ssw_listen(int fd, int backlog)
 		if (p->conn->listen((struct sockaddr *)&any4, sizeof any4, backlog, &s->pl[s->npl]) == 0)
 			s->npl++;
 	}
+	const char *note = ssw_diag_take_note();
 	if (!s->npl) {
-		SSW_INFO("fd %d: listen %s: kernel TCP only (provider listen failed)", fd, ssw_addr_str((struct sockaddr *)&a));
+		if (note)
+			ssw_statreg_kernel(fd, NULL, 0, note); /* warned by the provider */
+		SSW_INFO("fd %d: listen %s: kernel TCP only (%s)", fd, ssw_addr_str((struct sockaddr *)&a),
+			 note ? note : "provider listen failed");
 		ssw_sock_put(s);
 		return 0;
 	}
@@ -123,13 +130,83 @@ bool ssw_listener_ready(struct ssw_sock *s)
 	return !has_ready && s->npl && sys_poll(pf, (nfds_t)s->npl, 0) > 0;
 }
 
+/* Does this listener serve `server`, the address the connector says it
+ * dialed (the accepted socket's name)? */
+static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *server)
+{
+	struct sockaddr_storage a;
+	const struct sockaddr_in6 *l6 = (const void *)&ls->local;
+	if (ls->local.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&l6->sin6_addr))
+		ssw_addr_normalize((const struct sockaddr *)&ls->local, ls->local_len, &a);
+	else
+		memcpy(&a, &ls->local, sizeof a);
+	if (ssw_addr_port(&a) != ssw_addr_port(server))
+		return false;
+	if (wildcard(&a))
+		return true;
+	if (a.ss_family != server->ss_family)
+		return false;
+	if (a.ss_family == AF_INET)
+		return ((struct sockaddr_in *)&a)->sin_addr.s_addr == ((const struct sockaddr_in *)server)->sin_addr.s_addr;
+	return IN6_ARE_ADDR_EQUAL(&((struct sockaddr_in6 *)&a)->sin6_addr, &((const struct sockaddr_in6 *)server)->sin6_addr);
+}
+
+/* The connector's word on its own address is taken only when the kernel
+ * backs it, as TCP's peer address comes from the kernel: the connector's
+ * user holds a TCP socket bound to exactly that address (the switch binds
+ * every connecting socket: connect.c bind_local).  Seen in the socket the
+ * connector names (its fd, taken with pidfd_getfd: a root server), else in
+ * the kernel's list of bound sockets (sock_diag; a walk of the bind table).
+ * A connector of our own user is not asked: it could read our memory
+ * anyway.  A refused request is reset; a genuine connector is not refused
+ * (connect.c falls back to kernel TCP first when its socket belongs to
+ * another user). */
+static int claim_check(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
+		       const struct sockaddr_storage *server, int cfd, int cdomain, uint32_t *uid)
+{
+	const struct ssw_conn_ops *c = ls->prov->conn;
+	int32_t pid = 0;
+	if (c->size <= offsetof(struct ssw_conn_ops, peer_cred) || !c->peer_cred)
+		return -ENOSYS;
+	int rc = c->peer_cred(ep, uid, &pid);
+	if (rc < 0)
+		return rc;
+	if (!serves(ls, server))
+		return -EADDRNOTAVAIL;
+	if (*uid == geteuid())
+		return 0;
+	if (ssw_diag_fd_bound(pid, cfd, client, *uid) == 0)
+		return 0;
+	/* the descriptor moved (dup2), or we have no rights over the process;
+	 * a kernel that cannot list bound sockets (Linux < 6.8): refused */
+	return ssw_diag_bound_by(client, cdomain, *uid);
+}
+
+static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
+		     const struct sockaddr_storage *server, int cfd, int cdomain)
+{
+	uint32_t uid = (uint32_t)-1;
+	int rc = claim_check(ls, ep, client, server, cfd, cdomain, &uid);
+	if (rc == 0)
+		return true;
+	char cl[64];
+	const char *why = rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc);
+	snprintf(cl, sizeof cl, "%s", ssw_addr_str((const struct sockaddr *)client));
+	SSW_WARN_ONCE("fd %d: refused a switched connection claiming to come from %s to %s (uid %u): %s", ls->fd, cl,
+		      ssw_addr_str((const struct sockaddr *)server), (unsigned)uid, why);
+	SSW_INFO("fd %d: refused a switched connection claiming %s (uid %u): %s", ls->fd, cl, (unsigned)uid, why);
+	return false;
+}
+
 static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *priv, size_t plen,
 			 struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	const struct ssw_provider *p = ls->prov;
 	struct sockaddr_storage client, server;
 	struct ssw_wire_init peer;
-	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer) < 0) {
+	int cfd, cdom;
+	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer, &cfd, &cdom) < 0 ||
+	    !claim_ok(ls, ep, &client, &server, cfd, cdom)) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}

@@ -30,12 +30,14 @@ struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family)
 	s->fd = fd;
 	s->family = family;
 	s->rcvtimeo_ms = s->sndtimeo_ms = -1;
+	s->proof_fd = -1;
 	atomic_store(&s->refs, 1);
 	return s;
 }
 
 void ssw_sock_destroy(struct ssw_sock *s)
 {
+	ssw_proof_release(s); /* asks the session: before it goes */
 	if (s->sess) {
 		ssw_fork_guard_enter();
 		if (ssw_session_last_holder(s->sess)) /* counted once, by the last holder */

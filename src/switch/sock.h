@@ -41,6 +41,7 @@ struct ssw_sock {
 	_Atomic bool connect_unseen; /* completed after EINPROGRESS, no connect() since */
 	struct sockaddr_storage dst;
 	socklen_t dst_len;
+	int proof_fd;                /* proof.c: the kernel socket's hidden duplicate, or -1 */
 
 	/* listening */
 	struct ssw_listener *pl[SSW_MAX_PLISTEN];
@@ -88,5 +89,11 @@ void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear);
 
 /* Teardown when the last reference goes: closes the session / listeners. */
 void ssw_sock_destroy(struct ssw_sock *s);
+
+/* proof.c: a hidden duplicate of a connecting socket (-1 if none), and its
+ * end with the socket object (kept a while if the acceptor may not have
+ * checked the address yet). */
+int ssw_proof_make(int fd);
+void ssw_proof_release(struct ssw_sock *s);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/params.h"
+#include "common/sockdiag.h"
 #include "common/sys.h"
 
 #include <arpa/inet.h>
@@ -54,6 +55,18 @@ static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int 
 	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c*:%d", fam, port)
 			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c:%s:%d", fam, host, port);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* The address for a log line or a stat reason. */
+static const char *addr_txt(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	const struct sockaddr_in *in = (const void *)sa;
+	const struct sockaddr_in6 *in6 = (const void *)sa;
+	bool v4 = sa->sa_family == AF_INET;
+	inet_ntop(sa->sa_family, v4 ? (const void *)&in->sin_addr : (const void *)&in6->sin6_addr, host, sizeof host);
+	snprintf(buf, len, v4 ? "%s:%d" : "[%s]:%d", host, ntohs(v4 ? in->sin_port : in6->sin6_port));
+	return buf;
 }
 
 static int is_wildcard(const struct sockaddr *sa)
@@ -227,6 +240,30 @@ static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int con
 
 static int own_epfd(struct ssw_listener *l);
 
+/* Our rendezvous name is taken: by another user, that is a squatter (the
+ * kernel lets only one user listen on a port; connectors pass it over, see
+ * rdv_peer_ok), worth a warning: the listener serves kernel TCP only.  Its
+ * credentials are asked by connecting (no byte is sent). */
+static bool name_squatted(const struct sockaddr_un *un, socklen_t ul, const struct sockaddr *addr)
+{
+	int fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct ucred uc = { .uid = getuid() };
+	socklen_t l = sizeof uc;
+	bool other = fd >= 0 && sys_connect(fd, (const struct sockaddr *)un, ul) == 0 &&
+		     sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0 && uc.uid != geteuid();
+	if (fd >= 0)
+		sys_close(fd);
+	if (other) {
+		char a[80];
+		ssw_diag_note("rendezvous name of %s taken by uid %u (pid %d)", addr_txt(addr, a, sizeof a),
+			      (unsigned)uc.uid, (int)uc.pid);
+		SSW_WARN("listen %s: the rendezvous name is taken by uid %u (pid %d): serving kernel TCP only",
+			 addr_txt(addr, a, sizeof a), (unsigned)uc.uid, (int)uc.pid);
+	}
+	return other;
+}
+
+
 static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
 {
 	struct sockaddr_un un;
@@ -241,8 +278,12 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	pthread_mutex_init(&l->mu, NULL);
 	int rc;
 	l->lfd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-	if (l->lfd < 0 || sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0 ||
-	    sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
+	if (l->lfd >= 0 && sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0) {
+		if (errno == EADDRINUSE && name_squatted(&un, ul, addr))
+			errno = EACCES;
+		goto fail;
+	}
+	if (l->lfd < 0 || sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
 		goto fail;
 	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, l->hb) < 0)
 		goto fail;
@@ -646,10 +687,91 @@ static void seg_unused(struct seg *g)
 	}
 }
 
+/* Who owns the kernel listening socket a SYN to dst would reach: the only
+ * process a switched connection may reach (the trust model, README
+ * "Security").  -ENOENT: nobody listens; -EACCES: doubt (noted). */
+static int listener_owner(const struct sockaddr *dst, uid_t *owner)
+{
+	struct sockaddr_storage d;
+	char a[80];
+	memset(&d, 0, sizeof d);
+	memcpy(&d, dst, dst->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	int rc = ssw_diag_listener_uid(&d, owner);
+	if (rc == -EAGAIN) {
+		ssw_diag_note("listeners of several users on %s", addr_txt(dst, a, sizeof a));
+		return -EACCES;
+	}
+	if (rc < 0 && rc != -ENOENT) {
+		ssw_diag_note("cannot ask the kernel who listens on %s: %s", addr_txt(dst, a, sizeof a), strerror(-rc));
+		return -EACCES;
+	}
+	return rc;
+}
+
+/* The rendezvous peer is who it should be: the owner of the port's kernel
+ * listener (same uid: a process of that user could ptrace the listener
+ * anyway, so the pid is not checked).  A peer of our own user needs no
+ * asking: it could read our memory anyway (README "Security").  Nothing has
+ * been sent yet: a squatter sees a connection and its end, never a byte. */
+static bool rdv_peer_ok(int ctl, const struct sockaddr *dst)
+{
+	struct ucred uc;
+	socklen_t l = sizeof uc;
+	char a[80];
+	uid_t owner;
+	if (sys_getsockopt(ctl, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 || l < sizeof uc) {
+		ssw_diag_note("rendezvous for %s: no peer credentials", addr_txt(dst, a, sizeof a));
+		return false;
+	}
+	if (uc.uid == geteuid())
+		return true;
+	int rc = listener_owner(dst, &owner);
+	if (rc == -ENOENT)
+		ssw_diag_note("rendezvous for %s answered by uid %u, no kernel listener there", addr_txt(dst, a, sizeof a),
+			      (unsigned)uc.uid);
+	if (rc < 0)
+		return false;
+	if (uc.uid == owner)
+		return true;
+	ssw_diag_note("rendezvous for %s answered by uid %u, the port's listener is uid %u", addr_txt(dst, a, sizeof a),
+		      (unsigned)uc.uid, (unsigned)owner);
+	SSW_WARN_ONCE("rendezvous for %s answered by uid %u (pid %d), the port's listener is uid %u: using kernel TCP",
+		      addr_txt(dst, a, sizeof a), (unsigned)uc.uid, (int)uc.pid, (unsigned)owner);
+	return false;
+}
+
+/* Connect ep->ctl_fd to the rendezvous of dst: its own name, else the
+ * wildcard's; a name answered by someone else than the listener's owner is
+ * passed over (a squatter on the specific name does not hide the real
+ * wildcard listener).  0, -ENOENT (nobody switched there), -EAGAIN (backlog
+ * full), -EACCES (only impostors answered), or -errno. */
+static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst)
+{
+	struct sockaddr_un un;
+	int rc = -ENOENT;
+	for (int wild = 0; wild < 2; wild++) {
+		if (ep->ctl_fd < 0)
+			ep->ctl_fd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+		if (ep->ctl_fd < 0)
+			return -errno;
+		socklen_t ul = rv_name(&un, dst, wild);
+		if (sys_connect(ep->ctl_fd, (struct sockaddr *)&un, ul) == 0) {
+			if (rdv_peer_ok(ep->ctl_fd, dst))
+				return 0;
+			sys_close(ep->ctl_fd);
+			ep->ctl_fd = -1;
+			rc = -EACCES;
+			continue;
+		}
+		if (errno == EAGAIN) /* listener's backlog is full */
+			return -EAGAIN;
+	}
+	return rc;
+}
+
 static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
 		       struct ssw_ep **out)
 {
-	struct sockaddr_un un;
 	(void)dstlen;
 	if (priv_len > SSW_CONNECT_PRIV_MAX)
 		return -EINVAL;
@@ -664,23 +786,7 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		shm_ep_free(ep);
 		return rc;
 	}
-	rc = -ENOENT;
-	ep->ctl_fd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-	if (ep->ctl_fd < 0) {
-		rc = -errno;
-		goto unused;
-	}
-	for (int wild = 0; wild < 2; wild++) {
-		socklen_t ul = rv_name(&un, dst, wild);
-		if (sys_connect(ep->ctl_fd, (struct sockaddr *)&un, ul) == 0) {
-			rc = 0;
-			break;
-		}
-		if (errno == EAGAIN) { /* listener's backlog is full */
-			rc = -EAGAIN;
-			break;
-		}
-	}
+	rc = rdv_connect(ep, dst);
 	if (rc < 0)
 		goto unused;
 
@@ -755,6 +861,21 @@ static uint32_t shm_ep_caps(struct ssw_ep *ep)
 	return ep->caps;
 }
 
+/* Asked of the kernel each time, not from shm_peer_cred's copy: that one
+ * reads as uid 0 when SO_PEERCRED failed. */
+static int shm_ep_peer_cred(struct ssw_ep *ep, uint32_t *uid, int32_t *pid)
+{
+	struct ucred uc;
+	socklen_t l = sizeof uc;
+	if (sys_getsockopt(ep->ctl_fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
+		return -errno;
+	if (l < sizeof uc)
+		return -EPROTO;
+	*uid = uc.uid;
+	*pid = uc.pid;
+	return 0;
+}
+
 const struct ssw_conn_ops shm_conn_ops = {
 	.size = sizeof(struct ssw_conn_ops),
 	.listen = shm_listen,
@@ -769,4 +890,5 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.adopt = shm_adopt,
 	.ep_caps = shm_ep_caps,
 	.listener_ready = shm_listener_ready,
+	.peer_cred = shm_ep_peer_cred,
 };

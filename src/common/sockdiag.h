@@ -1,0 +1,35 @@
+/* sockdiag.h — who owns a kernel TCP socket, asked of the kernel (NETLINK_SOCK_DIAG):
+ * the rendezvous trusts the kernel's word on addresses and owners, never a peer's. */
+#ifndef SSW_SOCKDIAG_H
+#define SSW_SOCKDIAG_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+/* Owner of the kernel LISTEN socket a SYN to dst (normalized: v4 or v6, not
+ * v4-mapped) would reach, found by the kernel's own lookup.  0 and *uid;
+ * -ENOENT: no listener; another -errno: the kernel could not tell. */
+int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid);
+
+/* Does uid hold a kernel TCP socket of `domain` (AF_INET, AF_INET6, other:
+ * either) bound (not yet connected) to exactly addr (normalized), as the
+ * switch's connecting sockets are?  Sockets bound
+ * with IP_FREEBIND/IP_TRANSPARENT do not count: kernel TCP cannot connect
+ * from an address that is not local.  0 yes, -ENOENT no, else -errno (the
+ * kernel cannot dump bound sockets: Linux < 6.8). */
+int ssw_diag_bound_by(const struct sockaddr_storage *addr, int domain, uid_t uid);
+
+/* Does process pid's descriptor fd (taken with pidfd_getfd, then closed:
+ * needs ptrace rights over pid, i.e. root or the same user) hold a TCP
+ * socket of uid bound to exactly addr?  0 yes; -ENOENT no (it is not that
+ * socket); another -errno: cannot tell (no rights, process gone, old kernel). */
+int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid);
+
+/* Why the provider refused (a rendezvous that failed a check), for the
+ * switch to show in `sockswitch stat`: noted by the provider, taken (and
+ * cleared) by the switch on the same thread.  NULL when none. */
+void ssw_diag_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *ssw_diag_take_note(void);
+
+#endif
