@@ -9,9 +9,20 @@
 #include <string.h>
 
 static int mode = SSW_WAITMODE_AUTO;
-static _Atomic uint64_t no_yield_until; /* after a long yield (auto): ssw_now_ns() */
+static _Atomic uint64_t no_yield_until; /* after long yields (auto): ssw_now_ns() */
+static _Atomic uint32_t hog_score;      /* see hog_seen */
 
-void ssw_wait_set_mode(int m) { mode = m; }
+void ssw_wait_set_mode(int m)
+{
+	mode = m;
+	atomic_store(&no_yield_until, 0);
+	atomic_store(&hog_score, 0);
+}
+
+bool ssw_wait_yields_off(void)
+{
+	return ssw_now_ns() < atomic_load_explicit(&no_yield_until, memory_order_relaxed);
+}
 int ssw_wait_mode(void) { return mode; }
 
 static const char *const names[] = { "auto", "spin", "yield", "sleep" };
@@ -40,7 +51,6 @@ const char *ssw_wait_mode_name(int m)
  * one more long yield after the pause turns them off again. */
 #define HOG_STEP 64
 #define HOG_SCORE 256
-static _Atomic uint32_t hog_score;
 
 static bool hog_seen(uint64_t now, uint64_t took)
 {

@@ -43,8 +43,11 @@ enum ssw_wait_mode { SSW_WAITMODE_AUTO = 0, SSW_WAITMODE_SPIN, SSW_WAITMODE_YIEL
 #define SSW_SPIN_HOG_NS 500000ull      /* a yield back after this: a CPU-bound neighbour (a slice) */
 #define SSW_SPIN_HOG_OFF_NS 1000000000ull /* ... often: then no yields in this process for this long */
 
-/* Set once at start-up from the configuration (SOCKSWITCH_WAIT). */
+/* Set once at start-up from the configuration (SOCKSWITCH_WAIT); also
+ * forgets what was learnt of CPU-bound neighbours. */
 void ssw_wait_set_mode(int mode);
+/* Are yields off in this process now (CPU-bound neighbours seen)? */
+bool ssw_wait_yields_off(void);
 int ssw_wait_mode(void);
 /* Parse a SOCKSWITCH_WAIT value: the mode, or -1. */
 int ssw_wait_parse(const char *v);

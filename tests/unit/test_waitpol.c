@@ -68,64 +68,112 @@ static void test_spin_is_wall_time(void **st)
 	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
 }
 
-/* auto: a wait ends when it burned its budget or reached the wall cap,
- * never before */
+/* auto: a wait ends when it burned its budget, reached the wall cap, or
+ * met a CPU-bound neighbour (budget dropped, yields off), never before */
 static void test_auto_ends_on_burn_or_wall(void **st)
 {
 	(void)st;
 	for (int i = 0; i < 20; i++) {
 		struct ssw_spin sp;
 		uint64_t el;
+		ssw_wait_set_mode(SSW_WAITMODE_AUTO);
 		ssw_spin_start(&sp, ssw_now_ns(), 20000);
 		assert_true(count_steps(&sp, &el) > 0);
-		assert_true(sp.burn >= 20000 || el >= SSW_SPIN_WALL_NS);
+		assert_true(sp.burn >= 20000 || el >= SSW_SPIN_WALL_NS || sp.budget == 0 || ssw_wait_yields_off());
 		assert_true(el < 50 * SSW_SPIN_WALL_NS); /* bounded, whatever the load */
 	}
 }
 
 static atomic_int stop_busy;
 
-static void *busy(void *arg)
+/* A neighbour thread: CPU-bound (arg NULL), or one that works ~10 us and
+ * yields, as a peer on the same core does. */
+static void *neighbour(void *arg)
 {
-	(void)arg;
-	while (!atomic_load_explicit(&stop_busy, memory_order_relaxed))
-		ssw_cpu_relax();
+	while (!atomic_load_explicit(&stop_busy, memory_order_relaxed)) {
+		if (!arg) {
+			ssw_cpu_relax();
+			continue;
+		}
+		uint64_t t0 = ssw_now_ns();
+		while (ssw_now_ns() - t0 < 10000)
+			ssw_cpu_relax();
+		sched_yield();
+	}
 	return NULL;
 }
 
-/* A runnable neighbour on the same core: the wait hands the core over at
- * each step (the neighbour runs), so it keeps waiting past its CPU budget,
- * up to the wall cap, having burned less than the budget. */
-static void test_auto_yields_to_neighbour(void **st)
+static cpu_set_t saved;
+
+/* Run this thread and a new neighbour on one core. */
+static pthread_t with_neighbour(bool cooperative)
 {
-	(void)st;
-	cpu_set_t one, old;
-	if (sched_getaffinity(0, sizeof old, &old) < 0)
-		skip();
-	int cpu = -1;
-	for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
-		if (CPU_ISSET(c, &old))
-			cpu = c;
+	cpu_set_t one;
+	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+	int cpu = 0;
+	while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &saved))
+		cpu++;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
 	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* the new thread inherits it */
 	atomic_store(&stop_busy, 0);
 	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, busy, NULL), 0);
+	assert_int_equal(pthread_create(&t, NULL, neighbour, cooperative ? (void *)1 : NULL), 0);
 	usleep(20000); /* let it run */
+	return t;
+}
+
+static void without_neighbour(pthread_t t)
+{
+	atomic_store(&stop_busy, 1);
+	pthread_join(t, NULL);
+	sched_setaffinity(0, sizeof saved, &saved);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+}
+
+/* A neighbour on the same core that works briefly and yields, as a peer
+ * does: each of our yields lets it run, so the wait goes on past its CPU
+ * budget, up to the wall cap, having burned less than the budget. */
+static void test_auto_hands_over_to_neighbour(void **st)
+{
+	(void)st;
+	pthread_t t = with_neighbour(true);
 	int handed = 0;
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 8; i++) {
 		struct ssw_spin sp;
 		uint64_t el;
+		ssw_wait_set_mode(SSW_WAITMODE_AUTO); /* a stray long yield (load) ends one wait only */
 		ssw_spin_start(&sp, ssw_now_ns(), 50000);
 		count_steps(&sp, &el);
 		if (el >= SSW_SPIN_WALL_NS && sp.burn < 50000)
 			handed++;
 	}
-	atomic_store(&stop_busy, 1);
-	pthread_join(t, NULL);
-	sched_setaffinity(0, sizeof old, &old);
-	assert_true(handed >= 3);
+	without_neighbour(t);
+	assert_true(handed >= 2);
+}
+
+/* A CPU-bound neighbour takes a whole slice at each yield: after a few
+ * such yields the process stops yielding, and a wait then ends after its
+ * short busy-poll, well before a slice. */
+static void test_auto_stops_yielding_beside_cpu_hog(void **st)
+{
+	(void)st;
+	pthread_t t = with_neighbour(false);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+	for (int i = 0; i < 40 && !ssw_wait_yields_off(); i++) {
+		struct ssw_spin sp;
+		uint64_t el;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		count_steps(&sp, &el);
+	}
+	bool off = ssw_wait_yields_off();
+	struct ssw_spin sp;
+	uint64_t el;
+	ssw_spin_start(&sp, ssw_now_ns(), 50000);
+	count_steps(&sp, &el);
+	without_neighbour(t);
+	assert_true(off);
+	assert_true(el < SSW_SPIN_HOG_NS);
 }
 
 int main(void)
@@ -135,7 +183,8 @@ int main(void)
 		cmocka_unit_test(test_sleep_and_zero),
 		cmocka_unit_test(test_spin_is_wall_time),
 		cmocka_unit_test(test_auto_ends_on_burn_or_wall),
-		cmocka_unit_test(test_auto_yields_to_neighbour),
+		cmocka_unit_test(test_auto_hands_over_to_neighbour),
+		cmocka_unit_test(test_auto_stops_yielding_beside_cpu_hog),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
