@@ -43,19 +43,20 @@ const char *ssw_wait_mode_name(int m)
 /* CPU-bound neighbours: a yield then gives one a whole slice (ms), while a
  * sleeper's wake-up would preempt it.  Between busy peers a yield comes
  * back within tens of microseconds, with a rare long one (measured, 4
- * ping-pong pairs on 2 cores: 10 in 100,000 over 500 us); beside CPU-bound
- * loops, half of them take milliseconds.  So a score of long yields
- * (+HOG_STEP each, decaying by 1/16 at every yield that let someone run):
- * past HOG_SCORE (about one yield in four long), no yields in this process
- * for SSW_SPIN_HOG_OFF_NS; the score then starts just under the mark, so
- * one more long yield after the pause turns them off again. */
+ * ping-pong pairs on 2 cores: 10 in 100,000 over 500 us, sometimes a few in
+ * a row); beside CPU-bound loops, 60% of them take milliseconds.  So a
+ * score of long yields (+HOG_STEP each, decaying by 1/32 at every yield
+ * that let someone run: about 2048 times the share of long ones): past
+ * HOG_SCORE (about two yields in five long, a dozen or more in a row), no
+ * yields in this process for SSW_SPIN_HOG_OFF_NS; the score then starts
+ * just under the mark, so one more long yield after the pause turns them
+ * off again, while short ones bring it down. */
 #define HOG_STEP 64
-#define HOG_SCORE 256
-
+#define HOG_SCORE 800
 static bool hog_seen(uint64_t now, uint64_t took)
 {
 	uint32_t sc = atomic_load_explicit(&hog_score, memory_order_relaxed);
-	sc -= sc / 16;
+	sc -= sc / 32;
 	if (took >= SSW_SPIN_HOG_NS)
 		sc += HOG_STEP;
 	if (sc <= HOG_SCORE) {

@@ -160,7 +160,7 @@ static void test_auto_stops_yielding_beside_cpu_hog(void **st)
 	(void)st;
 	pthread_t t = with_neighbour(false);
 	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
-	for (int i = 0; i < 40 && !ssw_wait_yields_off(); i++) {
+	for (int i = 0; i < 200 && !ssw_wait_yields_off(); i++) {
 		struct ssw_spin sp;
 		uint64_t el;
 		ssw_spin_start(&sp, ssw_now_ns(), 50000);
