@@ -21,12 +21,6 @@
 #include "providers/shm/shm_priv.h"
 #include "switch/addr.h"
 
-#ifndef F_SEAL_FUTURE_WRITE
-#define F_SEAL_FUTURE_WRITE 0x0010
-#endif
-#ifndef F_SEAL_EXEC
-#define F_SEAL_EXEC 0x0020
-#endif
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
 #endif

@@ -9,6 +9,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* seals older headers may lack (the kernel's values) */
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
+#endif
+
 #define SHM_MAGIC 0x4d575353u /* "SSWM" */
 #define SHM_VERSION 1
 #define SHM_DATA_OFF 4096u

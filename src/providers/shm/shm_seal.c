@@ -19,12 +19,6 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#ifndef F_SEAL_FUTURE_WRITE
-#define F_SEAL_FUTURE_WRITE 0x0010
-#endif
-#ifndef F_SEAL_EXEC
-#define F_SEAL_EXEC 0x0020
-#endif
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
 #endif
