@@ -11,12 +11,14 @@
 static int mode = SSW_WAITMODE_AUTO;
 static _Atomic uint64_t no_yield_until; /* after long yields (auto): ssw_now_ns() */
 static _Atomic uint32_t hog_score;      /* see hog_seen */
+static _Atomic uint64_t off_ns;         /* the last pause of yields */
 
 void ssw_wait_set_mode(int m)
 {
 	mode = m;
 	atomic_store(&no_yield_until, 0);
 	atomic_store(&hog_score, 0);
+	atomic_store(&off_ns, 0);
 }
 
 bool ssw_wait_yields_off(void)
@@ -63,8 +65,17 @@ static bool hog_seen(uint64_t now, uint64_t took)
 		atomic_store_explicit(&hog_score, sc, memory_order_relaxed);
 		return false;
 	}
+	/* The pause grows while trips follow each other (CPU-bound neighbours
+	 * stay) and is short again after a quiet spell (a burst between busy
+	 * peers costs a short pause, not a second of sleeping waits). */
+	uint64_t until = atomic_load_explicit(&no_yield_until, memory_order_relaxed);
+	uint64_t off = atomic_load_explicit(&off_ns, memory_order_relaxed);
+	off = until && now - until < 2 * off ? off * 2 : SSW_SPIN_HOG_OFF_MIN_NS;
+	if (off > SSW_SPIN_HOG_OFF_NS)
+		off = SSW_SPIN_HOG_OFF_NS;
+	atomic_store_explicit(&off_ns, off, memory_order_relaxed);
 	atomic_store_explicit(&hog_score, HOG_SCORE - HOG_STEP / 2, memory_order_relaxed);
-	atomic_store_explicit(&no_yield_until, now + SSW_SPIN_HOG_OFF_NS, memory_order_relaxed);
+	atomic_store_explicit(&no_yield_until, now + off, memory_order_relaxed);
 	return true;
 }
 

@@ -21,7 +21,8 @@
  * Unless a neighbour is CPU-bound: a yield then gives it a whole slice (ms)
  * while a sleeper's wake-up would preempt it.  When yields often come back
  * after SSW_SPIN_HOG_NS (waitpol.c: hog_seen), yields are off in this
- * process for SSW_SPIN_HOG_OFF_NS: waits then pause-spin briefly and sleep.
+ * process for a pause (20 ms, doubling up to 1 s while it keeps finding
+ * them): waits then pause-spin briefly and sleep.
  * No shared state (nothing another user could write), no system call but
  * the yields themselves.
  *
@@ -41,7 +42,8 @@ enum ssw_wait_mode { SSW_WAITMODE_AUTO = 0, SSW_WAITMODE_SPIN, SSW_WAITMODE_YIEL
 #define SSW_SPIN_WALL_NS 2000000ull    /* no wait stays runnable longer than this */
 #define SSW_SPIN_EMPTY_NS 3000ull      /* a yield back within this: nobody else ran */
 #define SSW_SPIN_HOG_NS 500000ull      /* a yield back after this: a CPU-bound neighbour (a slice) */
-#define SSW_SPIN_HOG_OFF_NS 1000000000ull /* ... often: then no yields in this process for this long */
+#define SSW_SPIN_HOG_OFF_MIN_NS 20000000ull /* ... often: then no yields in this process for 20 ms, */
+#define SSW_SPIN_HOG_OFF_NS 1000000000ull     /* doubling while trips follow each other, up to 1 s */
 
 /* Set once at start-up from the configuration (SOCKSWITCH_WAIT); also
  * forgets what was learnt of CPU-bound neighbours. */
