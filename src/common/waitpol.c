@@ -6,7 +6,6 @@
 
 #include <sched.h>
 #include <stdatomic.h>
-#include <string.h>
 
 static int mode = SSW_WAITMODE_AUTO;
 static _Atomic uint64_t no_yield_until; /* after long yields (auto): ssw_now_ns() */
@@ -24,22 +23,6 @@ void ssw_wait_set_mode(int m)
 bool ssw_wait_yields_off(void)
 {
 	return ssw_now_ns() < atomic_load_explicit(&no_yield_until, memory_order_relaxed);
-}
-int ssw_wait_mode(void) { return mode; }
-
-static const char *const names[] = { "auto", "spin", "yield", "sleep" };
-
-int ssw_wait_parse(const char *v)
-{
-	for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-		if (!strcmp(v, names[i]))
-			return i;
-	return -1;
-}
-
-const char *ssw_wait_mode_name(int m)
-{
-	return m >= 0 && m < (int)(sizeof names / sizeof names[0]) ? names[m] : "?";
 }
 
 /* CPU-bound neighbours: a yield then gives one a whole slice (ms), while a

@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* In the order of SOCKSWITCH_WAIT's values in the settings table (params.c). */
 enum ssw_wait_mode { SSW_WAITMODE_AUTO = 0, SSW_WAITMODE_SPIN, SSW_WAITMODE_YIELD, SSW_WAITMODE_SLEEP };
 
 #define SSW_SPIN_PAUSE_NS 2000ull      /* pure busy-poll at the start of a wait */
@@ -50,10 +51,6 @@ enum ssw_wait_mode { SSW_WAITMODE_AUTO = 0, SSW_WAITMODE_SPIN, SSW_WAITMODE_YIEL
 void ssw_wait_set_mode(int mode);
 /* Are yields off in this process now (CPU-bound neighbours seen)? */
 bool ssw_wait_yields_off(void);
-int ssw_wait_mode(void);
-/* Parse a SOCKSWITCH_WAIT value: the mode, or -1. */
-int ssw_wait_parse(const char *v);
-const char *ssw_wait_mode_name(int mode);
 
 /* One wait's look-before-sleeping phase. */
 struct ssw_spin {

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "common/params.h"
+#include "common/waitpol.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -111,7 +112,9 @@ static void test_choices(void **state)
 	assert_int_equal(parse(SSW_P_WAIT, "fast", &v), -1);
 	assert_string_equal(err, "SOCKSWITCH_WAIT=fast: expected auto, spin, yield or sleep");
 	assert_int_equal(parse(SSW_P_WAIT, "yield", &v), 0);
-	assert_int_equal(v.choice, 2);
+	assert_int_equal(v.choice, SSW_WAITMODE_YIELD); /* the policy takes the index as its mode */
+	assert_int_equal(parse(SSW_P_WAIT, "sleep", &v), 0);
+	assert_int_equal(v.choice, SSW_WAITMODE_SLEEP);
 	assert_int_equal(parse(SSW_P_CMA, "abc", &v), -1);
 	assert_string_equal(err, "SOCKSWITCH_CMA=abc: expected 0 or 1");
 	assert_int_equal(v.choice, 1);

@@ -24,18 +24,6 @@ static int count_steps(struct ssw_spin *sp, uint64_t *elapsed)
 	return n;
 }
 
-static void test_parse(void **st)
-{
-	(void)st;
-	assert_int_equal(ssw_wait_parse("auto"), SSW_WAITMODE_AUTO);
-	assert_int_equal(ssw_wait_parse("spin"), SSW_WAITMODE_SPIN);
-	assert_int_equal(ssw_wait_parse("yield"), SSW_WAITMODE_YIELD);
-	assert_int_equal(ssw_wait_parse("sleep"), SSW_WAITMODE_SLEEP);
-	assert_int_equal(ssw_wait_parse("fast"), -1);
-	assert_int_equal(ssw_wait_parse(""), -1);
-	assert_string_equal(ssw_wait_mode_name(SSW_WAITMODE_YIELD), "yield");
-}
-
 /* sleep: no step at all; a zero budget: none either */
 static void test_sleep_and_zero(void **st)
 {
@@ -179,7 +167,6 @@ static void test_auto_stops_yielding_beside_cpu_hog(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_sleep_and_zero),
 		cmocka_unit_test(test_spin_is_wall_time),
 		cmocka_unit_test(test_auto_ends_on_burn_or_wall),
