@@ -1810,14 +1810,20 @@ static void sc_sigpipe_default(void) { pair(AF_INET, epipe_srv, sigdfl_cli); }
 
 /* ---- kill_clean / kill_unread: the peer process dies (SIGKILL) ---------- */
 
+/* SIGKILL the client process, reap it, and leave its end time to reach us. */
+static void kill_client(void)
+{
+	kill(g_client.pid, SIGKILL);
+	reap(&g_client);
+	usleep(SETTLE_US);
+}
+
 static void kill_clean_srv(int lfd)
 {
 	int fd = acc(lfd);
 	SEND(fd, "data", 0);
 	await();
-	kill(g_client.pid, SIGKILL);
-	reap(&g_client);
-	usleep(SETTLE_US);
+	kill_client();
 	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
 	recv_exact(fd, 3);
 	RECV(fd, 64, 0);
@@ -1842,9 +1848,7 @@ static void kill_unread_srv(int lfd)
 	int fd = acc(lfd);
 	SEND(fd, "data", 0);
 	await();
-	kill(g_client.pid, SIGKILL);
-	reap(&g_client);
-	usleep(SETTLE_US);
+	kill_client();
 	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
 	RECV(fd, 64, 0);
 	RECV(fd, 64, 0);
@@ -1919,9 +1923,7 @@ static void kill_sent_srv(int lfd)
 {
 	int fd = acc(lfd);
 	await();
-	kill(g_client.pid, SIGKILL);
-	reap(&g_client);
-	usleep(SETTLE_US);
+	kill_client();
 	recv_stream(fd, DEATH_BYTES, 32);
 	RECV(fd, 64, 0);
 	RECV(fd, 64, 0);
@@ -1950,9 +1952,7 @@ static void kill_sending(int lfd, bool midway)
 		start = recv_stream(fd, MiB, 33);
 	else
 		usleep(300000); /* the sender fills the window and blocks */
-	kill(g_client.pid, SIGKILL);
-	reap(&g_client);
-	usleep(SETTLE_US);
+	kill_client();
 	read_rest(fd, 33, start);
 	RECV(fd, 64, 0);
 	close(fd);
@@ -2008,9 +2008,7 @@ static void kill_unread_send_srv(int lfd)
 	int fd = acc(lfd);
 	SEND(fd, "data", 0);
 	await();
-	kill(g_client.pid, SIGKILL);
-	reap(&g_client);
-	usleep(SETTLE_US);
+	kill_client();
 	SEND(fd, "x", MSG_NOSIGNAL);
 	SEND(fd, "y", MSG_NOSIGNAL);
 	SEND(fd, "z", MSG_NOSIGNAL);
