@@ -682,7 +682,8 @@ static void woke(struct ssw_session *s)
 #define SLEEP_CAP_MAX_MS 1000  /* alone and idle: about one wake-up a second */
 #define SLEEP_CAP_COMPANY_MS 64 /* two threads asleep on one connection */
 
-/* Wait for the peer: spin (adaptively) then sleep on the provider's fds.
+/* Wait for the peer: look while the wait policy allows (common/waitpol.h),
+ * then sleep on the provider (alone: its one-call sleep op).
  * Called and returns with the lock held.  deadline 0 = none.
  * Returns 0 (something may have changed), -ETIMEDOUT or -EINTR. */
 static int wait_peer(struct ssw_session *s, uint64_t deadline)
