@@ -150,6 +150,15 @@ struct ssw_conn_ops {
 	 * sockets it holds.  0 or -errno.  Optional (NULL: the switch cannot
 	 * tell, and refuses connectors that are not of its own user). */
 	int (*peer_cred)(struct ssw_ep *ep, uint32_t *uid, int32_t *pid);
+
+	/* The peer's address as the transport itself established it (for an
+	 * accepted endpoint: the source of the fabric connection, never the
+	 * connector's word).  When present and 0, the switch reports it
+	 * (accept, getpeername) and checks no claim of the connector's: the
+	 * transport vouches for it.  0 or -errno.  Optional (NULL: the switch
+	 * verifies the connector's claimed address against the kernel sockets
+	 * of this host, which only works for a same-host peer). */
+	int (*peer_addr)(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len);
 };
 
 /* Control messages: WSPSend / WSPRecv into pre-posted registered buffers.
@@ -320,6 +329,15 @@ struct ssw_provider {
 	const struct ssw_msg_ops *msg;
 	const struct ssw_rdma_ops *rdma;
 	const struct ssw_progress_ops *progress;
+	/* A route option for this provider ("route 10.0.0.0/8 fabric
+	 * provider=tcp": key "provider", value "tcp"), given before init.
+	 * 0, or -EINVAL with a message in err naming the problem (the
+	 * configuration is then refused with file and line).  Optional (NULL:
+	 * the provider takes no options). */
+	int (*configure)(const char *key, const char *value, char *err, size_t errlen);
+	/* One line for `sockswitch stat` / `doctor`: what serves the
+	 * connections (e.g. "fabric (libfabric tcp)").  Optional (NULL: name). */
+	const char *(*describe)(void);
 };
 
 #ifdef __cplusplus
