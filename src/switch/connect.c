@@ -98,7 +98,7 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd)
 	l = sizeof v;
 	if (sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0 && v != def[1] && v > 0)
 		s->opts.sndbuf = (uint32_t)v / 2;
-	int fl = (int)SYS_(fcntl, fd, F_GETFL, 0);
+	int fl = sys_fcntl(fd, F_GETFL, 0);
 	atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
 }
 
