@@ -24,8 +24,9 @@
 bool ssw_init(void);
 extern struct ssw_routes ssw_routes_table;
 
-/* Providers known to this build, by route target. */
-const struct ssw_provider *ssw_provider_for(enum ssw_target t);
+/* The provider a route target names, checked and started (init.c); NULL:
+ * kernel TCP (tcp, not built, refused or failed to start). */
+const struct ssw_provider *ssw_provider_for(int t);
 
 /* Set-up */
 int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len);
