@@ -396,7 +396,7 @@ static void summary(const struct ssw_routes *t)
 		ssw_route_lookup(t, (struct sockaddr *)&ss, len, &tg);
 		char what[400];
 		doctor_target_what(tg, what, sizeof what);
-		printf("  %-16s -> %s\n", probes[k], what);
+		printf("  %-16s -> %s\n", probes[k], strncmp(what, "switched", 8) ? "kernel TCP" : ssw_target_name(tg));
 	}
 }
 
