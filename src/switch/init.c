@@ -8,15 +8,35 @@
 #include "session/session.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 struct ssw_routes ssw_routes_table;
 extern const struct ssw_provider ssw_provider_shm;
+extern const struct ssw_provider ssw_provider_fabric;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool active;
 static bool shm_ok;
+static bool fabric_ok;
+
+/* Route options of fabric rules go to the provider before its init (a
+ * stand-in until the provider registry passes each rule's options). */
+static bool configure_fabric(char *err, size_t len)
+{
+	for (int i = 0; i < ssw_routes_table.nrules; i++) {
+		const struct ssw_route_rule *r = &ssw_routes_table.rules[i];
+		for (int k = 0; r->target == SSW_TARGET_FABRIC && k < r->nopts; k++) {
+			char e[256];
+			if (ssw_provider_fabric.configure(r->opt_key[k], r->opt_val[k], e, sizeof e) < 0) {
+				snprintf(err, len, "%s: %s", r->origin, e);
+				return false;
+			}
+		}
+	}
+	return true;
+}
 
 static void check_provider(const struct ssw_provider *p, bool *ok)
 {
@@ -69,6 +89,10 @@ static void init_once(void)
 		return;
 	}
 	check_provider(&ssw_provider_shm, &shm_ok);
+	if (configure_fabric(err, sizeof err))
+		check_provider(&ssw_provider_fabric, &fabric_ok);
+	else
+		SSW_WARN("%s; fabric routes use kernel TCP", err);
 	active = true;
 	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
 }
@@ -83,5 +107,7 @@ const struct ssw_provider *ssw_provider_for(enum ssw_target t)
 {
 	if (t == SSW_TARGET_SHM && shm_ok)
 		return &ssw_provider_shm;
+	if (t == SSW_TARGET_FABRIC && fabric_ok)
+		return &ssw_provider_fabric;
 	return NULL;
 }

@@ -38,6 +38,8 @@ int ssw_listen(int fd, int backlog)
 {
 	if (sys_listen(fd, backlog) < 0)
 		return -errno;
+	if (ssw_provider_calls) /* a provider's own listener (libfabric tcp) */
+		return 0;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) { /* listen again: new backlog, already switched */
 		ssw_sock_put(s);
@@ -198,6 +200,20 @@ static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct 
 	return false;
 }
 
+/* A transport that vouches for the peer's address (peer_addr: the source of
+ * a fabric connection) is believed, and the connector's claim is not asked. */
+static bool peer_vouched(const struct ssw_sock *ls, struct ssw_ep *ep, struct sockaddr_storage *client,
+			 const struct sockaddr_storage *server)
+{
+	const struct ssw_conn_ops *c = ls->prov->conn;
+	struct sockaddr_storage a;
+	socklen_t al = sizeof a;
+	if (c->size <= offsetof(struct ssw_conn_ops, peer_addr) || !c->peer_addr || c->peer_addr(ep, &a, &al) < 0 ||
+	    !serves(ls, server))
+		return false;
+	return ssw_addr_normalize((struct sockaddr *)&a, al, client) == 0;
+}
+
 static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *priv, size_t plen,
 			 struct sockaddr *addr, socklen_t *alen, int flags)
 {
@@ -206,7 +222,7 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 	struct ssw_wire_init peer;
 	int cfd, cdom;
 	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer, &cfd, &cdom) < 0 ||
-	    !claim_ok(ls, ep, &client, &server, cfd, cdom)) {
+	    (!peer_vouched(ls, ep, &client, &server) && !claim_ok(ls, ep, &client, &server, cfd, cdom))) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}
