@@ -44,6 +44,10 @@ struct conf_env {
 	int (*corrupt)(struct ssw_ep *hostile, int variant);
 	/* Addresses released after each case (ports held while it ran).  May be NULL. */
 	void (*release)(void);
+	/* Known deviations from the SPI: "case: why", NULL-terminated.  Such a
+	 * case still runs, in a child, and must FAIL: the run says so each time,
+	 * and fails once the provider conforms (then drop the entry). */
+	const char *const *deviations;
 };
 
 extern const struct conf_env *conf_env;
@@ -116,8 +120,17 @@ pid_t conf_spawn_peer(const char *role, int n, struct ssw_listener *l, const str
 /* SIGKILL it and reap it. */
 void conf_kill_peer(pid_t pid);
 
+/* conf_run probes configure with an unknown key before init (as the
+ * configuration loader would): its answer, for conf_configure_describe. */
+#define CONF_BAD_KEY "conformance-no-such-key"
+extern int conf_configure_rc;
+extern char conf_configure_err[256];
+
 /* ---- cases ---------------------------------------------------------------- */
+void conf_spi_tables(void **state);
+void conf_configure_describe(void **state);
 void conf_connect_accept(void **state);
+void conf_shared_accept_once(void **state);
 void conf_connect_without_accept(void **state);
 void conf_wildcard_and_inuse(void **state);
 void conf_connect_nobody(void **state);
@@ -135,6 +148,8 @@ void conf_orderly_close(void **state);
 void conf_abort(void **state);
 void conf_peer_killed_unread(void **state);
 void conf_peer_killed_quiet(void **state);
+void conf_peer_killed_ctl_unread(void **state);
+void conf_rdma_deregistered(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
 

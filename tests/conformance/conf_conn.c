@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A connect to something that is gone or never was: an error (at once or
@@ -241,4 +243,103 @@ void conf_listener_close_keeps_eps(void **state)
 	print_message("connect after listener_close: %s\n", strerror(-rc));
 	P->conn->close(c, SSW_CLOSE_ORDERLY);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
+}
+
+/* The forked sharer of conf_shared_accept_once: accepts for 500 ms, answers
+ * on each connection it took, reports their ids on fd and exits (no cmocka
+ * assertion here: a failure must not resume the parent's run in the child). */
+static int sharer(struct ssw_listener *l, int fd, int n)
+{
+	uint8_t ids[64];
+	int k = 0;
+	for (int64_t end = conf_ms() + 500; conf_ms() < end && k < n;) {
+		uint8_t priv[SSW_CONNECT_PRIV_MAX], msg[50];
+		size_t plen = sizeof priv;
+		struct ssw_ep *ep;
+		int rc = P->conn->accept(l, &ep, priv, &plen);
+		if (rc == -EAGAIN) {
+			struct pollfd p = { .fd = P->conn->listener_fd(l), .events = POLLIN };
+			poll(&p, 1, 20);
+			continue;
+		}
+		if (rc || plen != 2 || priv[0] != 's' || priv[1] >= n)
+			return 2;
+		conf_fill(msg, sizeof msg, 500u + priv[1]);
+		struct iovec v = { msg, sizeof msg };
+		if (P->msg->send(ep, &v, 1))
+			return 3;
+		ids[k++] = priv[1];
+	}
+	return write(fd, ids, (size_t)k) == k ? 0 : 4;
+}
+
+/* Any process sharing the listener may accept; exactly one gets each
+ * request.  Needs a listener shared across fork (SSW_CAP_SHARED_CONTEXT). */
+void conf_shared_accept_once(void **state)
+{
+	(void)state;
+	if (!(P->caps & SSW_CAP_SHARED_CONTEXT))
+		CONF_SKIP("no SSW_CAP_SHARED_CONTEXT: a listener is not shared across fork");
+	struct sockaddr_storage dst;
+	socklen_t dlen;
+	struct ssw_listener *l = conf_listen(0, &dst, &dlen);
+	enum { N = 6 };
+	struct ssw_ep *c[N], *a[N] = { 0 };
+	for (int i = 0; i < N; i++) {
+		uint8_t priv[2] = { 's', (uint8_t)i };
+		int rc = P->conn->connect((struct sockaddr *)&dst, dlen, priv, 2, &c[i]);
+		assert_true(rc == 0 || rc == -EINPROGRESS);
+		if (rc == -EINPROGRESS) {
+			char reply[SSW_CONNECT_PRIV_MAX];
+			size_t rlen = sizeof reply;
+			assert_int_equal(conf_connect_wait(c[i], l, reply, &rlen, 5000), 0);
+		}
+	}
+	int pp[2];
+	assert_int_equal(pipe(pp), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sharer(l, pp[1], N));
+	close(pp[1]);
+	int nmine = 0;
+	int64_t end = conf_ms() + 500;
+	while (conf_ms() < end && nmine < N) {
+		uint8_t priv[SSW_CONNECT_PRIV_MAX];
+		size_t plen = sizeof priv;
+		struct ssw_ep *ep;
+		if (conf_accept(l, &ep, priv, &plen, 20) < 0)
+			continue;
+		assert_true(plen == 2 && priv[0] == 's' && priv[1] < N);
+		assert_null(a[priv[1]]);
+		a[priv[1]] = ep;
+		nmine++;
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	uint8_t theirs[N + 1];
+	ssize_t nt = read(pp[0], theirs, sizeof theirs);
+	close(pp[0]);
+	assert_true(nt >= 0);
+	print_message("accepted: %d here, %d in the forked sharer\n", nmine, (int)nt);
+	assert_int_equal(nmine + nt, N); /* every request, once */
+	for (ssize_t k = 0; k < nt; k++) {
+		int i = theirs[k];
+		assert_null(a[i]);
+		conf_expect_seq(c[i], NULL, 500 + (unsigned)i, 50);
+		P->conn->close(c[i], SSW_CLOSE_ABORT);
+		c[i] = NULL;
+	}
+	for (int i = 0; i < N; i++) {
+		if (!c[i])
+			continue;
+		assert_non_null(a[i]);
+		conf_send_seq(c[i], a[i], 600 + (unsigned)i, 60);
+		conf_expect_seq(a[i], c[i], 600 + (unsigned)i, 60);
+		P->conn->close(c[i], SSW_CLOSE_ORDERLY);
+		P->conn->close(a[i], SSW_CLOSE_ORDERLY);
+	}
+	P->conn->listener_close(l);
 }

@@ -240,3 +240,31 @@ void conf_detach(void **state)
 	assert_int_equal(end_seen(a, 2000), -EPIPE);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
 }
+
+/* A peer process killed with only control messages of ours unread
+ * (send_ctl: "ends the connection in order"): -EPIPE, not a reset. */
+void conf_peer_killed_ctl_unread(void **state)
+{
+	(void)state;
+	if (!CONF_HAS(P->msg, send_ctl))
+		CONF_SKIP("send_ctl absent (optional: then any unread message means a reset)");
+	struct sockaddr_storage dst;
+	socklen_t dlen;
+	struct ssw_listener *l = conf_listen(0, &dst, &dlen);
+	struct ssw_ep *a = NULL;
+	pid_t pid = conf_spawn_peer("hold", 0, l, &dst, dlen, &a);
+	uint8_t b[32];
+	conf_fill(b, sizeof b, 1);
+	struct iovec v = { b, sizeof b };
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(P->msg->send_ctl(a, &v, 1), 0);
+	conf_kill_peer(pid);
+	int rc = end_seen(a, 5000);
+	print_message("peer killed with control messages unread: %s\n", strerror(-rc));
+	assert_int_equal(rc, -EPIPE);
+	if (CONF_HAS(P->progress, peer_state))
+		assert_false(peer_state(a, 1) & SSW_PEER_RESET);
+	send_fails(a);
+	P->conn->close(a, SSW_CLOSE_ABORT);
+	P->conn->listener_close(l);
+}

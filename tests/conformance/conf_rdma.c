@@ -198,3 +198,50 @@ void conf_rdma_bad_desc(void **state)
 	free(region);
 	free(local);
 }
+
+/* After deregister_rdma_memory the peer's copy of the descriptor is refused:
+ * at once or by its completion, and the memory is left alone. */
+void conf_rdma_deregistered(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	need_rdma(c, a);
+	const struct ssw_rdma_ops *r = P->rdma;
+	enum { SZ = 4096 };
+	static uint8_t region[SZ], local[SZ];
+	memset(region, 0x11, SZ);
+	memset(local, 0x22, SZ);
+	struct ssw_rdma_desc d, rd;
+	memset(&d, 0, sizeof d);
+	assert_int_equal(r->register_rdma_memory(a, region, SZ, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
+	pass_desc(a, c, &d, &rd);
+	struct iovec v = { local, SZ };
+	struct op ok = { 0, 0 };
+	int rc0 = r->rdma_read(c, &v, 1, &rd, 0, SZ, &ok);
+	complete_all(c, a, &ok, &rc0, 1); /* valid while registered */
+	r->deregister_rdma_memory(a, &d);
+	conf_send_seq(a, c, 51, 5); /* the peer learns of it the usual way: after a message */
+	conf_expect_seq(c, a, 51, 5);
+	memset(local, 0x33, SZ);
+	for (int w = 0; w < 2; w++) {
+		struct op o = { 0, 0 };
+		int rc = w ? r->rdma_write(c, &v, 1, &rd, 0, SZ, &o) : r->rdma_read(c, &v, 1, &rd, 0, SZ, &o);
+		if (rc == -EINPROGRESS) {
+			struct ssw_completion cq;
+			int64_t end = conf_ms() + 5000;
+			while (P->progress->poll_cq(c, &cq, 1) == 0) {
+				assert_true(conf_ms() < end);
+				conf_kick(a);
+			}
+			assert_ptr_equal(cq.ctx, &o);
+			rc = cq.status;
+		}
+		print_message("rdma_%s with a deregistered descriptor: %d\n", w ? "write" : "read", rc);
+		assert_true(rc < 0);
+	}
+	for (int i = 0; i < SZ; i++)
+		assert_int_equal(region[i], 0x11);
+	P->conn->close(c, SSW_CLOSE_ORDERLY);
+	P->conn->close(a, SSW_CLOSE_ORDERLY);
+}

@@ -141,6 +141,66 @@ static int peer_main(char **argv)
 
 #define T(f) { #f, f, case_setup, case_teardown, NULL }
 
+static const struct CMUnitTest all_cases[] = {
+	T(conf_spi_tables),
+	T(conf_configure_describe),
+	T(conf_connect_accept),
+	T(conf_shared_accept_once),
+	T(conf_connect_without_accept),
+	T(conf_wildcard_and_inuse),
+	T(conf_connect_nobody),
+	T(conf_listener_readiness),
+	T(conf_listener_close_keeps_eps),
+	T(conf_sizes_and_order),
+	T(conf_flow_control),
+	T(conf_arm_wake),
+	T(conf_sleeper_woken),
+	T(conf_reserve_commit),
+	T(conf_hold_flush),
+	T(conf_rdma_read_write),
+	T(conf_rdma_bad_desc),
+	T(conf_rdma_deregistered),
+	T(conf_orderly_close),
+	T(conf_abort),
+	T(conf_peer_killed_unread),
+	T(conf_peer_killed_quiet),
+	T(conf_peer_killed_ctl_unread),
+	T(conf_corrupt_input),
+	T(conf_detach),
+};
+enum { NCASES = sizeof all_cases / sizeof all_cases[0] };
+
+/* The instantiation's reason when `name` is a known deviation, else NULL. */
+static const char *deviation(const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *const *d = conf_env->deviations; d && *d; d++)
+		if (!strncmp(*d, name, n) && (*d)[n] == ':')
+			return *d + n + 1;
+	return NULL;
+}
+
+/* A known deviation must still fail (in a child, so that its failure cannot
+ * disturb the other cases); 0 when it did. */
+static int run_deviation(const struct CMUnitTest *t, const char *why)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(_cmocka_run_group_tests(t->name, t, 1, NULL, NULL) ? 1 : 0);
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+		fprintf(stderr, "conformance: cannot run %s\n", t->name);
+		return 1;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		printf("[ XPASS    ] %s: %s conforms now; drop its deviation (\"%s\")\n", t->name, P->name, why);
+		return 1;
+	}
+	printf("[ DEVIATES ] %s: known deviation of %s from the SPI:%s\n", t->name, P->name, why);
+	return 0;
+}
+
 int conf_run(const struct conf_env *env, int argc, char **argv)
 {
 	conf_env = env;
@@ -151,35 +211,26 @@ int conf_run(const struct conf_env *env, int argc, char **argv)
 		fprintf(stderr, "conformance %s: environment setup failed\n", env->prov->name);
 		return 1;
 	}
+	if (env->prov->configure)
+		conf_configure_rc = env->prov->configure(CONF_BAD_KEY, "1", conf_configure_err, sizeof conf_configure_err);
 	int rc = env->prov->init();
 	if (rc < 0) {
 		fprintf(stderr, "conformance %s: init: %s\n", env->prov->name, strerror(-rc));
 		return 1;
 	}
 	signal(SIGALRM, on_alarm);
-	const struct CMUnitTest cases[] = {
-		T(conf_connect_accept),
-		T(conf_connect_without_accept),
-		T(conf_wildcard_and_inuse),
-		T(conf_connect_nobody),
-		T(conf_listener_readiness),
-		T(conf_listener_close_keeps_eps),
-		T(conf_sizes_and_order),
-		T(conf_flow_control),
-		T(conf_arm_wake),
-		T(conf_sleeper_woken),
-		T(conf_reserve_commit),
-		T(conf_hold_flush),
-		T(conf_rdma_read_write),
-		T(conf_rdma_bad_desc),
-		T(conf_orderly_close),
-		T(conf_abort),
-		T(conf_peer_killed_unread),
-		T(conf_peer_killed_quiet),
-		T(conf_corrupt_input),
-		T(conf_detach),
-	};
+	struct CMUnitTest cases[NCASES], devs[NCASES];
+	int nc = 0, nd = 0;
+	for (int i = 0; i < NCASES; i++) {
+		if (deviation(all_cases[i].name))
+			devs[nd++] = all_cases[i];
+		else
+			cases[nc++] = all_cases[i];
+	}
 	char group[64];
 	snprintf(group, sizeof group, "conformance.%s", env->prov->name);
-	return _cmocka_run_group_tests(group, cases, sizeof cases / sizeof cases[0], NULL, NULL);
+	int failed = _cmocka_run_group_tests(group, cases, (size_t)nc, NULL, NULL);
+	for (int i = 0; i < nd; i++)
+		failed += run_deviation(&devs[i], deviation(devs[i].name));
+	return failed;
 }

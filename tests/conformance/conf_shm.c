@@ -83,6 +83,14 @@ static int shm_env_corrupt(struct ssw_ep *hostile, int variant)
 	return 1;
 }
 
+static const char *const shm_deviations[] = {
+	/* shm_rdma.c: "CMA cannot revoke access; the session refuses stale
+	 * transfers by id" -- the SPI says the provider must refuse */
+	"conf_rdma_deregistered: a deregistered descriptor still reads and writes the peer's memory "
+	"(process_vm_readv/writev cannot be revoked)",
+	NULL,
+};
+
 static const struct conf_env shm_env = {
 	.prov = &ssw_provider_shm,
 	.setup = shm_env_setup,
@@ -91,6 +99,7 @@ static const struct conf_env shm_env = {
 	/* a missing rendezvous says nothing of the kernel port: "cannot serve" */
 	.refused_ok = CONF_FALLBACK,
 	.corrupt = shm_env_corrupt,
+	.deviations = shm_deviations,
 };
 
 int main(int argc, char **argv)
