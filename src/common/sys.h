@@ -61,6 +61,11 @@ static inline int sys_epoll_create1(int f) { return (int)SYS_(epoll_create1, f);
 static inline int sys_epoll_ctl(int e, int op, int fd, struct epoll_event *ev) { return (int)SYS_(epoll_ctl, e, op, fd, ev); }
 static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) { return (int)SYS_(epoll_pwait, e, ev, n, ms, NULL, 0); }
 
+/* Nonzero while this thread is inside a provider's own library (libfabric):
+ * the sockets that library makes reach the interposed connect/listen and
+ * must go to the kernel as they are, never be switched (provcall.c). */
+extern __thread int ssw_provider_calls;
+
 /* getpid(2), cached (pid.c); ssw_pid_forget() in a fork child. */
 pid_t ssw_pid(void);
 void ssw_pid_forget(void);

@@ -1,5 +1,5 @@
 /* proof.c — keeps a connecting socket's address provable until the acceptor
- * has checked it (listen.c claim_ok asks the kernel who holds that address).
+ * has checked it (listen.c peer_ok asks the kernel who holds that address).
  *
  * The check happens when the server accepts, which may be after the client
  * closed its socket (connect, write, close: kernel TCP delivers that).  So

@@ -17,7 +17,14 @@
 
 enum ssw_state { SSW_ST_LISTENING = 1, SSW_ST_CONNECTING, SSW_ST_CONNECTED };
 
-#define SSW_MAX_PLISTEN 2
+/* Provider listeners of one socket: per provider, one per address family
+ * (a dual-stack wildcard listens on :: and 0.0.0.0). */
+#define SSW_MAX_PLISTEN 8
+
+struct ssw_plisten {
+	const struct ssw_provider *prov;
+	struct ssw_listener *l;
+};
 
 struct ssw_sock {
 	_Atomic int refs;            /* fd table entries + calls in progress */
@@ -34,7 +41,7 @@ struct ssw_sock {
 	struct ssw_session_opts opts;
 	bool linger_on;
 	int linger_s;
-	const struct ssw_provider *prov;
+	const struct ssw_provider *prov; /* a connection's provider (NULL for a listener: see pl) */
 	struct ssw_session *sess;
 
 	/* connecting */
@@ -45,7 +52,7 @@ struct ssw_sock {
 	int proof_fd;                /* proof.c: the kernel socket's hidden duplicate, or -1 */
 
 	/* listening */
-	struct ssw_listener *pl[SSW_MAX_PLISTEN];
+	struct ssw_plisten pl[SSW_MAX_PLISTEN]; /* each with its own provider */
 	int npl;
 	struct ssw_session_opts lopts;
 

@@ -19,8 +19,9 @@
 
 extern struct ssw_routes ssw_routes_table;
 
-/* Providers known to this build, by route target. */
-const struct ssw_provider *ssw_provider_for(enum ssw_target t);
+/* The provider a route target names, checked and started (init.c); NULL:
+ * kernel TCP (tcp, not built, refused or failed to start). */
+const struct ssw_provider *ssw_provider_for(int t);
 
 /* Set-up (the rest: api.h) */
 /* A listener's provider side has a connection accept would take now. */
