@@ -2,6 +2,8 @@
  * that find the switched socket by fd and call the switch, or go to libc. */
 #include "interpose/interpose.h"
 
+#include "common/sys.h"
+
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
@@ -44,16 +46,25 @@ EXPORT int socketpair(int d, int t, int p, int sv[2])
 	return r;
 }
 
+/* A provider's own library (libfabric) makes its transport's sockets through
+ * these same calls, on the thread the switch called it from: the switch
+ * stays out of them (switching them would call the provider again, from
+ * inside itself). */
+static bool kernel_only(void)
+{
+	return ssw_provider_calls || !ssw_init();
+}
+
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	if (!ssw_init())
+	if (kernel_only())
 		return REAL(connect)(fd, addr, len);
 	SSW_RET(ssw_connect(fd, addr, len));
 }
 
 EXPORT int listen(int fd, int backlog)
 {
-	if (!ssw_init())
+	if (kernel_only())
 		return REAL(listen)(fd, backlog);
 	SSW_RET(ssw_listen(fd, backlog));
 }
