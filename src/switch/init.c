@@ -23,10 +23,11 @@ static bool fabric_ok;
 
 /* Route options of fabric rules go to the provider before its init (a
  * stand-in until the provider registry passes each rule's options). */
-static bool configure_fabric(char *err, size_t len)
+static bool configure_fabric(char *err, size_t len, bool *used)
 {
 	for (int i = 0; i < ssw_routes_table.nrules; i++) {
 		const struct ssw_route_rule *r = &ssw_routes_table.rules[i];
+		*used |= r->target == SSW_TARGET_FABRIC;
 		for (int k = 0; r->target == SSW_TARGET_FABRIC && k < r->nopts; k++) {
 			char e[256];
 			if (ssw_provider_fabric.configure(r->opt_key[k], r->opt_val[k], e, sizeof e) < 0) {
@@ -89,10 +90,11 @@ static void init_once(void)
 		return;
 	}
 	check_provider(&ssw_provider_shm, &shm_ok);
-	if (configure_fabric(err, sizeof err))
-		check_provider(&ssw_provider_fabric, &fabric_ok);
-	else
+	bool fabric_used = false;
+	if (!configure_fabric(err, sizeof err, &fabric_used))
 		SSW_WARN("%s; fabric routes use kernel TCP", err);
+	else if (fabric_used)
+		check_provider(&ssw_provider_fabric, &fabric_ok);
 	active = true;
 	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
 }

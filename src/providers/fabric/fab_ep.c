@@ -342,7 +342,7 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 	if (ep->domain)
 		fi_close(&ep->domain->fid);
 	if (ep->info)
-		fi_freeinfo(ep->info);
+		fab_freeinfo(ep->info);
 	free(ep->rxbuf);
 	free(ep->txbuf);
 	free(ep->regs);

@@ -161,6 +161,15 @@ struct ssw_listener {
 	struct ssw_listener *next;
 };
 
+/* fab_dl.c: the few libfabric functions that are not inline, loaded on first use */
+int fab_dl_load(void);
+int fab_getinfo(uint32_t v, const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info);
+void fab_freeinfo(struct fi_info *info);
+struct fi_info *fab_allocinfo(void);
+int fab_open_fabric(struct fi_fabric_attr *attr, struct fid_fabric **f);
+const char *fab_strerror(int e);
+
 /* fab_init.c: settings and shared objects */
 extern char fab_prov_name[32];
 extern int fab_port_offset;
