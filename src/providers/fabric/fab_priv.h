@@ -83,6 +83,7 @@ struct fab_rma_op {
 	struct fid_mr *mr[8];   /* local registrations made for it (FI_MR_LOCAL) */
 	bool sync;              /* ctx == NULL: the caller waits for it */
 	bool done;
+	bool kept;              /* failed before libfabric finished with it: freed at close */
 };
 
 struct fab_reg {
@@ -214,5 +215,6 @@ extern const struct ssw_rdma_ops fab_rdma_ops;
 void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int status);
 void fab_rma_release(struct ssw_ep *ep);
 void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op);
+void fab_rma_fail_all(struct ssw_ep *ep);
 
 #endif
