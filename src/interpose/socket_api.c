@@ -2,8 +2,6 @@
  * that find the switched socket by fd and call the switch, or go to libc. */
 #include "interpose/interpose.h"
 
-#include "common/sys.h"
-
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
@@ -22,6 +20,7 @@ static int fresh(int fd)
 
 EXPORT int socket(int domain, int type, int protocol)
 {
+	PROVIDER_PASS(REAL(socket)(domain, type, protocol));
 	int fd = fresh(REAL(socket)(domain, type, protocol));
 	if (fd >= 0)
 		ssw_fd_socket(fd, domain, type, protocol);
@@ -30,6 +29,7 @@ EXPORT int socket(int domain, int type, int protocol)
 
 EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
 {
+	PROVIDER_PASS(REAL(bind)(fd, a, l));
 	int r = REAL(bind)(fd, a, l);
 	if (r == 0)
 		ssw_fd_bound(fd);
@@ -46,31 +46,25 @@ EXPORT int socketpair(int d, int t, int p, int sv[2])
 	return r;
 }
 
-/* A provider's own library (libfabric) makes its transport's sockets through
- * these same calls, on the thread the switch called it from: the switch
- * stays out of them (switching them would call the provider again, from
- * inside itself). */
-static bool kernel_only(void)
-{
-	return ssw_provider_calls || !ssw_init();
-}
-
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	if (kernel_only())
+	PROVIDER_PASS(REAL(connect)(fd, addr, len));
+	if (!ssw_init())
 		return REAL(connect)(fd, addr, len);
 	SSW_RET(ssw_connect(fd, addr, len));
 }
 
 EXPORT int listen(int fd, int backlog)
 {
-	if (kernel_only())
+	PROVIDER_PASS(REAL(listen)(fd, backlog));
+	if (!ssw_init())
 		return REAL(listen)(fd, backlog);
 	SSW_RET(ssw_listen(fd, backlog));
 }
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
+	PROVIDER_PASS(REAL(accept4)(fd, addr, len, flags));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -84,6 +78,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(accept)(fd, addr, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -96,6 +91,7 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 
 EXPORT int shutdown(int fd, int how)
 {
+	PROVIDER_PASS(REAL(shutdown)(fd, how));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s)
 		return REAL(shutdown)(fd, how);
@@ -108,6 +104,7 @@ EXPORT int shutdown(int fd, int how)
 
 EXPORT int close(int fd)
 {
+	PROVIDER_PASS(REAL(close)(fd));
 	SSW_RET(ssw_fd_close(fd));
 }
 
@@ -126,6 +123,7 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 
 EXPORT int dup(int fd)
 {
+	PROVIDER_PASS(REAL(dup)(fd));
 	int n = REAL(dup)(fd);
 	if (n >= 0)
 		ssw_fd_dup(fd, n, false);
@@ -134,6 +132,7 @@ EXPORT int dup(int fd)
 
 EXPORT int dup2(int fd, int nfd)
 {
+	PROVIDER_PASS(REAL(dup2)(fd, nfd));
 	if (fd == nfd)
 		return REAL(dup2)(fd, nfd);
 	int r = REAL(dup2)(fd, nfd);
@@ -144,6 +143,7 @@ EXPORT int dup2(int fd, int nfd)
 
 EXPORT int dup3(int fd, int nfd, int flags)
 {
+	PROVIDER_PASS(REAL(dup3)(fd, nfd, flags));
 	int r = REAL(dup3)(fd, nfd, flags);
 	if (r >= 0)
 		ssw_fd_dup(fd, r, true);
@@ -198,6 +198,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 
 EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(getsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_GETOPT, level, opt, val, len);
@@ -214,6 +215,7 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
+	PROVIDER_PASS(REAL(setsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		socklen_t l = len;
@@ -230,6 +232,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 
 EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getsockname)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
@@ -246,6 +249,7 @@ EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 
 EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getpeername)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
