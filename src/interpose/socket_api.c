@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/close_range.h>
 
@@ -118,7 +117,7 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 		ssw_real_init();
 	if (ssw_real.close_range)
 		return ssw_real.close_range(lo, hi, flags);
-	return (int)syscall(SYS_close_range, lo, hi, flags);
+	return sys_close_range(lo, hi, flags);
 }
 
 EXPORT int dup(int fd)
@@ -267,7 +266,7 @@ EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 /* Other calls that create fds: a reused number must not look switched. */
 EXPORT int pipe(int fds[2])
 {
-	int r = (int)syscall(SYS_pipe2, fds, 0);
+	int r = sys_pipe2(fds, 0);
 	if (r == 0) {
 		fresh(fds[0]);
 		fresh(fds[1]);
@@ -277,7 +276,7 @@ EXPORT int pipe(int fds[2])
 
 EXPORT int pipe2(int fds[2], int flags)
 {
-	int r = (int)syscall(SYS_pipe2, fds, flags);
+	int r = sys_pipe2(fds, flags);
 	if (r == 0) {
 		fresh(fds[0]);
 		fresh(fds[1]);
@@ -287,7 +286,7 @@ EXPORT int pipe2(int fds[2], int flags)
 
 EXPORT int eventfd(unsigned int v, int flags)
 {
-	return fresh((int)syscall(SYS_eventfd2, v, flags));
+	return fresh(sys_eventfd(v, flags));
 }
 
 EXPORT int epoll_create(int size)
@@ -296,7 +295,7 @@ EXPORT int epoll_create(int size)
 		errno = EINVAL;
 		return -1;
 	}
-	int r = fresh((int)syscall(SYS_epoll_create1, 0));
+	int r = fresh(sys_epoll_create1(0));
 	if (r >= 0)
 		ssw_fd_epoll(r);
 	return r;
@@ -304,7 +303,7 @@ EXPORT int epoll_create(int size)
 
 EXPORT int epoll_create1(int flags)
 {
-	int r = fresh((int)syscall(SYS_epoll_create1, flags));
+	int r = fresh(sys_epoll_create1(flags));
 	if (r >= 0)
 		ssw_fd_epoll(r);
 	return r;
