@@ -98,7 +98,7 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd)
 	l = sizeof v;
 	if (sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0 && v != def[1] && v > 0)
 		s->opts.sndbuf = (uint32_t)v / 2;
-	int fl = (int)SYS_(fcntl, fd, F_GETFL, 0);
+	int fl = sys_fcntl(fd, F_GETFL, 0);
 	atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
 }
 
@@ -117,6 +117,21 @@ static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
 	}
 	struct sockaddr_storage b;
 	socklen_t bl = ssw_addr_for_family(dst, family, &b);
+	if (!ssw_addr_is_local((const struct sockaddr *)dst, ssw_addr_len(dst))) {
+		/* a remote peer (fabric): the source address the kernel would
+		 * pick, asked of a UDP socket's connect (nothing is sent) */
+		struct sockaddr_storage src;
+		socklen_t sl = sizeof src;
+		int u = sys_socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		bool ok = u >= 0 && sys_connect(u, (struct sockaddr *)&b, bl) == 0 &&
+			  sys_getsockname(u, (struct sockaddr *)&src, &sl) == 0;
+		if (u >= 0)
+			sys_close(u);
+		if (!ok)
+			return -errno;
+		memcpy(&b, &src, sizeof b);
+		bl = sl;
+	}
 	ssw_addr_set_port(&b, 0);
 	if (sys_bind(fd, (struct sockaddr *)&b, bl) < 0)
 		return -errno;
@@ -260,6 +275,10 @@ int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms)
 
 int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	if (ssw_provider_calls) { /* a provider's own socket (libfabric tcp) */
+		int r = sys_connect(fd, addr, len);
+		return r < 0 ? -errno : 0;
+	}
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		int rc;

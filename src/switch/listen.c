@@ -396,7 +396,7 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 			return -errno;
 		if (pf[0].revents & (POLLIN | POLLERR | POLLHUP)) {
 			/* a kernel TCP connection: accept it as it is */
-			int k = (int)SYS_(accept4, fd, addr, alen, flags);
+			int k = sys_accept4(fd, addr, alen, flags);
 			if (k >= 0) {
 				atomic_fetch_add(&ssw_counters.fallback, 1);
 				SSW_INFO("fd %d: accepted fd %d over kernel TCP (peer not switched)", fd, k);

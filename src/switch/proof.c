@@ -63,7 +63,7 @@ static void reap(uint64_t now)
 
 int ssw_proof_make(int fd)
 {
-	int d = (int)SYS_(fcntl, fd, F_DUPFD_CLOEXEC, 0);
+	int d = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	return d < 0 ? -1 : ssw_fd_hide(d);
 }
 

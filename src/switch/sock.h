@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "session/session.h"
+#include "switch/api.h"
 
 enum ssw_state { SSW_ST_LISTENING = 1, SSW_ST_CONNECTING, SSW_ST_CONNECTED };
 
@@ -58,17 +59,12 @@ struct ssw_sock {
 	void *ep_watch;              /* epoll.c: this socket's epoll entries (under epoll.c's lock) */
 };
 
-/* fd table */
-int ssw_fdtab_init(void);
-/* Takes a reference: pair with ssw_sock_put.  NULL when the fd is not ours. */
-struct ssw_sock *ssw_sock_get(int fd);
-void ssw_sock_put(struct ssw_sock *s);
+/* fd table (ssw_fdtab_init, ssw_sock_get, ssw_sock_put, ssw_fdtab_any: api.h) */
 /* Install s at fd (takes a table reference). */
 int ssw_fdtab_set(int fd, struct ssw_sock *s);
 /* Remove fd's entry; returns the sock with the table's reference moved to
  * the caller (who must put it), or NULL. */
 struct ssw_sock *ssw_fdtab_take(int fd);
-bool ssw_fdtab_any(const int *fds, int n);
 /* Call fn on every sock in the table (under the table lock: keep it short). */
 void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg);
 
