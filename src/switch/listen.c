@@ -39,6 +39,8 @@ int ssw_listen(int fd, int backlog)
 {
 	if (sys_listen(fd, backlog) < 0)
 		return -errno;
+	if (ssw_provider_calls) /* a provider's own listener (libfabric tcp) */
+		return 0;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) { /* listen again: new backlog, already switched */
 		ssw_sock_put(s);
@@ -233,12 +235,14 @@ static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, 
 
 /* Who is the peer of an accepted provider connection?  *client holds the
  * connector's claim on entry.  A transport that vouches for the peer's
- * address (peer_addr: fabric, from its own connection) is believed and the
- * claim is not checked (a remote host has no kernel sockets here to check
- * it against); the claim keeps only the port when the transport gives none
- * (the connector's kernel socket's, as TCP's source port is the remote
- * kernel's choice).  Otherwise the claim must pass claim_check.  Either way
- * the listener must serve the address the connector says it dialed. */
+ * address (peer_addr: fabric, from its own connection) gives the host, and
+ * the claim is not checked (a remote host has no kernel sockets here to
+ * check it against).  The port stays the claimed one, the connector's
+ * application socket's, which is what kernel TCP would report: the
+ * transport's own source port means nothing to the application, and a
+ * remote host picks its source ports with kernel TCP too.  Without
+ * peer_addr the claim must pass claim_check.  Either way the listener must
+ * serve the address the connector says it dialed. */
 static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
 		    struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd, int cdomain)
 {
@@ -254,8 +258,7 @@ static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, str
 		if (rc == 0 && !serves(ls, server))
 			rc = -EADDRNOTAVAIL;
 		if (rc == 0) {
-			if (ssw_addr_port(&n) == 0)
-				ssw_addr_set_port(&n, ssw_addr_port(client));
+			ssw_addr_set_port(&n, ssw_addr_port(client));
 			*client = n;
 			return true;
 		}

@@ -232,6 +232,10 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 		memcpy(h->src_addr, &a, al);
 	fab_gate_enter();
 	int rc = h->src_addr ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
+	/* a wildcard hint comes back without its port (the tcp provider then
+	 * listens on an ephemeral one): listen where connectors will look */
+	if (!rc && l->info->src_addr && l->info->src_addrlen == al)
+		memcpy(l->info->src_addr, &a, al);
 	struct fi_eq_attr ea = { .size = 64, .wait_obj = FI_WAIT_FD };
 	if (!rc)
 		rc = fab_fabric_get(l->info, &l->fab);
