@@ -1,16 +1,11 @@
 /* poll_api.c — interposed readiness calls: poll, ppoll, select, pselect and
  * epoll.  Calls that involve no switched fd go straight to libc. */
-#include "interpose/real.h"
+#include "interpose/interpose.h"
 
 #include "common/sys.h"
-#include "switch/switch.h"
-#include "switch/evwait.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define EXPORT __attribute__((visibility("default")))
 
 /* glibc declares poll's array write-only (access attribute, for fortify),
  * yet poll reads fd and events by definition: GCC's uninitialized-read
