@@ -150,6 +150,7 @@ void conf_peer_killed_unread(void **state);
 void conf_peer_killed_quiet(void **state);
 void conf_peer_killed_ctl_unread(void **state);
 void conf_rdma_deregistered(void **state);
+void conf_rdma_close_pending(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
 
