@@ -74,9 +74,8 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->mr_endpoint = (mm & FI_MR_ENDPOINT) != 0;
 	ep->next_key = 1;
 	ep->credits = FAB_RX_N;
-	/* aligned_alloc wants a size that is a multiple of the alignment (ASan aborts otherwise) */
-	ep->rxbuf = aligned_alloc(4096, (FAB_RX_N * FAB_BUF_SIZE + 4095) & ~(size_t)4095);
-	ep->txbuf = aligned_alloc(4096, (FAB_TX_N * FAB_BUF_SIZE + 4095) & ~(size_t)4095);
+	ep->rxbuf = aligned_alloc(4096, FAB_RX_N * FAB_BUF_SIZE);
+	ep->txbuf = aligned_alloc(4096, FAB_TX_N * FAB_BUF_SIZE);
 	int rc = ep->rxbuf && ep->txbuf ? 0 : -FI_ENOMEM;
 	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_FD };
 	struct fi_cq_attr ca = { .size = 4 * (FAB_RX_N + FAB_TX_N) + 64,
