@@ -95,6 +95,11 @@ void conf_orderly_close(void **state)
 	int n = P->progress->wait_fds(a, pfd, 8);
 	P->conn->close(c, SSW_CLOSE_ORDERLY);
 	assert_true(poll(pfd, (nfds_t)n, 2000) > 0);
+	/* the busy-polling hint sees the state change too */
+	for (int64_t t0 = conf_ms(); !P->progress->rx_ready(a); usleep(1000)) {
+		assert_true(conf_ms() - t0 < 2000);
+		conf_kick(a);
+	}
 	P->progress->wake_ack(a);
 	assert_int_equal(end_seen(a, 1000), -EPIPE);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
@@ -139,6 +144,14 @@ void conf_peer_killed_unread(void **state)
 	for (unsigned i = 0; i < 3; i++)
 		conf_send_seq(a, NULL, 40 + i, 4000);
 	conf_kill_peer(pid);
+	if (CONF_HAS(P->progress, peer_state)) {
+		/* a probe finds a peer that died without a word, before any recv */
+		int64_t t0 = conf_ms();
+		while (!(peer_state(a, 1) & (SSW_PEER_RESET | SSW_PEER_CLOSED))) {
+			assert_true(conf_ms() - t0 < 3000);
+			usleep(1000);
+		}
+	}
 	int rc = end_seen(a, 5000);
 	print_message("peer killed with data unread: %s\n", strerror(-rc));
 	assert_int_equal(rc, -ECONNRESET);

@@ -155,6 +155,7 @@ static const struct CMUnitTest all_cases[] = {
 	T(conf_flow_control),
 	T(conf_arm_wake),
 	T(conf_sleeper_woken),
+	T(conf_two_sleepers),
 	T(conf_reserve_commit),
 	T(conf_hold_flush),
 	T(conf_rdma_read_write),
