@@ -25,6 +25,8 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		return -EINVAL;
 	if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
+	if (fab_dl_load())
+		return -ENODEV;
 	size_t al = dst->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	struct sockaddr_storage a;
 	memcpy(&a, dst, al);
@@ -44,19 +46,19 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	struct ssw_ep *ep = NULL;
 	struct fab_fabric *fab = NULL;
 	fab_gate_enter();
-	int rc = h->dest_addr ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &info) : -FI_ENOMEM;
+	int rc = h->dest_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &info) : -FI_ENOMEM;
 	if (!rc)
 		rc = fab_fabric_get(info, &fab);
 	if (!rc)
 		rc = fab_ep_open(info, fab, &ep);
 	if (rc) {
 		fab_gate_leave();
-		SSW_DEBUG("fabric: no endpoint for the connect: %s", fi_strerror(-rc));
-		fi_freeinfo(info);
-		fi_freeinfo(h);
+		SSW_DEBUG("fabric: no endpoint for the connect: %s", fab_strerror(-rc));
+		fab_freeinfo(info);
+		fab_freeinfo(h);
 		return rc == -FI_ENODATA ? -ENETUNREACH : fab_errno(rc);
 	}
-	fi_freeinfo(h);
+	fab_freeinfo(h);
 	/* The switch's data rides in the connection request.  A provider whose
 	 * request carries less (verbs over RDMA CM: 56 bytes) would need it
 	 * sent as the first message instead; until that path exists such a

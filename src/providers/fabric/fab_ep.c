@@ -247,6 +247,8 @@ void fab_progress(struct ssw_ep *ep)
 	}
 	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset))
 		atomic_store(&ep->peer_closed, 1);
+	if (ep->all && (atomic_load(&ep->broken) || ep->shutdown_seen))
+		fab_rma_fail_all(ep);
 }
 
 /* Send one message of `type` (called locked).  Credits: data leaves
@@ -342,7 +344,7 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 	if (ep->domain)
 		fi_close(&ep->domain->fid);
 	if (ep->info)
-		fi_freeinfo(ep->info);
+		fab_freeinfo(ep->info);
 	free(ep->rxbuf);
 	free(ep->txbuf);
 	free(ep->regs);

@@ -52,14 +52,14 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	if (dl < sizeof *h || h->magic != FAB_CM_MAGIC || h->len > SSW_CONNECT_PRIV_MAX || h->len > dl - sizeof *h) {
 		SSW_DEBUG("fabric: refused a connection request with malformed data");
 		fi_reject(l->pep, info->handle, NULL, 0);
-		fi_freeinfo(info);
+		fab_freeinfo(info);
 		return;
 	}
 	int rc = fab_ep_open(info, l->fab, &ep); /* takes info */
 	if (rc) {
-		SSW_INFO("fabric: cannot take a connection request: %s", fi_strerror(-rc));
+		SSW_INFO("fabric: cannot take a connection request: %s", fab_strerror(-rc));
 		fi_reject(l->pep, info->handle, NULL, 0);
-		fi_freeinfo(info);
+		fab_freeinfo(info);
 		return;
 	}
 	memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
@@ -94,7 +94,7 @@ static void read_pep(struct ssw_listener *l)
 		if (ev == FI_CONNREQ)
 			on_connreq(l, &buf.e, (size_t)n);
 		else if (buf.e.info)
-			fi_freeinfo(buf.e.info);
+			fab_freeinfo(buf.e.info);
 	}
 }
 
@@ -209,6 +209,8 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	(void)addrlen;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
+	if (fab_dl_load())
+		return -ENODEV;
 	struct sockaddr_storage a;
 	size_t al = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	memcpy(&a, addr, al);
@@ -220,7 +222,7 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	struct fi_info *h = fab_hints();
 	if (!l || !h) {
 		free(l);
-		fi_freeinfo(h);
+		fab_freeinfo(h);
 		return -ENOMEM;
 	}
 	l->pid = ssw_pid();
@@ -231,8 +233,21 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	if (h->src_addr)
 		memcpy(h->src_addr, &a, al);
 	fab_gate_enter();
-	int rc = h->src_addr ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
+	int rc = h->src_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
 	struct fi_eq_attr ea = { .size = 64, .wait_obj = FI_WAIT_FD };
+	if (!rc && (!l->info->src_addr || l->info->src_addrlen < al)) {
+		free(l->info->src_addr);
+		l->info->src_addr = malloc(al);
+		if (!l->info->src_addr)
+			rc = -FI_ENOMEM;
+	}
+	if (!rc) {
+		/* a wildcard hint comes back as one of the host's interfaces with
+		 * the port dropped (tcp provider): listen where we were asked, on
+		 * the mapped port, or connectors find nobody */
+		memcpy(l->info->src_addr, &a, al);
+		l->info->src_addrlen = al;
+	}
 	if (!rc)
 		rc = fab_fabric_get(l->info, &l->fab);
 	if (!rc)
@@ -265,22 +280,22 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	}
 	if (rc) {
 		int e = rc == -FI_EADDRINUSE || rc == -EADDRINUSE ? -EADDRINUSE : fab_errno(rc);
-		SSW_DEBUG("fabric: listen on port %d: %s", port, fi_strerror(-rc));
+		SSW_DEBUG("fabric: listen on port %d: %s", port, fab_strerror(-rc));
 		if (l->pep)
 			fi_close(&l->pep->fid);
 		if (l->eq)
 			fi_close(&l->eq->fid);
 		fab_gate_leave();
 		if (l->info)
-			fi_freeinfo(l->info);
+			fab_freeinfo(l->info);
 		if (l->efd >= 0)
 			sys_close(l->efd);
-		fi_freeinfo(h);
+		fab_freeinfo(h);
 		free(l);
 		return e;
 	}
 	fab_gate_leave();
-	fi_freeinfo(h);
+	fab_freeinfo(h);
 	*out = l;
 	return 0;
 }
@@ -353,7 +368,7 @@ void fab_listener_close(struct ssw_listener *l)
 	fi_close(&l->eq->fid);
 	pthread_mutex_unlock(&lmu);
 	fab_gate_leave();
-	fi_freeinfo(l->info);
+	fab_freeinfo(l->info);
 	sys_close(l->efd);
 	free(l);
 }

@@ -172,7 +172,8 @@ static int fab_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
 		if (!ep->done_head)
 			ep->done_tail = NULL;
 		c[k++] = (struct ssw_completion){ .ctx = op->ctx, .status = op->status };
-		fab_rma_free(ep, op);
+		if (!op->kept)
+			fab_rma_free(ep, op);
 	}
 	fab_ep_unlock(ep);
 	return k;

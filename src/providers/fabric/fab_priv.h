@@ -83,6 +83,7 @@ struct fab_rma_op {
 	struct fid_mr *mr[8];   /* local registrations made for it (FI_MR_LOCAL) */
 	bool sync;              /* ctx == NULL: the caller waits for it */
 	bool done;
+	bool kept;              /* failed before libfabric finished with it: freed at close */
 };
 
 struct fab_reg {
@@ -161,6 +162,15 @@ struct ssw_listener {
 	struct ssw_listener *next;
 };
 
+/* fab_dl.c: the few libfabric functions that are not inline, loaded on first use */
+int fab_dl_load(void);
+int fab_getinfo(uint32_t v, const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info);
+void fab_freeinfo(struct fi_info *info);
+struct fi_info *fab_allocinfo(void);
+int fab_open_fabric(struct fi_fabric_attr *attr, struct fid_fabric **f);
+const char *fab_strerror(int e);
+
 /* fab_init.c: settings and shared objects */
 extern char fab_prov_name[32];
 extern int fab_port_offset;
@@ -205,5 +215,6 @@ extern const struct ssw_rdma_ops fab_rdma_ops;
 void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int status);
 void fab_rma_release(struct ssw_ep *ep);
 void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op);
+void fab_rma_fail_all(struct ssw_ep *ep);
 
 #endif
