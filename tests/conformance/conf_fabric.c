@@ -142,11 +142,10 @@ static int fab_env_corrupt(struct ssw_ep *hostile, int variant)
 	return 1;
 }
 
-/* Found by this suite on the fabric provider as first written (wt-fabric
- * 14c61fe); each entry runs every time and must fail until fixed. */
+/* Found by this suite on the fabric provider; each entry runs every time
+ * and must fail until fixed.  (Fixed since: a wildcard listen bound a port
+ * libfabric picked, not P + port-offset.) */
 static const char *const fab_deviations[] = {
-	"conf_wildcard_and_inuse: a listen on 0.0.0.0:P binds a port libfabric picks, not P + port-offset: "
-	"connects to a wildcard listener fall back to kernel TCP, and a second listen is not -EADDRINUSE",
 	"conf_peer_killed_unread: a peer killed with our messages unread (credits not returned) ends in -EPIPE, "
 	"the SPI says -ECONNRESET (kernel TCP: RST)",
 	NULL,
