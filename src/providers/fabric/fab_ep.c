@@ -74,9 +74,13 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->mr_endpoint = (mm & FI_MR_ENDPOINT) != 0;
 	ep->next_key = 1;
 	ep->credits = FAB_RX_N;
-	ep->rxbuf = aligned_alloc(4096, FAB_RX_N * FAB_BUF_SIZE);
-	ep->txbuf = aligned_alloc(4096, FAB_TX_N * FAB_BUF_SIZE);
-	int rc = ep->rxbuf && ep->txbuf ? 0 : -FI_ENOMEM;
+	void *rb = NULL, *tb = NULL;
+	/* page-aligned: registered memory (verbs pins pages) */
+	int rc = posix_memalign(&rb, 4096, FAB_RX_N * FAB_BUF_SIZE) || posix_memalign(&tb, 4096, FAB_TX_N * FAB_BUF_SIZE)
+			 ? -FI_ENOMEM
+			 : 0;
+	ep->rxbuf = rb;
+	ep->txbuf = tb;
 	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_FD };
 	struct fi_cq_attr ca = { .size = 4 * (FAB_RX_N + FAB_TX_N) + 64,
 				 .format = FI_CQ_FORMAT_DATA,
@@ -319,8 +323,17 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	if (how == SSW_CLOSE_DETACH && ep->ep && ep->connected)
-		return; /* see above: a fork's copy, left as it is */
+	if (how == SSW_CLOSE_DETACH && ep->ep && ep->connected) {
+		/* see above: a fork's copy, left as it is (kept on a list: held
+		 * on purpose until exit, not lost) */
+		static pthread_mutex_t dmu = PTHREAD_MUTEX_INITIALIZER;
+		static struct ssw_ep *detached;
+		pthread_mutex_lock(&dmu);
+		ep->qnext = detached;
+		detached = ep;
+		pthread_mutex_unlock(&dmu);
+		return;
+	}
 	if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
 		/* a peer that closed (or reset) reads nothing more from us */
 		if ((how == SSW_CLOSE_ORDERLY || how == SSW_CLOSE_ABORT) && !atomic_load(&ep->peer_closed) &&
