@@ -192,6 +192,9 @@ void fab_ep_lock(struct ssw_ep *ep);
 void fab_ep_unlock(struct ssw_ep *ep);
 /* Read the EQ and the CQ (called with the endpoint locked). */
 void fab_progress(struct ssw_ep *ep);
+void fab_progress_cq(struct ssw_ep *ep);
+void fab_progress_end(struct ssw_ep *ep);
+bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
 
