@@ -455,6 +455,27 @@ static void test_listener_close_resets_queue(void **st)
 	P->conn->listener_close(l);
 }
 
+/* cm-data=0: the private data goes as the connection's first message (the
+ * path of verbs, whose connection request carries 56 bytes) */
+static void test_private_data_in_first_message(void **st)
+{
+	(void)st;
+	char err[160];
+	assert_int_equal(P->configure("cm-data", "0", err, sizeof err), 0);
+	struct pair p;
+	make_pair(&p, base_port + 10); /* checks the private data accept() returns */
+	assert_int_equal(sendstr(p.c, "first", 5), 0);
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(m, "first", 5);
+	P->msg->recv_done(p.s);
+	free_pair(&p);
+	assert_int_equal(P->configure("cm-data", "-1", err, sizeof err), -EINVAL);
+	assert_int_equal(P->configure("cm-data", "65536", err, sizeof err), 0);
+}
+
 static void test_configure(void **st)
 {
 	(void)st;
@@ -491,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_orderly_close),
 		cmocka_unit_test(test_abort_and_detach),
 		cmocka_unit_test(test_listener_close_resets_queue),
+		cmocka_unit_test(test_private_data_in_first_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

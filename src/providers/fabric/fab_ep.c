@@ -145,14 +145,30 @@ static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
 {
 	const struct fab_hdr *h = (const void *)(ep->rxbuf + (size_t)slot * FAB_BUF_SIZE);
 	if (len < sizeof *h || len > FAB_BUF_SIZE || h->magic != FAB_HDR_MAGIC ||
-	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_RESET) {
+	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_HELLO) {
 		set_broken(ep, "malformed message");
 		return;
 	}
 	ep->credits += h->credits;
 	switch (h->type) {
 	case FAB_T_DATA:
+		if (ep->hello_wait) {
+			set_broken(ep, "data before the connection's private data");
+			return;
+		}
 		rxq_push(ep, slot, (uint32_t)len);
+		break;
+	case FAB_T_HELLO:
+		if (!ep->hello_wait || len - sizeof *h > SSW_CONNECT_PRIV_MAX) {
+			set_broken(ep, "unexpected or oversized private data");
+			return;
+		}
+		memcpy(ep->priv, h + 1, len - sizeof *h);
+		ep->priv_len = len - sizeof *h;
+		ep->hello_wait = false;
+		ep->unreported++;
+		if (fab_post_recv(ep, slot))
+			set_broken(ep, "cannot repost a receive");
 		break;
 	case FAB_T_CREDIT:
 		/* ours again at once: the peer counts it among our returns */
