@@ -359,29 +359,20 @@ static void drain_tx(struct ssw_ep *ep, int ms)
 	}
 }
 
-/* Free everything.  DETACH (another process still holds the connection, a
- * fork): nothing is closed, since closing libfabric objects takes their
- * sockets out of the progress epoll set, a kernel object the other process
- * shares, and would silence it: this process's copies stay until it exits. */
+/* Free everything (called inside the gate).  DETACH: another process (a
+ * fork) still uses the connection: nothing goes on the wire, and the
+ * objects are unshared first (fab_fork.c), so that closing our copies
+ * leaves the other process's connection as it is. */
 void fab_ep_destroy(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	if (how == SSW_CLOSE_DETACH && ep->ep && ep->connected) {
-		/* see above: a fork's copy, left as it is (kept on a list: held
-		 * on purpose until exit, not lost) */
-		static pthread_mutex_t dmu = PTHREAD_MUTEX_INITIALIZER;
-		static struct ssw_ep *detached;
-		pthread_mutex_lock(&dmu);
-		ep->qnext = detached;
-		detached = ep;
-		pthread_mutex_unlock(&dmu);
-		return;
-	}
-	if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
+	if (how == SSW_CLOSE_DETACH) {
+		fab_unshare_fds(ep->cq_fd);
+		fab_unshare_fds(ep->eq_fd);
+	} else if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
 		/* a peer that closed (or reset) reads nothing more from us */
-		if ((how == SSW_CLOSE_ORDERLY || how == SSW_CLOSE_ABORT) && !atomic_load(&ep->peer_closed) &&
-		    !atomic_load(&ep->peer_reset)) {
+		if (!atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
 			fab_send_locked(ep, how == SSW_CLOSE_ORDERLY ? FAB_T_CLOSE : FAB_T_RESET, NULL, 0);
 			drain_tx(ep, 1000);
 		}

@@ -211,7 +211,9 @@ void fab_listen_atfork_child(void)
 {
 	pthread_mutex_init(&lmu, NULL);
 	thr_pid = 0;
-	thr_epfd = -1; /* the parent's epoll set: our copy of the fd stays, unused */
+	if (thr_epfd >= 0)
+		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
+	thr_epfd = -1;
 	listeners = NULL;
 }
 
@@ -338,11 +340,26 @@ void fab_listener_close(struct ssw_listener *l)
 {
 	if (!l)
 		return;
+	fab_gate_enter();
 	if (l->pid != ssw_pid()) {
-		/* a fork's copy: the objects are the parent's (fab_listen_atfork_child) */
+		/* a fork's copy of the parent's listener: ours to free, without
+		 * touching what the parent still uses (fab_fork.c); its queued
+		 * connections are the parent's */
+		fab_unshare_fds(l->eq_fd);
+		struct ssw_ep *lists[2] = { l->pending, l->ready };
+		for (int i = 0; i < 2; i++)
+			for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
+				nx = ep->qnext;
+				fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+			}
+		fi_close(&l->pep->fid);
+		fi_close(&l->eq->fid);
+		fab_gate_leave();
+		fab_freeinfo(l->info);
+		sys_close(l->efd);
+		free(l);
 		return;
 	}
-	fab_gate_enter();
 	pthread_mutex_lock(&lmu);
 	for (struct ssw_listener **pp = &listeners; *pp; pp = &(*pp)->next)
 		if (*pp == l) {

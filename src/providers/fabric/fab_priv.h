@@ -205,6 +205,9 @@ bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
 
+/* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
+void fab_unshare_fds(int fd);
+
 /* fab_listen.c: listeners and the accept thread */
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out);
 int fab_listener_fd(struct ssw_listener *l);
