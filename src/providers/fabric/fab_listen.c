@@ -248,6 +248,19 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	fab_gate_enter();
 	int rc = h->src_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
 	struct fi_eq_attr ea = { .size = 64, .wait_obj = FI_WAIT_FD };
+	if (!rc && (!l->info->src_addr || l->info->src_addrlen < al)) {
+		free(l->info->src_addr);
+		l->info->src_addr = malloc(al);
+		if (!l->info->src_addr)
+			rc = -FI_ENOMEM;
+	}
+	if (!rc) {
+		/* a wildcard hint comes back as one of the host's interfaces with
+		 * the port dropped (tcp provider): listen where we were asked, on
+		 * the mapped port, or connectors find nobody */
+		memcpy(l->info->src_addr, &a, al);
+		l->info->src_addrlen = al;
+	}
 	if (!rc)
 		rc = fab_fabric_get(l->info, &l->fab);
 	if (!rc)
