@@ -56,7 +56,7 @@ int ssw_ev_arm(struct ssw_sock *s, struct pollfd *pf, int n, int *nout, bool *st
 	if (s->state == SSW_ST_LISTENING) {
 		int k = 0;
 		for (int i = 0; i < s->npl && k < n; i++)
-			pf[k++] = (struct pollfd){ .fd = s->prov->conn->listener_fd(s->pl[i]), .events = POLLIN };
+			pf[k++] = (struct pollfd){ .fd = s->pl[i].prov->conn->listener_fd(s->pl[i].l), .events = POLLIN };
 		*nout = k;
 		return k ? SSW_EV_ARMED : SSW_EV_IDLE;
 	}

@@ -49,21 +49,27 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	const struct fab_cm_hdr *h = (const void *)e->data;
 	size_t dl = n > sizeof *e ? n - sizeof *e : 0;
 	struct ssw_ep *ep = NULL;
-	if (dl < sizeof *h || h->magic != FAB_CM_MAGIC || h->len > SSW_CONNECT_PRIV_MAX || h->len > dl - sizeof *h) {
+	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG;
+	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
+	    (!in_msg && h->len > dl - sizeof *h)) {
 		SSW_DEBUG("fabric: refused a connection request with malformed data");
 		fi_reject(l->pep, info->handle, NULL, 0);
-		fi_freeinfo(info);
+		fab_freeinfo(info);
 		return;
 	}
 	int rc = fab_ep_open(info, l->fab, &ep); /* takes info */
 	if (rc) {
-		SSW_INFO("fabric: cannot take a connection request: %s", fi_strerror(-rc));
+		SSW_INFO("fabric: cannot take a connection request: %s", fab_strerror(-rc));
 		fi_reject(l->pep, info->handle, NULL, 0);
-		fi_freeinfo(info);
+		fab_freeinfo(info);
 		return;
 	}
-	memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
-	ep->priv_len = h->len;
+	if (in_msg) {
+		ep->hello_wait = true; /* its first message: see read_pending */
+	} else {
+		memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
+		ep->priv_len = h->len;
+	}
 	ep->owner = l;
 	rc = fi_accept(ep->ep, NULL, 0);
 	if (rc) {
@@ -73,6 +79,7 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	ep->qnext = l->pending;
 	l->pending = ep;
 	ep_watch(ep->eq_fd, EPOLL_CTL_ADD);
+	ep_watch(ep->cq_fd, EPOLL_CTL_ADD); /* a HELLO, or the connection's end */
 }
 
 static void read_pep(struct ssw_listener *l)
@@ -94,7 +101,7 @@ static void read_pep(struct ssw_listener *l)
 		if (ev == FI_CONNREQ)
 			on_connreq(l, &buf.e, (size_t)n);
 		else if (buf.e.info)
-			fi_freeinfo(buf.e.info);
+			fab_freeinfo(buf.e.info);
 	}
 }
 
@@ -106,7 +113,10 @@ static void read_pending(struct ssw_listener *l)
 		struct ssw_ep *ep = *pp;
 		pthread_mutex_lock(&ep->mu);
 		fab_progress(ep);
-		bool up = ep->connected, dead = ep->conn_err || ep->shutdown_seen || atomic_load(&ep->broken);
+		/* connected, and its private data here (in the request, or the
+		 * first message): accept() can take it */
+		bool up = ep->connected && !ep->hello_wait;
+		bool dead = ep->conn_err || ep->shutdown_seen || atomic_load(&ep->broken);
 		pthread_mutex_unlock(&ep->mu);
 		if (!up && !dead) {
 			pp = &ep->qnext;
@@ -114,8 +124,9 @@ static void read_pending(struct ssw_listener *l)
 		}
 		*pp = ep->qnext;
 		ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
-		if (up)
-			ready_push(l, ep); /* a connection that ended at once is still accepted, as TCP's */
+		ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+		if (up && !atomic_load(&ep->broken))
+			ready_push(l, ep); /* one that ended at once too, as TCP accepts it */
 		else
 			fab_ep_destroy(ep, SSW_CLOSE_ABORT);
 	}
@@ -200,7 +211,9 @@ void fab_listen_atfork_child(void)
 {
 	pthread_mutex_init(&lmu, NULL);
 	thr_pid = 0;
-	thr_epfd = -1; /* the parent's epoll set: our copy of the fd stays, unused */
+	if (thr_epfd >= 0)
+		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
+	thr_epfd = -1;
 	listeners = NULL;
 }
 
@@ -209,6 +222,8 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	(void)addrlen;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
+	if (fab_dl_load())
+		return -ENODEV;
 	struct sockaddr_storage a;
 	size_t al = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	memcpy(&a, addr, al);
@@ -220,7 +235,7 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	struct fi_info *h = fab_hints();
 	if (!l || !h) {
 		free(l);
-		fi_freeinfo(h);
+		fab_freeinfo(h);
 		return -ENOMEM;
 	}
 	l->pid = ssw_pid();
@@ -231,8 +246,21 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	if (h->src_addr)
 		memcpy(h->src_addr, &a, al);
 	fab_gate_enter();
-	int rc = h->src_addr ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
+	int rc = h->src_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
 	struct fi_eq_attr ea = { .size = 64, .wait_obj = FI_WAIT_FD };
+	if (!rc && (!l->info->src_addr || l->info->src_addrlen < al)) {
+		free(l->info->src_addr);
+		l->info->src_addr = malloc(al);
+		if (!l->info->src_addr)
+			rc = -FI_ENOMEM;
+	}
+	if (!rc) {
+		/* a wildcard hint comes back as one of the host's interfaces with
+		 * the port dropped (tcp provider): listen where we were asked, on
+		 * the mapped port, or connectors find nobody */
+		memcpy(l->info->src_addr, &a, al);
+		l->info->src_addrlen = al;
+	}
 	if (!rc)
 		rc = fab_fabric_get(l->info, &l->fab);
 	if (!rc)
@@ -265,22 +293,22 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	}
 	if (rc) {
 		int e = rc == -FI_EADDRINUSE || rc == -EADDRINUSE ? -EADDRINUSE : fab_errno(rc);
-		SSW_DEBUG("fabric: listen on port %d: %s", port, fi_strerror(-rc));
+		SSW_DEBUG("fabric: listen on port %d: %s", port, fab_strerror(-rc));
 		if (l->pep)
 			fi_close(&l->pep->fid);
 		if (l->eq)
 			fi_close(&l->eq->fid);
 		fab_gate_leave();
 		if (l->info)
-			fi_freeinfo(l->info);
+			fab_freeinfo(l->info);
 		if (l->efd >= 0)
 			sys_close(l->efd);
-		fi_freeinfo(h);
+		fab_freeinfo(h);
 		free(l);
 		return e;
 	}
 	fab_gate_leave();
-	fi_freeinfo(h);
+	fab_freeinfo(h);
 	*out = l;
 	return 0;
 }
@@ -325,11 +353,26 @@ void fab_listener_close(struct ssw_listener *l)
 {
 	if (!l)
 		return;
+	fab_gate_enter();
 	if (l->pid != ssw_pid()) {
-		/* a fork's copy: the objects are the parent's (fab_listen_atfork_child) */
+		/* a fork's copy of the parent's listener: ours to free, without
+		 * touching what the parent still uses (fab_fork.c); its queued
+		 * connections are the parent's */
+		fab_unshare_fds(l->eq_fd);
+		struct ssw_ep *lists[2] = { l->pending, l->ready };
+		for (int i = 0; i < 2; i++)
+			for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
+				nx = ep->qnext;
+				fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+			}
+		fi_close(&l->pep->fid);
+		fi_close(&l->eq->fid);
+		fab_gate_leave();
+		fab_freeinfo(l->info);
+		sys_close(l->efd);
+		free(l);
 		return;
 	}
-	fab_gate_enter();
 	pthread_mutex_lock(&lmu);
 	for (struct ssw_listener **pp = &listeners; *pp; pp = &(*pp)->next)
 		if (*pp == l) {
@@ -342,8 +385,10 @@ void fab_listener_close(struct ssw_listener *l)
 	for (int i = 0; i < 2; i++)
 		for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
 			nx = ep->qnext;
-			if (i == 0)
+			if (i == 0) {
 				ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
+				ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+			}
 			pthread_mutex_lock(&ep->mu);
 			pthread_mutex_unlock(&ep->mu);
 			/* never accepted: reset, as the kernel resets a closed listener's queue */
@@ -353,7 +398,7 @@ void fab_listener_close(struct ssw_listener *l)
 	fi_close(&l->eq->fid);
 	pthread_mutex_unlock(&lmu);
 	fab_gate_leave();
-	fi_freeinfo(l->info);
+	fab_freeinfo(l->info);
 	sys_close(l->efd);
 	free(l);
 }

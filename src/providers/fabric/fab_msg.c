@@ -43,7 +43,8 @@ static int fab_recv_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 	fab_ep_lock(ep);
 	int rc = peek_locked(ep, msg, len);
 	if (rc == -EAGAIN) {
-		fab_progress(ep);
+		fab_progress_cq(ep);
+		fab_progress_end(ep);
 		rc = peek_locked(ep, msg, len);
 	}
 	fab_ep_unlock(ep);
@@ -172,7 +173,8 @@ static int fab_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
 		if (!ep->done_head)
 			ep->done_tail = NULL;
 		c[k++] = (struct ssw_completion){ .ctx = op->ctx, .status = op->status };
-		fab_rma_free(ep, op);
+		if (!op->kept)
+			fab_rma_free(ep, op);
 	}
 	fab_ep_unlock(ep);
 	return k;
