@@ -36,6 +36,7 @@ struct sess_txr {
 /* The peer's RNDV_READ being consumed. */
 struct sess_rr {
 	bool active;
+	bool busy;                 /* a read of it is in flight (another thread waits for it) */
 	uint64_t id, total, done;
 	struct ssw_rdma_desc desc;
 };
@@ -45,6 +46,14 @@ struct sess_rw {
 	bool active, sink_out, sink_to_q, wdone;
 	uint64_t id, total, done, sink_len, wdone_len;
 	int wdone_status;
+};
+
+/* One RDMA read or write in flight (session_rma.c). */
+#define SESS_RMA_SLOTS 4
+struct sess_rma {
+	uint32_t gen;              /* uses of this slot: a stale completion names an old one */
+	bool busy, done;
+	int status;
 };
 
 /* Urgent data: as in Linux the byte stays in the stream at `mark`. */
@@ -107,6 +116,7 @@ struct ssw_session {
 	bool peer_ack_now;         /* the peer's last DATA asked for its credits at once (ACK_NOW) */
 	struct sess_rr rr;
 	struct sess_rw rw;
+	struct sess_rma rma[SESS_RMA_SLOTS];
 
 	/* TCP state as the application sees it: the kernel's sk_shutdown bits,
 	 * SOCK_DONE, sk_err and TCP_CLOSE, which every answer mirrors */
@@ -218,6 +228,13 @@ ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int i
 void sess_rndv_reply(struct ssw_session *s, const struct ssw_msg *m);
 void sess_rndv_offer(struct ssw_session *s, const struct ssw_msg *m);
 ssize_t sess_rr_deliver(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t at, size_t lim);
+
+/* session_rma.c: one RDMA read or write, to completion (called and returns
+ * with the lock held; it is released while the transfer is in flight).
+ * 0, -EPERM (copy through messages), -EINVAL (the peer's descriptor does
+ * not validate) or -ECONNRESET. */
+int sess_rma(struct ssw_session *s, bool write, const struct iovec *v, int k, const struct ssw_rdma_desc *d,
+	     uint64_t off, size_t len);
 
 /* session_urg.c */
 void sess_take_oob(struct ssw_session *s, uint8_t byte);

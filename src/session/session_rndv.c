@@ -23,29 +23,48 @@ int sess_send_rndv_done(struct ssw_session *s, uint64_t id, uint64_t len, int st
 	return sess_send_ctl(s, SSW_MSG_RNDV_DONE, &d, sizeof d);
 }
 
+/* Read the next n bytes of the peer's RNDV_READ into v, and tell the peer
+ * when it is all read.  Returns n, 0 when the transport refused one-sided
+ * access (the peer then sends the rest inline), or -1 when the connection
+ * broke.  Another thread finds rr busy meanwhile and waits. */
+static ssize_t rr_read(struct ssw_session *s, const struct iovec *v, int k, uint64_t n)
+{
+	s->rr.busy = true;
+	int rc = sess_rma(s, false, v, k, &s->rr.desc, s->rr.done, n);
+	s->rr.busy = false;
+	if (rc == -EPERM) {
+		s->rr.active = false;
+		s->st.rndv_fallback++;
+		sess_send_rndv_done(s, s->rr.id, s->rr.done, -EPERM);
+		return 0;
+	}
+	if (rc < 0) {
+		sess_set_broken(s, rc == -EINVAL ? "peer sent a bad rendezvous descriptor"
+						 : "rdma read of peer buffer failed");
+		return -1;
+	}
+	s->rr.done += n;
+	s->st.bytes_received += n;
+	if (s->rr.done == s->rr.total) {
+		s->rr.active = false;
+		sess_send_rndv_done(s, s->rr.id, s->rr.total, 0);
+	}
+	return (ssize_t)n;
+}
+
 /* Pull the rest of the peer's RNDV_READ into the queue. */
 int sess_stage_rr(struct ssw_session *s)
 {
 	uint64_t n = s->rr.total - s->rr.done;
 	if (n > STAGE_RNDV_MAX || sess_q_reserve(s, n) < 0)
 		return 0;
+	/* the tail of the queue: nothing else writes there while rr is busy */
 	struct iovec v = { s->q.buf + s->q.off + s->q.len, n };
-	int rc = s->p->rdma->rdma_read(s->ep, &v, 1, &s->rr.desc, s->rr.done, n, NULL);
-	if (rc == -EPERM) {
-		s->rr.active = false;
-		s->st.rndv_fallback++;
-		sess_send_rndv_done(s, s->rr.id, s->rr.done, -EPERM);
-		return 1;
-	}
-	if (rc < 0) {
-		sess_set_broken(s, "rdma read of peer buffer failed");
+	ssize_t r = rr_read(s, &v, 1, n);
+	if (r < 0)
 		return 0;
-	}
-	s->q.len += n;
-	s->st.bytes_received += n;
-	s->rr.done = s->rr.total;
-	s->rr.active = false;
-	sess_send_rndv_done(s, s->rr.id, s->rr.total, 0);
+	if (r > 0)
+		s->q.len += n;
 	return 1;
 }
 
@@ -53,6 +72,10 @@ int sess_stage_rr(struct ssw_session *s)
 int sess_stage_rw(struct ssw_session *s)
 {
 	uint64_t n = s->rw.total - s->rw.done, room = s->q.cap - s->q.len;
+	/* all written already, into the sink of a receiver that has not
+	 * collected it yet (it waits unlocked): nothing left to offer */
+	if (n == 0 || s->rw.wdone)
+		return 0;
 	if (n > room)
 		n = room;
 	if (n < 4096 && n < s->rw.total - s->rw.done)
@@ -139,12 +162,12 @@ static ssize_t send_rndv_write(struct ssw_session *s, const void *buf, size_t le
 		s->txr.sink_have = false;
 		uint64_t n = s->txr.sink.len < len - done ? s->txr.sink.len : len - done;
 		struct iovec v = { (uint8_t *)buf + done, n };
-		int w = s->p->rdma->rdma_write(s->ep, &v, 1, &s->txr.sink.desc, 0, n, NULL);
+		int w = sess_rma(s, true, &v, 1, &s->txr.sink.desc, 0, n);
 		struct ssw_wire_done wd = { .id = req.id, .len = w == 0 ? n : 0, .status = w == 0 ? 0 : -EPERM };
 		rc = sess_send_ctl(s, SSW_MSG_WRITE_DONE, &wd, sizeof wd);
 		if (w < 0) {
 			if (w != -EPERM) {
-				sess_set_broken(s, "rdma write to peer failed");
+				sess_set_broken(s, w == -EINVAL ? "peer sent a bad sink descriptor" : "rdma write to peer failed");
 				rc = -ECONNRESET;
 			}
 			s->peer_caps &= ~(uint32_t)SSW_CAP_RDMA_WRITE;
@@ -282,26 +305,10 @@ ssize_t sess_rr_deliver(struct ssw_session *s, const struct iovec *iov, int iovc
 	uint64_t n = s->rr.total - s->rr.done < lim ? s->rr.total - s->rr.done : lim;
 	struct iovec v[16];
 	int k = sess_iov_slice(iov, iovcnt, at, n, v, 16);
-	n = iov_total(v, k);
-	int rc = s->p->rdma->rdma_read(s->ep, v, k, &s->rr.desc, s->rr.done, n, NULL);
-	if (rc == -EPERM) {
-		s->rr.active = false;
-		s->st.rndv_fallback++;
-		sess_send_rndv_done(s, s->rr.id, s->rr.done, -EPERM);
-		return 0;
-	}
-	if (rc < 0) {
-		sess_set_broken(s, "rdma read of peer buffer failed");
-		return -1;
-	}
-	s->rr.done += n;
-	s->rx_pos += n;
-	s->st.bytes_received += n;
-	if (s->rr.done == s->rr.total) {
-		s->rr.active = false;
-		sess_send_rndv_done(s, s->rr.id, s->rr.total, 0);
-	}
-	return (ssize_t)n;
+	ssize_t r = rr_read(s, v, k, iov_total(v, k));
+	if (r > 0)
+		s->rx_pos += (uint64_t)r;
+	return r;
 }
 
 /* Which rendezvous a blocking send of `len` bytes uses: 0 none (inline),

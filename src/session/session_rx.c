@@ -205,7 +205,7 @@ int sess_pump(struct ssw_session *s, bool stage)
 {
 	int done = 0;
 	for (;;) {
-		if (stage && s->rr.active && !sess_stage_rr(s))
+		if (stage && s->rr.active && (s->rr.busy || !sess_stage_rr(s)))
 			return done;
 		if (stage && s->rw.active && !s->rw.sink_out && !sess_stage_rw(s))
 			return done;
@@ -280,7 +280,7 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 			continue;
 		}
 		if (s->rr.active) {
-			if (peek)
+			if (peek || s->rr.busy) /* busy: another thread reads it now */
 				break;
 			ssize_t n = sess_rr_deliver(s, iov, iovcnt, copied, lim);
 			if (n < 0)

@@ -13,6 +13,7 @@
 static int shm_init(void)
 {
 	shm_cma_disabled = ssw_param_choice(SSW_P_CMA) == 0;
+	shm_rdma_async = ssw_param_choice(SSW_P_FAULT) == 2; /* SOCKSWITCH_FAULT=async */
 	return 0;
 }
 
@@ -30,12 +31,6 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.send_commit = shm_ring_commit,
 	.flush = shm_ring_flush,
 };
-
-static int shm_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
-{
-	(void)ep, (void)c, (void)n;
-	return 0; /* CMA transfers complete synchronously */
-}
 
 static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 {
@@ -227,7 +222,7 @@ static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 
 static const struct ssw_progress_ops shm_progress_ops = {
 	.size = sizeof(struct ssw_progress_ops),
-	.poll_cq = shm_poll_cq,
+	.poll_cq = shm_rdma_poll_cq,
 	.rx_ready = shm_rx_ready,
 	.arm = shm_ring_arm,
 	.wait_fds = shm_wait_fds,
