@@ -17,13 +17,25 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/* Credits count stream bytes, as TCP's window does (SO_RCVBUF); what the
+ * transport holds is the provider's business, in its own units: it says
+ * "no room" (-EAGAIN, send_room) and how much room a message takes
+ * (msg_space).  The session needs that only to size the window and to
+ * wake a sender waiting for room. */
+
+size_t sess_msg_space(const struct ssw_session *s, size_t len)
+{
+	const struct ssw_msg_ops *mo = s->p->msg;
+	return mo->size > offsetof(struct ssw_msg_ops, msg_space) && mo->msg_space ? mo->msg_space(s->ep, len) : len;
+}
+
 /* May we have less in flight than the peer's credit batch (SO_SNDBUF below
  * it)?  Then the peer would never reach a batch while we wait for one: our
  * DATA asks for its credits at once (ACK_NOW).  The peer's batch is
- * credit_batch on its side: its window (ours to use) against the ring. */
+ * credit_batch on its side: its window (ours to use) against the transport. */
 static bool small_sender(const struct ssw_session *s)
 {
-	uint64_t r = sess_ring_window(s->p, s->ep);
+	uint64_t r = sess_transport_bytes(s->p, s->ep);
 	uint64_t peer_batch = (s->peer_window < r ? s->peer_window : r) / 4;
 	return tx_limit(s) < 2 * peer_batch;
 }
@@ -52,12 +64,19 @@ int sess_send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 			 : mo->send(s->ep, v, n);
 	if (rc == 0) {
 		s->held = 0; /* a send publishes the held messages before it */
-		s->tx_seq++;
-		s->rx_unacked -= credits;
-		s->credit_owed = false;
-		s->st.msgs_sent++;
+		sess_sent(s, credits);
 	}
 	return rc;
+}
+
+/* A message left with `credits`: it wakes the peer, and carries them. */
+void sess_sent(struct ssw_session *s, uint32_t credits)
+{
+	s->tx_seq++;
+	s->rx_unacked -= credits;
+	s->rx_space = 0;
+	s->credit_owed = false;
+	s->st.msgs_sent++;
 }
 
 /* Control messages must get through: wait for transport room if needed. */
@@ -79,14 +98,19 @@ int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 void sess_return_credits(struct ssw_session *s, uint64_t n)
 {
 	s->rx_unacked += n;
-	if (s->rx_unacked >= (s->peer_ack_now ? 1 : sess_credit_batch(s)))
+	/* a batch of stream bytes; or, for small messages whose framing fills
+	 * the transport before their bytes fill a batch, a quarter of the
+	 * transport freed: a sender may be waiting for that room */
+	if (s->rx_unacked >= (s->peer_ack_now ? 1 : sess_credit_batch(s)) ||
+	    (s->rx_unacked && s->rx_space >= sess_transport_bytes(s->p, s->ep) / 4))
 		/* if the transport is full, the next message carries them, or
 		 * wait_peer retries before it sleeps */
 		s->credit_owed = sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
 }
 
-/* What the transport itself holds next to control traffic. */
-uint32_t sess_ring_window(const struct ssw_provider *prov, struct ssw_ep *ep)
+/* What the transport holds, next to control traffic: two of its largest
+ * messages. */
+uint32_t sess_transport_bytes(const struct ssw_provider *prov, struct ssw_ep *ep)
 {
 	uint64_t w = (uint64_t)prov->msg->max_msg(ep) * 2;
 	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
@@ -98,15 +122,15 @@ uint32_t sess_ring_window(const struct ssw_provider *prov, struct ssw_ep *ep)
  * receiver stuck in its own send fills (no send/send deadlock). */
 uint32_t sess_window_cap(const struct ssw_provider *prov, struct ssw_ep *ep)
 {
-	uint32_t r = sess_ring_window(prov, ep);
+	uint32_t r = sess_transport_bytes(prov, ep);
 	return r > WINDOW_DEFAULT ? r : WINDOW_DEFAULT;
 }
 
 /* Credits go back in batches; a batch must fit the transport, or a sender
- * waiting for ring space would never hear that it was freed. */
+ * waiting for room in it would never hear that it was freed. */
 uint64_t sess_credit_batch(const struct ssw_session *s)
 {
-	uint32_t r = sess_ring_window(s->p, s->ep);
+	uint32_t r = sess_transport_bytes(s->p, s->ep);
 	return (s->window < r ? s->window : r) / 4;
 }
 
@@ -116,8 +140,8 @@ bool sess_tx_room_ok(struct ssw_session *s)
 {
 	if (!s->p->msg->send_room)
 		return true;
-	size_t want = ssw_wire_footprint(s->max_payload) + 64;
-	uint64_t r = sess_ring_window(s->p, s->ep) / 8;
+	size_t want = sess_msg_space(s, sizeof(struct ssw_wire_hdr) + s->max_payload) + 64;
+	uint64_t r = sess_transport_bytes(s->p, s->ep) / 8;
 	if (want > r)
 		want = (size_t)r;
 	return s->p->msg->send_room(s->ep) >= want;

@@ -92,18 +92,19 @@ struct ssw_session {
 	/* transmit and the peer's credits */
 	uint32_t tx_seq;
 	uint64_t tx_inflight;
-	uint64_t peer_window;
+	uint64_t peer_window;      /* stream bytes the peer grants */
 	uint32_t sndbuf;
 	uint32_t peer_caps;
 	int32_t peer_pid;
 	bool cork;                 /* TCP_CORK: DATA messages are held (provider send_commit) */
-	uint64_t held;             /* footprint of DATA messages held since the last publication */
+	uint64_t held;             /* stream bytes of DATA messages held since the last publication */
 	struct sess_txr txr;
 
 	/* receive and our credits */
 	uint32_t rx_seq;
 	uint64_t rx_unacked;
-	uint32_t window;           /* credit bytes we grant */
+	uint32_t window;           /* stream bytes we grant (SO_RCVBUF) */
+	uint64_t rx_space;         /* transport bytes (msg_space) we consumed since our last message */
 	struct rxq q;
 	uint64_t q_owed;           /* staged bytes whose credits are still owed */
 	bool hv;                   /* head message parsed (credits applied) */
@@ -197,7 +198,9 @@ int sess_send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 		    const struct iovec *data, int dcnt, size_t dlen);
 int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen);
 void sess_return_credits(struct ssw_session *s, uint64_t n);
-uint32_t sess_ring_window(const struct ssw_provider *prov, struct ssw_ep *ep);
+uint32_t sess_transport_bytes(const struct ssw_provider *prov, struct ssw_ep *ep);
+size_t sess_msg_space(const struct ssw_session *s, size_t len);
+void sess_sent(struct ssw_session *s, uint32_t credits);
 uint32_t sess_window_cap(const struct ssw_provider *prov, struct ssw_ep *ep);
 uint64_t sess_credit_batch(const struct ssw_session *s);
 bool sess_tx_room_ok(struct ssw_session *s);

@@ -110,6 +110,7 @@ int sess_head(struct ssw_session *s)
 void sess_consume(struct ssw_session *s)
 {
 	s->p->msg->recv_done(s->ep);
+	s->rx_space += sess_msg_space(s, sizeof s->hm.h + s->hm.h.len);
 	s->hv = false;
 }
 
@@ -176,8 +177,8 @@ int sess_stage_head(struct ssw_session *s)
 		s->q.len += n;
 		s->q_owed += n;
 		s->st.bytes_received += n;
-		/* header overhead now, payload credits when the app reads it */
-		sess_return_credits(s, ssw_wire_footprint(m->h.len) - m->h.len + s->cur_off);
+		/* what the application read of it now, the rest when it reads it */
+		sess_return_credits(s, s->cur_off);
 		sess_consume(s);
 		return 1;
 	}
@@ -319,9 +320,9 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 			s->rx_pos += n;
 			s->st.bytes_received += n;
 			if (s->cur_off == s->hm.h.len) {
-				uint32_t fp = ssw_wire_footprint(s->hm.h.len);
+				uint32_t n = s->hm.h.len;
 				sess_consume(s);
-				sess_return_credits(s, fp);
+				sess_return_credits(s, n);
 			}
 			continue;
 		}

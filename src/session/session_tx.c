@@ -89,7 +89,7 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 		uint8_t *bounce = NULL;
 		if (!src->iov) { /* a provider without reserve: one bounce copy */
 			/* what the producer gives is gone from it (a pipe): have room first */
-			if (mo->send_room && mo->send_room(s->ep) < ssw_wire_footprint(chunk))
+			if (mo->send_room && mo->send_room(s->ep) < sess_msg_space(s, sizeof(struct ssw_wire_hdr) + chunk))
 				return -EAGAIN;
 			if (!(bounce = malloc(chunk)))
 				return -ENOBUFS;
@@ -129,11 +129,8 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 	rc = mo->send_commit(s->ep, sizeof h + chunk, hold);
 	if (rc)
 		return rc;
-	s->tx_seq++;
-	s->rx_unacked -= credits;
-	s->credit_owed = false;
-	s->st.msgs_sent++;
-	s->held = hold ? s->held + ssw_wire_footprint(chunk) : 0;
+	sess_sent(s, credits);
+	s->held = hold ? s->held + chunk : 0;
 	if (s->held >= HOLD_FLUSH)
 		sess_flush_held(s); /* a full segment's worth: the kernel sends it too */
 	*got = chunk;
@@ -159,14 +156,14 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 		size_t chunk = total - sent;
 		if (chunk > cap)
 			chunk = cap;
-		while (chunk > 1 && ssw_wire_footprint(chunk) > room)
-			chunk = room > 32 ? room - 32 : 1;
-		if (ssw_wire_footprint(chunk) <= room) {
+		if (chunk > room)
+			chunk = (size_t)room;
+		if (chunk) {
 			size_t got;
 			int rc = send_data(s, src, sent, chunk, hold, &got);
 			if (rc == 0 && got) {
 				cap = src->fill && s->p->msg->send_reserve ? cap0 : s->max_payload;
-				s->tx_inflight += ssw_wire_footprint(got);
+				s->tx_inflight += got;
 				s->st.bytes_sent += got;
 				sent += got;
 				continue;

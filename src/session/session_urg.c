@@ -22,7 +22,6 @@
  * newer urgent byte moves the mark and the older one becomes plain data. */
 void sess_take_oob(struct ssw_session *s, uint8_t byte)
 {
-	uint32_t fp = ssw_wire_footprint(1);
 	if (sess_q_reserve(s, 1) < 0) {
 		sess_set_broken(s, "out of memory for urgent byte");
 		return;
@@ -33,8 +32,7 @@ void sess_take_oob(struct ssw_session *s, uint8_t byte)
 	s->q_owed++;
 	s->urg.byte = byte;
 	s->urg.have = true;
-	s->urg.seen++;
-	sess_return_credits(s, fp - 1);
+	s->urg.seen++; /* its credit goes back when it is read (q_owed) */
 }
 
 ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, bool nonblock,
@@ -53,14 +51,13 @@ ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 			return r;
 	}
 	for (;;) {
-		uint64_t fp = ssw_wire_footprint(1);
-		if (s->tx_inflight + fp <= tx_limit(s)) {
+		if (s->tx_inflight + 1 <= tx_limit(s)) {
 			struct iovec b = { &last, 1 };
 			int rc = sess_send_msg(s, SSW_MSG_OOB, NULL, 0, &b, 1, 1);
 			if (rc == 0) {
 				if (s->p->progress->note) /* SIGURG to the reader's owner */
 					s->p->progress->note(s->ep, SSW_NOTE_URG, 0);
-				s->tx_inflight += fp;
+				s->tx_inflight++;
 				s->st.bytes_sent++;
 				return (ssize_t)total;
 			}

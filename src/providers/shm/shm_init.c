@@ -18,6 +18,8 @@ static int shm_init(void)
 }
 
 static size_t shm_max_msg(struct ssw_ep *ep) { return ep->tx.size / 4 - SHM_REC_HDR; }
+/* a ring record: its header, the message padded to 8 bytes */
+static size_t shm_msg_space(struct ssw_ep *ep, size_t len) { (void)ep; return SHM_REC_HDR + ((len + 7) & ~(size_t)7); }
 
 static const struct ssw_msg_ops shm_msg_ops = {
 	.size = sizeof(struct ssw_msg_ops),
@@ -30,6 +32,7 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.send_reserve = shm_ring_reserve,
 	.send_commit = shm_ring_commit,
 	.flush = shm_ring_flush,
+	.msg_space = shm_msg_space,
 };
 
 static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
