@@ -286,11 +286,13 @@ EXPORT int pipe2(int fds[2], int flags)
 
 EXPORT int eventfd(unsigned int v, int flags)
 {
+	PROVIDER_PASS(sys_eventfd(v, flags));
 	return fresh(sys_eventfd(v, flags));
 }
 
 EXPORT int epoll_create(int size)
 {
+	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : sys_epoll_create1(0));
 	if (size <= 0) {
 		errno = EINVAL;
 		return -1;
@@ -303,6 +305,7 @@ EXPORT int epoll_create(int size)
 
 EXPORT int epoll_create1(int flags)
 {
+	PROVIDER_PASS(sys_epoll_create1(flags));
 	int r = fresh(sys_epoll_create1(flags));
 	if (r >= 0)
 		ssw_fd_epoll(r);
