@@ -64,10 +64,29 @@ static inline int bench_is_load(enum bench_kind k)
 	return k >= BENCH_LOAD_FIRST;
 }
 
+/* Where the two workers meet: the server's address, and the network
+ * namespaces of server [0] and client [1] (descriptors; -1 = the bench's own). */
+struct bench_where {
+	char addr[64];
+	int nsfd[2];
+};
+
+/* --netns: the /24 of the veth pair (server .1, client .2), and the route
+ * the switched column gets unless SOCKSWITCH_ROUTES is set. */
+#define BENCH_NETNS_NET "10.77.200"
+#define BENCH_NETNS_ROUTES "route 10.77.0.0/16 fabric provider=tcp"
+
+/* bench_netns.c: makes two network namespaces joined by a veth pair, held by
+ * descriptor only (gone when the bench exits); 0, or -1 with err. */
+int bench_netns_up(struct bench_where *w, char *err, size_t len);
+void bench_netns_down(struct bench_where *w);
+/* In a worker about to exec: move into its side's namespace (if any). */
+int bench_netns_enter(const struct bench_where *w, int client);
+
 /* bench_spawn.c: runs one case under one mode with a server and a client
- * worker, pinned to cpus[0] and cpus[1] unless cpus is NULL. */
+ * worker, pinned to cpus[0] and cpus[1] unless cpus is NULL, placed as w says. */
 void bench_run_case(const struct bench_params *p, char *const env[], const int cpus[2],
-		    struct bench_result *out);
+		    const struct bench_where *w, struct bench_result *out);
 
 /* bench_cpu.c: two distinct CPUs this process may run on; -1 if there are not two. */
 int bench_pick_cpus(int cpus[2]);
@@ -86,6 +105,8 @@ struct bench_info {
 	double duration;   /* of each stream and connect case */
 	const int *cpus;   /* the two CPUs the workers were pinned to, or NULL */
 	int load;          /* load-family cases are present (never pinned) */
+	const char *addr;  /* the server's address */
+	int netns;         /* server and client in two namespaces over a veth */
 };
 
 /* bench_report.c */

@@ -40,11 +40,13 @@ void bench_usage(FILE *out)
 		"usage: sockswitch bench [--json] [--quick] [--duration SEC] [--sizes LIST] [--plot FILE.png]\n"
 		"       sockswitch bench --load [--case NAME[,NAME...]] [--json] [--quick] [--duration SEC]\n"
 		"                        [--stats-dir DIR]\n"
+		"       sockswitch bench --netns [any of the options above]\n"
 		"\n"
 		"Measures kernel TCP and switched TCP side by side in one run, between two\n"
-		"processes over 127.0.0.1, a fresh port per case.  Each case runs twice with\n"
-		"the same worker programs: once without libsockswitch.so (kernel TCP) and once\n"
-		"with it preloaded in both processes (switched).\n"
+		"processes over 127.0.0.1 (--netns: across two network namespaces), a fresh\n"
+		"port per case.  Each case runs twice with the same worker programs: once\n"
+		"without libsockswitch.so (kernel TCP) and once with it preloaded in both\n"
+		"processes (switched).\n"
 		"\n"
 		"cases:\n"
 		"  round trip 64 B    blocking ping-pong, p50 and p99 in microseconds\n"
@@ -89,6 +91,11 @@ void bench_usage(FILE *out)
 		"  --no-pin         let the scheduler place the two workers (default: one per\n"
 		"                   CPU, on the first two CPUs allowed, for repeatable numbers)\n"
 		"  --load           run the load cases instead of the ones above\n"
+		"  --netns          put the server worker(s) and the client worker(s) in two network\n"
+		"                   namespaces joined by a veth pair, %s.1 and .2, made for\n"
+		"                   the run and gone with it: the two talk as two hosts do, and the\n"
+		"                   switched column crosses with the route '%s'\n"
+		"                   unless SOCKSWITCH_ROUTES is set.  Needs root and ip (iproute2)\n"
 		"  --case LIST      run only these cases, comma-separated, of either set:\n"
 		"                   latency, stream, connect, epoll, pingpong, forkserver,\n"
 		"                   sendfile, duplex, manyconns\n"
@@ -115,11 +122,12 @@ void bench_usage(FILE *out)
 		"1 if any failed or the library is missing, 2 on a usage error (a skipped\n"
 		"case is not a failure).\n",
 		full.rtt_count, full.rtt_warmup, quick.rtt_count, quick.rtt_warmup,
-		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, LOAD_QUICK_S, full.duration, BENCH_WORKER_TIMEOUT_S);
+		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
+		BENCH_NETNS_ROUTES, BENCH_WORKER_TIMEOUT_S);
 }
 
 struct options {
-	int json, quick, no_pin, load;
+	int json, quick, no_pin, load, netns;
 	unsigned cases;    /* bit per enum bench_kind from --case; 0 = not given */
 	double duration;   /* 0 = from the knobs */
 	const char *sizes;
@@ -214,6 +222,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->stats_dir = v;
 		} else if (!strcmp(name, "--load")) {
 			o->load = 1;
+		} else if (!strcmp(name, "--netns")) {
+			o->netns = 1;
 		} else if (!strcmp(name, "--case")) {
 			if (parse_cases(v, &o->cases) < 0)
 				return CLI_EXIT_USAGE;
@@ -435,6 +445,27 @@ int bench_main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
+	/* --netns: the workers in two namespaces over a veth; the switched
+	 * column routes that network over fabric unless told otherwise */
+	struct bench_where where = { "127.0.0.1", { -1, -1 } };
+	char **swenv = env[MODE_SWITCHED];
+	static char routes[] = "SOCKSWITCH_ROUTES=" BENCH_NETNS_ROUTES;
+	if (o.netns) {
+		char nerr[512];
+		if (bench_netns_up(&where, nerr, sizeof(nerr)) < 0) {
+			fprintf(stderr, "sockswitch bench: --netns: %s\n", nerr);
+			bench_env_free(env[MODE_KERNEL]);
+			bench_env_free(env[MODE_SWITCHED]);
+			return CLI_EXIT_FAIL;
+		}
+		if (!getenv("SOCKSWITCH_ROUTES") && !(swenv = bench_env_override(env[MODE_SWITCHED], routes))) {
+			fprintf(stderr, "sockswitch bench: out of memory\n");
+			swenv = env[MODE_SWITCHED];
+		}
+		fprintf(stderr, "bench: server in a network namespace at %s, client in another at %s.2, over a veth; switched: SOCKSWITCH_ROUTES='%s'\n",
+			where.addr, BENCH_NETNS_NET, getenv("SOCKSWITCH_ROUTES") ? getenv("SOCKSWITCH_ROUTES") : BENCH_NETNS_ROUTES);
+	}
+
 	int cpus[2], pin = !o.no_pin && bench_pick_cpus(cpus) == 0;
 
 	/* Kernel then switched for each case, so both columns of a row are
@@ -452,23 +483,24 @@ int bench_main(int argc, char **argv)
 			continue;
 		}
 		int pinned = pin && !bench_is_load(cases[i].p.kind);
-		char **cenv[MODE_COUNT] = { env[MODE_KERNEL], case_stats_env(o.stats_dir, &cases[i].p, env[MODE_SWITCHED]) };
+		char **cenv[MODE_COUNT] = { env[MODE_KERNEL], case_stats_env(o.stats_dir, &cases[i].p, swenv) };
 		for (int m = 0; m < MODE_COUNT; m++) {
 			double t0 = bench_now();
 			if (cenv[m])
-				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &cases[i].r[m]);
+				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &where, &cases[i].r[m]);
 			else
 				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", statvar_error);
 			progress(&cases[i], (enum bench_mode)m, bench_now() - t0);
 		}
-		if (cenv[MODE_SWITCHED] != env[MODE_SWITCHED])
+		if (cenv[MODE_SWITCHED] != swenv)
 			free(cenv[MODE_SWITCHED]);
 	}
 
 	int all_load = load;
 	for (int i = 0; i < n; i++)
 		all_load &= bench_is_load(cases[i].p.kind);
-	struct bench_info info = { lib, o.quick, cases[n - 1].p.duration, pin && !all_load ? cpus : NULL, load };
+	struct bench_info info = { lib, o.quick, cases[n - 1].p.duration, pin && !all_load ? cpus : NULL, load,
+				   where.addr, o.netns };
 	if (o.json)
 		bench_report_json(cases, n, &info);
 	else
@@ -483,6 +515,9 @@ int bench_main(int argc, char **argv)
 			fprintf(stderr, "bench: chart written to %s\n", o.plot);
 		}
 	}
+	if (swenv != env[MODE_SWITCHED])
+		free(swenv);
+	bench_netns_down(&where);
 	bench_env_free(env[MODE_KERNEL]);
 	bench_env_free(env[MODE_SWITCHED]);
 	return bench_report_failures(cases, n) || plot_failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;

@@ -1,4 +1,4 @@
-/* bench_net.c — blocking TCP over 127.0.0.1 with only the calls an ordinary program makes. */
+/* bench_net.c — blocking TCP to the server's address (127.0.0.1 unless --netns) with only the calls an ordinary program makes. */
 #include "bench_net.h"
 
 #include <arpa/inet.h>
@@ -9,12 +9,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+static struct in_addr server_addr = { .s_addr = 0 };
+
+int net_set_addr(const char *ip)
+{
+	return inet_pton(AF_INET, ip, &server_addr) == 1 ? 0 : -1;
+}
+
 static void loopback(struct sockaddr_in *sa, uint16_t port)
 {
 	memset(sa, 0, sizeof(*sa));
 	sa->sin_family = AF_INET;
 	sa->sin_port = htons(port);
-	sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa->sin_addr.s_addr = server_addr.s_addr ? server_addr.s_addr : htonl(INADDR_LOOPBACK);
 }
 
 /* Small messages must leave at once, or Nagle turns latency into 40 ms ticks. */

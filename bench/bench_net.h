@@ -5,12 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Listening socket on 127.0.0.1 with a kernel-chosen port (so parallel runs
+/* The server's IPv4 address for both calls below (default 127.0.0.1); -1 if not one. */
+int net_set_addr(const char *ip);
+/* Listening socket on the server's address with a kernel-chosen port (so parallel runs
  * and leftover TIME_WAIT sockets never collide); returns fd, -1 on error. */
 int net_listen(uint16_t *port);
 /* accept() then TCP_NODELAY; returns fd or -1. */
 int net_accept(int lfd);
-/* socket() + TCP_NODELAY + connect() to 127.0.0.1:port; returns fd or -1. */
+/* socket() + TCP_NODELAY + connect() to the server's address:port; returns fd or -1. */
 int net_connect(uint16_t port);
 /* Reads exactly n bytes: 1 done, 0 EOF before the first byte, -1 error or EOF midway. */
 int net_read_full(int fd, void *buf, size_t n);

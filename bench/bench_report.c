@@ -128,8 +128,9 @@ static void fmt_value(char *buf, size_t len, const struct bench_result *r, int i
 
 void bench_report_table(const struct bench_case *cases, int n, const struct bench_info *info)
 {
-	printf("sockswitch bench %s: kernel TCP vs switched, %s over 127.0.0.1\n", SSW_VERSION,
-	       info->load ? "worker processes" : "two processes");
+	printf("sockswitch bench %s: kernel TCP vs switched, %s over %s%s\n", SSW_VERSION,
+	       info->load ? "worker processes" : "two processes", info->addr,
+	       info->netns ? " (server and client in two network namespaces joined by a veth pair)" : "");
 	printf("switched = LD_PRELOAD=%s\n", info->lib);
 	if (info->cpus)
 		printf("server pinned to CPU %d, client to CPU %d%s\n", info->cpus[0], info->cpus[1],
@@ -181,7 +182,9 @@ void bench_report_json(const struct bench_case *cases, int n, const struct bench
 {
 	printf("{\n  \"tool\": \"sockswitch bench\",\n  \"version\": \"%s\",\n  \"library\": ", SSW_VERSION);
 	cli_json_str(info->lib);
-	printf(",\n  \"address\": \"127.0.0.1\",\n  \"quick\": %s,\n  \"duration_s\": ",
+	printf(",\n  \"address\": ");
+	cli_json_str(info->addr);
+	printf(",\n  \"netns\": %s,\n  \"quick\": %s,\n  \"duration_s\": ", info->netns ? "true" : "false",
 	       info->quick ? "true" : "false");
 	json_number(info->duration);
 	if (info->cpus)

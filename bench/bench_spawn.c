@@ -30,7 +30,7 @@ struct worker {
 };
 
 static void child_exec(int out, int err, const char *role, const struct bench_params *p,
-		       unsigned port, int cpu, pid_t parent, char *const env[])
+		       unsigned port, int cpu, pid_t parent, char *const env[], const struct bench_where *w)
 {
 	if (cpu >= 0) {
 		cpu_set_t set;
@@ -47,10 +47,12 @@ static void child_exec(int out, int err, const char *role, const struct bench_pa
 	snprintf(duration, sizeof(duration), "%.6g", p->duration);
 	snprintf(conns, sizeof(conns), "%d", p->conns);
 	snprintf(ports, sizeof(ports), "%u", port);
+	char addr[64];
+	snprintf(addr, sizeof(addr), "%s", w->addr);
 	char *argv[] = { "sockswitch", "bench-worker", "--role", rolearg,
 			 "--case", kind, "--size", size,
 			 "--count", count, "--warmup", warmup, "--duration", duration,
-			 "--conns", conns, port ? "--port" : NULL, ports, NULL };
+			 "--conns", conns, "--addr", addr, port ? "--port" : NULL, ports, NULL };
 
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
@@ -59,6 +61,10 @@ static void child_exec(int out, int err, const char *role, const struct bench_pa
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(127);
+	if (bench_netns_enter(w, !strcmp(role, "client")) < 0) {
+		dprintf(2, "cannot enter the %s's network namespace: %s\n", role, strerror(errno));
+		_exit(127);
+	}
 	/* Re-executing ourselves is what lets LD_PRELOAD (in env) take effect. */
 	execve("/proc/self/exe", argv, env);
 	dprintf(2, "cannot execute /proc/self/exe: %s\n", strerror(errno));
@@ -66,7 +72,7 @@ static void child_exec(int out, int err, const char *role, const struct bench_pa
 }
 
 static int spawn(struct worker *w, const char *role, const struct bench_params *p,
-		 unsigned port, int cpu, char *const env[])
+		 unsigned port, int cpu, char *const env[], const struct bench_where *where)
 {
 	int out[2], err[2];
 	memset(w, 0, sizeof(*w));
@@ -83,7 +89,7 @@ static int spawn(struct worker *w, const char *role, const struct bench_params *
 	fflush(NULL);
 	w->pid = fork();
 	if (w->pid == 0)
-		child_exec(out[1], err[1], role, p, port, cpu, parent, env);
+		child_exec(out[1], err[1], role, p, port, cpu, parent, env, where);
 	close(out[1]);
 	close(err[1]);
 	if (w->pid < 0) {
@@ -287,7 +293,7 @@ static void verdict(struct worker *ws, int n, int timed_out, struct bench_result
 }
 
 void bench_run_case(const struct bench_params *p, char *const env[], const int cpus[2],
-		    struct bench_result *out)
+		    const struct bench_where *where, struct bench_result *out)
 {
 	struct worker ws[2];
 	double deadline = bench_now() + BENCH_WORKER_TIMEOUT_S;
@@ -295,7 +301,7 @@ void bench_run_case(const struct bench_params *p, char *const env[], const int c
 	int n = 1, timed_out = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (spawn(&ws[0], "server", p, 0, cpus ? cpus[0] : -1, env) < 0) {
+	if (spawn(&ws[0], "server", p, 0, cpus ? cpus[0] : -1, env, where) < 0) {
 		snprintf(out->error, sizeof(out->error), "cannot start worker: %s", strerror(errno));
 		return;
 	}
@@ -309,7 +315,7 @@ void bench_run_case(const struct bench_params *p, char *const env[], const int c
 		timed_out = ws[0].pid > 0;
 		goto done;
 	}
-	if (spawn(&ws[1], "client", p, port, cpus ? cpus[1] : -1, env) < 0) {
+	if (spawn(&ws[1], "client", p, port, cpus ? cpus[1] : -1, env, where) < 0) {
 		snprintf(out->error, sizeof(out->error), "cannot start worker: %s", strerror(errno));
 		stop(&ws[0]);
 		return;

@@ -76,6 +76,8 @@ static int parse_args(int argc, char **argv, int *server, struct bench_params *p
 			bad = parse_long(v, 0, 1L << 30, &p->warmup) < 0;
 		else if (!strcmp(k, "--conns"))
 			bad = parse_long(v, 0, 1000000, &conns) < 0;
+		else if (!strcmp(k, "--addr"))
+			bad = net_set_addr(v) < 0;
 		else if (!strcmp(k, "--port"))
 			bad = parse_long(v, 1, 65535, port) < 0;
 		else if (!strcmp(k, "--duration")) {
@@ -116,7 +118,7 @@ int bench_worker_main(int argc, char **argv)
 		uint16_t bound;
 		int lfd = net_listen(&bound);
 		if (lfd < 0) {
-			rc = bench_fail(&r, "listen on 127.0.0.1");
+			rc = bench_fail(&r, "listen");
 		} else {
 			dprintf(1, "port %u\n", (unsigned)bound);
 			rc = roles->server(lfd, &p, &r);

@@ -4,10 +4,12 @@
  * what will and will not be switched.  Exit 1 when the switch cannot work. */
 #include "cli.h"
 #include "json.h"
+#include "doctor_fabric.h"
 #include "libpath.h"
 
 #include "common/params.h"
 
+#include "switch/providers.h"
 #include "switch/route.h"
 #include "switch/statreg.h"
 
@@ -55,7 +57,8 @@ void doctor_usage(FILE *out)
 		"  CMA            Cross Memory Attach (process_vm_readv) between two processes\n"
 		"                 of this user (used by a requested rendezvous; off by default)\n"
 		"  limits         open files and memory maps per process: switched connections\n"
-		"  libfabric      installed providers (the fabric provider is a later version)\n"
+		"  libfabric      its providers found here, and which can carry the fabric\n"
+		"                 provider (FI_EP_MSG with FI_MSG and FI_RMA)\n"
 		"  namespace      this network namespace (connections switch only inside one)\n"
 		"  stat registry  where `sockswitch stat` finds the programs\n"
 		"Each line starts with ok, warn (works, with a limitation) or FAIL.\n"
@@ -249,19 +252,9 @@ static void check_limits(void)
 
 static void check_libfabric(void)
 {
-	void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		report(INFO, "libfabric: not installed (the fabric provider, between hosts, is a later version anyway)");
-		return;
-	}
-	uint32_t (*ver)(void) = (uint32_t (*)(void))dlsym(h, "fi_version");
-	char v[32] = "?";
-	if (ver) {
-		uint32_t x = ver();
-		snprintf(v, sizeof v, "%u.%u", x >> 16, x & 0xffff);
-	}
-	report(INFO, "libfabric %s installed; the fabric provider is not in this version: `route ... fabric` rules use kernel TCP", v);
-	dlclose(h);
+	char line[512];
+	int level = doctor_fabric_summary(line, sizeof line);
+	report(level < 0 ? INFO : level ? WARN : OK, "%s", line);
 	/* Which libfabric providers exist here (verbs needs RDMA hardware). */
 	bool rdma = false;
 	DIR *d = opendir("/sys/class/infiniband");
@@ -333,15 +326,33 @@ static void check_settings(void)
 		report(OK, "settings: every SOCKSWITCH_* value set is valid (see `sockswitch params`)");
 }
 
+/* What a route target means for this build: "switched over fabric
+ * (libfabric tcp)", "kernel TCP (provider fabric not built in)"... */
+static void doctor_target_what(int t, char *buf, size_t len)
+{
+	if (t == SSW_TARGET_TCP || t < 0 || t >= ssw_registry_count) {
+		snprintf(buf, len, "kernel TCP (not switched)");
+		return;
+	}
+	const struct ssw_provider *p = ssw_registry[t].prov;
+	struct ssw_provider_copy c;
+	char why[256];
+	if (!p)
+		snprintf(buf, len, "kernel TCP (provider %s not built in)", ssw_registry[t].name);
+	else if (ssw_provider_check(p, &c, why, sizeof why) < 0)
+		snprintf(buf, len, "kernel TCP (provider %s refused: %s)", p->name, why);
+	else
+		snprintf(buf, len, "switched over %s", p->describe ? p->describe() : p->name);
+}
+
 static void summary(const struct ssw_routes *t)
 {
 	printf("\nwhat will be switched (both ends must run under the switch):\n");
 	for (int i = 0; i < t->nrules; i++) {
 		char txt[256];
 		ssw_route_rule_format(&t->rules[i], txt, sizeof txt);
-		const char *what = t->rules[i].target == SSW_TARGET_SHM ? "switched over shared memory"
-				 : t->rules[i].target == SSW_TARGET_TCP  ? "kernel TCP (never switched)"
-									 : "kernel TCP (fabric provider not in this version)";
+		char what[400];
+		doctor_target_what(t->rules[i].target, what, sizeof what);
 		printf("  %-40s %-48s %s\n", txt, what, t->rules[i].origin);
 	}
 	printf("  %-40s %-48s\n", "anything else", "kernel TCP (no rule)");
@@ -381,9 +392,11 @@ static void summary(const struct ssw_routes *t)
 			inet_pton(AF_INET, probes[k], &a->sin_addr);
 			len = sizeof *a;
 		}
-		enum ssw_target tg;
+		int tg;
 		ssw_route_lookup(t, (struct sockaddr *)&ss, len, &tg);
-		printf("  %-16s -> %s\n", probes[k], tg == SSW_TARGET_SHM ? "shm" : "kernel TCP");
+		char what[400];
+		doctor_target_what(tg, what, sizeof what);
+		printf("  %-16s -> %s\n", probes[k], strncmp(what, "switched", 8) ? "kernel TCP" : ssw_target_name(tg));
 	}
 }
 

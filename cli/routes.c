@@ -6,6 +6,7 @@
 #include "common/params.h"
 #include "json.h"
 
+#include "switch/providers.h"
 #include "switch/route.h"
 
 #include <arpa/inet.h>
@@ -184,8 +185,8 @@ static void explain_one(const struct ssw_routes *r, const char *arg, const struc
 		printf(" (%s)", host);
 	printf("\n");
 	const char *note = "";
-	if (ex.target == SSW_TARGET_FABRIC)
-		note = " (not available in this build: connections fall back to kernel TCP)";
+	if (ex.target >= 0 && ex.target < ssw_registry_count && !ssw_registry[ex.target].prov)
+		note = " (not built into this library: connections fall back to kernel TCP)";
 	printf("  provider  %s%s%s\n", ssw_target_name(ex.target), ex.target == SSW_TARGET_TCP ? " (kernel TCP)" : "", note);
 	if (ex.rule) {
 		char txt[256];

@@ -34,14 +34,17 @@ void stat_usage(FILE *out)
 		"usage: sockswitch stat [--json] [-p PID]\n"
 		"\n"
 		"Lists every live socket of the programs running under the switch in this\n"
-		"network namespace: connections carried by a provider (shm), their listeners,\n"
+		"network namespace: connections carried by a provider (shm, fabric), their listeners,\n"
 		"and the connections that fell back to kernel TCP, with the reason.\n"
 		"Counters are the programs' own, refreshed on request: reading them costs\n"
 		"the data path nothing.\n"
 		"\n"
 		"columns:\n"
 		"  PID, COMMAND, FD     the process and its descriptor\n"
-		"  PROVIDER             shm (switched), or tcp (kernel TCP: see REASON)\n"
+		"  PROVIDER             the provider carrying the connection, as it describes\n"
+		"                       itself (shm; fabric (libfabric tcp)); a listener: every\n"
+		"                       provider it listens on (shm+fabric); tcp: kernel TCP\n"
+		"                       (see REASON)\n"
 		"  STATE                listening, connecting, connected, closing, suspended\n"
 		"  LOCAL, REMOTE        addr:port as the program sees them\n"
 		"  SENT, RECEIVED       payload bytes (messages) each way; for kernel TCP the\n"
@@ -50,7 +53,8 @@ void stat_usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  --json          one JSON array of objects with the keys pid, command, fd,\n"
-		"                  local, remote, provider, state, bytes_sent, bytes_received,\n"
+		"                  local, remote, provider, provider_describe, state,\n"
+		"                  bytes_sent, bytes_received,\n"
 		"                  msgs_sent, msgs_received, tx_inflight, tx_limit, rx_window,\n"
 		"                  shared, stale, fallback_reason (null when switched)\n"
 		"  -p, --pid PID   only the sockets of process PID\n"
@@ -309,6 +313,7 @@ static void read_slots(int fd, const struct ssw_statreg_hdr *h, int pid, bool st
 		r->s.local[sizeof r->s.local - 1] = '\0';
 		r->s.remote[sizeof r->s.remote - 1] = '\0';
 		r->s.reason[sizeof r->s.reason - 1] = '\0';
+		r->s.describe[sizeof r->s.describe - 1] = '\0';
 	}
 out:
 	free(a);
@@ -509,6 +514,8 @@ static void print_json(const struct row *rows, int n)
 		cli_json_str(s->remote);
 		printf(", \"provider\": ");
 		cli_json_str(s->provider);
+		printf(", \"provider_describe\": ");
+		cli_json_str(s->describe[0] ? s->describe : s->provider);
 		printf(", \"state\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu, "
 		       "\"msgs_sent\": %llu, \"msgs_received\": %llu, \"tx_inflight\": %llu, \"tx_limit\": %llu, "
 		       "\"rx_window\": %llu, \"shared\": %s, \"stale\": %s, \"fallback_reason\": ",
@@ -558,9 +565,19 @@ static const char *esc(const char *in, char *out, size_t len)
 	return out;
 }
 
+/* The provider as the table shows it: its describe() line when it gave one. */
+static const char *prov_shown(const struct ssw_statreg_slot *s)
+{
+	return s->describe[0] ? s->describe : s->provider;
+}
+
 static void print_table(const struct row *rows, int n)
 {
-	printf("%-7s %-15s %4s %-8s %-10s %-22s %-22s %11s %11s %-17s %s\n", "PID", "COMMAND", "FD", "PROVIDER",
+	int pw = 8;
+	for (int i = 0; i < n; i++)
+		if ((int)strlen(prov_shown(&rows[i].s)) > pw)
+			pw = (int)strlen(prov_shown(&rows[i].s));
+	printf("%-7s %-15s %4s %-*s %-10s %-22s %-22s %11s %11s %-17s %s\n", "PID", "COMMAND", "FD", pw, "PROVIDER",
 	       "STATE", "LOCAL", "REMOTE", "SENT", "RECEIVED", "CREDITS", "REASON");
 	for (int i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
@@ -577,10 +594,10 @@ static void print_table(const struct row *rows, int n)
 		char state[24];
 		snprintf(state, sizeof state, "%s%s%s", ssw_statreg_state_name(s->state),
 			 s->flags & SSW_SR_F_SHARED ? "+shared" : "", r->stale ? "?" : "");
-		char comm[sizeof r->comm * 4], prov[sizeof s->provider * 4], loc[sizeof s->local * 4],
+		char comm[sizeof r->comm * 4], prov[sizeof s->describe * 4], loc[sizeof s->local * 4],
 			rem[sizeof s->remote * 4], why[sizeof s->reason * 4];
-		printf("%-7d %-15s %4d %-8s %-10s %-22s %-22s %11s %11s %-17s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
-		       s->fd, esc(s->provider, prov, sizeof prov), state, esc(s->local, loc, sizeof loc),
+		printf("%-7d %-15s %4d %-*s %-10s %-22s %-22s %11s %11s %-17s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
+		       s->fd, pw, esc(prov_shown(s), prov, sizeof prov), state, esc(s->local, loc, sizeof loc),
 		       esc(s->remote, rem, sizeof rem), sent, recv, cred,
 		       s->kind == SSW_SR_KERNEL ? esc(s->reason, why, sizeof why) : "");
 	}

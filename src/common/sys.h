@@ -28,6 +28,14 @@ static inline int sys_connect(int fd, const struct sockaddr *a, socklen_t l) { r
 static inline int sys_accept4(int fd, struct sockaddr *a, socklen_t *l, int f) { return (int)SYS_(accept4, fd, a, l, f); }
 static inline ssize_t sys_sendmsg(int fd, const struct msghdr *m, int f) { return SYS_(sendmsg, fd, m, f); }
 static inline ssize_t sys_recvmsg(int fd, struct msghdr *m, int f) { return SYS_(recvmsg, fd, m, f); }
+static inline ssize_t sys_recv(int fd, void *b, size_t n, int f) { return SYS_(recvfrom, fd, b, n, f, NULL, NULL); }
+static inline ssize_t sys_send(int fd, const void *b, size_t n, int f) { return SYS_(sendto, fd, b, n, f, NULL, 0); }
+static inline int sys_shutdown(int fd, int how) { return (int)SYS_(shutdown, fd, how); }
+/* fcntl's third argument as the kernel takes it: an int or a pointer, in one long */
+static inline int sys_fcntl(int fd, int cmd, long arg) { return (int)SYS_(fcntl, fd, cmd, arg); }
+static inline int sys_dup3(int fd, int nfd, int f) { return (int)SYS_(dup3, fd, nfd, f); }
+static inline int sys_pipe2(int fds[2], int f) { return (int)SYS_(pipe2, fds, f); }
+static inline int sys_close_range(unsigned lo, unsigned hi, int f) { return (int)SYS_(close_range, lo, hi, f); }
 static inline int sys_getsockname(int fd, struct sockaddr *a, socklen_t *l) { return (int)SYS_(getsockname, fd, a, l); }
 static inline int sys_getpeername(int fd, struct sockaddr *a, socklen_t *l) { return (int)SYS_(getpeername, fd, a, l); }
 static inline int sys_getsockopt(int fd, int lv, int o, void *v, socklen_t *l) { return (int)SYS_(getsockopt, fd, lv, o, v, l); }
@@ -52,6 +60,11 @@ static inline int sys_memfd_create(const char *n, unsigned f) { return (int)SYS_
 static inline int sys_epoll_create1(int f) { return (int)SYS_(epoll_create1, f); }
 static inline int sys_epoll_ctl(int e, int op, int fd, struct epoll_event *ev) { return (int)SYS_(epoll_ctl, e, op, fd, ev); }
 static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) { return (int)SYS_(epoll_pwait, e, ev, n, ms, NULL, 0); }
+
+/* Nonzero while this thread is inside a provider's own library (libfabric):
+ * the sockets that library makes reach the interposed connect/listen and
+ * must go to the kernel as they are, never be switched (provcall.c). */
+extern __thread int ssw_provider_calls;
 
 /* getpid(2), cached (pid.c); ssw_pid_forget() in a fork child. */
 pid_t ssw_pid(void);

@@ -1,10 +1,9 @@
 /* exec_api.c — keeps the switch loaded across exec: a program that replaces
  * its environment (envp without LD_PRELOAD) still gets libsockswitch.so and
  * the SOCKSWITCH_* settings, as `sockswitch run` promised. */
+#include "interpose/interpose.h"
+
 #include "common/params.h"
-#include "interpose/real.h"
-#include "switch/relay.h"
-#include "switch/switch.h"
 
 #include <spawn.h>
 #include <stdarg.h>
@@ -12,13 +11,10 @@
 
 #include <dlfcn.h>
 #include <stdbool.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define EXPORT __attribute__((visibility("default")))
 
 extern char **environ;
 

@@ -1,17 +1,11 @@
 /* io_api.c — interposed data calls.  For a plain fd the cost is one table
  * load; a switched connection goes to its session. */
-#include "interpose/real.h"
+#include "interpose/interpose.h"
 
-#include "switch/relay.h"
-#include "switch/switch.h"
-
-#include <errno.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
-
-#define EXPORT __attribute__((visibility("default")))
 
 static ssize_t do_send(struct ssw_sock *s, const struct iovec *iov, int cnt, int flags)
 {

@@ -1,23 +1,13 @@
 /* socket_api.c — interposed socket set-up and control calls: thin wrappers
  * that find the switched socket by fd and call the switch, or go to libc. */
-#include "interpose/real.h"
+#include "interpose/interpose.h"
 
-#include "switch/relay.h"
-#include "switch/switch.h"
-
-#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <unistd.h>
 #include <linux/close_range.h>
-
-#define EXPORT __attribute__((visibility("default")))
 
 /* A new fd from the kernel: any entry left at that number is stale (its
  * socket was closed behind our back, e.g. by fclose). */
@@ -28,43 +18,21 @@ static int fresh(int fd)
 	return fd;
 }
 
-/* Answer from the relayed table: an fd not met before (received over
- * SCM_RIGHTS, inherited across exec) is looked at once, unless the switch
- * knows it is something else. */
-static int relayed_query(int fd, enum ssw_relayed_q q, int level, int opt, void *val, socklen_t *len)
-{
-	int r = ssw_relayed_query(fd, q, level, opt, val, len);
-	if (r != SSW_PASS || fd < 0)
-		return r;
-	uint8_t fi = ssw_fdinfo_get(fd);
-	if (fi & (SSW_FI_NOTRELAY | SSW_FI_TCP4 | SSW_FI_TCP6 | SSW_FI_EPOLL))
-		return SSW_PASS;
-	if (!ssw_relayed_recognize(fd)) {
-		ssw_fdinfo_set(fd, fi | SSW_FI_NOTRELAY);
-		return SSW_PASS;
-	}
-	return ssw_relayed_query(fd, q, level, opt, val, len);
-}
-
 EXPORT int socket(int domain, int type, int protocol)
 {
+	PROVIDER_PASS(REAL(socket)(domain, type, protocol));
 	int fd = fresh(REAL(socket)(domain, type, protocol));
-	if (fd >= 0) {
-		uint8_t fi = SSW_FI_KNOWN;
-		if ((type & 0xff) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP))
-			fi |= domain == AF_INET ? SSW_FI_TCP4 : domain == AF_INET6 ? SSW_FI_TCP6 : 0;
-		if (type & SOCK_NONBLOCK)
-			fi |= SSW_FI_NONBLOCK;
-		ssw_fdinfo_set(fd, fi);
-	}
+	if (fd >= 0)
+		ssw_fd_socket(fd, domain, type, protocol);
 	return fd;
 }
 
 EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
 {
+	PROVIDER_PASS(REAL(bind)(fd, a, l));
 	int r = REAL(bind)(fd, a, l);
 	if (r == 0)
-		ssw_fdinfo_update(fd, SSW_FI_BOUND, 0);
+		ssw_fd_bound(fd);
 	return r;
 }
 
@@ -80,6 +48,7 @@ EXPORT int socketpair(int d, int t, int p, int sv[2])
 
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	PROVIDER_PASS(REAL(connect)(fd, addr, len));
 	if (!ssw_init())
 		return REAL(connect)(fd, addr, len);
 	SSW_RET(ssw_connect(fd, addr, len));
@@ -87,6 +56,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 EXPORT int listen(int fd, int backlog)
 {
+	PROVIDER_PASS(REAL(listen)(fd, backlog));
 	if (!ssw_init())
 		return REAL(listen)(fd, backlog);
 	SSW_RET(ssw_listen(fd, backlog));
@@ -94,8 +64,9 @@ EXPORT int listen(int fd, int backlog)
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
+	PROVIDER_PASS(REAL(accept4)(fd, addr, len, flags));
 	struct ssw_sock *s = ssw_sock_get(fd);
-	if (!s || s->state != SSW_ST_LISTENING) {
+	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
 		return fresh(REAL(accept4)(fd, addr, len, flags));
 	}
@@ -107,8 +78,9 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(accept)(fd, addr, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
-	if (!s || s->state != SSW_ST_LISTENING) {
+	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
 		return fresh(REAL(accept)(fd, addr, len));
 	}
@@ -119,6 +91,7 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 
 EXPORT int shutdown(int fd, int how)
 {
+	PROVIDER_PASS(REAL(shutdown)(fd, how));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s)
 		return REAL(shutdown)(fd, how);
@@ -131,19 +104,16 @@ EXPORT int shutdown(int fd, int how)
 
 EXPORT int close(int fd)
 {
-	ssw_fdinfo_set(fd, 0);
-	ssw_relayed_drop(fd);
-	SSW_RET(ssw_close(fd));
+	PROVIDER_PASS(REAL(close)(fd));
+	SSW_RET(ssw_fd_close(fd));
 }
 
 /* close_range: the switch lets go of each switched socket in the range as
  * close() does (a forked child closing everything must drop its holds). */
 EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 {
-	if (!(flags & CLOSE_RANGE_CLOEXEC) && lo <= hi) {
-		ssw_close_range(lo, hi);
-		ssw_relayed_close_range(lo, hi);
-	}
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && lo <= hi)
+		ssw_fd_close_range(lo, hi);
 	if (!ssw_real.close_range)
 		ssw_real_init();
 	if (ssw_real.close_range)
@@ -153,33 +123,30 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 
 EXPORT int dup(int fd)
 {
-	int n = fresh(REAL(dup)(fd));
+	PROVIDER_PASS(REAL(dup)(fd));
+	int n = REAL(dup)(fd);
 	if (n >= 0)
-		ssw_dup(fd, n);
+		ssw_fd_dup(fd, n, false);
 	return n;
 }
 
 EXPORT int dup2(int fd, int nfd)
 {
+	PROVIDER_PASS(REAL(dup2)(fd, nfd));
 	if (fd == nfd)
 		return REAL(dup2)(fd, nfd);
 	int r = REAL(dup2)(fd, nfd);
-	if (r >= 0) {
-		fresh(r); /* dup2 closed whatever nfd was */
-		ssw_epoll_forget(r);
-		ssw_dup(fd, r);
-	}
+	if (r >= 0)
+		ssw_fd_dup(fd, r, true); /* dup2 closed whatever nfd was */
 	return r;
 }
 
 EXPORT int dup3(int fd, int nfd, int flags)
 {
+	PROVIDER_PASS(REAL(dup3)(fd, nfd, flags));
 	int r = REAL(dup3)(fd, nfd, flags);
-	if (r >= 0) {
-		fresh(r);
-		ssw_epoll_forget(r);
-		ssw_dup(fd, r);
-	}
+	if (r >= 0)
+		ssw_fd_dup(fd, r, true);
 	return r;
 }
 
@@ -192,24 +159,12 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	int r = REAL(fcntl)(fd, cmd, arg);
 	if (r < 0)
 		return r;
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
-		fresh(r);
-		ssw_dup(fd, r);
-	} else if (cmd == F_SETFL) {
-		int fl = (int)(long)arg;
-		ssw_fdinfo_update(fd, fl & O_NONBLOCK ? SSW_FI_NONBLOCK : 0, fl & O_NONBLOCK ? 0 : SSW_FI_NONBLOCK);
-		struct ssw_sock *s = ssw_sock_get(fd);
-		if (s) {
-			ssw_fcntl_setfl(s, (int)(long)arg);
-			ssw_sock_put(s);
-		}
-	} else if (cmd == F_SETOWN) {
-		struct ssw_sock *s = ssw_sock_get(fd);
-		if (s) {
-			ssw_fcntl_setown(s, (int)(long)arg);
-			ssw_sock_put(s);
-		}
-	}
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		ssw_fd_dup(fd, r, false);
+	else if (cmd == F_SETFL)
+		ssw_fd_setfl(fd, (int)(long)arg);
+	else if (cmd == F_SETOWN)
+		ssw_fd_setown(fd, (int)(long)arg);
 	return r;
 }
 
@@ -229,7 +184,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	if (req == FIONBIO && arg)
-		ssw_fdinfo_update(fd, *(int *)arg ? SSW_FI_NONBLOCK : 0, *(int *)arg ? 0 : SSW_FI_NONBLOCK);
+		ssw_fd_nonblock(fd, *(int *)arg != 0);
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		bool handled;
@@ -243,9 +198,10 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 
 EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(getsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
-		int q = relayed_query(fd, SSW_RQ_GETOPT, level, opt, val, len);
+		int q = ssw_relayed_answer(fd, SSW_RQ_GETOPT, level, opt, val, len);
 		if (q != SSW_PASS)
 			SSW_RET(q);
 		return REAL(getsockopt)(fd, level, opt, val, len);
@@ -259,14 +215,14 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
+	PROVIDER_PASS(REAL(setsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		socklen_t l = len;
-		int q = relayed_query(fd, SSW_RQ_SETOPT, level, opt, (void *)val, &l);
+		int q = ssw_relayed_answer(fd, SSW_RQ_SETOPT, level, opt, (void *)val, &l);
 		if (q != SSW_PASS)
 			SSW_RET(q);
-		if (level == SOL_SOCKET || (level == IPPROTO_TCP && opt == TCP_CORK))
-			ssw_fdinfo_update(fd, SSW_FI_OPTS, 0);
+		ssw_fd_opt_set(fd, level, opt);
 		return REAL(setsockopt)(fd, level, opt, val, len);
 	}
 	int r = ssw_setsockopt(s, fd, level, opt, val, len);
@@ -276,9 +232,10 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 
 EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getsockname)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
-		int q = relayed_query(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
+		int q = ssw_relayed_answer(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
 		if (q != SSW_PASS)
 			SSW_RET(q);
 		return REAL(getsockname)(fd, a, l);
@@ -292,9 +249,10 @@ EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 
 EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getpeername)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
-		int q = relayed_query(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
+		int q = ssw_relayed_answer(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
 		if (q != SSW_PASS)
 			SSW_RET(q);
 		return REAL(getpeername)(fd, a, l);
@@ -329,29 +287,28 @@ EXPORT int pipe2(int fds[2], int flags)
 
 EXPORT int eventfd(unsigned int v, int flags)
 {
+	PROVIDER_PASS((int)syscall(SYS_eventfd2, v, flags));
 	return fresh((int)syscall(SYS_eventfd2, v, flags));
 }
 
 EXPORT int epoll_create(int size)
 {
+	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : (int)syscall(SYS_epoll_create1, 0));
 	if (size <= 0) {
 		errno = EINVAL;
 		return -1;
 	}
 	int r = fresh((int)syscall(SYS_epoll_create1, 0));
-	if (r >= 0) {
-		ssw_epoll_forget(r);
-		ssw_fdinfo_set(r, SSW_FI_EPOLL);
-	}
+	if (r >= 0)
+		ssw_fd_epoll(r);
 	return r;
 }
 
 EXPORT int epoll_create1(int flags)
 {
+	PROVIDER_PASS((int)syscall(SYS_epoll_create1, flags));
 	int r = fresh((int)syscall(SYS_epoll_create1, flags));
-	if (r >= 0) {
-		ssw_epoll_forget(r);
-		ssw_fdinfo_set(r, SSW_FI_EPOLL);
-	}
+	if (r >= 0)
+		ssw_fd_epoll(r);
 	return r;
 }

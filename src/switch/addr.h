@@ -25,7 +25,7 @@ void ssw_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen, struct 
 /* What a connector tells the listener: its own address (the accepted
  * socket's peer), the address it dialed (the accepted socket's name), its
  * session INIT, and the number of its kernel socket (cfd) in its process:
- * where the listener can see that address held (listen.c claim_ok).  The
+ * where the listener can see that address held (listen.c peer_ok).  The
  * listener's reply is its INIT alone. */
 struct ssw_conn_priv {
 	uint32_t magic;

@@ -98,7 +98,7 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd)
 	l = sizeof v;
 	if (sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0 && v != def[1] && v > 0)
 		s->opts.sndbuf = (uint32_t)v / 2;
-	int fl = (int)SYS_(fcntl, fd, F_GETFL, 0);
+	int fl = sys_fcntl(fd, F_GETFL, 0);
 	atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
 }
 
@@ -117,6 +117,21 @@ static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
 	}
 	struct sockaddr_storage b;
 	socklen_t bl = ssw_addr_for_family(dst, family, &b);
+	if (!ssw_addr_is_local((const struct sockaddr *)dst, ssw_addr_len(dst))) {
+		/* a remote peer (fabric): the source address the kernel would
+		 * pick, asked of a UDP socket's connect (nothing is sent) */
+		struct sockaddr_storage src;
+		socklen_t sl = sizeof src;
+		int u = sys_socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		bool ok = u >= 0 && sys_connect(u, (struct sockaddr *)&b, bl) == 0 &&
+			  sys_getsockname(u, (struct sockaddr *)&src, &sl) == 0;
+		if (u >= 0)
+			sys_close(u);
+		if (!ok)
+			return -errno;
+		memcpy(&b, &src, sizeof b);
+		bl = sl;
+	}
 	ssw_addr_set_port(&b, 0);
 	if (sys_bind(fd, (struct sockaddr *)&b, bl) < 0)
 		return -errno;
@@ -124,14 +139,16 @@ static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
 }
 
 /* A listener of another user checks our address when it accepts (listen.c
- * claim_ok): the proof must outlive our socket until then (proof.c).  One
+ * peer_ok): the proof must outlive our socket until then (proof.c).  One
  * of our own user does not check. */
 static bool needs_proof(const struct ssw_provider *p, struct ssw_ep *ep)
 {
 	const struct ssw_conn_ops *c = p->conn;
 	uint32_t uid;
 	int32_t pid;
-	if (c->size <= offsetof(struct ssw_conn_ops, peer_cred) || !c->peer_cred)
+	if (c->peer_addr) /* the acceptor takes our address from the transport (listen.c peer_ok) */
+		return false;
+	if (!c->peer_cred)
 		return true;
 	return c->peer_cred(ep, &uid, &pid) < 0 || uid != geteuid();
 }
@@ -245,6 +262,10 @@ int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms)
 
 int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	if (ssw_provider_calls) { /* a provider's own socket (libfabric tcp) */
+		int r = sys_connect(fd, addr, len);
+		return r < 0 ? -errno : 0;
+	}
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		int rc;
@@ -271,13 +292,16 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		int r = sys_connect(fd, addr, len);
 		return r < 0 ? -errno : 0;
 	}
-	enum ssw_target t;
+	int t;
 	const struct ssw_route_rule *rule = ssw_route_lookup(&ssw_routes_table, (struct sockaddr *)&dst,
 							     ssw_addr_len(&dst), &t);
 	const struct ssw_provider *p = ssw_provider_for(t);
 	if (!p || ssw_route_port_excluded(&ssw_routes_table, ssw_addr_port(&dst))) {
-		if (t != SSW_TARGET_TCP || ssw_route_port_excluded(&ssw_routes_table, ssw_addr_port(&dst)))
-			return fallback_connect(NULL, fd, addr, len, p ? "port excluded" : "provider unavailable");
+		if (t != SSW_TARGET_TCP || ssw_route_port_excluded(&ssw_routes_table, ssw_addr_port(&dst))) {
+			char why[64];
+			snprintf(why, sizeof why, "provider %s unavailable", ssw_target_name(t));
+			return fallback_connect(NULL, fd, addr, len, p ? "port excluded" : why);
+		}
 		SSW_INFO("fd %d: connect %s: kernel TCP (%s%s)", fd, ssw_addr_str(addr),
 			 rule ? "route says tcp: " : "no route for this address", rule ? rule->origin : "");
 		ssw_statreg_route_tcp(fd, addr, len, rule);
@@ -290,7 +314,7 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return fallback_connect(NULL, fd, addr, len, "cannot bind a local port");
 
 	/* the listener checks that our user holds the socket we connect from
-	 * (listen.c claim_ok): one made by another user (before a setuid)
+	 * (listen.c peer_ok): one made by another user (before a setuid)
 	 * would be refused there, with a reset instead of kernel TCP */
 	struct stat st;
 	if (fstat(fd, &st) < 0 || st.st_uid != geteuid())

@@ -38,9 +38,4 @@ enum { SSW_EV_ARMED = 0, SSW_EV_PENDING, SSW_EV_IDLE, SSW_EV_NAP };
 int ssw_ev_arm(struct ssw_sock *s, struct pollfd *pf, int n, int *nout, bool *staged,
 	       struct ssw_session **armed);
 
-/* Drop the switch's own kick events (epoll.c) from events a plain kernel
- * epoll_wait returned; returns how many are left. */
-struct epoll_event;
-int ssw_epoll_filter(struct epoll_event *ev, int n);
-
 #endif

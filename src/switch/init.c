@@ -6,28 +6,46 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "session/session.h"
+#include "switch/providers.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct ssw_routes ssw_routes_table;
-extern const struct ssw_provider ssw_provider_shm;
+
+/* The registry's providers as this process uses them: checked and started
+ * once, at start-up, and only those a route names. */
+static struct ssw_provider_copy usable[SSW_REGISTRY_MAX];
+static bool usable_ok[SSW_REGISTRY_MAX];
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool active;
-static bool shm_ok;
 
-static void check_provider(const struct ssw_provider *p, bool *ok)
+/* One line per provider that routes name and that cannot serve: those
+ * routes then use kernel TCP. */
+static void start_provider(int i, const struct ssw_route_rule *rule)
 {
-	const struct ssw_conn_ops *c = p->conn;
-	/* Required ops: a provider missing one is not used at all. */
-	*ok = p->spi_version == SSW_SPI_VERSION && c && p->msg && p->rdma && p->progress && c->listen &&
-	      c->accept && c->connect && c->connect_complete && c->close && p->msg->send && p->msg->recv_peek &&
-	      p->msg->recv_done && p->progress->arm && p->progress->wait_fds && p->progress->rx_ready &&
-	      p->init() == 0;
-	if (!*ok)
-		SSW_WARN("provider %s unusable: connections it would serve use kernel TCP", p->name);
+	char why[256];
+	const struct ssw_registered *r = &ssw_registry[i];
+	if (!r->prov) {
+		SSW_WARN("route %s: provider %s is not built into this library: its connections use kernel TCP",
+			 rule->origin, r->name);
+		return;
+	}
+	if (ssw_provider_check(r->prov, &usable[i], why, sizeof why) < 0 ||
+	    (strcmp(r->prov->name, r->name) && snprintf(why, sizeof why, "it calls itself %s", r->prov->name))) {
+		SSW_WARN("provider %s refused (%s): its connections use kernel TCP", r->name, why);
+		return;
+	}
+	int rc = usable[i].p.init();
+	if (rc < 0) {
+		SSW_WARN("provider %s cannot start (%s): its connections use kernel TCP", r->name, strerror(-rc));
+		return;
+	}
+	usable_ok[i] = true;
 }
 
 /* One line per rejected setting; true when one of them turns the switch off. */
@@ -68,7 +86,14 @@ static void init_once(void)
 		SSW_WARN("cannot allocate the fd table; switch off");
 		return;
 	}
-	check_provider(&ssw_provider_shm, &shm_ok);
+	bool seen[SSW_REGISTRY_MAX] = { false };
+	for (int i = 0; i < ssw_routes_table.nrules; i++) {
+		const struct ssw_route_rule *r = &ssw_routes_table.rules[i];
+		if (r->target >= 0 && r->target < ssw_registry_count && !seen[r->target]) {
+			seen[r->target] = true;
+			start_provider(r->target, r);
+		}
+	}
 	active = true;
 	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
 }
@@ -79,9 +104,9 @@ bool ssw_init(void)
 	return active;
 }
 
-const struct ssw_provider *ssw_provider_for(enum ssw_target t)
+const struct ssw_provider *ssw_provider_for(int t)
 {
-	if (t == SSW_TARGET_SHM && shm_ok)
-		return &ssw_provider_shm;
-	return NULL;
+	if (t < 0 || t >= ssw_registry_count || !usable_ok[t])
+		return NULL;
+	return &usable[t].p;
 }

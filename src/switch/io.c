@@ -183,7 +183,7 @@ ssize_t ssw_splice_to_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned
 	/* Take from the socket only what the pipe surely holds without
 	 * blocking: all of its room when it is empty, else one page (a pipe
 	 * with room has a free page slot). */
-	int inpipe = 0, cap = (int)SYS_(fcntl, pipe_fd, F_GETPIPE_SZ);
+	int inpipe = 0, cap = sys_fcntl(pipe_fd, F_GETPIPE_SZ, 0);
 	if (SYS_(ioctl, pipe_fd, FIONREAD, &inpipe) < 0 || cap <= 0)
 		return -EINVAL;
 	size_t n = inpipe == 0 ? (size_t)cap : 4096;

@@ -14,6 +14,7 @@
 #include "common/sys.h"
 #include "switch/addr.h"
 #include "switch/evwait.h"
+#include "switch/providers.h"
 #include "switch/statreg.h"
 
 #include <arpa/inet.h>
@@ -38,6 +39,8 @@ int ssw_listen(int fd, int backlog)
 {
 	if (sys_listen(fd, backlog) < 0)
 		return -errno;
+	if (ssw_provider_calls) /* a provider's own listener (libfabric tcp) */
+		return 0;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) { /* listen again: new backlog, already switched */
 		ssw_sock_put(s);
@@ -66,35 +69,50 @@ int ssw_listen(int fd, int backlog)
 	uint16_t port = ssw_addr_port(&a);
 	if (ssw_route_port_excluded(&ssw_routes_table, port))
 		return 0;
-	/* A wildcard listener is reachable through whatever serves the local host. */
-	struct sockaddr_storage probe;
-	if (wildcard(&a))
-		ssw_addr_normalize((struct sockaddr *)&a, ssw_addr_len(&a), &probe);
-	else
-		memcpy(&probe, &a, sizeof probe);
-	enum ssw_target t;
-	ssw_route_lookup(&ssw_routes_table, (struct sockaddr *)&probe, ssw_addr_len(&probe), &t);
-	const struct ssw_provider *p = ssw_provider_for(t);
-	if (!p)
+	/* A listener is reachable through whatever serves its address; a
+	 * wildcard one through whatever serves any address of this host (shm
+	 * for local peers and fabric for remote ones, at once). */
+	int v6only = 1;
+	l = sizeof v6only;
+	bool dual = dom == AF_INET6 && wildcard(&a) &&
+		    sys_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &l) == 0 && !v6only;
+	int targets[SSW_REGISTRY_MAX], nt;
+	if (wildcard(&a)) {
+		nt = ssw_route_local_targets(&ssw_routes_table, a.ss_family == AF_INET || dual, a.ss_family == AF_INET6,
+					     targets, SSW_REGISTRY_MAX);
+	} else {
+		ssw_route_lookup(&ssw_routes_table, (struct sockaddr *)&a, ssw_addr_len(&a), &targets[0]);
+		nt = targets[0] != SSW_TARGET_TCP;
+	}
+	const struct ssw_provider *provs[SSW_REGISTRY_MAX];
+	int np = 0;
+	for (int i = 0; i < nt; i++)
+		if ((provs[np] = ssw_provider_for(targets[i])))
+			np++;
+	if (!np)
 		return 0;
 
 	s = ssw_sock_new(SSW_ST_LISTENING, fd, dom);
 	if (!s)
 		return 0;
-	s->prov = p;
 	ssw_sock_load_opts(s, fd);
 	s->lopts = s->opts;
 	if (backlog < 16)
 		backlog = 16;
-	if (p->conn->listen((struct sockaddr *)&a, ssw_addr_len(&a), backlog, &s->pl[s->npl]) == 0)
-		s->npl++;
-	int v6only = 1;
-	l = sizeof v6only;
-	if (dom == AF_INET6 && wildcard(&a) && sys_getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &l) == 0 &&
-	    !v6only) {
-		struct sockaddr_in any4 = { .sin_family = AF_INET, .sin_port = htons(port) };
-		if (p->conn->listen((struct sockaddr *)&any4, sizeof any4, backlog, &s->pl[s->npl]) == 0)
-			s->npl++;
+	struct sockaddr_in any4 = { .sin_family = AF_INET, .sin_port = htons(port) };
+	char names[96] = "";
+	size_t nn = 0;
+	for (int i = 0; i < np; i++) {
+		const struct ssw_provider *p = provs[i];
+		int before = s->npl;
+		if (s->npl < SSW_MAX_PLISTEN &&
+		    p->conn->listen((struct sockaddr *)&a, ssw_addr_len(&a), backlog, &s->pl[s->npl].l) == 0)
+			s->pl[s->npl++].prov = p;
+		if (dual && s->npl < SSW_MAX_PLISTEN &&
+		    p->conn->listen((struct sockaddr *)&any4, sizeof any4, backlog, &s->pl[s->npl].l) == 0)
+			s->pl[s->npl++].prov = p;
+		if (s->npl > before && nn < sizeof names)
+			nn += (size_t)snprintf(names + nn, sizeof names - nn, " + %s", p->name);
 	}
 	const char *note = ssw_diag_take_note();
 	if (!s->npl) {
@@ -108,7 +126,7 @@ int ssw_listen(int fd, int backlog)
 	s->local = name;
 	s->local_len = nl;
 	ssw_fdtab_set(fd, s);
-	SSW_INFO("fd %d: listening on %s (kernel TCP + %s)", fd, ssw_addr_str((struct sockaddr *)&a), p->name);
+	SSW_INFO("fd %d: listening on %s (kernel TCP%s)", fd, ssw_addr_str((struct sockaddr *)&a), names);
 	ssw_sock_put(s);
 	return 0;
 }
@@ -119,15 +137,47 @@ int ssw_listen(int fd, int backlog)
  * report this, so that an accept right after never says EAGAIN. */
 bool ssw_listener_ready(struct ssw_sock *s)
 {
-	const struct ssw_conn_ops *c = s->prov->conn;
-	bool has_ready = c->size > offsetof(struct ssw_conn_ops, listener_ready) && c->listener_ready;
 	struct pollfd pf[SSW_MAX_PLISTEN];
-	for (int i = 0; i < s->npl; i++) {
-		if (has_ready && c->listener_ready(s->pl[i]))
-			return true;
-		pf[i] = (struct pollfd){ .fd = c->listener_fd(s->pl[i]), .events = POLLIN };
+	int n = 0;
+	bool ready = false;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->npl && !ready; i++) {
+		const struct ssw_conn_ops *c = s->pl[i].prov->conn;
+		if (c->listener_ready) /* its fd may wake for a request not complete yet */
+			ready = c->listener_ready(s->pl[i].l);
+		else
+			pf[n++] = (struct pollfd){ .fd = c->listener_fd(s->pl[i].l), .events = POLLIN };
 	}
-	return !has_ready && s->npl && sys_poll(pf, (nfds_t)s->npl, 0) > 0;
+	ready = ready || (n && sys_poll(pf, (nfds_t)n, 0) > 0);
+	pthread_mutex_unlock(&s->lock);
+	return ready;
+}
+
+bool ssw_listen_has_private(const struct ssw_sock *s)
+{
+	for (int i = 0; i < s->npl; i++)
+		if (!(s->pl[i].prov->caps & SSW_CAP_SHARED_CONTEXT))
+			return true;
+	return false;
+}
+
+int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len)
+{
+	int k = 0, dropped = 0;
+	size_t used = names && len ? strlen(names) : 0;
+	for (int i = 0; i < s->npl; i++) {
+		const struct ssw_provider *p = s->pl[i].prov;
+		if (p->caps & SSW_CAP_SHARED_CONTEXT) {
+			s->pl[k++] = s->pl[i];
+			continue;
+		}
+		p->conn->listener_close(s->pl[i].l);
+		dropped++;
+		if (names && used < len && !strstr(names, p->name))
+			used += (size_t)snprintf(names + used, len - used, "%s%s", used ? ", " : "", p->name);
+	}
+	s->npl = k;
+	return dropped;
 }
 
 /* Does this listener serve `server`, the address the connector says it
@@ -161,12 +211,13 @@ static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *ser
  * anyway.  A refused request is reset; a genuine connector is not refused
  * (connect.c falls back to kernel TCP first when its socket belongs to
  * another user). */
-static int claim_check(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
-		       const struct sockaddr_storage *server, int cfd, int cdomain, uint32_t *uid)
+static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
+		       const struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd,
+		       int cdomain, uint32_t *uid)
 {
-	const struct ssw_conn_ops *c = ls->prov->conn;
+	const struct ssw_conn_ops *c = p->conn;
 	int32_t pid = 0;
-	if (c->size <= offsetof(struct ssw_conn_ops, peer_cred) || !c->peer_cred)
+	if (!c->peer_cred)
 		return -ENOSYS;
 	int rc = c->peer_cred(ep, uid, &pid);
 	if (rc < 0)
@@ -182,14 +233,43 @@ static int claim_check(const struct ssw_sock *ls, struct ssw_ep *ep, const struc
 	return ssw_diag_bound_by(client, cdomain, *uid);
 }
 
-static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct sockaddr_storage *client,
-		     const struct sockaddr_storage *server, int cfd, int cdomain)
+/* Who is the peer of an accepted provider connection?  *client holds the
+ * connector's claim on entry.  A transport that vouches for the peer's
+ * address (peer_addr: fabric, from its own connection) gives the host, and
+ * the claim is not checked (a remote host has no kernel sockets here to
+ * check it against).  The port stays the claimed one, the connector's
+ * application socket's, which is what kernel TCP would report: the
+ * transport's own source port means nothing to the application, and a
+ * remote host picks its source ports with kernel TCP too.  Without
+ * peer_addr the claim must pass claim_check.  Either way the listener must
+ * serve the address the connector says it dialed. */
+static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
+		    struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd, int cdomain)
 {
 	uint32_t uid = (uint32_t)-1;
-	int rc = claim_check(ls, ep, client, server, cfd, cdomain, &uid);
+	int rc;
+	char cl[64];
+	if (p->conn->peer_addr) {
+		struct sockaddr_storage pa, n;
+		socklen_t plen = sizeof pa;
+		rc = p->conn->peer_addr(ep, &pa, &plen);
+		if (rc == 0 && ssw_addr_normalize((struct sockaddr *)&pa, plen, &n) < 0)
+			rc = -EAFNOSUPPORT;
+		if (rc == 0 && !serves(ls, server))
+			rc = -EADDRNOTAVAIL;
+		if (rc == 0) {
+			ssw_addr_set_port(&n, ssw_addr_port(client));
+			*client = n;
+			return true;
+		}
+		snprintf(cl, sizeof cl, "%s", ssw_addr_str((const struct sockaddr *)client));
+		SSW_WARN_ONCE("fd %d: refused a %s connection (claiming %s) to %s: %s", ls->fd, p->name, cl,
+			      ssw_addr_str((const struct sockaddr *)server), strerror(-rc));
+		return false;
+	}
+	rc = claim_check(ls, p, ep, client, server, cfd, cdomain, &uid);
 	if (rc == 0)
 		return true;
-	char cl[64];
 	const char *why = rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc);
 	snprintf(cl, sizeof cl, "%s", ssw_addr_str((const struct sockaddr *)client));
 	SSW_WARN_ONCE("fd %d: refused a switched connection claiming to come from %s to %s (uid %u): %s", ls->fd, cl,
@@ -198,15 +278,14 @@ static bool claim_ok(const struct ssw_sock *ls, struct ssw_ep *ep, const struct 
 	return false;
 }
 
-static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *priv, size_t plen,
-			 struct sockaddr *addr, socklen_t *alen, int flags)
+static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep, const void *priv,
+			 size_t plen, struct sockaddr *addr, socklen_t *alen, int flags)
 {
-	const struct ssw_provider *p = ls->prov;
 	struct sockaddr_storage client, server;
 	struct ssw_wire_init peer;
 	int cfd, cdom;
 	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer, &cfd, &cdom) < 0 ||
-	    !claim_ok(ls, ep, &client, &server, cfd, cdom)) {
+	    !peer_ok(ls, p, ep, &client, &server, cfd, cdom)) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}
@@ -265,24 +344,33 @@ static int make_accepted(struct ssw_sock *ls, struct ssw_ep *ep, const void *pri
 
 int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
-	const struct ssw_provider *p = s->prov;
 	bool nonblock = atomic_load(&s->nonblock);
 	uint64_t dl = s->rcvtimeo_ms > 0 ? ssw_now_ns() + (uint64_t)s->rcvtimeo_ms * 1000000ull : 0;
 	for (;;) {
-		for (int i = 0; i < s->npl; i++) {
-			struct ssw_ep *ep;
-			uint8_t priv[SSW_CONNECT_PRIV_MAX];
-			size_t plen = sizeof priv;
-			if (p->conn->accept(s->pl[i], &ep, priv, &plen) == 0) {
-				int r = make_accepted(s, ep, priv, plen, addr, alen, flags);
-				if (r != -EAGAIN)
-					return r;
-			}
-		}
+		struct ssw_ep *ep = NULL;
+		uint8_t priv[SSW_CONNECT_PRIV_MAX];
+		size_t plen = 0;
+		const struct ssw_provider *p = NULL;
 		struct pollfd pf[1 + SSW_MAX_PLISTEN];
+		int npf = 1;
 		pf[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
-		for (int i = 0; i < s->npl; i++)
-			pf[1 + i] = (struct pollfd){ .fd = p->conn->listener_fd(s->pl[i]), .events = POLLIN };
+		/* the lock keeps fork (ssw_listen_drop_private) from closing a
+		 * listener under us; the wait below runs without it */
+		pthread_mutex_lock(&s->lock);
+		for (int i = 0; i < s->npl && !p; i++) {
+			plen = sizeof priv;
+			if (s->pl[i].prov->conn->accept(s->pl[i].l, &ep, priv, &plen) == 0)
+				p = s->pl[i].prov;
+		}
+		for (int i = 0; i < s->npl && !p; i++)
+			pf[npf++] = (struct pollfd){ .fd = s->pl[i].prov->conn->listener_fd(s->pl[i].l), .events = POLLIN };
+		pthread_mutex_unlock(&s->lock);
+		if (p) {
+			int r = make_accepted(s, p, ep, priv, plen, addr, alen, flags);
+			if (r != -EAGAIN)
+				return r;
+			continue;
+		}
 		int ms = -1;
 		if (nonblock)
 			ms = 0;
@@ -296,14 +384,14 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 			 * for the adaptive spin budget before paying for a wake-up */
 			struct ssw_spin sp;
 			ssw_spin_start(&sp, ssw_now_ns(), ssw_ev_spin_ns());
-			while ((r = sys_poll(pf, (nfds_t)(1 + s->npl), 0)) == 0 && ssw_spin_step(&sp))
+			while ((r = sys_poll(pf, (nfds_t)npf, 0)) == 0 && ssw_spin_step(&sp))
 				;
 			if (r > 0)
 				ssw_ev_spin_hit();
 		}
 		if (r == 0) {
 			uint64_t t1 = ssw_now_ns();
-			r = sys_poll(pf, (nfds_t)(1 + s->npl), ms);
+			r = sys_poll(pf, (nfds_t)npf, ms);
 			if (ms != 0)
 				ssw_ev_slept(ssw_now_ns() - t1, r > 0);
 		}
@@ -311,7 +399,7 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 			return -errno;
 		if (pf[0].revents & (POLLIN | POLLERR | POLLHUP)) {
 			/* a kernel TCP connection: accept it as it is */
-			int k = (int)SYS_(accept4, fd, addr, alen, flags);
+			int k = sys_accept4(fd, addr, alen, flags);
 			if (k >= 0) {
 				atomic_fetch_add(&ssw_counters.fallback, 1);
 				SSW_INFO("fd %d: accepted fd %d over kernel TCP (peer not switched)", fd, k);

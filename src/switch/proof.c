@@ -1,5 +1,5 @@
 /* proof.c — keeps a connecting socket's address provable until the acceptor
- * has checked it (listen.c claim_ok asks the kernel who holds that address).
+ * has checked it (listen.c peer_ok asks the kernel who holds that address).
  *
  * The check happens when the server accepts, which may be after the client
  * closed its socket (connect, write, close: kernel TCP delivers that).  So
@@ -63,7 +63,7 @@ static void reap(uint64_t now)
 
 int ssw_proof_make(int fd)
 {
-	int d = (int)SYS_(fcntl, fd, F_DUPFD_CLOEXEC, 0);
+	int d = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	return d < 0 ? -1 : ssw_fd_hide(d);
 }
 

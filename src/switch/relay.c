@@ -12,10 +12,10 @@
 #include "switch/relay.h"
 
 #include "common/log.h"
+#include "common/real.h"
 #include "common/sys.h"
 #include "switch/statreg.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -97,9 +97,6 @@ static bool same_socket(int fd, const struct ssw_sock *s)
 	return sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) == 0 && dom == s->family;
 }
 
-/* The C library's fork, without our holder counting (the relay takes its
- * one hold itself), but through a sanitizer runtime's fork when one is
- * loaded first: it keeps its own locks consistent across fork. */
 /* Keep the fds of h that still are its socket; true if one of them stays
  * open across exec (no FD_CLOEXEC). */
 static bool live_fds(struct held *h)
@@ -110,30 +107,20 @@ static bool live_fds(struct held *h)
 		if (!same_socket(h->fds[j], h->s))
 			continue;
 		h->fds[live++] = h->fds[j];
-		if (!((int)SYS_(fcntl, h->fds[j], F_GETFD) & FD_CLOEXEC))
+		if (!(sys_fcntl(h->fds[j], F_GETFD, 0) & FD_CLOEXEC))
 			inherit = true;
 	}
 	h->nfds = live;
 	return inherit;
 }
 
-static pid_t real_fork(void)
-{
-	static pid_t (*fn)(void);
-	if (!fn) {
-		pid_t (*first)(void) = (pid_t(*)(void))dlsym(RTLD_DEFAULT, "fork");
-		Dl_info a, b;
-		bool ours = first && dladdr((void *)first, &a) && dladdr((void *)real_fork, &b) &&
-			    a.dli_fbase == b.dli_fbase;
-		fn = first && !ours ? first : (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
-	}
-	return fn ? fn() : (pid_t)syscall(SYS_fork);
-}
-
 /* ---- the relay process ---------------------------------------------------- */
 
+/* The relay sits below the interposed calls and must not use them: it
+ * calls the switch itself for the connection, the kernel for its Unix socket. */
 struct dir {
 	int from, to;          /* fds */
+	struct ssw_sock *sfrom, *sto; /* the switched connection when it is that end, else NULL */
 	char *buf;
 	size_t len, off;
 	bool eof, shut;        /* read end-of-file; shut the other side's writing */
@@ -153,7 +140,7 @@ static void close_others(int *k, int nk)
 	unsigned lo = 0;
 	for (int i = 0; i <= nk; i++) {
 		unsigned hi = i < nk ? (unsigned)k[i] : ~0u;
-		if (hi > lo && SYS_(close_range, lo, hi - 1, 0) < 0) {
+		if (hi > lo && sys_close_range(lo, hi - 1, 0) < 0) {
 			struct rlimit rl;
 			unsigned top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 20) ? (unsigned)rl.rlim_cur : 1u << 16;
 			for (unsigned fd = lo; fd < hi && fd < top; fd++)
@@ -164,10 +151,47 @@ static void close_others(int *k, int nk)
 	}
 }
 
+/* One read or write on an end: bytes moved, or -1 with errno. */
+static ssize_t end_recv(struct ssw_sock *s, int fd, void *buf, size_t len)
+{
+	if (!s)
+		return sys_recv(fd, buf, len, MSG_DONTWAIT);
+	struct iovec v = { buf, len };
+	ssize_t n = ssw_recv(s, &v, 1, MSG_DONTWAIT);
+	if (n == SSW_PASS)
+		return sys_recv(fd, buf, len, MSG_DONTWAIT);
+	if (n < 0) {
+		errno = (int)-n;
+		return -1;
+	}
+	return n;
+}
+
+static ssize_t end_send(struct ssw_sock *s, int fd, const void *buf, size_t len)
+{
+	if (!s)
+		return sys_send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	struct iovec v = { (void *)buf, len };
+	ssize_t n = ssw_send(s, &v, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n == SSW_PASS)
+		return sys_send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0) {
+		errno = (int)-n;
+		return -1;
+	}
+	return n;
+}
+
+static void end_shut_wr(struct ssw_sock *s, int fd)
+{
+	if (!s || ssw_shutdown(s, SHUT_WR) == SSW_PASS)
+		sys_shutdown(fd, SHUT_WR);
+}
+
 static void pump(struct dir *d, short rev_from, short rev_to)
 {
 	if (!d->eof && d->len < RELAY_BUF && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
-		ssize_t n = recv(d->from, d->buf + d->len, RELAY_BUF - d->len, MSG_DONTWAIT);
+		ssize_t n = end_recv(d->sfrom, d->from, d->buf + d->len, RELAY_BUF - d->len);
 		if (n > 0) {
 			d->len += (size_t)n;
 			d->total += (uint64_t)n;
@@ -178,7 +202,7 @@ static void pump(struct dir *d, short rev_from, short rev_to)
 		}
 	}
 	if (d->off < d->len && (rev_to & (POLLOUT | POLLERR | POLLHUP))) {
-		ssize_t n = send(d->to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t n = end_send(d->sto, d->to, d->buf + d->off, d->len - d->off);
 		if (n > 0) {
 			d->off += (size_t)n;
 			if (d->off == d->len)
@@ -190,7 +214,7 @@ static void pump(struct dir *d, short rev_from, short rev_to)
 		}
 	}
 	if (d->eof && d->len == 0 && !d->shut) {
-		shutdown(d->to, SHUT_WR);
+		end_shut_wr(d->sto, d->to);
 		d->shut = true;
 	}
 }
@@ -222,8 +246,8 @@ static _Noreturn void relay_main(struct held *h, int u)
 	/* seen as such in ps; it keeps no stat registry (no threads of its own) */
 	prctl(PR_SET_NAME, "ssw-relay", 0, 0, 0);
 
-	struct dir in = { .from = n, .to = u, .buf = malloc(RELAY_BUF) };
-	struct dir out = { .from = u, .to = n, .buf = malloc(RELAY_BUF) };
+	struct dir in = { .from = n, .to = u, .sfrom = h->s, .buf = malloc(RELAY_BUF) };
+	struct dir out = { .from = u, .to = n, .sto = h->s, .buf = malloc(RELAY_BUF) };
 	if (!in.buf || !out.buf)
 		in.eof = out.eof = true;
 	while (!(in.shut && out.shut)) {
@@ -236,10 +260,11 @@ static _Noreturn void relay_main(struct held *h, int u)
 			p[1].events |= POLLIN;
 		if (in.len)
 			p[1].events |= POLLOUT;
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
+		int pr = ssw_poll(p, 2, NULL, NULL);
+		if (pr < 0) {
+			if (pr == -EINTR)
 				continue;
-			SSW_WARN("relay: poll: %s", strerror(errno));
+			SSW_WARN("relay: poll: %s", strerror(-pr));
 			break;
 		}
 		/* The application closed its end for good: nobody reads what the
@@ -253,7 +278,7 @@ static _Noreturn void relay_main(struct held *h, int u)
 		pump(&out, p[1].revents, p[0].revents);
 	}
 	SSW_DEBUG("relay: done (in %d/%d, out %d/%d)", in.eof, in.shut, out.eof, out.shut);
-	close(n); /* the last holder's close: FIN, or RST over unread data */
+	ssw_close(n); /* the last holder's close: FIN, or RST over unread data */
 	sys_close(u);
 	SYS_(exit_group, 0);
 	__builtin_unreachable();
@@ -293,16 +318,16 @@ static int relay(struct held *h)
 	int e = named_pair(h->s, sv);
 	if (e < 0)
 		return e;
-	if (SYS_(pipe2, pp, O_CLOEXEC) < 0) {
+	if (sys_pipe2(pp, O_CLOEXEC) < 0) {
 		e = -errno;
 		sys_close(sv[0]);
 		sys_close(sv[1]);
 		return e;
 	}
 	ssw_session_hold(h->s->sess, 1); /* the relay's */
-	pid_t a = real_fork();
+	pid_t a = ssw_real_fork_outer(); /* no holder counting: the relay takes its one hold itself */
 	if (a == 0) {
-		pid_t b = real_fork();
+		pid_t b = ssw_real_fork_outer();
 		if (b == 0) {
 			sys_close(sv[0]);
 			sys_close(pp[0]);
@@ -330,11 +355,11 @@ static int relay(struct held *h)
 		return -EAGAIN;
 	}
 	if (atomic_load(&h->s->nonblock))
-		SYS_(fcntl, sv[0], F_SETFL, O_RDWR | O_NONBLOCK);
+		sys_fcntl(sv[0], F_SETFL, O_RDWR | O_NONBLOCK);
 	for (int i = 0; i < h->nfds; i++) {
 		int fd = h->fds[i];
-		int fl = (int)SYS_(fcntl, fd, F_GETFD);
-		SYS_(dup3, sv[0], fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		int fl = sys_fcntl(fd, F_GETFD, 0);
+		sys_dup3(sv[0], fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
 		struct ssw_sock *t = ssw_fdtab_take(fd);
 		if (t)
 			ssw_sock_put(t); /* the last one lets go of the connection: the relay holds it */

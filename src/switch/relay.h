@@ -17,22 +17,8 @@
 
 #include "switch/switch.h"
 
-/* relay.c */
-struct ssw_exec_undo {
-	struct ssw_sock **dropped; /* holds given up for the exec, given back if it fails */
-	int n;
-};
-/* Before exec (in_place) or posix_spawn (!in_place): relay every switched
- * connection the new program inherits; for an exec, also give up this
- * image's hold of the others. */
-void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u);
-/* Before passing fds to another process (SCM_RIGHTS): relay the switched
- * connections among them.  Those fds stay usable here, through the relay. */
-void ssw_relay_fds(const int *fds, int n);
-/* The exec failed: this image holds its connections again. */
-void ssw_exec_failed(struct ssw_exec_undo *u);
-/* Any switched socket in this process (vfork then behaves as fork). */
-bool ssw_has_switched(void);
+/* relay.c: ssw_exec_prepare, ssw_exec_failed, ssw_relay_fds and
+ * ssw_has_switched are the interposition layer's (api.h). */
 
 /* relayed.c */
 int ssw_relayed_add(int fd, const struct sockaddr_storage *local, socklen_t llen,
@@ -40,8 +26,7 @@ int ssw_relayed_add(int fd, const struct sockaddr_storage *local, socklen_t llen
 void ssw_relayed_drop(int fd);
 void ssw_relayed_dup(int oldfd, int newfd);
 void ssw_relayed_close_range(unsigned lo, unsigned hi);
-enum ssw_relayed_q { SSW_RQ_SOCKNAME, SSW_RQ_PEERNAME, SSW_RQ_GETOPT, SSW_RQ_SETOPT };
-/* getsockname/getpeername (val = sockaddr, len = its length), get/setsockopt
+/* (enum ssw_relayed_q: api.h)  getsockname/getpeername (val = sockaddr, len = its length), get/setsockopt
  * for a relayed fd: 0 or -errno; SSW_PASS: not relayed or the kernel's answer. */
 int ssw_relayed_query(int fd, enum ssw_relayed_q q, int level, int opt, void *val, socklen_t *len);
 /* The abstract name a relay listens on, carrying the connection's addresses

@@ -3,6 +3,7 @@
 
 #include "common/params.h"
 #include "common/safefile.h"
+#include "switch/providers.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -175,18 +176,18 @@ bad_addr:
 	return fail(c, "bad address '%s' (expected an IPv4 or IPv6 address or CIDR, or 'local')", echo(q, t));
 }
 
-static int parse_provider(struct parse_ctx *c, struct tok t, enum ssw_target *target)
+static int parse_provider(struct parse_ctx *c, struct tok t, int *target)
 {
-	char q[ECHO_MAX + 4];
-	if (tok_is(t, "shm"))
-		*target = SSW_TARGET_SHM;
-	else if (tok_is(t, "fabric"))
-		*target = SSW_TARGET_FABRIC;
-	else if (tok_is(t, "tcp"))
+	char q[ECHO_MAX + 4], names[128];
+	if (tok_is(t, "tcp")) {
 		*target = SSW_TARGET_TCP;
-	else
-		return fail(c, "unknown provider '%s' (expected shm, fabric or tcp)", echo(q, t));
-	return 0;
+		return 0;
+	}
+	*target = ssw_registry_find(t.p, t.n);
+	if (*target >= 0)
+		return 0;
+	ssw_registry_names(names, sizeof names);
+	return fail(c, "unknown provider '%s' (expected %s or tcp)", echo(q, t), names);
 }
 
 static int parse_option(struct parse_ctx *c, struct tok t, struct ssw_route_rule *r)
@@ -219,8 +220,11 @@ static int parse_route(struct parse_ctx *c, const struct tok *t, size_t ntok)
 	struct ssw_routes *out = c->out;
 	if (ntok < 2)
 		return fail(c, "missing destination after 'route' (expected a CIDR or 'local')");
-	if (ntok < 3)
-		return fail(c, "missing provider after '%s' (expected shm, fabric or tcp)", echo(q, t[1]));
+	if (ntok < 3) {
+		char names[128];
+		ssw_registry_names(names, sizeof names);
+		return fail(c, "missing provider after '%s' (expected %s or tcp)", echo(q, t[1]), names);
+	}
 	if (ntok > 3 + SSW_ROUTE_MAX_OPTS)
 		return fail(c, "too many options (max %d)", SSW_ROUTE_MAX_OPTS);
 	if (out->nrules >= USER_RULES_MAX)
@@ -363,7 +367,7 @@ int ssw_routes_build(struct ssw_routes *out, const char *env_routes, const char 
 	struct ssw_route_rule *def = &out->rules[out->nrules++];
 	memset(def, 0, sizeof *def);
 	def->local = true;
-	def->target = SSW_TARGET_SHM;
+	def->target = ssw_registry_find("shm", 3);
 	snprintf(def->origin, sizeof def->origin, "built-in default");
 	return 0;
 
@@ -427,7 +431,43 @@ int ssw_routes_load(struct ssw_routes *out, char *err, size_t errlen)
 	}
 	int rc = ssw_routes_build(out, env, path, text, err, errlen);
 	free(text);
+	for (int i = 0; rc == 0 && out && i < out->nrules; i++) {
+		const struct ssw_route_rule *r = &out->rules[i];
+		rc = ssw_route_configure(r, r->target >= 0 ? ssw_registry[r->target].prov : NULL, err, errlen);
+		if (rc < 0)
+			memset(out, 0, sizeof *out); /* as a syntax error: everything on TCP */
+	}
 	return rc;
+}
+
+int ssw_route_configure(const struct ssw_route_rule *rule, const struct ssw_provider *p, char *err, size_t errlen)
+{
+	char why[256] = "";
+	char o[160];
+	snprintf(o, sizeof o, "%s", rule->origin);
+	for (int i = 0; i < rule->nopts && i < SSW_ROUTE_MAX_OPTS; i++) {
+		const char *k = rule->opt_key[i], *v = rule->opt_val[i];
+		int rc = 0;
+		if (rule->target == SSW_TARGET_TCP)
+			snprintf(why, sizeof why, "tcp takes no options (got '%s=%s')", k, v), rc = -1;
+		else if (!p)
+			continue; /* not built: the route goes to kernel TCP, its options to no one */
+		else if (!p->configure)
+			snprintf(why, sizeof why, "provider %s takes no options (got '%s=%s')", p->name, k, v), rc = -1;
+		else if ((rc = p->configure(k, v, why, sizeof why)) < 0 && !why[0])
+			snprintf(why, sizeof why, "option '%s=%s' refused", k, v);
+		if (rc < 0) {
+			if (err && errlen) {
+				if (p && p->configure)
+					snprintf(err, errlen, "%s: provider %s: %s", o, p->name, why);
+				else
+					snprintf(err, errlen, "%s: %s", o, why);
+				sanitize(err);
+			}
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* ---- local addresses ------------------------------------------------------ */
@@ -538,7 +578,8 @@ static bool if_stale(uint64_t now)
 	return now > stamp && now - stamp >= IFADDR_REFRESH_NS;
 }
 
-static bool if_has(const struct net_addr *x)
+/* Make the snapshot fresh enough to answer from. */
+static void if_fresh(void)
 {
 	pthread_once(&if_once, if_init);
 	uint64_t now = mono_ns();
@@ -559,7 +600,11 @@ static bool if_has(const struct net_addr *x)
 			pthread_mutex_unlock(&if_refresh_lock);
 		}
 	}
+}
 
+static bool if_has(const struct net_addr *x)
+{
+	if_fresh();
 	bool found = false;
 	size_t n = x->family == AF_INET ? 4 : 16;
 	pthread_mutex_lock(&if_read_lock);
@@ -625,6 +670,50 @@ bool ssw_addr_is_local(const struct sockaddr *sa, socklen_t len)
 	return addr_normalize(sa, len, &x) && is_local_norm(&x);
 }
 
+int ssw_route_local_targets(const struct ssw_routes *r, bool v4, bool v6, int *out, int max)
+{
+	static struct net_addr addrs[IFADDR_MAX + 4];
+	static pthread_mutex_t addrs_lock = PTHREAD_MUTEX_INITIALIZER;
+	int saved = errno, n = 0, k = 0;
+	pthread_mutex_lock(&addrs_lock);
+	/* the wildcard itself and loopback first: `local` rules and a host
+	 * whose lo is not listed */
+	if (v4) {
+		addrs[n++] = (struct net_addr){ .family = AF_INET };
+		addrs[n++] = (struct net_addr){ .family = AF_INET, .a = { 127, 0, 0, 1 } };
+	}
+	if (v6) {
+		addrs[n++] = (struct net_addr){ .family = AF_INET6 };
+		addrs[n++] = (struct net_addr){ .family = AF_INET6, .a = { [15] = 1 } };
+	}
+	if_fresh();
+	pthread_mutex_lock(&if_read_lock);
+	for (int i = 0; i < if_cur->n && n < IFADDR_MAX + 4; i++)
+		if ((if_cur->e[i].family == AF_INET && v4) || (if_cur->e[i].family == AF_INET6 && v6))
+			addrs[n++] = if_cur->e[i];
+	pthread_mutex_unlock(&if_read_lock);
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_storage ss = { .ss_family = (sa_family_t)addrs[i].family };
+		socklen_t len = sizeof(struct sockaddr_in6);
+		if (addrs[i].family == AF_INET) {
+			memcpy((char *)&ss + offsetof(struct sockaddr_in, sin_addr), addrs[i].a, 4);
+			len = sizeof(struct sockaddr_in);
+		} else {
+			memcpy((char *)&ss + offsetof(struct sockaddr_in6, sin6_addr), addrs[i].a, 16);
+		}
+		int t;
+		ssw_route_lookup(r, (struct sockaddr *)&ss, len, &t);
+		bool dup = t == SSW_TARGET_TCP;
+		for (int j = 0; j < k && !dup; j++)
+			dup = out[j] == t;
+		if (!dup && k < max)
+			out[k++] = t;
+	}
+	pthread_mutex_unlock(&addrs_lock);
+	errno = saved;
+	return k;
+}
+
 static bool prefix_match(const uint8_t *net, const uint8_t *a, int prefix)
 {
 	int full = prefix / 8, rem = prefix % 8;
@@ -634,9 +723,9 @@ static bool prefix_match(const uint8_t *net, const uint8_t *a, int prefix)
 }
 
 const struct ssw_route_rule *ssw_route_lookup(const struct ssw_routes *r, const struct sockaddr *sa,
-					      socklen_t len, enum ssw_target *target)
+					      socklen_t len, int *target)
 {
-	enum ssw_target dummy;
+	int dummy;
 	struct net_addr x;
 	if (!target)
 		target = &dummy;
@@ -669,16 +758,12 @@ bool ssw_route_port_excluded(const struct ssw_routes *r, uint16_t port)
 	return r && (r->port_excluded[port >> 3] >> (port & 7)) & 1;
 }
 
-const char *ssw_target_name(enum ssw_target t)
+const char *ssw_target_name(int t)
 {
-	switch (t) {
-	case SSW_TARGET_TCP:
+	if (t == SSW_TARGET_TCP)
 		return "tcp";
-	case SSW_TARGET_SHM:
-		return "shm";
-	case SSW_TARGET_FABRIC:
-		return "fabric";
-	}
+	if (t >= 0 && t < ssw_registry_count)
+		return ssw_registry[t].name;
 	return "unknown";
 }
 

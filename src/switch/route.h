@@ -5,9 +5,12 @@
  * '#' comments), then the built-in default `route local shm`; an address no
  * rule matches goes to kernel TCP.  First match wins.
  *
- *   route <cidr>|local <provider> [key=value ...]   provider: shm | fabric | tcp
+ *   route <cidr>|local <provider> [key=value ...]   provider: a registered name
+ *                                                    (providers.c: shm, fabric) or tcp
  *   port-exclude <port>[,<port>...]                  ports never switched
- */
+ *
+ * Options go to the provider's configure op (ssw_routes_load): an option it
+ * refuses is a configuration error naming the file and line. */
 #ifndef SSW_ROUTE_H
 #define SSW_ROUTE_H
 
@@ -15,7 +18,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-enum ssw_target { SSW_TARGET_TCP = 0, SSW_TARGET_SHM, SSW_TARGET_FABRIC };
+/* A route's target: an index into the provider registry (providers.h), or
+ * SSW_TARGET_TCP, the built-in "kernel TCP, never switched". */
+#define SSW_TARGET_TCP (-1)
 
 #define SSW_ROUTE_MAX_RULES 128
 #define SSW_ROUTE_MAX_OPTS 4
@@ -25,7 +30,7 @@ struct ssw_route_rule {
 	int family;          /* AF_INET / AF_INET6 for a cidr rule */
 	uint8_t addr[16];    /* network address, host bits cleared */
 	int prefix;          /* prefix length */
-	enum ssw_target target;
+	int target;          /* registry index or SSW_TARGET_TCP */
 	int nopts;
 	char opt_key[SSW_ROUTE_MAX_OPTS][32];
 	char opt_val[SSW_ROUTE_MAX_OPTS][64];
@@ -47,26 +52,39 @@ struct ssw_routes {
 };
 
 /* Build the table from the environment (SOCKSWITCH_ROUTES, SOCKSWITCH_CONF)
- * plus the default.  Returns 0, or -1 with a one-line message in err naming
+ * plus the default, and hand each rule's options to its provider
+ * (ssw_route_configure).  Returns 0, or -1 with a one-line message in err naming
  * the file and line (or env variable and rule number) and what is wrong; on
  * error *out holds no rule at all (everything goes to TCP). */
 int ssw_routes_load(struct ssw_routes *out, char *err, size_t errlen);
 
-/* Same, from explicit inputs (either may be NULL); used by load and tests.
+/* Same, from explicit inputs (either may be NULL), syntax only (options are
+ * not handed to providers); used by load and tests.
  * conf_text is the file's content, conf_name its name for messages. */
 int ssw_routes_build(struct ssw_routes *out, const char *env_routes, const char *conf_name,
 		     const char *conf_text, char *err, size_t errlen);
 
+/* Hand rule's options to p (NULL: a provider not built, options unchecked).
+ * 0, or -1 with "ORIGIN: ..." in err: tcp or a provider without configure
+ * given options, or an option p refuses. */
+struct ssw_provider;
+int ssw_route_configure(const struct ssw_route_rule *rule, const struct ssw_provider *p, char *err, size_t errlen);
+
 /* Which target serves sa (IPv4, IPv6 or v4-mapped IPv6).  Returns the matching
  * rule (NULL when none matched: target TCP) and sets *target. */
 const struct ssw_route_rule *ssw_route_lookup(const struct ssw_routes *r, const struct sockaddr *sa,
-					      socklen_t len, enum ssw_target *target);
+					      socklen_t len, int *target);
+
+/* The targets (without tcp, each once) that serve some address of this
+ * host, of the families asked: what a wildcard listener may be reached
+ * through.  Returns how many were put in out (at most max). */
+int ssw_route_local_targets(const struct ssw_routes *r, bool v4, bool v6, int *out, int max);
 
 bool ssw_route_port_excluded(const struct ssw_routes *r, uint16_t port);
 
 /* Why a destination gets its provider, for `sockswitch routes` and logs. */
 struct ssw_route_explanation {
-	enum ssw_target target;              /* what connect() would use */
+	int target;                          /* what connect() would use */
 	const struct ssw_route_rule *rule;   /* first matching rule, NULL: none */
 	int rule_index;                      /* its 1-based position in the table, 0: none */
 	bool local;                          /* the address is one of this host's */
@@ -85,6 +103,7 @@ void ssw_route_rule_format(const struct ssw_route_rule *rule, char *buf, size_t 
  * (getifaddrs, cached). */
 bool ssw_addr_is_local(const struct sockaddr *sa, socklen_t len);
 
-const char *ssw_target_name(enum ssw_target t);
+/* The provider's name ("shm", "fabric") or "tcp". */
+const char *ssw_target_name(int t);
 
 #endif

@@ -48,7 +48,7 @@ void ssw_sock_destroy(struct ssw_sock *s)
 	if (s->cep)
 		s->prov->conn->close(s->cep, SSW_CLOSE_ABORT);
 	for (int i = 0; i < s->npl; i++)
-		s->prov->conn->listener_close(s->pl[i]);
+		s->pl[i].prov->conn->listener_close(s->pl[i].l);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_lock(&pool_lock);
 	*(struct ssw_sock **)&s->sess = pool;

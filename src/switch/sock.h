@@ -13,10 +13,18 @@
 #include <sys/socket.h>
 
 #include "session/session.h"
+#include "switch/api.h"
 
 enum ssw_state { SSW_ST_LISTENING = 1, SSW_ST_CONNECTING, SSW_ST_CONNECTED };
 
-#define SSW_MAX_PLISTEN 2
+/* Provider listeners of one socket: per provider, one per address family
+ * (a dual-stack wildcard listens on :: and 0.0.0.0). */
+#define SSW_MAX_PLISTEN 8
+
+struct ssw_plisten {
+	const struct ssw_provider *prov;
+	struct ssw_listener *l;
+};
 
 struct ssw_sock {
 	_Atomic int refs;            /* fd table entries + calls in progress */
@@ -33,7 +41,7 @@ struct ssw_sock {
 	struct ssw_session_opts opts;
 	bool linger_on;
 	int linger_s;
-	const struct ssw_provider *prov;
+	const struct ssw_provider *prov; /* a connection's provider (NULL for a listener: see pl) */
 	struct ssw_session *sess;
 
 	/* connecting */
@@ -44,24 +52,19 @@ struct ssw_sock {
 	int proof_fd;                /* proof.c: the kernel socket's hidden duplicate, or -1 */
 
 	/* listening */
-	struct ssw_listener *pl[SSW_MAX_PLISTEN];
+	struct ssw_plisten pl[SSW_MAX_PLISTEN]; /* each with its own provider */
 	int npl;
 	struct ssw_session_opts lopts;
 
 	void *ep_watch;              /* epoll.c: this socket's epoll entries (under epoll.c's lock) */
 };
 
-/* fd table */
-int ssw_fdtab_init(void);
-/* Takes a reference: pair with ssw_sock_put.  NULL when the fd is not ours. */
-struct ssw_sock *ssw_sock_get(int fd);
-void ssw_sock_put(struct ssw_sock *s);
+/* fd table (ssw_fdtab_init, ssw_sock_get, ssw_sock_put, ssw_fdtab_any: api.h) */
 /* Install s at fd (takes a table reference). */
 int ssw_fdtab_set(int fd, struct ssw_sock *s);
 /* Remove fd's entry; returns the sock with the table's reference moved to
  * the caller (who must put it), or NULL. */
 struct ssw_sock *ssw_fdtab_take(int fd);
-bool ssw_fdtab_any(const int *fds, int n);
 /* Call fn on every sock in the table (under the table lock: keep it short). */
 void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg);
 

@@ -454,7 +454,23 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 	fmt_addr(&s->local, loc, sizeof loc);
 	if (ss != SSW_ST_LISTENING)
 		fmt_addr(ss == SSW_ST_CONNECTING ? &s->dst : &s->peer, rem, sizeof rem);
-	const char *pname = s->prov && s->prov->name ? s->prov->name : "?";
+	char pname[sizeof sl->provider] = "?", pdesc[sizeof sl->describe] = "";
+	if (ss == SSW_ST_LISTENING) {
+		/* each provider once (a dual-stack wildcard has two listeners each) */
+		size_t k = 0;
+		for (int i = 0; i < s->npl && i < SSW_MAX_PLISTEN; i++) {
+			const char *nm = s->pl[i].prov->name;
+			bool dup = false;
+			for (int j = 0; j < i && !dup; j++)
+				dup = s->pl[j].prov == s->pl[i].prov;
+			if (!dup && k < sizeof pname)
+				k += (size_t)snprintf(pname + k, sizeof pname - k, "%s%s", k ? "+" : "", nm);
+		}
+	} else if (s->prov && s->prov->name) {
+		snprintf(pname, sizeof pname, "%s", s->prov->name);
+		if (s->prov->describe)
+			snprintf(pdesc, sizeof pdesc, "%s", s->prov->describe());
+	}
 	bool shared = s->sess && !ssw_session_last_holder(s->sess); /* held by a forked process too */
 	if (locked)
 		pthread_mutex_unlock(&s->lock);
@@ -464,7 +480,8 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 	sl->state = (uint8_t)state;
 	sl->flags = shared ? SSW_SR_F_SHARED : 0;
 	sl->fd = fd;
-	snprintf(sl->provider, sizeof sl->provider, "%s", pname);
+	memcpy(sl->provider, pname, sizeof pname);
+	memcpy(sl->describe, pdesc, sizeof pdesc);
 	if (have_stats) {
 		sl->bytes_sent = st.bytes_sent;
 		sl->bytes_received = st.bytes_received;
@@ -831,6 +848,7 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 	sl->flags = 0;
 	sl->fd = fd;
 	snprintf(sl->provider, sizeof sl->provider, "tcp");
+	sl->describe[0] = '\0';
 	sl->bytes_sent = sl->bytes_received = sl->msgs_sent = sl->msgs_received = 0;
 	sl->tx_inflight = sl->tx_limit = sl->rx_window = 0;
 	sl->ino = ino;

@@ -66,7 +66,7 @@ struct ssw_statreg_slot {
 	uint8_t state;            /* enum ssw_statreg_state */
 	uint16_t flags;
 	int32_t fd;
-	char provider[12];        /* "shm", "fabric", or "tcp" for kernel TCP */
+	char provider[12];        /* "shm", "fabric", "tcp" for kernel TCP; a listener: "shm+fabric" */
 	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
 	uint64_t tx_inflight;     /* bytes sent and not yet credited back */
 	uint64_t tx_limit;        /* bytes that may be in flight (peer window, SO_SNDBUF) */
@@ -75,7 +75,8 @@ struct ssw_statreg_slot {
 	uint64_t since_ns;        /* CLOCK_REALTIME when published */
 	char local[64], remote[64];   /* "1.2.3.4:80", "[::1]:80", "*" */
 	char reason[96];          /* why kernel TCP (SSW_SR_KERNEL) */
-	char pad[64];
+	char describe[48];        /* the provider's describe() line ("fabric (libfabric tcp)"), or "" */
+	char pad[16];
 };
 
 _Static_assert(sizeof(struct ssw_statreg_slot) == 384, "slot layout");

@@ -22,7 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "switch/providers.h"
 #include "switch/route.h"
+
+/* Routes name providers by the registry's names; the tests follow it. */
+#define T_SHM ssw_registry_find("shm", 3)
+#define T_FABRIC ssw_registry_find("fabric", 6)
 
 /* ~85 KB each: kept off the stack. */
 static struct ssw_routes T, T2;
@@ -130,7 +135,7 @@ static struct addr mkaddr(const char *s)
 	return a;
 }
 
-static const struct ssw_route_rule *lookup(const struct ssw_routes *r, const char *s, enum ssw_target *t)
+static const struct ssw_route_rule *lookup(const struct ssw_routes *r, const char *s, int *t)
 {
 	struct addr a = mkaddr(s);
 	return ssw_route_lookup(r, (struct sockaddr *)&a.ss, a.len, t);
@@ -148,10 +153,10 @@ static bool is_local(const char *s)
 /* Checks target and, when origin is non-NULL, the origin of the rule that
  * decided ("" = no rule matched). */
 #define expect_route(r, addr, tgt, origin) expect_route_at(r, addr, tgt, origin, __FILE__, __LINE__)
-static void expect_route_at(const struct ssw_routes *r, const char *addr, enum ssw_target tgt,
+static void expect_route_at(const struct ssw_routes *r, const char *addr, int tgt,
 			    const char *origin, const char *file, int line)
 {
-	enum ssw_target t = (enum ssw_target)99;
+	int t = (int)99;
 	const struct ssw_route_rule *rule = lookup(r, addr, &t);
 	if (t != tgt)
 		fail_at(file, line, "%s: target %s, expected %s", addr, ssw_target_name(t), ssw_target_name(tgt));
@@ -189,18 +194,18 @@ static void test_default_table(void **state)
 	assert_string_equal(err, "");
 	assert_int_equal(T.nrules, 1);
 	assert_true(T.rules[0].local);
-	assert_int_equal(T.rules[0].target, SSW_TARGET_SHM);
+	assert_int_equal(T.rules[0].target, T_SHM);
 	assert_string_equal(T.rules[0].origin, "built-in default");
 	assert_true(bitmap_empty(&T));
 
-	expect_route(&T, "127.0.0.1", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "127.5.5.5", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "127.255.255.255", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "::1", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "::ffff:127.0.0.1", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "0.0.0.0", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "::", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "::ffff:0.0.0.0", SSW_TARGET_SHM, "built-in default");
+	expect_route(&T, "127.0.0.1", T_SHM, "built-in default");
+	expect_route(&T, "127.5.5.5", T_SHM, "built-in default");
+	expect_route(&T, "127.255.255.255", T_SHM, "built-in default");
+	expect_route(&T, "::1", T_SHM, "built-in default");
+	expect_route(&T, "::ffff:127.0.0.1", T_SHM, "built-in default");
+	expect_route(&T, "0.0.0.0", T_SHM, "built-in default");
+	expect_route(&T, "::", T_SHM, "built-in default");
+	expect_route(&T, "::ffff:0.0.0.0", T_SHM, "built-in default");
 
 	expect_route(&T, "8.8.8.8", SSW_TARGET_TCP, "");
 	expect_route(&T, "2001:db8::1", SSW_TARGET_TCP, "");
@@ -219,13 +224,13 @@ static void test_default_table(void **state)
 static void test_bad_sockaddr(void **state)
 {
 	(void)state;
-	enum ssw_target t = SSW_TARGET_SHM;
+	int t = T_SHM;
 	assert_int_equal(build(&T, NULL, NULL), 0);
 	struct addr a = mkaddr("127.0.0.1");
 
 	assert_null(ssw_route_lookup(&T, NULL, 16, &t));
 	assert_int_equal(t, SSW_TARGET_TCP);
-	t = SSW_TARGET_SHM;
+	t = T_SHM;
 	assert_null(ssw_route_lookup(&T, (struct sockaddr *)&a.ss, 4, &t));   /* truncated */
 	assert_int_equal(t, SSW_TARGET_TCP);
 	assert_false(ssw_addr_is_local((struct sockaddr *)&a.ss, 4));
@@ -233,7 +238,7 @@ static void test_bad_sockaddr(void **state)
 
 	struct addr u = a;
 	u.ss.ss_family = AF_UNIX;
-	t = SSW_TARGET_SHM;
+	t = T_SHM;
 	assert_null(ssw_route_lookup(&T, (struct sockaddr *)&u.ss, u.len, &t));
 	assert_int_equal(t, SSW_TARGET_TCP);
 
@@ -245,7 +250,7 @@ static void test_bad_sockaddr(void **state)
 
 	/* target may be NULL; NULL table means everything TCP. */
 	assert_non_null(ssw_route_lookup(&T, (struct sockaddr *)&a.ss, a.len, NULL));
-	t = SSW_TARGET_SHM;
+	t = T_SHM;
 	assert_null(ssw_route_lookup(NULL, (struct sockaddr *)&a.ss, a.len, &t));
 	assert_int_equal(t, SSW_TARGET_TCP);
 }
@@ -261,12 +266,12 @@ static void test_env_beats_file(void **state)
 	assert_string_equal(T.rules[1].origin, "test.conf:1");
 	assert_string_equal(T.rules[2].origin, "test.conf:2");
 	assert_string_equal(T.rules[3].origin, "built-in default");
-	expect_route(&T, "10.1.2.3", SSW_TARGET_FABRIC, "SOCKSWITCH_ROUTES rule 1");
-	expect_route(&T, "11.1.2.3", SSW_TARGET_SHM, "test.conf:2");
+	expect_route(&T, "10.1.2.3", T_FABRIC, "SOCKSWITCH_ROUTES rule 1");
+	expect_route(&T, "11.1.2.3", T_SHM, "test.conf:2");
 
 	/* The file can't override the env's `local` rule, and the default comes last. */
 	assert_int_equal(build(&T, "route local fabric", "route local tcp"), 0);
-	expect_route(&T, "127.0.0.1", SSW_TARGET_FABRIC, "SOCKSWITCH_ROUTES rule 1");
+	expect_route(&T, "127.0.0.1", T_FABRIC, "SOCKSWITCH_ROUTES rule 1");
 	assert_int_equal(build(&T, NULL, "route local tcp"), 0);
 	expect_route(&T, "127.0.0.1", SSW_TARGET_TCP, "test.conf:1");
 	expect_route(&T, "::1", SSW_TARGET_TCP, "test.conf:1");
@@ -276,16 +281,16 @@ static void test_first_match_wins(void **state)
 {
 	(void)state;
 	assert_int_equal(build(&T, NULL, "route 10.0.0.0/8 fabric\nroute 10.1.0.0/16 shm\n"), 0);
-	expect_route(&T, "10.1.2.3", SSW_TARGET_FABRIC, "test.conf:1");
+	expect_route(&T, "10.1.2.3", T_FABRIC, "test.conf:1");
 
 	assert_int_equal(build(&T, NULL, "route 10.1.0.0/16 shm\nroute 10.0.0.0/8 fabric\n"), 0);
-	expect_route(&T, "10.1.2.3", SSW_TARGET_SHM, "test.conf:1");
-	expect_route(&T, "10.2.0.1", SSW_TARGET_FABRIC, "test.conf:2");
+	expect_route(&T, "10.1.2.3", T_SHM, "test.conf:1");
+	expect_route(&T, "10.2.0.1", T_FABRIC, "test.conf:2");
 
 	/* Same within the variable. */
 	assert_int_equal(build(&T, "route 10.1.0.0/16 tcp;route 10.0.0.0/8 fabric", NULL), 0);
 	expect_route(&T, "10.1.0.1", SSW_TARGET_TCP, "SOCKSWITCH_ROUTES rule 1");
-	expect_route(&T, "10.9.0.1", SSW_TARGET_FABRIC, "SOCKSWITCH_ROUTES rule 2");
+	expect_route(&T, "10.9.0.1", T_FABRIC, "SOCKSWITCH_ROUTES rule 2");
 }
 
 static void test_catch_all_tcp(void **state)
@@ -296,7 +301,7 @@ static void test_catch_all_tcp(void **state)
 	expect_route(&T, "127.0.0.1", SSW_TARGET_TCP, "test.conf:1");
 	expect_route(&T, "::ffff:127.0.0.1", SSW_TARGET_TCP, "test.conf:1");
 	expect_route(&T, "0.0.0.0", SSW_TARGET_TCP, "test.conf:1");
-	expect_route(&T, "::1", SSW_TARGET_SHM, "test.conf:2");
+	expect_route(&T, "::1", T_SHM, "test.conf:2");
 
 	assert_int_equal(build(&T, "route 0.0.0.0/0 tcp;route ::/0 tcp", NULL), 0);
 	expect_route(&T, "127.0.0.1", SSW_TARGET_TCP, "SOCKSWITCH_ROUTES rule 1");
@@ -305,8 +310,8 @@ static void test_catch_all_tcp(void **state)
 
 	/* After `local`, a catch-all only affects remote destinations. */
 	assert_int_equal(build(&T, NULL, "route local shm\nroute 0.0.0.0/0 fabric\n"), 0);
-	expect_route(&T, "127.0.0.1", SSW_TARGET_SHM, "test.conf:1");
-	expect_route(&T, "8.8.8.8", SSW_TARGET_FABRIC, "test.conf:2");
+	expect_route(&T, "127.0.0.1", T_SHM, "test.conf:1");
+	expect_route(&T, "8.8.8.8", T_FABRIC, "test.conf:2");
 	expect_route(&T, "2001:db8::1", SSW_TARGET_TCP, "");
 }
 
@@ -318,36 +323,36 @@ static void test_cidr_v4(void **state)
 	assert_int_equal(build(&T, NULL, "route 0.0.0.0/0 fabric"), 0);
 	assert_int_equal(T.rules[0].family, AF_INET);
 	assert_int_equal(T.rules[0].prefix, 0);
-	expect_route(&T, "1.2.3.4", SSW_TARGET_FABRIC, NULL);
-	expect_route(&T, "255.255.255.255", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "1.2.3.4", T_FABRIC, NULL);
+	expect_route(&T, "255.255.255.255", T_FABRIC, NULL);
 	expect_route(&T, "2001:db8::1", SSW_TARGET_TCP, "");   /* v4 rules never match v6 */
 
 	assert_int_equal(build(&T, NULL, "route 10.0.0.0/8 fabric"), 0);
-	expect_route(&T, "10.0.0.0", SSW_TARGET_FABRIC, NULL);
-	expect_route(&T, "10.255.255.255", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "10.0.0.0", T_FABRIC, NULL);
+	expect_route(&T, "10.255.255.255", T_FABRIC, NULL);
 	expect_route(&T, "9.255.255.255", SSW_TARGET_TCP, "");
 	expect_route(&T, "11.0.0.0", SSW_TARGET_TCP, "");
-	expect_route(&T, "::ffff:10.1.2.3", SSW_TARGET_FABRIC, "test.conf:1");
+	expect_route(&T, "::ffff:10.1.2.3", T_FABRIC, "test.conf:1");
 
 	assert_int_equal(build(&T, NULL, "route 172.16.0.0/12 fabric"), 0);
-	expect_route(&T, "172.31.255.255", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "172.31.255.255", T_FABRIC, NULL);
 	expect_route(&T, "172.32.0.0", SSW_TARGET_TCP, "");
 	expect_route(&T, "172.15.255.255", SSW_TARGET_TCP, "");
 
 	assert_int_equal(build(&T, NULL, "route 192.168.1.4/31 fabric"), 0);
-	expect_route(&T, "192.168.1.4", SSW_TARGET_FABRIC, NULL);
-	expect_route(&T, "192.168.1.5", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "192.168.1.4", T_FABRIC, NULL);
+	expect_route(&T, "192.168.1.5", T_FABRIC, NULL);
 	expect_route(&T, "192.168.1.3", SSW_TARGET_TCP, "");
 	expect_route(&T, "192.168.1.6", SSW_TARGET_TCP, "");
 
 	/* Bare address = /32. */
 	assert_int_equal(build(&T, NULL, "route 192.168.1.7 fabric"), 0);
 	assert_int_equal(T.rules[0].prefix, 32);
-	expect_route(&T, "192.168.1.7", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "192.168.1.7", T_FABRIC, NULL);
 	expect_route(&T, "192.168.1.6", SSW_TARGET_TCP, "");
 	expect_route(&T, "192.168.1.8", SSW_TARGET_TCP, "");
 	assert_int_equal(build(&T, NULL, "route 192.168.1.7/32 fabric"), 0);
-	expect_route(&T, "192.168.1.7", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "192.168.1.7", T_FABRIC, NULL);
 	expect_route(&T, "192.168.1.6", SSW_TARGET_TCP, "");
 
 	/* Host bits are cleared. */
@@ -357,8 +362,8 @@ static void test_cidr_v4(void **state)
 	assert_memory_equal(T.rules[0].addr, net10, 16);
 	assert_int_equal(T.rules[0].prefix, 8);
 	assert_memory_equal(T.rules[1].addr, net192, 16);
-	expect_route(&T, "10.200.0.1", SSW_TARGET_FABRIC, NULL);
-	expect_route(&T, "192.168.1.4", SSW_TARGET_SHM, NULL);
+	expect_route(&T, "10.200.0.1", T_FABRIC, NULL);
+	expect_route(&T, "192.168.1.4", T_SHM, NULL);
 }
 
 static void test_cidr_v6(void **state)
@@ -366,34 +371,34 @@ static void test_cidr_v6(void **state)
 	(void)state;
 	assert_int_equal(build(&T, NULL, "route ::/0 fabric"), 0);
 	assert_int_equal(T.rules[0].family, AF_INET6);
-	expect_route(&T, "2001:db8::1", SSW_TARGET_FABRIC, NULL);
-	expect_route(&T, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "2001:db8::1", T_FABRIC, NULL);
+	expect_route(&T, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", T_FABRIC, NULL);
 	expect_route(&T, "8.8.8.8", SSW_TARGET_TCP, "");
 	expect_route(&T, "::ffff:8.8.8.8", SSW_TARGET_TCP, "");   /* mapped = IPv4 */
 
 	assert_int_equal(build(&T, NULL, "route fd00::/8 shm"), 0);
-	expect_route(&T, "fd12:3456::1", SSW_TARGET_SHM, NULL);
-	expect_route(&T, "fdff:ffff::1", SSW_TARGET_SHM, NULL);
+	expect_route(&T, "fd12:3456::1", T_SHM, NULL);
+	expect_route(&T, "fdff:ffff::1", T_SHM, NULL);
 	expect_route(&T, "fc00::1", SSW_TARGET_TCP, "");
 	expect_route(&T, "fe00::1", SSW_TARGET_TCP, "");
 
 	assert_int_equal(build(&T, NULL, "route 2001:db8:1:2::/64 fabric"), 0);
-	expect_route(&T, "2001:db8:1:2::", SSW_TARGET_FABRIC, NULL);
-	expect_route(&T, "2001:db8:1:2:ffff:ffff:ffff:ffff", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "2001:db8:1:2::", T_FABRIC, NULL);
+	expect_route(&T, "2001:db8:1:2:ffff:ffff:ffff:ffff", T_FABRIC, NULL);
 	expect_route(&T, "2001:db8:1:3::", SSW_TARGET_TCP, "");
 	expect_route(&T, "2001:db8:1:1:ffff:ffff:ffff:ffff", SSW_TARGET_TCP, "");
 
 	assert_int_equal(build(&T, NULL, "route 2001:db8::5 fabric"), 0);
 	assert_int_equal(T.rules[0].prefix, 128);
-	expect_route(&T, "2001:db8::5", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "2001:db8::5", T_FABRIC, NULL);
 	expect_route(&T, "2001:db8::4", SSW_TARGET_TCP, "");
 	expect_route(&T, "2001:db8::6", SSW_TARGET_TCP, "");
 	assert_int_equal(build(&T, NULL, "route 2001:db8::5/128 fabric"), 0);
-	expect_route(&T, "2001:db8::5", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "2001:db8::5", T_FABRIC, NULL);
 	expect_route(&T, "2001:db8::4", SSW_TARGET_TCP, "");
 
 	assert_int_equal(build(&T, NULL, "route 2001:db8::4/127 fabric"), 0);
-	expect_route(&T, "2001:db8::5", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "2001:db8::5", T_FABRIC, NULL);
 	expect_route(&T, "2001:db8::6", SSW_TARGET_TCP, "");
 
 	/* Host bits are cleared. */
@@ -408,8 +413,8 @@ static void test_cidr_v6(void **state)
 	assert_int_equal(T.rules[0].family, AF_INET);
 	assert_int_equal(T.rules[0].prefix, 8);
 	assert_memory_equal(T.rules[0].addr, net10, 16);
-	expect_route(&T, "10.1.2.3", SSW_TARGET_FABRIC, NULL);
-	expect_route(&T, "::ffff:10.1.2.3", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "10.1.2.3", T_FABRIC, NULL);
+	expect_route(&T, "::ffff:10.1.2.3", T_FABRIC, NULL);
 	expect_route(&T, "11.1.2.3", SSW_TARGET_TCP, "");
 }
 
@@ -430,21 +435,21 @@ static void test_whitespace_and_comments(void **state)
 		"route 14.0.0.0/8 fabric";          /* no final newline */
 	assert_int_equal(build(&T, NULL, text), 0);
 	assert_int_equal(T.nrules, 6);
-	expect_route(&T, "10.0.0.1", SSW_TARGET_FABRIC, "test.conf:4");
-	expect_route(&T, "11.0.0.1", SSW_TARGET_SHM, "test.conf:5");
-	expect_route(&T, "12.0.0.1", SSW_TARGET_SHM, "test.conf:6");
-	expect_route(&T, "13.0.0.1", SSW_TARGET_FABRIC, "test.conf:8");
-	expect_route(&T, "14.0.0.1", SSW_TARGET_FABRIC, "test.conf:9");
+	expect_route(&T, "10.0.0.1", T_FABRIC, "test.conf:4");
+	expect_route(&T, "11.0.0.1", T_SHM, "test.conf:5");
+	expect_route(&T, "12.0.0.1", T_SHM, "test.conf:6");
+	expect_route(&T, "13.0.0.1", T_FABRIC, "test.conf:8");
+	expect_route(&T, "14.0.0.1", T_FABRIC, "test.conf:9");
 
 	/* Items are numbered by position, empty and comment-only ones included. */
 	assert_int_equal(build(&T, " route 10.0.0.0/8 fabric ;; # nothing ; route 11.0.0.0/8 shm;", NULL), 0);
 	assert_int_equal(T.nrules, 3);
-	expect_route(&T, "10.0.0.1", SSW_TARGET_FABRIC, "SOCKSWITCH_ROUTES rule 1");
-	expect_route(&T, "11.0.0.1", SSW_TARGET_SHM, "SOCKSWITCH_ROUTES rule 4");
+	expect_route(&T, "10.0.0.1", T_FABRIC, "SOCKSWITCH_ROUTES rule 1");
+	expect_route(&T, "11.0.0.1", T_SHM, "SOCKSWITCH_ROUTES rule 4");
 
 	/* A comment ends at ';' in the variable. */
 	assert_int_equal(build(&T, "route 10.0.0.0/8 fabric # c;route 11.0.0.0/8 shm", NULL), 0);
-	expect_route(&T, "11.0.0.1", SSW_TARGET_SHM, "SOCKSWITCH_ROUTES rule 2");
+	expect_route(&T, "11.0.0.1", T_SHM, "SOCKSWITCH_ROUTES rule 2");
 }
 
 static void test_options(void **state)
@@ -532,7 +537,7 @@ static void test_explain(void **state)
 	assert_non_null(strstr(ex.why, "never switched"));
 
 	explain("10.2.0.1", 80, true, &ex);
-	assert_int_equal(ex.target, SSW_TARGET_FABRIC);
+	assert_int_equal(ex.target, T_FABRIC);
 	assert_int_equal(ex.rule_index, 2);
 	assert_string_equal(ex.rule->origin, "test.conf:2");
 	assert_false(ex.port_excluded);
@@ -550,16 +555,16 @@ static void test_explain(void **state)
 	assert_string_equal(ex.port_origin, "test.conf:4");
 	/* without a port, port-exclude does not apply */
 	explain("10.2.0.1", 22, false, &ex);
-	assert_int_equal(ex.target, SSW_TARGET_FABRIC);
+	assert_int_equal(ex.target, T_FABRIC);
 
 	explain("127.0.0.1", 80, true, &ex);
-	assert_int_equal(ex.target, SSW_TARGET_SHM);
+	assert_int_equal(ex.target, T_SHM);
 	assert_true(ex.local);
 	assert_int_equal(ex.rule_index, 3);
 	assert_string_equal(ex.rule->origin, "built-in default");
 	assert_non_null(strstr(ex.why, "is an address of this host"));
 	explain("::ffff:127.0.0.1", 80, true, &ex);
-	assert_int_equal(ex.target, SSW_TARGET_SHM);
+	assert_int_equal(ex.target, T_SHM);
 
 	explain("192.0.2.99", 80, true, &ex);
 	assert_null(ex.rule);
@@ -612,8 +617,8 @@ static void test_origins(void **state)
 	assert_string_equal(T.rules[1].origin, "built-in default");
 
 	assert_string_equal(ssw_target_name(SSW_TARGET_TCP), "tcp");
-	assert_string_equal(ssw_target_name(SSW_TARGET_SHM), "shm");
-	assert_string_equal(ssw_target_name(SSW_TARGET_FABRIC), "fabric");
+	assert_string_equal(ssw_target_name(T_SHM), "shm");
+	assert_string_equal(ssw_target_name(T_FABRIC), "fabric");
 }
 
 /* ---- errors ----------------------------------------------------------------- */
@@ -736,8 +741,8 @@ static void test_too_many_rules(void **state)
 	assert_int_equal(build(&T, NULL, text), 0);
 	assert_int_equal(T.nrules, SSW_ROUTE_MAX_RULES);
 	assert_string_equal(T.rules[SSW_ROUTE_MAX_RULES - 1].origin, "built-in default");
-	expect_route(&T, "10.126.0.1", SSW_TARGET_FABRIC, "test.conf:127");
-	expect_route(&T, "127.0.0.1", SSW_TARGET_SHM, "built-in default");
+	expect_route(&T, "10.126.0.1", T_FABRIC, "test.conf:127");
+	expect_route(&T, "127.0.0.1", T_SHM, "built-in default");
 
 	snprintf(text + n, sizeof text - n, "\nroute 11.0.0.0/8 shm\n");
 	assert_int_equal(build(&T, NULL, text), -1);
@@ -782,9 +787,9 @@ static void test_load(void **state)
 	setenv("SOCKSWITCH_ROUTES", "route 10.0.0.0/8 shm;port-exclude 5432", 1);
 	assert_int_equal(ssw_routes_load(&T, err, sizeof err), 0);
 	assert_int_equal(T.nrules, 4);
-	expect_route(&T, "10.0.0.1", SSW_TARGET_SHM, "SOCKSWITCH_ROUTES rule 1");
+	expect_route(&T, "10.0.0.1", T_SHM, "SOCKSWITCH_ROUTES rule 1");
 	snprintf(msg, sizeof msg, "%s:3", path);
-	expect_route(&T, "11.0.0.1", SSW_TARGET_FABRIC, msg);
+	expect_route(&T, "11.0.0.1", T_FABRIC, msg);
 	assert_true(ssw_route_port_excluded(&T, 22));
 	assert_true(ssw_route_port_excluded(&T, 5432));
 
@@ -835,7 +840,7 @@ static void test_load(void **state)
 	setenv("SOCKSWITCH_CONF", path, 1);
 	write_file(path, buf, big);
 	assert_int_equal(ssw_routes_load(&T, err, sizeof err), 0);
-	expect_route(&T, "12.0.0.1", SSW_TARGET_FABRIC, NULL);
+	expect_route(&T, "12.0.0.1", T_FABRIC, NULL);
 	write_file(path, buf, big + 1);
 	assert_int_equal(ssw_routes_load(&T, err, sizeof err), -1);
 	snprintf(msg, sizeof msg, "%s: cannot read: larger than 1 MiB (the limit)", path);
@@ -911,9 +916,9 @@ static void test_local_real_interfaces(void **state)
 		inet_ntop(i->ifa_addr->sa_family, a, buf, sizeof buf);
 		if (!ssw_addr_is_local(i->ifa_addr, len))
 			fail_msg("%s (%s) should be local", buf, i->ifa_name);
-		enum ssw_target t;
+		int t;
 		assert_non_null(ssw_route_lookup(&T, i->ifa_addr, len, &t));
-		assert_int_equal(t, SSW_TARGET_SHM);
+		assert_int_equal(t, T_SHM);
 		checked++;
 	}
 	freeifaddrs(list);
@@ -933,8 +938,8 @@ static void test_local_cache(void **state)
 	assert_true(is_local("::ffff:198.51.100.7"));
 	assert_false(is_local("198.51.100.8"));
 	assert_false(is_local("2001:db8:feed::8"));
-	expect_route(&T, "198.51.100.7", SSW_TARGET_SHM, "built-in default");
-	expect_route(&T, "2001:db8:feed::7", SSW_TARGET_SHM, "built-in default");
+	expect_route(&T, "198.51.100.7", T_SHM, "built-in default");
+	expect_route(&T, "2001:db8:feed::7", T_SHM, "built-in default");
 	expect_route(&T, "198.51.100.8", SSW_TARGET_TCP, "");
 
 	/* Cached: one getifaddrs for many lookups within the second. */
@@ -963,7 +968,7 @@ static void test_local_cache(void **state)
 	for (int i = 0; i < 100; i++)
 		is_local("192.0.2.1");
 	assert_int_equal(__atomic_load_n(&getifaddrs_calls, __ATOMIC_RELAXED), 3);
-	expect_route(&T, "127.0.0.1", SSW_TARGET_SHM, "built-in default");
+	expect_route(&T, "127.0.0.1", T_SHM, "built-in default");
 
 	set_fake(FAKE_OFF);
 	wait_refresh();
@@ -980,8 +985,8 @@ static void *hammer_thread(void *arg)
 	struct hammer *h = arg;
 	struct addr lo = mkaddr("127.0.0.1"), ext = mkaddr("198.51.100.7"), ext6 = mkaddr("2001:db8:feed::8");
 	while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
-		enum ssw_target t;
-		if (!ssw_route_lookup(&T2, (struct sockaddr *)&lo.ss, lo.len, &t) || t != SSW_TARGET_SHM)
+		int t;
+		if (!ssw_route_lookup(&T2, (struct sockaddr *)&lo.ss, lo.len, &t) || t != T_SHM)
 			__atomic_add_fetch(&h->bad, 1, __ATOMIC_RELAXED);
 		ssw_route_lookup(&T2, (struct sockaddr *)&ext.ss, ext.len, &t);
 		ssw_addr_is_local((struct sockaddr *)&ext6.ss, ext6.len);

@@ -65,8 +65,8 @@ int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b)
 	if (fd[3] < 0 || fd[4] < 0)
 		goto sys_fail;
 	/* each endpoint owns (and closes) its own copy of the peer's doorbell */
-	fd[5] = fcntl(fd[3], F_DUPFD_CLOEXEC, 0);
-	fd[6] = fcntl(fd[4], F_DUPFD_CLOEXEC, 0);
+	fd[5] = sys_fcntl(fd[3], F_DUPFD_CLOEXEC, 0);
+	fd[6] = sys_fcntl(fd[4], F_DUPFD_CLOEXEC, 0);
 	if (fd[5] < 0 || fd[6] < 0)
 		goto sys_fail;
 

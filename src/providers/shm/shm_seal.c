@@ -33,7 +33,7 @@ int shm_seg_create(const char *name, uint64_t size)
 	int fd = sys_memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 || fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
+	if (ftruncate(fd, (off_t)size) < 0 || sys_fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0) {
 		int rc = -errno;
 		sys_close(fd);
 		return rc;
@@ -50,7 +50,7 @@ int shm_seg_check(int fd, uint64_t want)
 	const char *why = NULL;
 	struct stat st;
 	struct statfs sf;
-	int seals = fcntl(fd, F_GET_SEALS);
+	int seals = sys_fcntl(fd, F_GET_SEALS, 0);
 	if (seals < 0)
 		why = "not a sealable memfd";
 	else if ((seals & ~SEALS_IGNORED) != SHM_SEALS)

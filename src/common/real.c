@@ -1,10 +1,11 @@
-/* real.c — resolves the C library entry points we interpose (RTLD_NEXT). */
-#include "interpose/real.h"
+/* real.c — resolves the C library entry points the library interposes (RTLD_NEXT). */
+#include "common/real.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
-
-#include "switch/sock.h"
+#include <stdbool.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct ssw_real ssw_real;
 
@@ -31,9 +32,15 @@ void ssw_real_init(void)
 	pthread_once(&once, resolve);
 }
 
-__attribute__((constructor)) static void early(void)
+pid_t ssw_real_fork_outer(void)
 {
-	ssw_real_init();
-	/* the fd table exists from the start so socket() can record what it made */
-	ssw_fdtab_init();
+	static pid_t (*fn)(void);
+	if (!fn) {
+		pid_t (*first)(void) = (pid_t(*)(void))dlsym(RTLD_DEFAULT, "fork");
+		Dl_info a, b;
+		bool ours = first && dladdr((void *)first, &a) && dladdr((void *)ssw_real_fork_outer, &b) &&
+			    a.dli_fbase == b.dli_fbase;
+		fn = first && !ours ? first : (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
+	}
+	return fn ? fn() : (pid_t)syscall(SYS_fork);
 }

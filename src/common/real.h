@@ -1,5 +1,7 @@
-/* real.h — the C library's own entry points behind the ones we interpose,
- * resolved once with dlsym(RTLD_NEXT). */
+/* real.h — the C library's own entry points behind the ones the library
+ * interposes, resolved once with dlsym(RTLD_NEXT).  Below the switch so that
+ * any layer can call the real function without going back up through the
+ * interposed one. */
 #ifndef SSW_REAL_H
 #define SSW_REAL_H
 
@@ -71,15 +73,9 @@ void ssw_real_init(void);
 /* Resolve on first use (constructors of other libraries may call us first). */
 #define REAL(name) (ssw_real.name ? ssw_real.name : (ssw_real_init(), ssw_real.name))
 
-/* System call convention from a switch result (>= 0 or -errno). */
-#define SSW_RET(expr)                          \
-	do {                                   \
-		long r_ = (long)(expr);        \
-		if (r_ < 0) {                  \
-			errno = (int)-r_;      \
-			return -1;             \
-		}                              \
-		return r_;                     \
-	} while (0)
+/* fork without this library's own wrapper (no holder counting), but through
+ * a sanitizer runtime's when one is loaded first: it keeps its own locks
+ * consistent across fork.  The raw system call if neither is found. */
+pid_t ssw_real_fork_outer(void);
 
 #endif

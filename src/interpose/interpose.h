@@ -1,0 +1,36 @@
+/* interpose.h — what the interposed wrappers share: the C library's own
+ * functions (common/real.h), the switch's narrow interface (switch/api.h),
+ * exporting, and the system call convention for the switch's results. */
+#ifndef SSW_INTERPOSE_H
+#define SSW_INTERPOSE_H
+
+#include <errno.h>
+
+#include "common/real.h"
+#include "common/sys.h"
+#include "switch/api.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* A provider's own library (libfabric) calls the C library from inside the
+ * switch, sometimes from its own threads while the switch holds locks: its
+ * calls go straight to the C library, never back into the switch (a
+ * re-entry would take the switch's locks in the other order). */
+#define PROVIDER_PASS(call)                                       \
+	do {                                                      \
+		if (__builtin_expect(ssw_provider_calls != 0, 0)) \
+			return call;                              \
+	} while (0)
+
+/* System call convention from a switch result (>= 0 or -errno). */
+#define SSW_RET(expr)                          \
+	do {                                   \
+		long r_ = (long)(expr);        \
+		if (r_ < 0) {                  \
+			errno = (int)-r_;      \
+			return -1;             \
+		}                              \
+		return r_;                     \
+	} while (0)
+
+#endif

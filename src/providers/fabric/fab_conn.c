@@ -1,0 +1,194 @@
+/* fab_conn.c — connection ops of the fabric provider: connect to the
+ * peer's mapped port carrying the switch's private data, completion,
+ * close, and what the connection itself tells of the peer. */
+#include "providers/fabric/fab_priv.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A fabric connect that has not completed after this long goes to kernel
+ * TCP (a firewall dropping the fabric port; the kernel's own connect then
+ * has its usual time). */
+#define FAB_CONNECT_NS (3000ull * 1000000ull)
+
+static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
+		       struct ssw_ep **out)
+{
+	(void)dstlen;
+	if (priv_len > SSW_CONNECT_PRIV_MAX)
+		return -EINVAL;
+	if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (fab_dl_load())
+		return -ENODEV;
+	size_t al = dst->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	struct sockaddr_storage a;
+	memcpy(&a, dst, al);
+	int port = fab_map_port(ntohs(((struct sockaddr_in *)&a)->sin_port));
+	if (port < 0)
+		return -ERANGE; /* no fabric listener can exist for it (fab_map_port): kernel TCP */
+	((struct sockaddr_in *)&a)->sin_port = htons((uint16_t)port);
+
+	struct fi_info *h = fab_hints(), *info = NULL;
+	if (!h)
+		return -ENOMEM;
+	h->dest_addr = malloc(al);
+	h->dest_addrlen = al;
+	h->addr_format = dst->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
+	if (h->dest_addr)
+		memcpy(h->dest_addr, &a, al);
+	struct ssw_ep *ep = NULL;
+	struct fab_fabric *fab = NULL;
+	fab_gate_enter();
+	int rc = h->dest_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &info) : -FI_ENOMEM;
+	if (!rc)
+		rc = fab_fabric_get(info, &fab);
+	if (!rc)
+		rc = fab_ep_open(info, fab, &ep);
+	if (rc) {
+		fab_gate_leave();
+		SSW_DEBUG("fabric: no endpoint for the connect: %s", fab_strerror(-rc));
+		fab_freeinfo(info);
+		fab_freeinfo(h);
+		return rc == -FI_ENODATA ? -ENETUNREACH : fab_errno(rc);
+	}
+	fab_freeinfo(h);
+	/* The switch's data rides in the connection request when it fits
+	 * (tcp: 256 bytes).  A provider whose request carries less (verbs over
+	 * RDMA CM: 56 bytes, less libfabric's own header) gets only our header
+	 * there, and the data as the first message once connected: the
+	 * acceptor's thread queues the connection after that message. */
+	size_t cm = 0, cl = sizeof cm;
+	if (fi_getopt(&ep->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm, &cl) != 0)
+		cm = 0;
+	if (cm < sizeof(struct fab_cm_hdr)) {
+		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+		fab_gate_leave();
+		SSW_WARN_ONCE("fabric: libfabric provider %s carries no private data with a connection request: kernel TCP",
+			      fab_prov_name);
+		return -EPROTONOSUPPORT;
+	}
+	/* cm-data=N limits the switch's part (our header always goes) */
+	if (fab_cm_data_max >= 0 && cm > sizeof(struct fab_cm_hdr) + (size_t)fab_cm_data_max)
+		cm = sizeof(struct fab_cm_hdr) + (size_t)fab_cm_data_max;
+	struct {
+		struct fab_cm_hdr h;
+		uint8_t d[SSW_CONNECT_PRIV_MAX];
+	} data = { .h = { .magic = FAB_CM_MAGIC, .len = (uint32_t)priv_len } };
+	memcpy(data.d, priv, priv_len);
+	size_t dl = sizeof data.h + priv_len;
+	if (cm < dl) {
+		data.h.magic = FAB_CM_MAGIC_MSG;
+		dl = sizeof data.h;
+		memcpy(ep->priv, priv, priv_len);
+		ep->priv_len = priv_len;
+		ep->hello_out = true;
+	}
+	rc = fi_connect(ep->ep, ep->info->dest_addr, &data, dl);
+	if (rc) {
+		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+		fab_gate_leave();
+		return rc == -FI_ECONNREFUSED ? -ENOENT : fab_errno(rc);
+	}
+	ep->conn_deadline = ssw_now_ns() + FAB_CONNECT_NS;
+	fab_gate_leave();
+	*out = ep;
+	return -EINPROGRESS;
+}
+
+static int fab_connect_fd(struct ssw_ep *ep) { return ep->eq_fd; }
+
+static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_len)
+{
+	(void)reply;
+	*reply_len = 0; /* the acceptor's answer travels in-band (its INIT comes first) */
+	fab_ep_lock(ep);
+	fab_progress(ep);
+	int rc = ep->connected ? 0 : ep->conn_err ? ep->conn_err : -EINPROGRESS;
+	if (rc == 0 && ep->hello_out) {
+		struct iovec v = { ep->priv, ep->priv_len };
+		rc = fab_send_locked(ep, FAB_T_HELLO, &v, 1);
+		if (rc == 0)
+			ep->hello_out = false;
+		else if (rc == -EAGAIN)
+			rc = -EINPROGRESS; /* cannot be: the peer posted its buffers before accepting */
+	}
+	if (rc == -EINPROGRESS && ssw_now_ns() > ep->conn_deadline)
+		rc = -ETIMEDOUT;
+	fab_ep_unlock(ep);
+	/* Refused on the fabric port says nothing certain of the application's
+	 * port: a host without the switch refuses every fabric connect while
+	 * its kernel listener may well be open.  So a refusal is "no switched
+	 * listener" (kernel TCP, one round trip more), never ECONNREFUSED. */
+	if (rc == -ECONNREFUSED)
+		rc = -ENOENT;
+	return rc;
+}
+
+static void fab_close(struct ssw_ep *ep, int how)
+{
+	if (!ep)
+		return;
+	fab_gate_enter();
+	fab_ep_destroy(ep, how);
+	fab_gate_leave();
+}
+
+static int fab_duplicate(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len)
+{
+	(void)ep, (void)target_pid, (void)token, (void)token_len;
+	return -ENOSYS; /* a libfabric endpoint cannot move to another process */
+}
+
+static int fab_adopt(const void *token, size_t token_len, struct ssw_ep **out)
+{
+	(void)token, (void)token_len, (void)out;
+	return -ENOSYS;
+}
+
+static uint32_t fab_ep_caps(struct ssw_ep *ep)
+{
+	return ep->info && (ep->info->caps & FI_RMA) ? SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE : 0;
+}
+
+/* The connector's address as the connection has it: its host's address and
+ * the source port of its fabric connection (assigned by that host's
+ * kernel; not the application socket's port, which the fabric connection
+ * does not use). */
+static int fab_peer_addr(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len)
+{
+	size_t l = sizeof *addr;
+	memset(addr, 0, sizeof *addr);
+	fab_ep_lock(ep);
+	int rc = ep->ep ? fi_getpeer(ep->ep, addr, &l) : -FI_ENOTCONN;
+	fab_ep_unlock(ep);
+	if (rc)
+		return fab_errno(rc);
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	*len = (socklen_t)l;
+	return 0;
+}
+
+const struct ssw_conn_ops fab_conn_ops = {
+	.size = sizeof(struct ssw_conn_ops),
+	.listen = fab_listen,
+	.listener_fd = fab_listener_fd,
+	.accept = fab_accept,
+	.listener_close = fab_listener_close,
+	.connect = fab_connect,
+	.connect_fd = fab_connect_fd,
+	.connect_complete = fab_connect_complete,
+	.close = fab_close,
+	.duplicate = fab_duplicate,
+	.adopt = fab_adopt,
+	.ep_caps = fab_ep_caps,
+	.listener_ready = fab_listener_ready,
+	.peer_addr = fab_peer_addr,
+};

@@ -1,0 +1,401 @@
+/* fab_ep.c — life of one fabric endpoint: its domain, event and completion
+ * queues, registered message buffers, pre-posted receives, the provider
+ * header with its credits, reading completions, and closing. */
+#include "providers/fabric/fab_priv.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fab_ep_lock(struct ssw_ep *ep)
+{
+	fab_gate_enter();
+	pthread_mutex_lock(&ep->mu);
+}
+
+void fab_ep_unlock(struct ssw_ep *ep)
+{
+	pthread_mutex_unlock(&ep->mu);
+	fab_gate_leave();
+}
+
+static int get_wait_fd(struct fid *f, int *fd)
+{
+	int rc = fi_control(f, FI_GETWAIT, fd);
+	return rc ? rc : *fd >= 0 ? 0 : -FI_EINVAL;
+}
+
+static int reg_buf(struct ssw_ep *ep, void *buf, size_t len, uint64_t access, struct fid_mr **mr)
+{
+	*mr = NULL;
+	if (!ep->mr_local)
+		return 0; /* the provider needs no descriptor for local buffers (tcp) */
+	int rc = fi_mr_reg(ep->domain, buf, len, access, 0, ep->next_key++, 0, mr, NULL);
+	if (rc == 0 && ep->mr_endpoint) {
+		rc = fi_mr_bind(*mr, &ep->ep->fid, 0);
+		if (rc == 0)
+			rc = fi_mr_enable(*mr);
+	}
+	return rc;
+}
+
+int fab_post_recv(struct ssw_ep *ep, uint32_t slot)
+{
+	void *desc = ep->rx_mr ? fi_mr_desc(ep->rx_mr) : NULL;
+	ssize_t rc = -FI_EAGAIN;
+	/* at most FAB_RX_N receives are ever posted, within the queue's size:
+	 * -FI_EAGAIN here is the provider catching up (a few tries) */
+	for (int tries = 0; rc == -FI_EAGAIN && tries < 100; tries++)
+		rc = fi_recv(ep->ep, ep->rxbuf + (size_t)slot * FAB_BUF_SIZE, FAB_BUF_SIZE, desc, 0, &ep->rxc[slot]);
+	return (int)rc;
+}
+
+/* A new endpoint for `info` (a connect's, or a connection request's):
+ * everything set up and the receive buffers posted, not yet connected.
+ * Takes `info` on success only.  Called inside the gate. */
+int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **out)
+{
+	struct ssw_ep *ep = calloc(1, sizeof *ep);
+	if (!ep)
+		return -FI_ENOMEM;
+	pthread_mutex_init(&ep->mu, NULL);
+	ep->pid = ssw_pid();
+	ep->fab = fab;
+	ep->eq_fd = ep->cq_fd = -1;
+	ep->info = info;
+	uint64_t mm = info->domain_attr->mr_mode;
+	ep->mr_local = (mm & FI_MR_LOCAL) != 0;
+	ep->virt_addr = (mm & FI_MR_VIRT_ADDR) != 0;
+	ep->prov_key = (mm & FI_MR_PROV_KEY) != 0;
+	ep->mr_endpoint = (mm & FI_MR_ENDPOINT) != 0;
+	ep->next_key = 1;
+	ep->credits = FAB_RX_N;
+	void *rb = NULL, *tb = NULL;
+	/* page-aligned: registered memory (verbs pins pages) */
+	int rc = posix_memalign(&rb, 4096, FAB_RX_N * FAB_BUF_SIZE) || posix_memalign(&tb, 4096, FAB_TX_N * FAB_BUF_SIZE)
+			 ? -FI_ENOMEM
+			 : 0;
+	ep->rxbuf = rb;
+	ep->txbuf = tb;
+	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_FD };
+	struct fi_cq_attr ca = { .size = 4 * (FAB_RX_N + FAB_TX_N) + 64,
+				 .format = FI_CQ_FORMAT_DATA,
+				 .wait_obj = FI_WAIT_FD };
+	if (!rc)
+		rc = fi_domain(fab->fabric, info, &ep->domain, NULL);
+	if (!rc)
+		rc = fi_eq_open(fab->fabric, &ea, &ep->eq, NULL);
+	if (!rc)
+		rc = fi_cq_open(ep->domain, &ca, &ep->cq, NULL);
+	if (!rc)
+		rc = fi_endpoint(ep->domain, info, &ep->ep, NULL);
+	if (!rc)
+		rc = fi_ep_bind(ep->ep, &ep->eq->fid, 0);
+	if (!rc)
+		rc = fi_ep_bind(ep->ep, &ep->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (!rc)
+		rc = fi_enable(ep->ep);
+	if (!rc)
+		rc = get_wait_fd(&ep->eq->fid, &ep->eq_fd);
+	if (!rc)
+		rc = get_wait_fd(&ep->cq->fid, &ep->cq_fd);
+	if (!rc)
+		rc = reg_buf(ep, ep->rxbuf, FAB_RX_N * FAB_BUF_SIZE, FI_RECV, &ep->rx_mr);
+	if (!rc)
+		rc = reg_buf(ep, ep->txbuf, FAB_TX_N * FAB_BUF_SIZE, FI_SEND, &ep->tx_mr);
+	for (uint32_t i = 0; i < FAB_TX_N; i++) {
+		ep->txc[i] = (struct fab_ctx){ FAB_CTX_TX, (int)i };
+		ep->tx_free[ep->ntx_free++] = FAB_TX_N - 1 - i;
+	}
+	/* receives are posted before the connection exists: the peer may send
+	 * the moment it is established (and counts on FAB_RX_N buffers) */
+	for (uint32_t i = 0; !rc && i < FAB_RX_N; i++) {
+		ep->rxc[i] = (struct fab_ctx){ FAB_CTX_RX, (int)i };
+		rc = fab_post_recv(ep, i);
+	}
+	if (rc) {
+		ep->info = NULL; /* the caller's still */
+		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+		return rc;
+	}
+	*out = ep;
+	return 0;
+}
+
+static void rxq_push(struct ssw_ep *ep, uint32_t slot, uint32_t len)
+{
+	ep->rx_len[slot] = len;
+	ep->rxq[(ep->rxq_head + ep->rxq_n) % FAB_RX_N] = slot;
+	ep->rxq_n++;
+	atomic_store_explicit(&ep->rx_avail, ep->rxq_n, memory_order_release);
+}
+
+/* Corrupt input or a transport error: this endpoint is reset, nothing else. */
+static void set_broken(struct ssw_ep *ep, const char *why)
+{
+	if (!atomic_exchange(&ep->broken, 1))
+		SSW_INFO("fabric: connection reset: %s", why);
+}
+
+static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
+{
+	const struct fab_hdr *h = (const void *)(ep->rxbuf + (size_t)slot * FAB_BUF_SIZE);
+	if (len < sizeof *h || len > FAB_BUF_SIZE || h->magic != FAB_HDR_MAGIC ||
+	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_HELLO) {
+		set_broken(ep, "malformed message");
+		return;
+	}
+	ep->credits += h->credits;
+	switch (h->type) {
+	case FAB_T_DATA:
+		if (ep->hello_wait) {
+			set_broken(ep, "data before the connection's private data");
+			return;
+		}
+		rxq_push(ep, slot, (uint32_t)len);
+		break;
+	case FAB_T_HELLO:
+		if (!ep->hello_wait || len - sizeof *h > SSW_CONNECT_PRIV_MAX) {
+			set_broken(ep, "unexpected or oversized private data");
+			return;
+		}
+		memcpy(ep->priv, h + 1, len - sizeof *h);
+		ep->priv_len = len - sizeof *h;
+		ep->hello_wait = false;
+		ep->unreported++;
+		if (fab_post_recv(ep, slot))
+			set_broken(ep, "cannot repost a receive");
+		break;
+	case FAB_T_CREDIT:
+		/* ours again at once: the peer counts it among our returns */
+		ep->unreported++;
+		if (fab_post_recv(ep, slot))
+			set_broken(ep, "cannot repost a receive");
+		break;
+	case FAB_T_CLOSE:
+		atomic_store(&ep->peer_closed, 1);
+		break;
+	case FAB_T_RESET:
+		atomic_store(&ep->peer_reset, 1);
+		break;
+	}
+}
+
+static void on_completion(struct ssw_ep *ep, struct fab_ctx *c, size_t len, int err)
+{
+	if (!c)
+		return;
+	switch (c->kind) {
+	case FAB_CTX_RX:
+		if (err) {
+			if (err != -ECANCELED)
+				set_broken(ep, "receive failed");
+			return;
+		}
+		if (c->idx >= 0 && (unsigned)c->idx < FAB_RX_N)
+			on_recv(ep, (uint32_t)c->idx, len);
+		return;
+	case FAB_CTX_TX:
+		if (ep->ntx_free < FAB_TX_N)
+			ep->tx_free[ep->ntx_free++] = (uint32_t)c->idx;
+		if (err)
+			set_broken(ep, "send failed");
+		return;
+	case FAB_CTX_RMA:
+		fab_rma_complete(ep, (struct fab_rma_op *)c, err);
+		return;
+	}
+}
+
+/* Returns whether anything was read. */
+bool fab_read_eq(struct ssw_ep *ep)
+{
+	bool any = false;
+	if (!ep->eq)
+		return false;
+	for (;; any = true) {
+		uint32_t ev;
+		struct fi_eq_cm_entry e;
+		ssize_t n = fi_eq_read(ep->eq, &ev, &e, sizeof e, 0);
+		if (n == -FI_EAVAIL) {
+			struct fi_eq_err_entry ee = { 0 };
+			if (fi_eq_readerr(ep->eq, &ee, 0) < 0)
+				return any;
+			if (!ep->connected) {
+				/* refused or unreachable: the caller decides what it means */
+				ep->conn_err = ee.err == FI_ECONNREFUSED ? -ECONNREFUSED : -(ee.err ? ee.err : EIO);
+			} else {
+				set_broken(ep, "connection error event");
+			}
+			continue;
+		}
+		if (n < 0)
+			return any;
+		if (ev == FI_CONNECTED) {
+			ep->connected = true;
+		} else if (ev == FI_SHUTDOWN) {
+			/* the peer's process ended the connection without a word of
+			 * ours (it died, or exited without closing): as a kernel FIN */
+			ep->shutdown_seen = true;
+			if (!ep->connected)
+				ep->conn_err = -ECONNREFUSED;
+		}
+	}
+}
+
+void fab_progress(struct ssw_ep *ep)
+{
+	fab_progress_cq(ep);
+	/* the EQ after, so that its shutdown finds the data before it reaped;
+	 * once more the CQ, for what arrived in between */
+	if (fab_read_eq(ep))
+		fab_progress_cq(ep);
+	fab_progress_end(ep);
+}
+
+void fab_progress_end(struct ssw_ep *ep)
+{
+	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset))
+		atomic_store(&ep->peer_closed, 1);
+	if (ep->all && (atomic_load(&ep->broken) || ep->shutdown_seen))
+		fab_rma_fail_all(ep);
+}
+
+/* Completions only: the fast path of a receive (the EQ, which only says
+ * a connection came or went, is read by fab_progress: before a sleep, and
+ * when the peer's state is asked). */
+void fab_progress_cq(struct ssw_ep *ep)
+{
+	if (!ep->ep)
+		return;
+	struct fi_cq_data_entry c[16];
+	for (int round = 0; round < 8; round++) {
+		ssize_t n = fi_cq_read(ep->cq, c, 16);
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = { 0 };
+			if (fi_cq_readerr(ep->cq, &ee, 0) > 0)
+				on_completion(ep, ee.op_context, 0, ee.err == FI_ECANCELED ? -ECANCELED : -ECONNRESET);
+			continue;
+		}
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n; i++)
+			on_completion(ep, c[i].op_context, c[i].len, 0);
+		if (n < 16)
+			break;
+	}
+}
+
+/* Send one message of `type` (called locked).  Credits: data leaves
+ * FAB_DATA_RESERVE of the peer's buffers, a credit return
+ * FAB_CREDIT_RESERVE, the close or reset may take the last. */
+int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt)
+{
+	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))
+		return -ECONNRESET;
+	uint32_t keep = type == FAB_T_DATA ? FAB_DATA_RESERVE : type == FAB_T_CREDIT ? FAB_CREDIT_RESERVE : 0;
+	if (ep->credits <= keep || !ep->ntx_free) {
+		fab_progress(ep);
+		if (atomic_load(&ep->broken))
+			return -ECONNRESET;
+		if (ep->credits <= keep || !ep->ntx_free)
+			return -EAGAIN;
+	}
+	size_t len = 0;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	if (len > FAB_MSG_MAX)
+		return -EMSGSIZE;
+	uint32_t slot = ep->tx_free[--ep->ntx_free];
+	uint8_t *b = ep->txbuf + (size_t)slot * FAB_BUF_SIZE;
+	struct fab_hdr *h = (void *)b;
+	*h = (struct fab_hdr){ .magic = FAB_HDR_MAGIC, .type = (uint8_t)type, .credits = ep->unreported };
+	size_t off = sizeof *h;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(b + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	void *desc = ep->tx_mr ? fi_mr_desc(ep->tx_mr) : NULL;
+	/* small ones are injected: the buffer is ours again at once, and no
+	 * completion is written (for tcp: two system calls fewer a message) */
+	bool inject = off <= ep->info->tx_attr->inject_size;
+	ssize_t rc;
+	for (int tries = 0; tries < 64; tries++) {
+		rc = inject ? fi_inject(ep->ep, b, off, 0) : fi_send(ep->ep, b, off, desc, 0, &ep->txc[slot]);
+		if (rc != -FI_EAGAIN)
+			break;
+		fab_progress(ep);
+	}
+	if (inject && !rc)
+		ep->tx_free[ep->ntx_free++] = slot;
+	if (rc) {
+		ep->tx_free[ep->ntx_free++] = slot;
+		if (rc == -FI_EAGAIN)
+			return -EAGAIN;
+		set_broken(ep, "send refused");
+		return -ECONNRESET;
+	}
+	ep->unreported = 0;
+	ep->credits--;
+	return 0;
+}
+
+/* Wait (bounded) for our sends to leave: a close must not cut off the
+ * messages before it. */
+static void drain_tx(struct ssw_ep *ep, int ms)
+{
+	uint64_t end = ssw_now_ns() + (uint64_t)ms * 1000000ull;
+	while (ep->ntx_free < FAB_TX_N && !atomic_load(&ep->broken) && !ep->shutdown_seen && ssw_now_ns() < end) {
+		fab_progress(ep);
+		if (ep->ntx_free < FAB_TX_N) {
+			struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
+			if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1) == 0)
+				sys_poll(&p, 1, 10);
+		}
+	}
+}
+
+/* Free everything (called inside the gate).  DETACH: another process (a
+ * fork) still uses the connection: nothing goes on the wire, and the
+ * objects are unshared first (fab_fork.c), so that closing our copies
+ * leaves the other process's connection as it is. */
+void fab_ep_destroy(struct ssw_ep *ep, int how)
+{
+	if (!ep)
+		return;
+	if (how == SSW_CLOSE_DETACH) {
+		fab_unshare_fds(ep->cq_fd);
+		fab_unshare_fds(ep->eq_fd);
+	} else if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
+		/* a peer that closed (or reset) reads nothing more from us */
+		if (!atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
+			fab_send_locked(ep, how == SSW_CLOSE_ORDERLY ? FAB_T_CLOSE : FAB_T_RESET, NULL, 0);
+			drain_tx(ep, 1000);
+		}
+		fi_shutdown(ep->ep, 0);
+	}
+	if (ep->ep)
+		fi_close(&ep->ep->fid);
+	fab_rma_release(ep); /* after the endpoint: nothing can complete any more */
+	if (ep->rx_mr)
+		fi_close(&ep->rx_mr->fid);
+	if (ep->tx_mr)
+		fi_close(&ep->tx_mr->fid);
+	if (ep->cq)
+		fi_close(&ep->cq->fid);
+	if (ep->eq)
+		fi_close(&ep->eq->fid);
+	if (ep->domain)
+		fi_close(&ep->domain->fid);
+	if (ep->info)
+		fab_freeinfo(ep->info);
+	free(ep->rxbuf);
+	free(ep->txbuf);
+	free(ep->regs);
+	pthread_mutex_destroy(&ep->mu);
+	free(ep);
+}

@@ -1,0 +1,404 @@
+/* fab_listen.c — fabric listeners: a passive endpoint on the mapped port,
+ * and one thread per process that accepts connection requests itself (a
+ * connect must complete without the application calling accept) and
+ * queues the connected endpoints for accept(). */
+#include "providers/fabric/fab_priv.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+/* All listeners of this process and the accept thread's state, under lmu.
+ * Lock order: the gate (fab_gate_enter), then lmu, then an endpoint's mu. */
+static pthread_mutex_t lmu = PTHREAD_MUTEX_INITIALIZER;
+static struct ssw_listener *listeners;
+static int thr_epfd = -1;   /* wait fds of listeners and pending endpoints */
+static pid_t thr_pid;       /* the process whose thread runs (0: none) */
+
+static void ep_watch(int fd, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (thr_epfd >= 0 && fd >= 0)
+		sys_epoll_ctl(thr_epfd, op, fd, &ev);
+}
+
+static void ready_push(struct ssw_listener *l, struct ssw_ep *ep)
+{
+	ep->qnext = NULL;
+	if (l->ready_tail)
+		l->ready_tail->qnext = ep;
+	else
+		l->ready = ep;
+	l->ready_tail = ep;
+	uint64_t one = 1;
+	(void)!sys_write(l->efd, &one, sizeof one);
+}
+
+/* A connection request: our endpoint for it, accepted at once (the
+ * connector's connect completes without the application's accept). */
+static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t n)
+{
+	struct fi_info *info = e->info;
+	const struct fab_cm_hdr *h = (const void *)e->data;
+	size_t dl = n > sizeof *e ? n - sizeof *e : 0;
+	struct ssw_ep *ep = NULL;
+	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG;
+	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
+	    (!in_msg && h->len > dl - sizeof *h)) {
+		SSW_DEBUG("fabric: refused a connection request with malformed data");
+		fi_reject(l->pep, info->handle, NULL, 0);
+		fab_freeinfo(info);
+		return;
+	}
+	int rc = fab_ep_open(info, l->fab, &ep); /* takes info */
+	if (rc) {
+		SSW_INFO("fabric: cannot take a connection request: %s", fab_strerror(-rc));
+		fi_reject(l->pep, info->handle, NULL, 0);
+		fab_freeinfo(info);
+		return;
+	}
+	if (in_msg) {
+		ep->hello_wait = true; /* its first message: see read_pending */
+	} else {
+		memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
+		ep->priv_len = h->len;
+	}
+	ep->owner = l;
+	rc = fi_accept(ep->ep, NULL, 0);
+	if (rc) {
+		fab_ep_destroy(ep, SSW_CLOSE_ABORT);
+		return;
+	}
+	ep->qnext = l->pending;
+	l->pending = ep;
+	ep_watch(ep->eq_fd, EPOLL_CTL_ADD);
+	ep_watch(ep->cq_fd, EPOLL_CTL_ADD); /* a HELLO, or the connection's end */
+}
+
+static void read_pep(struct ssw_listener *l)
+{
+	for (;;) {
+		uint32_t ev;
+		struct {
+			struct fi_eq_cm_entry e;
+			uint8_t data[512];
+		} buf;
+		ssize_t n = fi_eq_read(l->eq, &ev, &buf, sizeof buf, 0);
+		if (n == -FI_EAVAIL) {
+			struct fi_eq_err_entry ee = { 0 };
+			fi_eq_readerr(l->eq, &ee, 0);
+			continue;
+		}
+		if (n < 0)
+			return;
+		if (ev == FI_CONNREQ)
+			on_connreq(l, &buf.e, (size_t)n);
+		else if (buf.e.info)
+			fab_freeinfo(buf.e.info);
+	}
+}
+
+/* Pending endpoints: connected ones move to the ready queue. */
+static void read_pending(struct ssw_listener *l)
+{
+	struct ssw_ep **pp = &l->pending;
+	while (*pp) {
+		struct ssw_ep *ep = *pp;
+		pthread_mutex_lock(&ep->mu);
+		fab_progress(ep);
+		/* connected, and its private data here (in the request, or the
+		 * first message): accept() can take it */
+		bool up = ep->connected && !ep->hello_wait;
+		bool dead = ep->conn_err || ep->shutdown_seen || atomic_load(&ep->broken);
+		pthread_mutex_unlock(&ep->mu);
+		if (!up && !dead) {
+			pp = &ep->qnext;
+			continue;
+		}
+		*pp = ep->qnext;
+		ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
+		ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+		if (up && !atomic_load(&ep->broken))
+			ready_push(l, ep); /* one that ended at once too, as TCP accepts it */
+		else
+			fab_ep_destroy(ep, SSW_CLOSE_ABORT);
+	}
+}
+
+/* Can the thread sleep?  fi_trywait on every object it waits for. */
+static bool all_quiet(void)
+{
+	for (struct ssw_listener *l = listeners; l; l = l->next) {
+		if (fi_trywait(l->fab->fabric, (struct fid *[]){ &l->eq->fid }, 1) != 0)
+			return false;
+		for (struct ssw_ep *ep = l->pending; ep; ep = ep->qnext)
+			if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->eq->fid, &ep->cq->fid }, 2) != 0)
+				return false;
+	}
+	return true;
+}
+
+static void *accept_thread(void *arg)
+{
+	(void)arg;
+	int epfd = thr_epfd;
+	for (;;) {
+		fab_gate_enter();
+		pthread_mutex_lock(&lmu);
+		if (thr_pid != ssw_pid() || epfd != thr_epfd) { /* cannot happen in the child: no thread there */
+			pthread_mutex_unlock(&lmu);
+			fab_gate_leave();
+			return NULL;
+		}
+		bool quiet = false;
+		for (int round = 0; round < 4 && !quiet; round++) {
+			for (struct ssw_listener *l = listeners; l; l = l->next) {
+				read_pep(l);
+				read_pending(l);
+			}
+			quiet = all_quiet();
+		}
+		pthread_mutex_unlock(&lmu);
+		fab_gate_leave();
+		struct epoll_event evs[16];
+		/* bounded: a wake-up lost to a provider's quirk costs a second */
+		sys_epoll_wait(epfd, evs, 16, quiet ? 1000 : 1);
+	}
+	return NULL;
+}
+
+/* Start the thread of this process (with lmu held). */
+static int thread_start(void)
+{
+	if (thr_pid == ssw_pid())
+		return 0;
+	thr_epfd = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
+	if (thr_epfd < 0)
+		return -errno;
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 256 << 10);
+	/* the thread must not take the application's signals */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	thr_pid = ssw_pid();
+	int rc = pthread_create(&t, &a, accept_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	if (rc) {
+		thr_pid = 0;
+		sys_close(thr_epfd);
+		thr_epfd = -1;
+		return -rc;
+	}
+	return 0;
+}
+
+/* In a fork child: the thread is gone, and the parent's listeners are the
+ * parent's (their libfabric objects share kernel objects with it: never
+ * touched here; the switch closes them, see fab_listener_close). */
+void fab_listen_atfork_child(void)
+{
+	pthread_mutex_init(&lmu, NULL);
+	thr_pid = 0;
+	if (thr_epfd >= 0)
+		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
+	thr_epfd = -1;
+	listeners = NULL;
+}
+
+int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
+{
+	(void)addrlen;
+	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (fab_dl_load())
+		return -ENODEV;
+	struct sockaddr_storage a;
+	size_t al = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	memcpy(&a, addr, al);
+	int port = fab_map_port(ntohs(((struct sockaddr_in *)&a)->sin_port));
+	if (port < 0)
+		return -ERANGE; /* P + offset past 65535: this port is kernel TCP only */
+	((struct sockaddr_in *)&a)->sin_port = htons((uint16_t)port);
+	struct ssw_listener *l = calloc(1, sizeof *l);
+	struct fi_info *h = fab_hints();
+	if (!l || !h) {
+		free(l);
+		fab_freeinfo(h);
+		return -ENOMEM;
+	}
+	l->pid = ssw_pid();
+	l->efd = -1;
+	h->src_addr = malloc(al);
+	h->src_addrlen = al;
+	h->addr_format = addr->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
+	if (h->src_addr)
+		memcpy(h->src_addr, &a, al);
+	fab_gate_enter();
+	int rc = h->src_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
+	struct fi_eq_attr ea = { .size = 64, .wait_obj = FI_WAIT_FD };
+	if (!rc && (!l->info->src_addr || l->info->src_addrlen < al)) {
+		free(l->info->src_addr);
+		l->info->src_addr = malloc(al);
+		if (!l->info->src_addr)
+			rc = -FI_ENOMEM;
+	}
+	if (!rc) {
+		/* a wildcard hint comes back as one of the host's interfaces with
+		 * the port dropped (tcp provider): listen where we were asked, on
+		 * the mapped port, or connectors find nobody */
+		memcpy(l->info->src_addr, &a, al);
+		l->info->src_addrlen = al;
+	}
+	if (!rc)
+		rc = fab_fabric_get(l->info, &l->fab);
+	if (!rc)
+		rc = fi_eq_open(l->fab->fabric, &ea, &l->eq, NULL);
+	if (!rc)
+		rc = fi_passive_ep(l->fab->fabric, l->info, &l->pep, NULL);
+	if (!rc)
+		rc = fi_pep_bind(l->pep, &l->eq->fid, 0);
+	if (!rc) {
+		size_t bl = backlog > 0 ? (size_t)backlog : 128;
+		fi_control(&l->pep->fid, FI_BACKLOG, &bl);
+		rc = fi_listen(l->pep);
+	}
+	if (!rc)
+		rc = fi_control(&l->eq->fid, FI_GETWAIT, &l->eq_fd);
+	if (!rc) {
+		l->efd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+		if (l->efd < 0)
+			rc = -FI_ENOMEM;
+	}
+	if (!rc) {
+		pthread_mutex_lock(&lmu);
+		rc = thread_start();
+		if (!rc) {
+			l->next = listeners;
+			listeners = l;
+			ep_watch(l->eq_fd, EPOLL_CTL_ADD);
+		}
+		pthread_mutex_unlock(&lmu);
+	}
+	if (rc) {
+		int e = rc == -FI_EADDRINUSE || rc == -EADDRINUSE ? -EADDRINUSE : fab_errno(rc);
+		SSW_DEBUG("fabric: listen on port %d: %s", port, fab_strerror(-rc));
+		if (l->pep)
+			fi_close(&l->pep->fid);
+		if (l->eq)
+			fi_close(&l->eq->fid);
+		fab_gate_leave();
+		if (l->info)
+			fab_freeinfo(l->info);
+		if (l->efd >= 0)
+			sys_close(l->efd);
+		fab_freeinfo(h);
+		free(l);
+		return e;
+	}
+	fab_gate_leave();
+	fab_freeinfo(h);
+	*out = l;
+	return 0;
+}
+
+int fab_listener_fd(struct ssw_listener *l) { return l->efd; }
+
+int fab_listener_ready(struct ssw_listener *l)
+{
+	pthread_mutex_lock(&lmu);
+	int r = l->pid == ssw_pid() && l->ready != NULL;
+	pthread_mutex_unlock(&lmu);
+	return r;
+}
+
+int fab_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	pthread_mutex_lock(&lmu);
+	struct ssw_ep *ep = l->pid == ssw_pid() ? l->ready : NULL;
+	if (ep && ep->priv_len > *priv_len) {
+		ep = NULL; /* cannot happen: the caller's room is SSW_CONNECT_PRIV_MAX */
+	}
+	if (ep) {
+		l->ready = ep->qnext;
+		if (!l->ready) {
+			l->ready_tail = NULL;
+			uint64_t v;
+			(void)!sys_read(l->efd, &v, sizeof v);
+		}
+		ep->qnext = NULL;
+		ep->owner = NULL;
+	}
+	pthread_mutex_unlock(&lmu);
+	if (!ep)
+		return -EAGAIN;
+	memcpy(priv, ep->priv, ep->priv_len);
+	*priv_len = ep->priv_len;
+	*out = ep;
+	return 0;
+}
+
+void fab_listener_close(struct ssw_listener *l)
+{
+	if (!l)
+		return;
+	fab_gate_enter();
+	if (l->pid != ssw_pid()) {
+		/* a fork's copy of the parent's listener: ours to free, without
+		 * touching what the parent still uses (fab_fork.c); its queued
+		 * connections are the parent's */
+		fab_unshare_fds(l->eq_fd);
+		struct ssw_ep *lists[2] = { l->pending, l->ready };
+		for (int i = 0; i < 2; i++)
+			for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
+				nx = ep->qnext;
+				fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+			}
+		fi_close(&l->pep->fid);
+		fi_close(&l->eq->fid);
+		fab_gate_leave();
+		fab_freeinfo(l->info);
+		sys_close(l->efd);
+		free(l);
+		return;
+	}
+	pthread_mutex_lock(&lmu);
+	for (struct ssw_listener **pp = &listeners; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	ep_watch(l->eq_fd, EPOLL_CTL_DEL);
+	struct ssw_ep *lists[2] = { l->pending, l->ready };
+	l->pending = l->ready = l->ready_tail = NULL;
+	for (int i = 0; i < 2; i++)
+		for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
+			nx = ep->qnext;
+			if (i == 0) {
+				ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
+				ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+			}
+			pthread_mutex_lock(&ep->mu);
+			pthread_mutex_unlock(&ep->mu);
+			/* never accepted: reset, as the kernel resets a closed listener's queue */
+			fab_ep_destroy(ep, SSW_CLOSE_ABORT);
+		}
+	fi_close(&l->pep->fid);
+	fi_close(&l->eq->fid);
+	pthread_mutex_unlock(&lmu);
+	fab_gate_leave();
+	fab_freeinfo(l->info);
+	sys_close(l->efd);
+	free(l);
+}

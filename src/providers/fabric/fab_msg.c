@@ -1,0 +1,201 @@
+/* fab_msg.c — messages and waiting on the fabric provider: sends into the
+ * peer's pre-posted buffers under the provider's credits, received
+ * messages in order, and the CQ's wait fd (with fi_trywait) to sleep on. */
+#include "providers/fabric/fab_priv.h"
+
+#include "common/sys.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t fab_max_msg(struct ssw_ep *ep)
+{
+	(void)ep;
+	return FAB_MSG_MAX;
+}
+
+static int fab_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
+{
+	fab_ep_lock(ep);
+	int rc = fab_send_locked(ep, FAB_T_DATA, iov, iovcnt);
+	fab_ep_unlock(ep);
+	return rc;
+}
+
+static int peek_locked(struct ssw_ep *ep, const void **msg, size_t *len)
+{
+	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))
+		return -ECONNRESET;
+	if (ep->rxq_n) {
+		uint32_t slot = ep->rxq[ep->rxq_head];
+		*msg = ep->rxbuf + (size_t)slot * FAB_BUF_SIZE + sizeof(struct fab_hdr);
+		*len = ep->rx_len[slot] - sizeof(struct fab_hdr);
+		atomic_store(&ep->peeked, true);
+		return 0;
+	}
+	return atomic_load(&ep->peer_closed) ? -EPIPE : -EAGAIN;
+}
+
+static int fab_recv_peek(struct ssw_ep *ep, const void **msg, size_t *len)
+{
+	fab_ep_lock(ep);
+	int rc = peek_locked(ep, msg, len);
+	if (rc == -EAGAIN) {
+		fab_progress_cq(ep);
+		fab_progress_end(ep);
+		rc = peek_locked(ep, msg, len);
+	}
+	fab_ep_unlock(ep);
+	return rc;
+}
+
+static void fab_recv_done(struct ssw_ep *ep)
+{
+	fab_ep_lock(ep);
+	if (ep->rxq_n) {
+		uint32_t slot = ep->rxq[ep->rxq_head];
+		ep->rxq_head = (ep->rxq_head + 1) % FAB_RX_N;
+		ep->rxq_n--;
+		atomic_store_explicit(&ep->rx_avail, ep->rxq_n, memory_order_release);
+		atomic_store(&ep->peeked, false);
+		if (fab_post_recv(ep, slot) == 0)
+			ep->unreported++;
+		else
+			atomic_store(&ep->broken, 1);
+		/* a reader that sends nothing returns its buffers by itself */
+		if (ep->unreported >= FAB_CREDIT_BATCH)
+			fab_send_locked(ep, FAB_T_CREDIT, NULL, 0);
+	}
+	fab_ep_unlock(ep);
+}
+
+static size_t room_locked(struct ssw_ep *ep)
+{
+	if (ep->credits <= FAB_DATA_RESERVE || !ep->ntx_free)
+		return 0;
+	uint32_t n = ep->credits - FAB_DATA_RESERVE;
+	if (n > ep->ntx_free)
+		n = ep->ntx_free;
+	return (size_t)n * FAB_MSG_MAX;
+}
+
+static size_t fab_send_room(struct ssw_ep *ep)
+{
+	fab_ep_lock(ep);
+	size_t r = room_locked(ep);
+	if (!r) {
+		fab_progress(ep);
+		r = room_locked(ep);
+	}
+	fab_ep_unlock(ep);
+	return r;
+}
+
+/* ---- progress and waiting ----------------------------------------------- */
+
+static bool news_locked(struct ssw_ep *ep)
+{
+	return ep->rxq_n > (atomic_load(&ep->peeked) ? 1u : 0u) || atomic_load(&ep->peer_closed) ||
+	       atomic_load(&ep->peer_reset) || atomic_load(&ep->broken) || ep->done_head;
+}
+
+static int fab_rx_ready(struct ssw_ep *ep)
+{
+	unsigned n = atomic_load_explicit(&ep->rx_avail, memory_order_acquire);
+	if (n > (atomic_load(&ep->peeked) ? 1u : 0u) || atomic_load(&ep->peer_closed) || atomic_load(&ep->peer_reset) ||
+	    atomic_load(&ep->broken))
+		return 1;
+	/* manual progress: what arrived is in the socket until someone reads
+	 * the CQ; its wait fd says whether anything waits there */
+	struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
+	return ep->cq_fd >= 0 && sys_poll(&p, 1, 0) > 0;
+}
+
+static int fab_arm(struct ssw_ep *ep)
+{
+	fab_ep_lock(ep);
+	fab_progress(ep);
+	int rc = news_locked(ep) ? -EAGAIN : 0;
+	/* libfabric: sleeping on the wait fds is safe only after fi_trywait
+	 * says nothing is pending inside the provider */
+	if (!rc && fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) != 0) {
+		fab_progress(ep);
+		rc = -EAGAIN;
+	}
+	fab_ep_unlock(ep);
+	return rc;
+}
+
+static int fab_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
+{
+	int k = 0;
+	if (k < n && ep->cq_fd >= 0)
+		pfd[k++] = (struct pollfd){ .fd = ep->cq_fd, .events = POLLIN };
+	if (k < n && ep->eq_fd >= 0)
+		pfd[k++] = (struct pollfd){ .fd = ep->eq_fd, .events = POLLIN };
+	return k;
+}
+
+static void fab_wake_ack(struct ssw_ep *ep)
+{
+	fab_ep_lock(ep);
+	fab_progress(ep);
+	fab_ep_unlock(ep);
+}
+
+static uint32_t fab_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
+{
+	if (urg)
+		*urg = 0;
+	if (probe) {
+		fab_ep_lock(ep);
+		fab_progress(ep);
+		fab_ep_unlock(ep);
+	}
+	if (atomic_load(&ep->peer_reset) || atomic_load(&ep->broken))
+		return SSW_PEER_RESET;
+	if (atomic_load(&ep->peer_closed))
+		return SSW_PEER_FIN | SSW_PEER_CLOSED;
+	return 0;
+}
+
+static int fab_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
+{
+	int k = 0;
+	fab_ep_lock(ep);
+	if (!ep->done_head)
+		fab_progress(ep);
+	while (k < n && ep->done_head) {
+		struct fab_rma_op *op = ep->done_head;
+		ep->done_head = op->next;
+		if (!ep->done_head)
+			ep->done_tail = NULL;
+		c[k++] = (struct ssw_completion){ .ctx = op->ctx, .status = op->status };
+		if (!op->kept)
+			fab_rma_free(ep, op);
+	}
+	fab_ep_unlock(ep);
+	return k;
+}
+
+const struct ssw_msg_ops fab_msg_ops = {
+	.size = sizeof(struct ssw_msg_ops),
+	.max_msg = fab_max_msg,
+	.send = fab_send,
+	.recv_peek = fab_recv_peek,
+	.recv_done = fab_recv_done,
+	.send_room = fab_send_room,
+	.send_ctl = fab_send,
+};
+
+const struct ssw_progress_ops fab_progress_ops = {
+	.size = sizeof(struct ssw_progress_ops),
+	.poll_cq = fab_poll_cq,
+	.rx_ready = fab_rx_ready,
+	.arm = fab_arm,
+	.wait_fds = fab_wait_fds,
+	.wake_ack = fab_wake_ack,
+	.peer_state = fab_peer_state,
+};

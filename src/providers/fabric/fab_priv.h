@@ -1,0 +1,233 @@
+/* fab_priv.h — private structures of the fabric provider (libfabric FI_EP_MSG endpoints). */
+#ifndef SSW_FAB_PRIV_H
+#define SSW_FAB_PRIV_H
+
+#include <sockswitch/provider.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#define FAB_API FI_VERSION(1, 17)
+
+/* Messages: a provider header then up to FAB_MSG_MAX bytes of the session's.
+ * Each side pre-posts FAB_RX_N receive buffers; a sender spends one credit
+ * per message and learns of reposted buffers from the `credits` field of
+ * whatever the peer sends (a bare FAB_T_CREDIT when it has nothing else to
+ * say), so that nothing is ever sent into no buffer (verbs needs this: an
+ * RC send without a posted receive is an RNR error). */
+#define FAB_MSG_MAX (64u << 10)
+#define FAB_RX_N 16u
+#define FAB_TX_N 16u
+/* Credits kept back: data leaves two, a credit return one, so that a
+ * credit return and the close or reset always find a buffer. */
+#define FAB_DATA_RESERVE 2u
+#define FAB_CREDIT_RESERVE 1u
+/* Return credits once this many buffers were reposted unannounced. */
+#define FAB_CREDIT_BATCH (FAB_RX_N / 4u)
+
+/* HELLO: the switch's private data, first message of a connection whose
+ * request could not carry it (verbs over RDMA CM: 56 bytes) */
+enum { FAB_T_DATA = 1, FAB_T_CREDIT = 2, FAB_T_CLOSE = 3, FAB_T_RESET = 4, FAB_T_HELLO = 5 };
+
+#define FAB_HDR_MAGIC 0x4653u /* "SF" */
+struct fab_hdr {
+	uint16_t magic;
+	uint8_t type;
+	uint8_t pad;
+	uint32_t credits; /* receive buffers reposted since the last report */
+};
+#define FAB_BUF_SIZE (sizeof(struct fab_hdr) + FAB_MSG_MAX)
+
+/* Connection request private data: our header, then the switch's data. */
+#define FAB_CM_MAGIC 0x53534643u /* "SSFC": the data follows in the request */
+#define FAB_CM_MAGIC_MSG 0x53534648u /* "SSFH": the data follows as the first message (FAB_T_HELLO) */
+struct fab_cm_hdr {
+	uint32_t magic;
+	uint32_t len; /* bytes of the switch's private data that follow */
+};
+
+/* The remote descriptor of a registration (inside ssw_rdma_desc.data). */
+#define FAB_RDESC_MAGIC 0x46524431u
+struct fab_rdesc {
+	uint32_t magic;
+	uint32_t id;    /* index of the registration at its owner */
+	uint64_t base;  /* address to use in fi_read/fi_write at offset 0 */
+	uint64_t len;
+	uint64_t key;
+	uint64_t check; /* fab_rdesc_check(): catches a corrupted or forged-by-accident descriptor */
+};
+
+/* What a completion's op_context points to. */
+enum { FAB_CTX_RX = 1, FAB_CTX_TX = 2, FAB_CTX_RMA = 3 };
+struct fab_ctx {
+	int kind;
+	int idx; /* RX/TX: buffer slot */
+};
+
+struct fab_rma_op {
+	struct fab_ctx c;       /* first: the completion context */
+	struct fab_rma_op *next;      /* the done list */
+	struct fab_rma_op *all_next;  /* every op of the endpoint not yet freed */
+	void *ctx;              /* the caller's */
+	int pending;            /* libfabric operations not yet completed */
+	int status;
+	int nmr;
+	struct fid_mr *mr[8];   /* local registrations made for it (FI_MR_LOCAL) */
+	bool sync;              /* ctx == NULL: the caller waits for it */
+	bool done;
+	bool kept;              /* failed before libfabric finished with it: freed at close */
+};
+
+struct fab_reg {
+	struct fid_mr *mr;      /* NULL: free slot */
+	uint64_t check;
+};
+
+/* One libfabric fabric, shared by the endpoints of this process that use it. */
+struct fab_fabric {
+	char name[128];
+	struct fid_fabric *fabric;
+	struct fab_fabric *next;
+};
+
+struct ssw_ep {
+	pthread_mutex_t mu;
+	pid_t pid;                 /* the process that made it */
+	struct fi_info *info;
+	struct fab_fabric *fab;
+	struct fid_domain *domain; /* one per endpoint: its progress and wait fd are its own */
+	struct fid_eq *eq;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	int eq_fd, cq_fd;          /* wait objects (FI_GETWAIT) */
+	bool mr_local, virt_addr, prov_key, mr_endpoint;
+
+	uint8_t *rxbuf, *txbuf;    /* FAB_RX_N / FAB_TX_N slots of FAB_BUF_SIZE */
+	struct fid_mr *rx_mr, *tx_mr;
+	struct fab_ctx rxc[FAB_RX_N], txc[FAB_TX_N];
+	uint32_t rx_len[FAB_RX_N];
+	/* completed receives in order: ring of slot numbers */
+	uint32_t rxq[FAB_RX_N];
+	unsigned rxq_head, rxq_n;
+	_Atomic bool peeked;
+	_Atomic unsigned rx_avail; /* rxq_n, for rx_ready */
+	uint32_t tx_free[FAB_TX_N];
+	unsigned ntx_free;
+
+	uint32_t credits;          /* the peer's buffers we may still fill */
+	uint32_t unreported;       /* our reposted buffers the peer has not been told of */
+
+	/* connection state */
+	bool connected;            /* FI_CONNECTED seen */
+	int conn_err;              /* connect failed: the error for connect_complete */
+	_Atomic int peer_closed;   /* FAB_T_CLOSE, or the connection ended without a reset */
+	_Atomic int peer_reset;    /* FAB_T_RESET */
+	_Atomic int broken;        /* a libfabric error: -ECONNRESET from now on */
+	bool shutdown_seen;        /* FI_SHUTDOWN on the EQ */
+	uint64_t conn_deadline;    /* connector: give up (kernel TCP) after this (ssw_now_ns) */
+	bool closing;
+
+	/* RMA */
+	struct fab_rma_op *done_head, *done_tail; /* completed asynchronous ops for poll_cq */
+	struct fab_rma_op *all;    /* every op not yet reaped */
+	struct fab_reg *regs;
+	uint32_t nregs;
+	uint64_t next_key;
+
+	/* the switch's private data: the connector's to send in a HELLO, the
+	 * acceptor's as received */
+	uint8_t priv[SSW_CONNECT_PRIV_MAX];
+	size_t priv_len;
+	bool hello_out;            /* connector: HELLO still to send once connected */
+	bool hello_wait;           /* acceptor: HELLO still to come (not accepted before) */
+	struct ssw_ep *qnext;      /* listener queues */
+	struct ssw_listener *owner;
+};
+
+struct ssw_listener {
+	pid_t pid;
+	struct fab_fabric *fab;
+	struct fi_info *info;
+	struct fid_pep *pep;
+	struct fid_eq *eq;
+	int eq_fd;
+	int efd;                   /* eventfd: readable while `ready` holds one */
+	struct ssw_ep *pending;    /* accepted, waiting for FI_CONNECTED */
+	struct ssw_ep *ready, *ready_tail;
+	struct ssw_listener *next;
+};
+
+/* fab_dl.c: the few libfabric functions that are not inline, loaded on first use */
+int fab_dl_load(void);
+int fab_getinfo(uint32_t v, const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info);
+void fab_freeinfo(struct fi_info *info);
+struct fi_info *fab_allocinfo(void);
+int fab_open_fabric(struct fi_fabric_attr *attr, struct fid_fabric **f);
+const char *fab_strerror(int e);
+
+/* fab_init.c: settings and shared objects */
+extern char fab_prov_name[32];
+extern int fab_port_offset;
+extern long fab_cm_data_max; /* cm-data=N: at most N bytes in a connection request (-1: the provider's) */
+/* Every libfabric call happens between gate_enter and gate_leave (a read
+ * lock): fork's prepare handler takes it for writing, so that a child never
+ * inherits a libfabric lock held by a thread it does not have. */
+void fab_gate_enter(void);
+void fab_gate_leave(void);
+/* The port the peer's fabric listener for app port `port` uses, or -1. */
+int fab_map_port(int port);
+struct fi_info *fab_hints(void);
+int fab_fabric_get(struct fi_info *info, struct fab_fabric **out);
+int fab_errno(int fi_err); /* a libfabric error as a negative errno */
+
+/* fab_ep.c: endpoint life */
+int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **out);
+void fab_ep_destroy(struct ssw_ep *ep, int how);
+void fab_ep_lock(struct ssw_ep *ep);
+void fab_ep_unlock(struct ssw_ep *ep);
+/* Read the EQ and the CQ (called with the endpoint locked). */
+void fab_progress(struct ssw_ep *ep);
+void fab_progress_cq(struct ssw_ep *ep);
+void fab_progress_end(struct ssw_ep *ep);
+bool fab_read_eq(struct ssw_ep *ep);
+int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
+int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
+
+/* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
+void fab_unshare_fds(int fd);
+
+/* fab_listen.c: listeners and the accept thread */
+int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out);
+int fab_listener_fd(struct ssw_listener *l);
+int fab_listener_ready(struct ssw_listener *l);
+int fab_accept(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
+void fab_listener_close(struct ssw_listener *l);
+void fab_listen_atfork_child(void);
+
+/* fab_conn.c */
+extern const struct ssw_conn_ops fab_conn_ops;
+
+/* fab_msg.c */
+extern const struct ssw_msg_ops fab_msg_ops;
+extern const struct ssw_progress_ops fab_progress_ops;
+
+/* fab_rdma.c */
+extern const struct ssw_rdma_ops fab_rdma_ops;
+void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int status);
+void fab_rma_release(struct ssw_ep *ep);
+void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op);
+void fab_rma_fail_all(struct ssw_ep *ep);
+
+#endif

@@ -1,0 +1,368 @@
+/* conf_msg.c — conformance of messages: sizes, content and order, the
+ * transport's room (send_room, -EAGAIN), sleeping and waking, and
+ * zero-copy sends with held messages. */
+#include "conf.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void close_pair(struct ssw_ep *c, struct ssw_ep *a)
+{
+	P->conn->close(c, SSW_CLOSE_ORDERLY);
+	P->conn->close(a, SSW_CLOSE_ORDERLY);
+}
+
+/* Every size from 1 byte to max_msg arrives whole, in order, both ways,
+ * whatever the iovec split on the sending side, send and send_ctl mixed. */
+void conf_sizes_and_order(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	for (int dir = 0; dir < 2; dir++) {
+		struct ssw_ep *tx = dir ? a : c, *rx = dir ? c : a;
+		size_t max = P->msg->max_msg(tx);
+		size_t sizes[] = { 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 256, 1000, 4095, 4096, 4097,
+				   max / 2, max - 1, max };
+		enum { NS = sizeof sizes / sizeof sizes[0] };
+		uint8_t *buf = malloc(max);
+		assert_non_null(buf);
+		unsigned sent = 0, got = 0;
+		while (got < NS) {
+			/* send ahead as far as the transport takes, then drain */
+			while (sent < NS && sizes[sent] <= max) {
+				size_t n = sizes[sent];
+				conf_fill(buf, n, 300 + sent);
+				/* three parts: the gather is the provider's */
+				struct iovec v[3] = { { buf, n / 3 }, { buf + n / 3, n / 3 }, { buf + 2 * (n / 3), n - 2 * (n / 3) } };
+				/* control messages keep their place in the same stream */
+				bool ctl = CONF_HAS(P->msg, send_ctl) && sent % 3 == 2;
+				int rc = ctl ? P->msg->send_ctl(tx, v, 3) : P->msg->send(tx, v, 3);
+				if (rc == -EAGAIN)
+					break;
+				assert_int_equal(rc, 0);
+				sent++;
+			}
+			if (got == sent && sent < NS && sizes[sent] > max)
+				break;
+			assert_true(got < sent); /* -EAGAIN with nothing in flight: stuck */
+			conf_expect_seq(rx, tx, 300 + got, sizes[got]);
+			got++;
+		}
+		assert_int_equal(got, NS);
+		const void *m;
+		size_t len;
+		assert_int_equal(P->msg->recv_peek(rx, &m, &len), -EAGAIN); /* delivered once */
+		free(buf);
+	}
+	close_pair(c, a);
+}
+
+/* The transport fills up (-EAGAIN), send_room agrees with what send does,
+ * and the receiver's recv_done gives the room back. */
+void conf_flow_control(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	const struct ssw_msg_ops *mo = P->msg;
+	bool room = CONF_HAS(mo, send_room);
+	size_t max = mo->max_msg(c), L = 1000 < max ? 1000 : max;
+	if (!room)
+		print_message("(send_room absent: only send's own answers are checked)\n");
+	/* a fresh endpoint takes a whole message */
+	if (room)
+		assert_true(mo->send_room(c) >= max);
+	uint8_t *buf = malloc(L);
+	assert_non_null(buf);
+	unsigned sent = 0;
+	for (;;) {
+		size_t before = room ? mo->send_room(c) : 0;
+		conf_fill(buf, L, sent);
+		struct iovec v = { buf, L };
+		int rc = mo->send(c, &v, 1);
+		if (rc == -EAGAIN)
+			break;
+		assert_int_equal(rc, 0);
+		/* each message costs at least its own bytes: no phantom room */
+		if (room)
+			assert_true(mo->send_room(c) + L <= before);
+		assert_true(++sent < 1000000);
+	}
+	print_message("%u messages of %zu bytes before -EAGAIN\n", sent, L);
+	assert_true(sent >= 1);
+	/* full means full: a retry gets the same answer */
+	struct iovec v = { buf, L };
+	assert_int_equal(mo->send(c, &v, 1), -EAGAIN);
+	if (room)
+		assert_true(mo->send_room(c) < max); /* not a whole message of room */
+
+	/* half of them read: room comes back (within a bounded wait) */
+	unsigned got = 0;
+	for (; got < (sent + 1) / 2; got++)
+		conf_expect_seq(a, c, got, L);
+	conf_fill(buf, L, sent);
+	assert_int_equal(conf_send(c, a, buf, L, 5000), 0);
+	sent++;
+	for (; got < sent; got++)
+		conf_expect_seq(a, c, got, L);
+	/* all read: the whole room is back */
+	int64_t end = conf_ms() + 5000;
+	while (room && mo->send_room(c) < max && conf_ms() < end) {
+		conf_kick(a);
+		conf_kick(c);
+		usleep(1000);
+	}
+	if (room)
+		assert_true(mo->send_room(c) >= max);
+	free(buf);
+	close_pair(c, a);
+}
+
+static int wait_readable(struct ssw_ep *ep, int ms)
+{
+	struct pollfd pfd[8];
+	int n = P->progress->wait_fds(ep, pfd, 8);
+	assert_true(n >= 1 && n <= 8);
+	return poll(pfd, (nfds_t)n, ms);
+}
+
+/* arm: 0 when nothing waits (then wait_fds stay quiet until a send),
+ * -EAGAIN when something arrived; wake_ack clears the wake-up. */
+void conf_arm_wake(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	const struct ssw_progress_ops *pg = P->progress;
+	assert_int_equal(pg->rx_ready(a), 0);
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(pg->arm(a), 0);
+		assert_int_equal(wait_readable(a, 0), 0); /* no wake-up for nothing */
+		conf_send_seq(c, NULL, 900 + (unsigned)round, 64);
+		assert_true(wait_readable(a, 2000) > 0);
+		pg->wake_ack(a);
+		assert_true(pg->rx_ready(a) != 0);
+		/* something arrived: do not sleep */
+		assert_int_equal(pg->arm(a), -EAGAIN);
+		conf_expect_seq(a, c, 900 + (unsigned)round, 64);
+		/* a wake-up taken leaves nothing behind */
+		assert_int_equal(wait_readable(a, 0), 0);
+		assert_int_equal(pg->rx_ready(a), 0);
+	}
+	close_pair(c, a);
+}
+
+struct sleeper {
+	struct ssw_ep *ep;
+	int use_sleep; /* the provider's sleep op rather than poll on wait_fds */
+	int rc;
+	int64_t woke;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *s = arg;
+	const struct ssw_progress_ops *pg = P->progress;
+	s->rc = pg->arm(s->ep);
+	if (s->rc != 0)
+		return NULL;
+	if (s->use_sleep) {
+		s->rc = pg->sleep(s->ep, 5000);
+	} else {
+		s->rc = wait_readable(s->ep, 5000);
+		pg->wake_ack(s->ep);
+	}
+	s->woke = conf_ms();
+	return NULL;
+}
+
+/* A thread asleep on an endpoint is woken by the peer's send, promptly. */
+void conf_sleeper_woken(void **state)
+{
+	(void)state;
+	bool has_sleep = CONF_HAS(P->progress, sleep);
+	if (!has_sleep)
+		print_message("(sleep absent: poll on wait_fds only)\n");
+	for (int use_sleep = 0; use_sleep <= (int)has_sleep; use_sleep++) {
+		struct ssw_ep *c, *a;
+		conf_pair_new(NULL, &c, &a);
+		struct sleeper s = { .ep = a, .use_sleep = use_sleep };
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, sleeper_main, &s), 0);
+		usleep(100000); /* let it fall asleep */
+		int64_t sent = conf_ms();
+		conf_send_seq(c, NULL, 77, 7);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		if (use_sleep && s.rc == -ENOSYS) {
+			print_message("(sleep: -ENOSYS on this endpoint)\n");
+		} else {
+			assert_true(s.rc > 0);                 /* woken, not timed out */
+			assert_true(s.woke - sent < 2000);
+		}
+		conf_expect_seq(a, c, 77, 7);
+		close_pair(c, a);
+	}
+}
+
+static bool has_zero_copy(void)
+{
+	const struct ssw_msg_ops *mo = P->msg;
+	int n = CONF_HAS(mo, send_reserve) + CONF_HAS(mo, send_commit) + CONF_HAS(mo, flush);
+	assert_true(n == 0 || n == 3); /* "all three or none" */
+	return n == 3;
+}
+
+static void reserve_fill(struct ssw_ep *ep, unsigned seq, size_t resv, size_t len)
+{
+	void *buf = NULL;
+	assert_int_equal(P->msg->send_reserve(ep, resv, &buf), 0);
+	assert_non_null(buf);
+	conf_fill(buf, len, seq);
+}
+
+/* send_reserve / send_commit without hold: as send, written in place. */
+void conf_reserve_commit(void **state)
+{
+	(void)state;
+	if (!has_zero_copy())
+		CONF_SKIP("send_reserve/send_commit/flush absent (optional)");
+	const struct ssw_msg_ops *mo = P->msg;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	size_t max = mo->max_msg(c);
+	/* no reservation: nothing to commit */
+	assert_int_equal(mo->send_commit(c, 1, 0), -EINVAL);
+	reserve_fill(c, 1, max, max);
+	assert_int_equal(mo->send_commit(c, max, 0), 0);
+	/* a commit shorter than the reservation sends only that */
+	reserve_fill(c, 2, 4096, 100);
+	assert_int_equal(mo->send_commit(c, 100, 0), 0);
+	/* a reservation abandoned by a send: nothing of it is sent */
+	reserve_fill(c, 3, 200, 200);
+	conf_send_seq(c, a, 4, 40);
+	assert_int_equal(mo->send_commit(c, 200, 0), -EINVAL);
+	conf_expect_seq(a, c, 1, max);
+	conf_expect_seq(a, c, 2, 100);
+	conf_expect_seq(a, c, 4, 40);
+	const void *m;
+	size_t len;
+	assert_int_equal(conf_wait(a, c, &m, &len, 100), -EAGAIN);
+	close_pair(c, a);
+}
+
+/* Held messages: invisible and silent until a flush, a send, a commit
+ * without hold, the orderly close, or SSW_HOLD_MS. */
+void conf_hold_flush(void **state)
+{
+	(void)state;
+	if (!has_zero_copy())
+		CONF_SKIP("send_reserve/send_commit/flush absent (optional)");
+	const struct ssw_msg_ops *mo = P->msg;
+	const struct ssw_progress_ops *pg = P->progress;
+	struct ssw_ep *c, *a;
+	const void *m;
+	size_t len;
+	conf_pair_new(NULL, &c, &a);
+
+	/* 1. held, then flushed: the sleeper is woken by the flush */
+	reserve_fill(c, 10, 64, 64);
+	assert_int_equal(mo->send_commit(c, 64, 1), 0);
+	reserve_fill(c, 11, 64, 32);
+	assert_int_equal(mo->send_commit(c, 32, 1), 0);
+	assert_int_equal(mo->recv_peek(a, &m, &len), -EAGAIN);
+	int armed = pg->arm(a);
+	/* armed, with the hold bounding the sleep */
+	assert_true(armed > 0 && armed <= SSW_HOLD_MS + 1);
+	assert_int_equal(wait_readable(a, 0), 0); /* held: no wake-up */
+	mo->flush(c);
+	assert_true(wait_readable(a, 2000) > 0);
+	pg->wake_ack(a);
+	conf_expect_seq(a, c, 10, 64);
+	conf_expect_seq(a, c, 11, 32);
+
+	/* 2. held, then a send: both visible, in order */
+	reserve_fill(c, 12, 500, 500);
+	assert_int_equal(mo->send_commit(c, 500, 1), 0);
+	conf_send_seq(c, a, 13, 13);
+	conf_expect_seq(a, c, 12, 500);
+	conf_expect_seq(a, c, 13, 13);
+
+	/* 3. held, then a commit without hold */
+	reserve_fill(c, 14, 8, 8);
+	assert_int_equal(mo->send_commit(c, 8, 1), 0);
+	reserve_fill(c, 15, 9, 9);
+	assert_int_equal(mo->send_commit(c, 9, 0), 0);
+	conf_expect_seq(a, c, 14, 8);
+	conf_expect_seq(a, c, 15, 9);
+
+	/* 4. held and left alone: the peer has it after SSW_HOLD_MS, not before */
+	int64_t t0 = conf_ms();
+	reserve_fill(c, 16, 16, 16);
+	assert_int_equal(mo->send_commit(c, 16, 1), 0);
+	assert_int_equal(mo->recv_peek(a, &m, &len), -EAGAIN);
+	assert_int_equal(conf_wait(a, NULL, &m, &len, SSW_HOLD_MS + 1000), 0);
+	int64_t took = conf_ms() - t0;
+	print_message("held message visible after %lld ms (SSW_HOLD_MS %d)\n", (long long)took, SSW_HOLD_MS);
+	assert_true(took >= SSW_HOLD_MS - 5 && took < SSW_HOLD_MS + 1000);
+	mo->recv_done(a);
+
+	/* 5. held, then the orderly close: delivered before the end */
+	reserve_fill(c, 17, 70, 70);
+	assert_int_equal(mo->send_commit(c, 70, 1), 0);
+	P->conn->close(c, SSW_CLOSE_ORDERLY);
+	conf_expect_seq(a, NULL, 17, 70);
+	assert_int_equal(conf_wait(a, NULL, &m, &len, 2000), -EPIPE);
+	P->conn->close(a, SSW_CLOSE_ORDERLY);
+}
+
+struct twin {
+	struct ssw_ep *ep;
+	pthread_barrier_t *bar;
+	int woke;
+	int leave; /* wake_leave (another still sleeps) rather than wake_ack */
+};
+
+static void *twin_main(void *arg)
+{
+	struct twin *t = arg;
+	const struct ssw_progress_ops *pg = P->progress;
+	int armed = pg->arm(t->ep);
+	pthread_barrier_wait(t->bar);
+	if (armed != 0)
+		return NULL; /* counted as not woken */
+	t->woke = wait_readable(t->ep, 5000) > 0;
+	if (t->leave)
+		pg->wake_leave(t->ep);
+	return NULL;
+}
+
+/* Two threads asleep on one endpoint: one send wakes both when the first
+ * one up leaves the doorbell to the other (wake_leave). */
+void conf_two_sleepers(void **state)
+{
+	(void)state;
+	if (!CONF_HAS(P->progress, wake_leave))
+		CONF_SKIP("wake_leave absent (optional: the switch then lets one sleeper at a time wait)");
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	pthread_barrier_t bar;
+	pthread_barrier_init(&bar, NULL, 3);
+	struct twin t[2] = { { a, &bar, 0, 1 }, { a, &bar, 0, 1 } };
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, twin_main, &t[i]), 0);
+	pthread_barrier_wait(&bar);
+	usleep(50000);
+	conf_send_seq(c, NULL, 88, 8);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_true(t[0].woke && t[1].woke);
+	P->progress->wake_ack(a);
+	conf_expect_seq(a, c, 88, 8);
+	pthread_barrier_destroy(&bar);
+	close_pair(c, a);
+}
