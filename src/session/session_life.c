@@ -248,6 +248,26 @@ int ssw_session_tcp_state(struct ssw_session *s)
 	return st;
 }
 
+int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep *ep,
+				 const struct ssw_session_opts *o, struct ssw_session **out)
+{
+	struct ssw_wire_init peer;
+	size_t plen = sizeof peer;
+	int rc = prov->conn->connect_complete(ep, &peer, &plen);
+	if (rc < 0)
+		return rc;
+	if (plen == 0) {
+		/* one-trip provider: the listener's INIT comes first on the
+		 * ring; until then assume it is like us (a larger window is
+		 * bounded by the transport, capabilities by -EPERM fallback) */
+		ssw_session_make_init(NULL, &peer);
+		peer.pid = 0;
+		plen = sizeof peer;
+	}
+	*out = plen == sizeof peer ? ssw_session_new(prov, ep, o, &peer) : NULL;
+	return *out ? 0 : -EPROTO;
+}
+
 int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o)
 {
 	struct ssw_wire_init me;
