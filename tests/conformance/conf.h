@@ -154,5 +154,6 @@ void conf_rdma_deregistered(void **state);
 void conf_rdma_close_pending(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
+void conf_fork_handover(void **state);
 
 #endif

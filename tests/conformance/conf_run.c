@@ -169,6 +169,7 @@ static const struct CMUnitTest all_cases[] = {
 	T(conf_peer_killed_ctl_unread),
 	T(conf_corrupt_input),
 	T(conf_detach),
+	T(conf_fork_handover),
 };
 enum { NCASES = sizeof all_cases / sizeof all_cases[0] };
 
