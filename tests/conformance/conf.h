@@ -48,6 +48,9 @@ struct conf_env {
 	 * case still runs, in a child, and must FAIL: the run says so each time,
 	 * and fails once the provider conforms (then drop the entry). */
 	const char *const *deviations;
+	/* RDMA transfers must complete later (-EINPROGRESS, poll_cq): a run
+	 * meant for the asynchronous path fails if it silently is not. */
+	bool expect_async;
 };
 
 extern const struct conf_env *conf_env;

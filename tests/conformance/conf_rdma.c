@@ -53,6 +53,8 @@ static void complete_all(struct ssw_ep *ep, struct ssw_ep *peer, struct op *ops,
 	}
 	if (pending)
 		print_message("%d of %d transfers completed later (poll_cq)\n", pending, n);
+	if (conf_env->expect_async)
+		assert_int_equal(pending, n);
 	int64_t end = conf_ms() + 5000;
 	while (pending) {
 		assert_true(conf_ms() < end);
