@@ -155,6 +155,8 @@ void conf_peer_killed_quiet(void **state);
 void conf_peer_killed_ctl_unread(void **state);
 void conf_rdma_deregistered(void **state);
 void conf_rdma_close_pending(void **state);
+void conf_rdma_bad_local(void **state);
+void conf_note_fin_urg(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
 void conf_fork_handover(void **state);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define REGION (256u << 10)
 #define NOPS 4
@@ -288,4 +289,49 @@ void conf_rdma_close_pending(void **state)
 	r->deregister_rdma_memory(a, &d);
 	P->conn->close(a, SSW_CLOSE_ABORT);
 	free(region);
+}
+
+/* A local buffer that is not ours: -EFAULT (at once or by its completion),
+ * no crash, the endpoint carries on. */
+void conf_rdma_bad_local(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	need_rdma(c, a);
+	const struct ssw_rdma_ops *r = P->rdma;
+	enum { SZ = 8192 };
+	static uint8_t region[SZ];
+	memset(region, 0x77, SZ);
+	struct ssw_rdma_desc d, rd;
+	memset(&d, 0, sizeof d);
+	assert_int_equal(r->register_rdma_memory(a, region, SZ, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
+	pass_desc(a, c, &d, &rd);
+	void *hole = mmap(NULL, SZ, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(hole != MAP_FAILED);
+	struct iovec v = { hole, SZ };
+	for (int w = 0; w < 2; w++) {
+		struct op o = { 0, 0 };
+		int rc = w ? r->rdma_write(c, &v, 1, &rd, 0, SZ, &o) : r->rdma_read(c, &v, 1, &rd, 0, SZ, &o);
+		if (rc == -EINPROGRESS) {
+			struct ssw_completion cq;
+			int64_t end = conf_ms() + 5000;
+			while (P->progress->poll_cq(c, &cq, 1) == 0) {
+				assert_true(conf_ms() < end);
+				conf_kick(a);
+			}
+			assert_ptr_equal(cq.ctx, &o);
+			rc = cq.status;
+		}
+		print_message("rdma_%s into memory that is not ours: %d\n", w ? "write" : "read", rc);
+		assert_int_equal(rc, -EFAULT);
+	}
+	for (int i = 0; i < SZ; i++)
+		assert_int_equal(region[i], 0x77);
+	munmap(hole, SZ);
+	conf_send_seq(c, a, 61, 61);
+	conf_expect_seq(a, c, 61, 61);
+	r->deregister_rdma_memory(a, &d);
+	P->conn->close(c, SSW_CLOSE_ORDERLY);
+	P->conn->close(a, SSW_CLOSE_ORDERLY);
 }
