@@ -20,6 +20,7 @@ static int fresh(int fd)
 
 EXPORT int socket(int domain, int type, int protocol)
 {
+	PROVIDER_PASS(REAL(socket)(domain, type, protocol));
 	int fd = fresh(REAL(socket)(domain, type, protocol));
 	if (fd >= 0)
 		ssw_fd_socket(fd, domain, type, protocol);
@@ -28,6 +29,7 @@ EXPORT int socket(int domain, int type, int protocol)
 
 EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
 {
+	PROVIDER_PASS(REAL(bind)(fd, a, l));
 	int r = REAL(bind)(fd, a, l);
 	if (r == 0)
 		ssw_fd_bound(fd);
@@ -46,6 +48,7 @@ EXPORT int socketpair(int d, int t, int p, int sv[2])
 
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	PROVIDER_PASS(REAL(connect)(fd, addr, len));
 	if (!ssw_init())
 		return REAL(connect)(fd, addr, len);
 	SSW_RET(ssw_connect(fd, addr, len));
@@ -53,6 +56,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 EXPORT int listen(int fd, int backlog)
 {
+	PROVIDER_PASS(REAL(listen)(fd, backlog));
 	if (!ssw_init())
 		return REAL(listen)(fd, backlog);
 	SSW_RET(ssw_listen(fd, backlog));
@@ -60,6 +64,7 @@ EXPORT int listen(int fd, int backlog)
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
+	PROVIDER_PASS(REAL(accept4)(fd, addr, len, flags));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -73,6 +78,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(accept)(fd, addr, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -85,6 +91,7 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 
 EXPORT int shutdown(int fd, int how)
 {
+	PROVIDER_PASS(REAL(shutdown)(fd, how));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s)
 		return REAL(shutdown)(fd, how);
@@ -97,6 +104,7 @@ EXPORT int shutdown(int fd, int how)
 
 EXPORT int close(int fd)
 {
+	PROVIDER_PASS(REAL(close)(fd));
 	SSW_RET(ssw_fd_close(fd));
 }
 
@@ -115,6 +123,7 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 
 EXPORT int dup(int fd)
 {
+	PROVIDER_PASS(REAL(dup)(fd));
 	int n = REAL(dup)(fd);
 	if (n >= 0)
 		ssw_fd_dup(fd, n, false);
@@ -123,6 +132,7 @@ EXPORT int dup(int fd)
 
 EXPORT int dup2(int fd, int nfd)
 {
+	PROVIDER_PASS(REAL(dup2)(fd, nfd));
 	if (fd == nfd)
 		return REAL(dup2)(fd, nfd);
 	int r = REAL(dup2)(fd, nfd);
@@ -133,6 +143,7 @@ EXPORT int dup2(int fd, int nfd)
 
 EXPORT int dup3(int fd, int nfd, int flags)
 {
+	PROVIDER_PASS(REAL(dup3)(fd, nfd, flags));
 	int r = REAL(dup3)(fd, nfd, flags);
 	if (r >= 0)
 		ssw_fd_dup(fd, r, true);
@@ -187,6 +198,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 
 EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(getsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_GETOPT, level, opt, val, len);
@@ -203,6 +215,7 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
+	PROVIDER_PASS(REAL(setsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		socklen_t l = len;
@@ -219,6 +232,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 
 EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getsockname)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
@@ -235,6 +249,7 @@ EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 
 EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getpeername)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
@@ -272,11 +287,13 @@ EXPORT int pipe2(int fds[2], int flags)
 
 EXPORT int eventfd(unsigned int v, int flags)
 {
+	PROVIDER_PASS((int)syscall(SYS_eventfd2, v, flags));
 	return fresh((int)syscall(SYS_eventfd2, v, flags));
 }
 
 EXPORT int epoll_create(int size)
 {
+	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : (int)syscall(SYS_epoll_create1, 0));
 	if (size <= 0) {
 		errno = EINVAL;
 		return -1;
@@ -289,6 +306,7 @@ EXPORT int epoll_create(int size)
 
 EXPORT int epoll_create1(int flags)
 {
+	PROVIDER_PASS((int)syscall(SYS_epoll_create1, flags));
 	int r = fresh((int)syscall(SYS_epoll_create1, flags));
 	if (r >= 0)
 		ssw_fd_epoll(r);

@@ -93,5 +93,20 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 ssw_assert_eq "refused: connect to a closed port" "$out" refused
 ssw_assert_le "refused: milliseconds taken" "$ms" 3000
 
+# 4. loading libfabric (at the first fabric connect) keeps the application's
+# signal handlers (a dependency of it resets SIGINT/SIGTERM/... to SIG_DFL)
+ssw_step "signal handlers"
+out=$(in_ns "$NS_C" switched -- "$SSW_PYTHON" -c "
+import os, signal, socket
+signal.signal(signal.SIGTERM, lambda *a: print('handled'))
+try:
+    socket.create_connection(('$SRV', 9))
+except OSError:
+    pass
+os.kill(os.getpid(), signal.SIGTERM)
+print('alive')
+" 2>&1 | tr '\n' ' ')
+ssw_assert_eq "signals: SIGTERM after the first fabric connect" "$out" "handled alive "
+
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish

@@ -12,6 +12,8 @@
 #     ECONNRESET after the bytes that arrived; the server killed while the
 #     client waits for a reply — EOF or ECONNRESET.  Each within 10 s, never a
 #     hang; nothing received that was not sent (the stream is a prefix).
+# a hang must cost seconds, not minutes: every command is bounded
+SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 ssw_setup_preload

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern const struct ssw_provider ssw_provider_fabric;
@@ -412,9 +413,29 @@ static void test_abort_and_detach(void **st)
 	(void)st;
 	struct pair p;
 	make_pair(&p, base_port + 7);
-	/* detach: nothing reaches the peer */
+	/* detach (a fork child goes on with the connection): nothing reaches
+	 * the peer, and the child's connection still works */
 	struct pair q;
 	make_pair(&q, base_port + 8);
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char b;
+		close(go[1]);
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		const void *cm;
+		size_t cl;
+		if (recv_wait(q.c, &cm, &cl) != 0 || cl != 12 || memcmp(cm, "to the child", 12) != 0)
+			_exit(4);
+		P->msg->recv_done(q.c);
+		int rc = sendstr(q.c, "from the child", 14);
+		P->conn->close(q.c, SSW_CLOSE_ORDERLY);
+		_exit(rc == 0 ? 0 : 3);
+	}
+	close(go[0]);
 	P->conn->close(q.c, SSW_CLOSE_DETACH);
 	q.c = NULL;
 	usleep(100000);
@@ -422,6 +443,17 @@ static void test_abort_and_detach(void **st)
 	const void *m;
 	size_t len;
 	assert_int_equal(P->msg->recv_peek(q.s, &m, &len), -EAGAIN);
+	assert_int_equal(sendstr(q.s, "to the child", 12), 0);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	close(go[1]);
+	assert_int_equal(recv_wait(q.s, &m, &len), 0);
+	assert_int_equal(len, 14);
+	assert_memory_equal(m, "from the child", 14);
+	P->msg->recv_done(q.s);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(recv_wait(q.s, &m, &len), -EPIPE);
 	/* abort: a reset, even with data queued before it */
 	assert_int_equal(sendstr(p.c, "lost", 4), 0);
 	P->conn->close(p.c, SSW_CLOSE_ABORT);
@@ -453,6 +485,27 @@ static void test_listener_close_resets_queue(void **st)
 	/* the port is free again */
 	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
 	P->conn->listener_close(l);
+}
+
+/* cm-data=0: the private data goes as the connection's first message (the
+ * path of verbs, whose connection request carries 56 bytes) */
+static void test_private_data_in_first_message(void **st)
+{
+	(void)st;
+	char err[160];
+	assert_int_equal(P->configure("cm-data", "0", err, sizeof err), 0);
+	struct pair p;
+	make_pair(&p, base_port + 10); /* checks the private data accept() returns */
+	assert_int_equal(sendstr(p.c, "first", 5), 0);
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(m, "first", 5);
+	P->msg->recv_done(p.s);
+	free_pair(&p);
+	assert_int_equal(P->configure("cm-data", "-1", err, sizeof err), -EINVAL);
+	assert_int_equal(P->configure("cm-data", "65536", err, sizeof err), 0);
 }
 
 static void test_configure(void **st)
@@ -491,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_orderly_close),
 		cmocka_unit_test(test_abort_and_detach),
 		cmocka_unit_test(test_listener_close_resets_queue),
+		cmocka_unit_test(test_private_data_in_first_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

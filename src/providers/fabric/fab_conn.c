@@ -59,13 +59,24 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		return rc == -FI_ENODATA ? -ENETUNREACH : fab_errno(rc);
 	}
 	fab_freeinfo(h);
-	/* The switch's data rides in the connection request.  A provider whose
-	 * request carries less (verbs over RDMA CM: 56 bytes) would need it
-	 * sent as the first message instead; until that path exists such a
-	 * provider serves no connection (kernel TCP), said once. */
+	/* The switch's data rides in the connection request when it fits
+	 * (tcp: 256 bytes).  A provider whose request carries less (verbs over
+	 * RDMA CM: 56 bytes, less libfabric's own header) gets only our header
+	 * there, and the data as the first message once connected: the
+	 * acceptor's thread queues the connection after that message. */
 	size_t cm = 0, cl = sizeof cm;
 	if (fi_getopt(&ep->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm, &cl) != 0)
 		cm = 0;
+	if (cm < sizeof(struct fab_cm_hdr)) {
+		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+		fab_gate_leave();
+		SSW_WARN_ONCE("fabric: libfabric provider %s carries no private data with a connection request: kernel TCP",
+			      fab_prov_name);
+		return -EPROTONOSUPPORT;
+	}
+	/* cm-data=N limits the switch's part (our header always goes) */
+	if (fab_cm_data_max >= 0 && cm > sizeof(struct fab_cm_hdr) + (size_t)fab_cm_data_max)
+		cm = sizeof(struct fab_cm_hdr) + (size_t)fab_cm_data_max;
 	struct {
 		struct fab_cm_hdr h;
 		uint8_t d[SSW_CONNECT_PRIV_MAX];
@@ -73,11 +84,11 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	memcpy(data.d, priv, priv_len);
 	size_t dl = sizeof data.h + priv_len;
 	if (cm < dl) {
-		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
-		fab_gate_leave();
-		SSW_WARN_ONCE("fabric: libfabric provider %s carries %zu bytes with a connection request, the switch needs %zu: "
-			      "kernel TCP", fab_prov_name, cm, dl);
-		return -EPROTONOSUPPORT;
+		data.h.magic = FAB_CM_MAGIC_MSG;
+		dl = sizeof data.h;
+		memcpy(ep->priv, priv, priv_len);
+		ep->priv_len = priv_len;
+		ep->hello_out = true;
 	}
 	rc = fi_connect(ep->ep, ep->info->dest_addr, &data, dl);
 	if (rc) {
@@ -100,6 +111,14 @@ static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_le
 	fab_ep_lock(ep);
 	fab_progress(ep);
 	int rc = ep->connected ? 0 : ep->conn_err ? ep->conn_err : -EINPROGRESS;
+	if (rc == 0 && ep->hello_out) {
+		struct iovec v = { ep->priv, ep->priv_len };
+		rc = fab_send_locked(ep, FAB_T_HELLO, &v, 1);
+		if (rc == 0)
+			ep->hello_out = false;
+		else if (rc == -EAGAIN)
+			rc = -EINPROGRESS; /* cannot be: the peer posted its buffers before accepting */
+	}
 	if (rc == -EINPROGRESS && ssw_now_ns() > ep->conn_deadline)
 		rc = -ETIMEDOUT;
 	fab_ep_unlock(ep);

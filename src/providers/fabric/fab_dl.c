@@ -7,6 +7,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 
 static int (*p_getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *, struct fi_info **);
 static void (*p_freeinfo)(struct fi_info *);
@@ -17,8 +19,22 @@ static int load_rc = -ENOSYS;
 
 static void load(void)
 {
+	/* One of libfabric's dependencies (libinfinipath, through psm2)
+	 * installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and
+	 * SIGTERM in its constructor and leaves them at SIG_DFL: the
+	 * application's own handlers are put back (and the ~100 ms it spends
+	 * calibrating a clock is paid here, at the first fabric use). */
+	static struct sigaction saved[NSIG];
+	static bool have[NSIG];
+	for (int s = 1; s < NSIG; s++)
+		have[s] = s != SIGKILL && s != SIGSTOP && sigaction(s, NULL, &saved[s]) == 0;
 	/* the library stays: its objects may live until exit */
 	void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+	for (int s = 1; s < NSIG; s++) {
+		struct sigaction now;
+		if (have[s] && sigaction(s, NULL, &now) == 0 && now.sa_handler != saved[s].sa_handler)
+			sigaction(s, &saved[s], NULL);
+	}
 	if (!h) {
 		SSW_WARN("fabric: cannot load libfabric.so.1 (%s): fabric routes use kernel TCP", dlerror());
 		load_rc = -ENODEV;

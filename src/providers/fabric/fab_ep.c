@@ -74,9 +74,13 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->mr_endpoint = (mm & FI_MR_ENDPOINT) != 0;
 	ep->next_key = 1;
 	ep->credits = FAB_RX_N;
-	ep->rxbuf = aligned_alloc(4096, FAB_RX_N * FAB_BUF_SIZE);
-	ep->txbuf = aligned_alloc(4096, FAB_TX_N * FAB_BUF_SIZE);
-	int rc = ep->rxbuf && ep->txbuf ? 0 : -FI_ENOMEM;
+	void *rb = NULL, *tb = NULL;
+	/* page-aligned: registered memory (verbs pins pages) */
+	int rc = posix_memalign(&rb, 4096, FAB_RX_N * FAB_BUF_SIZE) || posix_memalign(&tb, 4096, FAB_TX_N * FAB_BUF_SIZE)
+			 ? -FI_ENOMEM
+			 : 0;
+	ep->rxbuf = rb;
+	ep->txbuf = tb;
 	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_FD };
 	struct fi_cq_attr ca = { .size = 4 * (FAB_RX_N + FAB_TX_N) + 64,
 				 .format = FI_CQ_FORMAT_DATA,
@@ -141,14 +145,30 @@ static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
 {
 	const struct fab_hdr *h = (const void *)(ep->rxbuf + (size_t)slot * FAB_BUF_SIZE);
 	if (len < sizeof *h || len > FAB_BUF_SIZE || h->magic != FAB_HDR_MAGIC ||
-	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_RESET) {
+	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_HELLO) {
 		set_broken(ep, "malformed message");
 		return;
 	}
 	ep->credits += h->credits;
 	switch (h->type) {
 	case FAB_T_DATA:
+		if (ep->hello_wait) {
+			set_broken(ep, "data before the connection's private data");
+			return;
+		}
 		rxq_push(ep, slot, (uint32_t)len);
+		break;
+	case FAB_T_HELLO:
+		if (!ep->hello_wait || len - sizeof *h > SSW_CONNECT_PRIV_MAX) {
+			set_broken(ep, "unexpected or oversized private data");
+			return;
+		}
+		memcpy(ep->priv, h + 1, len - sizeof *h);
+		ep->priv_len = len - sizeof *h;
+		ep->hello_wait = false;
+		ep->unreported++;
+		if (fab_post_recv(ep, slot))
+			set_broken(ep, "cannot repost a receive");
 		break;
 	case FAB_T_CREDIT:
 		/* ours again at once: the peer counts it among our returns */
@@ -191,16 +211,20 @@ static void on_completion(struct ssw_ep *ep, struct fab_ctx *c, size_t len, int 
 	}
 }
 
-static void read_eq(struct ssw_ep *ep)
+/* Returns whether anything was read. */
+bool fab_read_eq(struct ssw_ep *ep)
 {
-	for (;;) {
+	bool any = false;
+	if (!ep->eq)
+		return false;
+	for (;; any = true) {
 		uint32_t ev;
 		struct fi_eq_cm_entry e;
 		ssize_t n = fi_eq_read(ep->eq, &ev, &e, sizeof e, 0);
 		if (n == -FI_EAVAIL) {
 			struct fi_eq_err_entry ee = { 0 };
 			if (fi_eq_readerr(ep->eq, &ee, 0) < 0)
-				return;
+				return any;
 			if (!ep->connected) {
 				/* refused or unreachable: the caller decides what it means */
 				ep->conn_err = ee.err == FI_ECONNREFUSED ? -ECONNREFUSED : -(ee.err ? ee.err : EIO);
@@ -210,7 +234,7 @@ static void read_eq(struct ssw_ep *ep)
 			continue;
 		}
 		if (n < 0)
-			return;
+			return any;
 		if (ev == FI_CONNECTED) {
 			ep->connected = true;
 		} else if (ev == FI_SHUTDOWN) {
@@ -225,10 +249,29 @@ static void read_eq(struct ssw_ep *ep)
 
 void fab_progress(struct ssw_ep *ep)
 {
+	fab_progress_cq(ep);
+	/* the EQ after, so that its shutdown finds the data before it reaped;
+	 * once more the CQ, for what arrived in between */
+	if (fab_read_eq(ep))
+		fab_progress_cq(ep);
+	fab_progress_end(ep);
+}
+
+void fab_progress_end(struct ssw_ep *ep)
+{
+	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset))
+		atomic_store(&ep->peer_closed, 1);
+	if (ep->all && (atomic_load(&ep->broken) || ep->shutdown_seen))
+		fab_rma_fail_all(ep);
+}
+
+/* Completions only: the fast path of a receive (the EQ, which only says
+ * a connection came or went, is read by fab_progress: before a sleep, and
+ * when the peer's state is asked). */
+void fab_progress_cq(struct ssw_ep *ep)
+{
 	if (!ep->ep)
 		return;
-	/* the EQ first: a shutdown is reported after the data before it */
-	read_eq(ep);
 	struct fi_cq_data_entry c[16];
 	for (int round = 0; round < 8; round++) {
 		ssize_t n = fi_cq_read(ep->cq, c, 16);
@@ -245,10 +288,6 @@ void fab_progress(struct ssw_ep *ep)
 		if (n < 16)
 			break;
 	}
-	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset))
-		atomic_store(&ep->peer_closed, 1);
-	if (ep->all && (atomic_load(&ep->broken) || ep->shutdown_seen))
-		fab_rma_fail_all(ep);
 }
 
 /* Send one message of `type` (called locked).  Credits: data leaves
@@ -281,9 +320,18 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 		off += iov[i].iov_len;
 	}
 	void *desc = ep->tx_mr ? fi_mr_desc(ep->tx_mr) : NULL;
+	/* small ones are injected: the buffer is ours again at once, and no
+	 * completion is written (for tcp: two system calls fewer a message) */
+	bool inject = off <= ep->info->tx_attr->inject_size;
 	ssize_t rc;
-	for (int tries = 0; (rc = fi_send(ep->ep, b, off, desc, 0, &ep->txc[slot])) == -FI_EAGAIN && tries < 64; tries++)
+	for (int tries = 0; tries < 64; tries++) {
+		rc = inject ? fi_inject(ep->ep, b, off, 0) : fi_send(ep->ep, b, off, desc, 0, &ep->txc[slot]);
+		if (rc != -FI_EAGAIN)
+			break;
 		fab_progress(ep);
+	}
+	if (inject && !rc)
+		ep->tx_free[ep->ntx_free++] = slot;
 	if (rc) {
 		ep->tx_free[ep->ntx_free++] = slot;
 		if (rc == -FI_EAGAIN)
@@ -311,20 +359,20 @@ static void drain_tx(struct ssw_ep *ep, int ms)
 	}
 }
 
-/* Free everything.  DETACH (another process still holds the connection, a
- * fork): nothing is closed, since closing libfabric objects takes their
- * sockets out of the progress epoll set, a kernel object the other process
- * shares, and would silence it: this process's copies stay until it exits. */
+/* Free everything (called inside the gate).  DETACH: another process (a
+ * fork) still uses the connection: nothing goes on the wire, and the
+ * objects are unshared first (fab_fork.c), so that closing our copies
+ * leaves the other process's connection as it is. */
 void fab_ep_destroy(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	if (how == SSW_CLOSE_DETACH && ep->ep && ep->connected)
-		return; /* see above: a fork's copy, left as it is */
-	if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
+	if (how == SSW_CLOSE_DETACH) {
+		fab_unshare_fds(ep->cq_fd);
+		fab_unshare_fds(ep->eq_fd);
+	} else if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
 		/* a peer that closed (or reset) reads nothing more from us */
-		if ((how == SSW_CLOSE_ORDERLY || how == SSW_CLOSE_ABORT) && !atomic_load(&ep->peer_closed) &&
-		    !atomic_load(&ep->peer_reset)) {
+		if (!atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
 			fab_send_locked(ep, how == SSW_CLOSE_ORDERLY ? FAB_T_CLOSE : FAB_T_RESET, NULL, 0);
 			drain_tx(ep, 1000);
 		}

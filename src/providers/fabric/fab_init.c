@@ -19,6 +19,7 @@
  * on the listening and the connecting side, so both agree). */
 char fab_prov_name[32] = "tcp";
 int fab_port_offset = -1; /* -1: the default of the provider */
+long fab_cm_data_max = -1;
 static char describe_buf[96];
 
 static int fab_configure(const char *key, const char *value, char *err, size_t errlen)
@@ -47,7 +48,21 @@ static int fab_configure(const char *key, const char *value, char *err, size_t e
 		fab_port_offset = (int)v;
 		return 0;
 	}
-	snprintf(err, errlen, "unknown fabric option '%s' (expected provider= or port-offset=)", key);
+	if (strcmp(key, "cm-data") == 0) {
+		/* cm-data=N: put at most N bytes of private data in a connection
+		 * request, the rest goes as the first message (for providers that
+		 * say more than they carry; 0 tests the verbs path on tcp) */
+		char *end;
+		errno = 0;
+		long v = strtol(value, &end, 10);
+		if (errno || end == value || *end || v < 0 || v > 65536) {
+			snprintf(err, errlen, "fabric option cm-data=%s: expected a number of bytes from 0 to 65536", value);
+			return -EINVAL;
+		}
+		fab_cm_data_max = v;
+		return 0;
+	}
+	snprintf(err, errlen, "unknown fabric option '%s' (expected provider=, port-offset= or cm-data=)", key);
 	return -EINVAL;
 }
 

@@ -49,7 +49,9 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	const struct fab_cm_hdr *h = (const void *)e->data;
 	size_t dl = n > sizeof *e ? n - sizeof *e : 0;
 	struct ssw_ep *ep = NULL;
-	if (dl < sizeof *h || h->magic != FAB_CM_MAGIC || h->len > SSW_CONNECT_PRIV_MAX || h->len > dl - sizeof *h) {
+	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG;
+	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
+	    (!in_msg && h->len > dl - sizeof *h)) {
 		SSW_DEBUG("fabric: refused a connection request with malformed data");
 		fi_reject(l->pep, info->handle, NULL, 0);
 		fab_freeinfo(info);
@@ -62,8 +64,12 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 		fab_freeinfo(info);
 		return;
 	}
-	memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
-	ep->priv_len = h->len;
+	if (in_msg) {
+		ep->hello_wait = true; /* its first message: see read_pending */
+	} else {
+		memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
+		ep->priv_len = h->len;
+	}
 	ep->owner = l;
 	rc = fi_accept(ep->ep, NULL, 0);
 	if (rc) {
@@ -73,6 +79,7 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	ep->qnext = l->pending;
 	l->pending = ep;
 	ep_watch(ep->eq_fd, EPOLL_CTL_ADD);
+	ep_watch(ep->cq_fd, EPOLL_CTL_ADD); /* a HELLO, or the connection's end */
 }
 
 static void read_pep(struct ssw_listener *l)
@@ -106,7 +113,10 @@ static void read_pending(struct ssw_listener *l)
 		struct ssw_ep *ep = *pp;
 		pthread_mutex_lock(&ep->mu);
 		fab_progress(ep);
-		bool up = ep->connected, dead = ep->conn_err || ep->shutdown_seen || atomic_load(&ep->broken);
+		/* connected, and its private data here (in the request, or the
+		 * first message): accept() can take it */
+		bool up = ep->connected && !ep->hello_wait;
+		bool dead = ep->conn_err || ep->shutdown_seen || atomic_load(&ep->broken);
 		pthread_mutex_unlock(&ep->mu);
 		if (!up && !dead) {
 			pp = &ep->qnext;
@@ -114,8 +124,9 @@ static void read_pending(struct ssw_listener *l)
 		}
 		*pp = ep->qnext;
 		ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
-		if (up)
-			ready_push(l, ep); /* a connection that ended at once is still accepted, as TCP's */
+		ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+		if (up && !atomic_load(&ep->broken))
+			ready_push(l, ep); /* one that ended at once too, as TCP accepts it */
 		else
 			fab_ep_destroy(ep, SSW_CLOSE_ABORT);
 	}
@@ -200,7 +211,9 @@ void fab_listen_atfork_child(void)
 {
 	pthread_mutex_init(&lmu, NULL);
 	thr_pid = 0;
-	thr_epfd = -1; /* the parent's epoll set: our copy of the fd stays, unused */
+	if (thr_epfd >= 0)
+		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
+	thr_epfd = -1;
 	listeners = NULL;
 }
 
@@ -340,11 +353,26 @@ void fab_listener_close(struct ssw_listener *l)
 {
 	if (!l)
 		return;
+	fab_gate_enter();
 	if (l->pid != ssw_pid()) {
-		/* a fork's copy: the objects are the parent's (fab_listen_atfork_child) */
+		/* a fork's copy of the parent's listener: ours to free, without
+		 * touching what the parent still uses (fab_fork.c); its queued
+		 * connections are the parent's */
+		fab_unshare_fds(l->eq_fd);
+		struct ssw_ep *lists[2] = { l->pending, l->ready };
+		for (int i = 0; i < 2; i++)
+			for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
+				nx = ep->qnext;
+				fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+			}
+		fi_close(&l->pep->fid);
+		fi_close(&l->eq->fid);
+		fab_gate_leave();
+		fab_freeinfo(l->info);
+		sys_close(l->efd);
+		free(l);
 		return;
 	}
-	fab_gate_enter();
 	pthread_mutex_lock(&lmu);
 	for (struct ssw_listener **pp = &listeners; *pp; pp = &(*pp)->next)
 		if (*pp == l) {
@@ -357,8 +385,10 @@ void fab_listener_close(struct ssw_listener *l)
 	for (int i = 0; i < 2; i++)
 		for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
 			nx = ep->qnext;
-			if (i == 0)
+			if (i == 0) {
 				ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
+				ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+			}
 			pthread_mutex_lock(&ep->mu);
 			pthread_mutex_unlock(&ep->mu);
 			/* never accepted: reset, as the kernel resets a closed listener's queue */

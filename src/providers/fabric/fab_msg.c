@@ -43,7 +43,8 @@ static int fab_recv_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 	fab_ep_lock(ep);
 	int rc = peek_locked(ep, msg, len);
 	if (rc == -EAGAIN) {
-		fab_progress(ep);
+		fab_progress_cq(ep);
+		fab_progress_end(ep);
 		rc = peek_locked(ep, msg, len);
 	}
 	fab_ep_unlock(ep);

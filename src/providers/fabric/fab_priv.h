@@ -36,7 +36,9 @@
 /* Return credits once this many buffers were reposted unannounced. */
 #define FAB_CREDIT_BATCH (FAB_RX_N / 4u)
 
-enum { FAB_T_DATA = 1, FAB_T_CREDIT = 2, FAB_T_CLOSE = 3, FAB_T_RESET = 4 };
+/* HELLO: the switch's private data, first message of a connection whose
+ * request could not carry it (verbs over RDMA CM: 56 bytes) */
+enum { FAB_T_DATA = 1, FAB_T_CREDIT = 2, FAB_T_CLOSE = 3, FAB_T_RESET = 4, FAB_T_HELLO = 5 };
 
 #define FAB_HDR_MAGIC 0x4653u /* "SF" */
 struct fab_hdr {
@@ -48,7 +50,8 @@ struct fab_hdr {
 #define FAB_BUF_SIZE (sizeof(struct fab_hdr) + FAB_MSG_MAX)
 
 /* Connection request private data: our header, then the switch's data. */
-#define FAB_CM_MAGIC 0x53534643u /* "SSFC" */
+#define FAB_CM_MAGIC 0x53534643u /* "SSFC": the data follows in the request */
+#define FAB_CM_MAGIC_MSG 0x53534648u /* "SSFH": the data follows as the first message (FAB_T_HELLO) */
 struct fab_cm_hdr {
 	uint32_t magic;
 	uint32_t len; /* bytes of the switch's private data that follow */
@@ -142,9 +145,12 @@ struct ssw_ep {
 	uint32_t nregs;
 	uint64_t next_key;
 
-	/* accept side */
+	/* the switch's private data: the connector's to send in a HELLO, the
+	 * acceptor's as received */
 	uint8_t priv[SSW_CONNECT_PRIV_MAX];
 	size_t priv_len;
+	bool hello_out;            /* connector: HELLO still to send once connected */
+	bool hello_wait;           /* acceptor: HELLO still to come (not accepted before) */
 	struct ssw_ep *qnext;      /* listener queues */
 	struct ssw_listener *owner;
 };
@@ -174,6 +180,7 @@ const char *fab_strerror(int e);
 /* fab_init.c: settings and shared objects */
 extern char fab_prov_name[32];
 extern int fab_port_offset;
+extern long fab_cm_data_max; /* cm-data=N: at most N bytes in a connection request (-1: the provider's) */
 /* Every libfabric call happens between gate_enter and gate_leave (a read
  * lock): fork's prepare handler takes it for writing, so that a child never
  * inherits a libfabric lock held by a thread it does not have. */
@@ -192,8 +199,14 @@ void fab_ep_lock(struct ssw_ep *ep);
 void fab_ep_unlock(struct ssw_ep *ep);
 /* Read the EQ and the CQ (called with the endpoint locked). */
 void fab_progress(struct ssw_ep *ep);
+void fab_progress_cq(struct ssw_ep *ep);
+void fab_progress_end(struct ssw_ep *ep);
+bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
+
+/* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
+void fab_unshare_fds(int fd);
 
 /* fab_listen.c: listeners and the accept thread */
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out);
