@@ -141,6 +141,7 @@ void conf_listener_readiness(void **state);
 void conf_listener_close_keeps_eps(void **state);
 void conf_sizes_and_order(void **state);
 void conf_flow_control(void **state);
+void conf_room_agrees(void **state);
 void conf_arm_wake(void **state);
 void conf_sleeper_woken(void **state);
 void conf_two_sleepers(void **state);
@@ -160,5 +161,6 @@ void conf_note_fin_urg(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
 void conf_fork_handover(void **state);
+void conf_send_after_end(void **state);
 
 #endif

@@ -415,3 +415,64 @@ void conf_note_fin_urg(void **state)
 	conf_expect_seq(c, a, 121, 13);
 	close_pair(c, a);
 }
+
+/* send_room and msg_space agree with send: a message of len fits exactly
+ * when send_room() >= msg_space(len) (poll's POLLOUT rests on it: a yes
+ * that send refuses spins, a no that send would take sleeps for nothing).
+ * Random sizes, the receiver consuming at random, wraparounds included. */
+void conf_room_agrees(void **state)
+{
+	(void)state;
+	const struct ssw_msg_ops *mo = P->msg;
+	if (!CONF_HAS(mo, send_room))
+		CONF_SKIP("send_room absent (optional)");
+	bool space = CONF_HAS(mo, msg_space);
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	size_t max = mo->max_msg(c);
+	uint8_t *buf = malloc(max);
+	assert_non_null(buf);
+	unsigned seed = 12345, sent = 0, got = 0, yes_refused = 0, no_taken = 0;
+	for (int step = 0; step < 4000; step++) {
+		seed = seed * 1103515245u + 12345u;
+		size_t len = 1 + (seed >> 8) % (max / 8);
+		if ((seed >> 4) % 7 == 0)
+			len = 1 + (seed >> 8) % max;
+		size_t need = space ? mo->msg_space(c, len) : len;
+		assert_true(need >= len);
+		bool fits = mo->send_room(c) >= need;
+		conf_fill(buf, len, sent);
+		struct iovec v = { buf, len };
+		int rc = mo->send(c, &v, 1);
+		assert_true(rc == 0 || rc == -EAGAIN);
+		if (rc == 0) {
+			no_taken += !fits;
+			sent++;
+		} else {
+			yes_refused += fits;
+		}
+		/* the receiver takes a few, now and then all */
+		int take = (seed >> 12) % 64 == 0 ? (int)(sent - got) : (int)((seed >> 16) % 5 == 0);
+		for (int k = 0; k < take && got < sent; k++) {
+			const void *m;
+			size_t l;
+			assert_int_equal(conf_wait(a, c, &m, &l, 2000), 0);
+			P->msg->recv_done(a);
+			got++;
+		}
+	}
+	print_message("%u sent; send_room said yes and send refused: %u; said no and send took it: %u\n", sent,
+		      yes_refused, no_taken);
+	while (got < sent) {
+		const void *m;
+		size_t l;
+		assert_int_equal(conf_wait(a, c, &m, &l, 2000), 0);
+		P->msg->recv_done(a);
+		got++;
+	}
+	assert_int_equal(yes_refused, 0);
+	if (space)
+		assert_int_equal(no_taken, 0);
+	free(buf);
+	close_pair(c, a);
+}
