@@ -157,6 +157,7 @@ void conf_peer_killed_ctl_unread(void **state);
 void conf_rdma_deregistered(void **state);
 void conf_rdma_close_pending(void **state);
 void conf_rdma_bad_local(void **state);
+void conf_rdma_peer_gone(void **state);
 void conf_note_fin_urg(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);

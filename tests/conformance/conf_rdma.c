@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define REGION (256u << 10)
 #define NOPS 4
@@ -334,4 +335,58 @@ void conf_rdma_bad_local(void **state)
 	r->deregister_rdma_memory(a, &d);
 	P->conn->close(c, SSW_CLOSE_ORDERLY);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
+}
+
+/* Transfers in flight when the peer goes: each completes, once, with
+ * whatever status (SPI poll_cq: "nothing stays pending for ever"). */
+void conf_rdma_peer_gone(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	need_rdma(c, a);
+	const struct ssw_rdma_ops *r = P->rdma;
+	uint8_t *region = malloc(REGION), *local = malloc(REGION);
+	assert_non_null(region);
+	assert_non_null(local);
+	conf_fill(region, REGION, 4);
+	struct ssw_rdma_desc d, rd;
+	memset(&d, 0, sizeof d);
+	assert_int_equal(r->register_rdma_memory(a, region, REGION, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
+	pass_desc(a, c, &d, &rd);
+	struct op ops[NOPS];
+	memset(ops, 0, sizeof ops);
+	int pending = 0;
+	for (int i = 0; i < NOPS; i++) {
+		struct iovec v = { local + i * (REGION / NOPS), REGION / NOPS };
+		uint64_t off = (uint64_t)i * (REGION / NOPS);
+		int rc = (i & 1) ? r->rdma_write(c, &v, 1, &rd, off, REGION / NOPS, &ops[i])
+				 : r->rdma_read(c, &v, 1, &rd, off, REGION / NOPS, &ops[i]);
+		assert_true(rc == 0 || rc == -EINPROGRESS);
+		ops[i].done = rc == 0;
+		pending += rc == -EINPROGRESS;
+	}
+	P->conn->close(a, SSW_CLOSE_ABORT);
+	int failed = 0;
+	for (int64_t end = conf_ms() + 5000; pending;) {
+		assert_true(conf_ms() < end);
+		struct ssw_completion cq[NOPS];
+		int k = P->progress->poll_cq(c, cq, NOPS);
+		assert_true(k >= 0 && k <= NOPS);
+		for (int j = 0; j < k; j++) {
+			struct op *o = cq[j].ctx;
+			assert_true(o >= ops && o < ops + NOPS);
+			assert_false(o->done);
+			o->done = 1;
+			failed += cq[j].status != 0;
+			assert_true(cq[j].status <= 0);
+			pending--;
+		}
+		if (!k)
+			usleep(1000);
+	}
+	print_message("peer gone with transfers in flight: all completed, %d with an error\n", failed);
+	P->conn->close(c, SSW_CLOSE_ABORT);
+	free(region);
+	free(local);
 }

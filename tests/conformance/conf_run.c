@@ -166,6 +166,7 @@ static const struct CMUnitTest all_cases[] = {
 	T(conf_rdma_deregistered),
 	T(conf_rdma_close_pending),
 	T(conf_rdma_bad_local),
+	T(conf_rdma_peer_gone),
 	T(conf_orderly_close),
 	T(conf_abort),
 	T(conf_send_after_end),
