@@ -287,11 +287,13 @@ EXPORT int pipe2(int fds[2], int flags)
 
 EXPORT int eventfd(unsigned int v, int flags)
 {
+	PROVIDER_PASS((int)syscall(SYS_eventfd2, v, flags));
 	return fresh((int)syscall(SYS_eventfd2, v, flags));
 }
 
 EXPORT int epoll_create(int size)
 {
+	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : (int)syscall(SYS_epoll_create1, 0));
 	if (size <= 0) {
 		errno = EINVAL;
 		return -1;
@@ -304,6 +306,7 @@ EXPORT int epoll_create(int size)
 
 EXPORT int epoll_create1(int flags)
 {
+	PROVIDER_PASS((int)syscall(SYS_epoll_create1, flags));
 	int r = fresh((int)syscall(SYS_epoll_create1, flags));
 	if (r >= 0)
 		ssw_fd_epoll(r);

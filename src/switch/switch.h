@@ -59,6 +59,13 @@ int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct 
  * it again. */
 void ssw_epoll_touch(struct ssw_sock *s);
 
+/* A listener listens on a provider whose endpoints cannot be shared
+ * between processes (no SSW_CAP_SHARED_CONTEXT). */
+bool ssw_listen_has_private(const struct ssw_sock *s);
+/* Close those provider listeners (fork: in both processes), under s->lock;
+ * their names are appended to names.  Returns how many were closed. */
+int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len);
+
 /* fork (fork.c; ssw_fork_begin and _end: api.h) */
 /* Around creating or closing a session, so a fork sees all or none of it. */
 void ssw_fork_guard_enter(void);

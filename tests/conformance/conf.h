@@ -140,6 +140,7 @@ void conf_sizes_and_order(void **state);
 void conf_flow_control(void **state);
 void conf_arm_wake(void **state);
 void conf_sleeper_woken(void **state);
+void conf_two_sleepers(void **state);
 void conf_reserve_commit(void **state);
 void conf_hold_flush(void **state);
 void conf_rdma_read_write(void **state);
@@ -150,6 +151,7 @@ void conf_peer_killed_unread(void **state);
 void conf_peer_killed_quiet(void **state);
 void conf_peer_killed_ctl_unread(void **state);
 void conf_rdma_deregistered(void **state);
+void conf_rdma_close_pending(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
 

@@ -318,3 +318,51 @@ void conf_hold_flush(void **state)
 	assert_int_equal(conf_wait(a, NULL, &m, &len, 2000), -EPIPE);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
 }
+
+struct twin {
+	struct ssw_ep *ep;
+	pthread_barrier_t *bar;
+	int woke;
+	int leave; /* wake_leave (another still sleeps) rather than wake_ack */
+};
+
+static void *twin_main(void *arg)
+{
+	struct twin *t = arg;
+	const struct ssw_progress_ops *pg = P->progress;
+	int armed = pg->arm(t->ep);
+	pthread_barrier_wait(t->bar);
+	if (armed != 0)
+		return NULL; /* counted as not woken */
+	t->woke = wait_readable(t->ep, 5000) > 0;
+	if (t->leave)
+		pg->wake_leave(t->ep);
+	return NULL;
+}
+
+/* Two threads asleep on one endpoint: one send wakes both when the first
+ * one up leaves the doorbell to the other (wake_leave). */
+void conf_two_sleepers(void **state)
+{
+	(void)state;
+	if (!CONF_HAS(P->progress, wake_leave))
+		CONF_SKIP("wake_leave absent (optional: the switch then lets one sleeper at a time wait)");
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	pthread_barrier_t bar;
+	pthread_barrier_init(&bar, NULL, 3);
+	struct twin t[2] = { { a, &bar, 0, 1 }, { a, &bar, 0, 1 } };
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, twin_main, &t[i]), 0);
+	pthread_barrier_wait(&bar);
+	usleep(50000);
+	conf_send_seq(c, NULL, 88, 8);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_true(t[0].woke && t[1].woke);
+	P->progress->wake_ack(a);
+	conf_expect_seq(a, c, 88, 8);
+	pthread_barrier_destroy(&bar);
+	close_pair(c, a);
+}

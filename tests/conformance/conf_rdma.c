@@ -245,3 +245,41 @@ void conf_rdma_deregistered(void **state)
 	P->conn->close(c, SSW_CLOSE_ORDERLY);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
 }
+
+/* Closing an endpoint with transfers in flight cancels them: no completion
+ * reaches freed memory, the peer sees the end, the peer's memory stays its own. */
+void conf_rdma_close_pending(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	need_rdma(c, a);
+	const struct ssw_rdma_ops *r = P->rdma;
+	uint8_t *region = malloc(REGION), *local = malloc(REGION);
+	assert_non_null(region);
+	assert_non_null(local);
+	conf_fill(region, REGION, 3);
+	struct ssw_rdma_desc d, rd;
+	memset(&d, 0, sizeof d);
+	assert_int_equal(r->register_rdma_memory(a, region, REGION, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
+	pass_desc(a, c, &d, &rd);
+	struct op ops[NOPS];
+	int started = 0;
+	for (int i = 0; i < NOPS; i++) {
+		struct iovec v = { local + i * (REGION / NOPS), REGION / NOPS };
+		int rc = (i & 1) ? r->rdma_write(c, &v, 1, &rd, (uint64_t)i * (REGION / NOPS), REGION / NOPS, &ops[i])
+				 : r->rdma_read(c, &v, 1, &rd, (uint64_t)i * (REGION / NOPS), REGION / NOPS, &ops[i]);
+		assert_true(rc == 0 || rc == -EINPROGRESS);
+		started += rc == -EINPROGRESS;
+	}
+	print_message("%d of %d transfers in flight at close\n", started, NOPS);
+	P->conn->close(c, SSW_CLOSE_ABORT);
+	free(local); /* nothing may write there any more */
+	const void *m;
+	size_t len;
+	int rc = conf_wait(a, NULL, &m, &len, 3000);
+	assert_true(rc == -ECONNRESET || rc == -EPIPE);
+	r->deregister_rdma_memory(a, &d);
+	P->conn->close(a, SSW_CLOSE_ABORT);
+	free(region);
+}
