@@ -19,8 +19,11 @@
  * Lock order: the gate (fab_gate_enter), then lmu, then an endpoint's mu. */
 static pthread_mutex_t lmu = PTHREAD_MUTEX_INITIALIZER;
 static struct ssw_listener *listeners;
-static int thr_epfd = -1;   /* wait fds of listeners and pending endpoints */
+static int thr_epfd = -1;   /* wait fds of listeners, pending and watched endpoints */
 static pid_t thr_pid;       /* the process whose thread runs (0: none) */
+static struct ssw_ep *watched; /* endpoints with a backlog (fab_watch) */
+
+static int thread_start(void);
 
 static void ep_watch(int fd, int op)
 {
@@ -132,6 +135,68 @@ static void read_pending(struct ssw_listener *l)
 	}
 }
 
+/* Endpoints with a backlog: progressed here when their owner is not at
+ * it (trylock), so that data leaves as credits come back; a wake-up for the
+ * owner when anything moved (it may sleep on a wait fd whose event was
+ * taken here). */
+static void run_watched(void)
+{
+	uint64_t now = ssw_now_ns();
+	for (struct ssw_ep **pp = &watched; *pp;) {
+		struct ssw_ep *ep = *pp;
+		/* an owner at work flushes its backlog itself: the thread only
+		 * steps in after it has been away a while (one core less taken
+		 * from a busy sender) */
+		if (now - atomic_load_explicit(&ep->app_ns, memory_order_relaxed) < FAB_IDLE_NS ||
+		    pthread_mutex_trylock(&ep->mu) != 0) {
+			pp = &ep->wnext;
+			continue;
+		}
+		uint64_t n0 = ep->ncomp;
+		fab_progress(ep);
+		if (ep->ncomp != n0) {
+			uint64_t one = 1;
+			(void)!sys_write(ep->wake_fd, &one, sizeof one);
+		}
+		bool done = !ep->bl_n || atomic_load(&ep->broken) || ep->shutdown_seen;
+		if (done) {
+			*pp = ep->wnext;
+			ep->watched = false;
+		} else {
+			pp = &ep->wnext;
+		}
+		pthread_mutex_unlock(&ep->mu);
+	}
+}
+
+void fab_watch(struct ssw_ep *ep)
+{
+	if (ep->watched && ep->watch_pid == ssw_pid())
+		return; /* (a fork child's copy says watched: the list was the parent's) */
+	pthread_mutex_lock(&lmu);
+	if (thread_start() == 0) {
+		ep->watched = true;
+		ep->watch_pid = ssw_pid();
+		ep->wnext = watched;
+		watched = ep;
+	}
+	pthread_mutex_unlock(&lmu);
+}
+
+void fab_unwatch(struct ssw_ep *ep)
+{
+	if (!ep->watched)
+		return;
+	pthread_mutex_lock(&lmu);
+	for (struct ssw_ep **pp = &watched; *pp; pp = &(*pp)->wnext)
+		if (*pp == ep) {
+			*pp = ep->wnext;
+			break;
+		}
+	ep->watched = false; /* in a fork child: the list was the parent's */
+	pthread_mutex_unlock(&lmu);
+}
+
 /* Can the thread sleep?  fi_trywait on every object it waits for. */
 static bool all_quiet(void)
 {
@@ -163,13 +228,16 @@ static void *accept_thread(void *arg)
 				read_pep(l);
 				read_pending(l);
 			}
+			run_watched();
 			quiet = all_quiet();
 		}
 		pthread_mutex_unlock(&lmu);
 		fab_gate_leave();
 		struct epoll_event evs[16];
 		/* bounded: a wake-up lost to a provider's quirk costs a second */
-		sys_epoll_wait(epfd, evs, 16, quiet ? 1000 : 1);
+		/* watched endpoints are looked at every millisecond (their wait
+		 * fds would wake us for every message their owner handles) */
+		sys_epoll_wait(epfd, evs, 16, quiet && !watched ? 1000 : 1);
 	}
 	return NULL;
 }
@@ -215,6 +283,7 @@ void fab_listen_atfork_child(void)
 		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
 	thr_epfd = -1;
 	listeners = NULL;
+	watched = NULL;
 }
 
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)

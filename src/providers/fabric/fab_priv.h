@@ -28,7 +28,9 @@
  * RC send without a posted receive is an RNR error). */
 #define FAB_MSG_MAX (64u << 10)
 #define FAB_RX_N 16u
-#define FAB_TX_N 16u
+#define FAB_TX_N 32u
+#define FAB_IDLE_NS 1000000ull /* the thread flushes a backlog its owner left this long */
+#define FAB_TX_KEEP 2u /* tx slots data leaves for a credit return and the close */
 /* Credits kept back: data leaves two, a credit return one, so that a
  * credit return and the close or reset always find a buffer. */
 #define FAB_DATA_RESERVE 2u
@@ -124,6 +126,15 @@ struct ssw_ep {
 	_Atomic unsigned rx_avail; /* rxq_n, for rx_ready */
 	uint32_t tx_free[FAB_TX_N];
 	unsigned ntx_free;
+	/* the backlog: tx slots holding data the peer has no buffer for yet */
+	uint32_t bl[FAB_TX_N], bl_len[FAB_TX_N];
+	unsigned bl_head, bl_n;
+	int wake_fd;               /* eventfd: the provider's thread moved something for us */
+	bool watched;              /* on the thread's list (fab_watch) of process watch_pid */
+	pid_t watch_pid;
+	uint64_t ncomp;            /* completions read so far */
+	_Atomic uint64_t app_ns;   /* last op of the owner (ssw_now_ns) */
+	struct ssw_ep *wnext;
 
 	uint32_t credits;          /* the peer's buffers we may still fill */
 	uint32_t unreported;       /* our reposted buffers the peer has not been told of */
@@ -204,6 +215,7 @@ void fab_progress_end(struct ssw_ep *ep);
 bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
+void fab_flush_backlog(struct ssw_ep *ep);
 
 /* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
 void fab_unshare_fds(int fd);
@@ -215,6 +227,10 @@ int fab_listener_ready(struct ssw_listener *l);
 int fab_accept(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 void fab_listener_close(struct ssw_listener *l);
 void fab_listen_atfork_child(void);
+/* Have the provider's thread progress this endpoint until its backlog is
+ * gone (called with the endpoint locked); fab_unwatch before freeing it. */
+void fab_watch(struct ssw_ep *ep);
+void fab_unwatch(struct ssw_ep *ep);
 
 /* fab_conn.c */
 extern const struct ssw_conn_ops fab_conn_ops;
