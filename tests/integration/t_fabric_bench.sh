@@ -5,7 +5,10 @@
 # namespaces the bench makes itself (JSON says netns and the server's
 # 10.77.200.1), and the switched column was what SSW_NS_EXPECT says (netns.sh):
 # its workers' stats (--stats-dir) show switched connections and no fallback —
-# or, expecting fallback, the reverse.  Correctness only: the numbers are printed, not judged.
+# or, expecting fallback, the reverse.  Then `bench --serve` in namespace A of
+# netns.sh and `bench --peer A` in B: the round trip and a 1 MiB stream
+# measured in both columns across the test's own veth, the server workers
+# on the far side.  Correctness only: the numbers are printed, not judged.
 SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
@@ -46,6 +49,36 @@ for st in "$T"/stats/*.stats; do
   else
     ssw_assert_eq "$id: switched connections (expecting fallback)" "$(ssw_stats_sum "$st" switched)" 0
     ssw_assert_ge "$id: connections fallen back" "$(ssw_stats_sum "$st" fallback)" 1
+  fi
+done
+# ---- --peer / --serve across the test's own namespaces
+ssw_ns_pair
+mkdir -p "$T/peer-stats"
+ssw_ns_bg serve "$SSW_NS_A" plain SOCKSWITCH_ROUTES="$SSW_NS_ROUTES" -- "$SSW_CLI" bench --serve=7390
+ssw_ns_wait_listen "$SSW_NS_A" 7390 10 || ssw_fail "bench --serve did not listen on 7390"
+SSW_TIMEOUT=60 ssw_ns_run "$SSW_NS_B" plain SOCKSWITCH_ROUTES="$SSW_NS_ROUTES" -- "$SSW_CLI" bench \
+  --peer "$SSW_NS_ADDR_A:7390" --quick --json --duration 0.3 --sizes 1M --case latency,stream \
+  --stats-dir "$T/peer-stats" >"$T/peer.json" 2>"$T/peer.err"
+ssw_assert_eq "bench --peer: exit status" $? 0
+"$SSW_PYTHON" - "$T/peer.json" "$SSW_NS_ADDR_A" >"$T/peer-rows.txt" 2>"$T/peer-rows.err" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["peer"] is True and d["address"] == sys.argv[2], (d.get("peer"), d.get("address"))
+for c in d["cases"]:
+    num = lambda v: ("%.3f" % v) if isinstance(v, (int, float)) and v > 0 else "-"
+    print(c["name"].replace(" ", "_"), num(c["kernel"]), num(c["switched"]))
+PY
+ssw_assert_eq "bench --peer: JSON parsed, peer true, the peer's address" "$?" 0
+ssw_assert_eq "bench --peer: rows (round trip p50, p99; stream MB/s, msg/s)" "$(wc -l <"$T/peer-rows.txt")" 4
+while read -r name k s; do
+  ssw_check "peer $name: both columns measured (kernel $k, switched $s)" test "$k" != - -a "$s" != -
+done <"$T/peer-rows.txt"
+for st in "$T"/peer-stats/*.stats; do
+  if [ "$SSW_NS_EXPECT" = fabric ]; then
+    ssw_assert_ge "peer $(basename "$st" .stats): the client worker switched" "$(ssw_stats_sum "$st" switched)" 1
+    ssw_assert_eq "peer $(basename "$st" .stats): no fallback" "$(ssw_stats_sum "$st" fallback)" 0
+  else
+    ssw_assert_ge "peer $(basename "$st" .stats): the client worker fell back" "$(ssw_stats_sum "$st" fallback)" 1
   fi
 done
 ssw_assert_no_sanitizer_report "$T"/*.err
