@@ -258,7 +258,11 @@ static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, str
 		if (rc == 0 && !serves(ls, server))
 			rc = -EADDRNOTAVAIL;
 		if (rc == 0) {
-			ssw_addr_set_port(&n, ssw_addr_port(client));
+			/* a port below 1024 takes privilege on the connector's host,
+			 * which its word does not prove: then the transport's own
+			 * source port, which its kernel assigned */
+			if (ssw_addr_port(client) >= 1024 || ssw_addr_port(&n) < 1024)
+				ssw_addr_set_port(&n, ssw_addr_port(client));
 			*client = n;
 			return true;
 		}
