@@ -215,6 +215,14 @@ struct ssw_msg_ops {
 	int (*send_reserve)(struct ssw_ep *ep, size_t len, void **buf);
 	int (*send_commit)(struct ssw_ep *ep, size_t len, int hold);
 	void (*flush)(struct ssw_ep *ep);
+
+	/* Bytes of the transport, as send_room counts them, that one message
+	 * of `len` bytes takes (the message and the transport's own framing).
+	 * The session's credits count stream bytes (SO_RCVBUF); this tells it
+	 * whether a message fits send_room, and when a receiver has freed
+	 * enough of the transport that a waiting sender must hear of it.
+	 * Optional (NULL: len). */
+	size_t (*msg_space)(struct ssw_ep *ep, size_t len);
 };
 
 /* Longest a held message stays invisible (the kernel's TCP_CORK ceiling). */
@@ -259,7 +267,12 @@ struct ssw_completion {
 struct ssw_progress_ops {
 	size_t size;
 
-	/* Reap up to n deferred completions; returns how many. */
+	/* Reap up to n deferred completions; returns how many.  Any thread may
+	 * reap any transfer's completion (the session matches ctx).  A transfer
+	 * owns its local buffer until its completion is reaped: an endpoint
+	 * that fails completes what is pending with an error status (nothing
+	 * stays pending for ever), and close() cancels what is pending (no
+	 * completion is reported and no local buffer is touched after it). */
 	int (*poll_cq)(struct ssw_ep *ep, struct ssw_completion *c, int n);
 
 	/* Lock-free hint for busy-polling: nonzero when a message beyond the one

@@ -7,9 +7,20 @@
 #include <errno.h>
 
 #include "common/real.h"
+#include "common/sys.h"
 #include "switch/api.h"
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* A provider's own library (libfabric) calls the C library from inside the
+ * switch, sometimes from its own threads while the switch holds locks: its
+ * calls go straight to the C library, never back into the switch (a
+ * re-entry would take the switch's locks in the other order). */
+#define PROVIDER_PASS(call)                                       \
+	do {                                                      \
+		if (__builtin_expect(ssw_provider_calls != 0, 0)) \
+			return call;                              \
+	} while (0)
 
 /* System call convention from a switch result (>= 0 or -errno). */
 #define SSW_RET(expr)                          \

@@ -2,8 +2,6 @@
  * epoll.  Calls that involve no switched fd go straight to libc. */
 #include "interpose/interpose.h"
 
-#include "common/sys.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +24,7 @@ static bool any_switched(const struct pollfd *fds, nfds_t n)
 
 EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+	PROVIDER_PASS(REAL(poll)(fds, n, timeout));
 	if (!any_switched(fds, n))
 		return REAL(poll)(fds, n, timeout);
 	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000L };
@@ -41,6 +40,7 @@ EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 
 EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
 {
+	PROVIDER_PASS(REAL(ppoll)(fds, n, t, mask));
 	if (!any_switched(fds, n))
 		return REAL(ppoll)(fds, n, t, mask);
 	SSW_RET(ssw_poll(fds, n, t, mask));
@@ -144,6 +144,7 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct times
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+	PROVIDER_PASS(REAL(epoll_ctl)(epfd, op, fd, ev));
 	bool handled = false;
 	int r = ssw_epoll_ctl(epfd, op, fd, ev, &handled);
 	if (!handled)
@@ -170,12 +171,13 @@ static int after_kernel_wait(int epfd, struct epoll_event *ev, int max, int r, i
 	bool handled;
 	n = ssw_epoll_wait(epfd, ev, max, left, mask, &handled);
 	if (!handled)
-		n = ssw_epoll_filter(ev, (int)SYS_(epoll_pwait, epfd, ev, max, 0, NULL, 0));
+		n = ssw_epoll_filter(ev, sys_epoll_wait(epfd, ev, max, 0));
 	SSW_RET(n);
 }
 
 EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
+	PROVIDER_PASS(REAL(epoll_wait)(epfd, ev, max, timeout));
 	bool handled;
 	int r = ssw_epoll_wait(epfd, ev, max, timeout, NULL, &handled);
 	if (!handled) {
@@ -187,6 +189,7 @@ EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 
 EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
+	PROVIDER_PASS(REAL(epoll_pwait)(epfd, ev, max, timeout, mask));
 	bool handled;
 	int r = ssw_epoll_wait(epfd, ev, max, timeout, mask, &handled);
 	if (!handled) {
@@ -199,6 +202,7 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, c
 
 EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *mask)
 {
+	PROVIDER_PASS(REAL(epoll_pwait2)(epfd, ev, max, t, mask));
 	bool handled;
 	int ms = t ? (int)(t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000) : -1;
 	int r = ssw_epoll_wait(epfd, ev, max, ms, mask, &handled);

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/close_range.h>
 
@@ -20,6 +19,7 @@ static int fresh(int fd)
 
 EXPORT int socket(int domain, int type, int protocol)
 {
+	PROVIDER_PASS(REAL(socket)(domain, type, protocol));
 	int fd = fresh(REAL(socket)(domain, type, protocol));
 	if (fd >= 0)
 		ssw_fd_socket(fd, domain, type, protocol);
@@ -28,6 +28,7 @@ EXPORT int socket(int domain, int type, int protocol)
 
 EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
 {
+	PROVIDER_PASS(REAL(bind)(fd, a, l));
 	int r = REAL(bind)(fd, a, l);
 	if (r == 0)
 		ssw_fd_bound(fd);
@@ -46,6 +47,7 @@ EXPORT int socketpair(int d, int t, int p, int sv[2])
 
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	PROVIDER_PASS(REAL(connect)(fd, addr, len));
 	if (!ssw_init())
 		return REAL(connect)(fd, addr, len);
 	SSW_RET(ssw_connect(fd, addr, len));
@@ -53,6 +55,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 EXPORT int listen(int fd, int backlog)
 {
+	PROVIDER_PASS(REAL(listen)(fd, backlog));
 	if (!ssw_init())
 		return REAL(listen)(fd, backlog);
 	SSW_RET(ssw_listen(fd, backlog));
@@ -60,6 +63,7 @@ EXPORT int listen(int fd, int backlog)
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
+	PROVIDER_PASS(REAL(accept4)(fd, addr, len, flags));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -73,6 +77,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(accept)(fd, addr, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -85,6 +90,7 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 
 EXPORT int shutdown(int fd, int how)
 {
+	PROVIDER_PASS(REAL(shutdown)(fd, how));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s)
 		return REAL(shutdown)(fd, how);
@@ -97,6 +103,7 @@ EXPORT int shutdown(int fd, int how)
 
 EXPORT int close(int fd)
 {
+	PROVIDER_PASS(REAL(close)(fd));
 	SSW_RET(ssw_fd_close(fd));
 }
 
@@ -110,11 +117,12 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 		ssw_real_init();
 	if (ssw_real.close_range)
 		return ssw_real.close_range(lo, hi, flags);
-	return (int)syscall(SYS_close_range, lo, hi, flags);
+	return sys_close_range(lo, hi, flags);
 }
 
 EXPORT int dup(int fd)
 {
+	PROVIDER_PASS(REAL(dup)(fd));
 	int n = REAL(dup)(fd);
 	if (n >= 0)
 		ssw_fd_dup(fd, n, false);
@@ -123,6 +131,7 @@ EXPORT int dup(int fd)
 
 EXPORT int dup2(int fd, int nfd)
 {
+	PROVIDER_PASS(REAL(dup2)(fd, nfd));
 	if (fd == nfd)
 		return REAL(dup2)(fd, nfd);
 	int r = REAL(dup2)(fd, nfd);
@@ -133,6 +142,7 @@ EXPORT int dup2(int fd, int nfd)
 
 EXPORT int dup3(int fd, int nfd, int flags)
 {
+	PROVIDER_PASS(REAL(dup3)(fd, nfd, flags));
 	int r = REAL(dup3)(fd, nfd, flags);
 	if (r >= 0)
 		ssw_fd_dup(fd, r, true);
@@ -187,6 +197,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 
 EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
+	PROVIDER_PASS(REAL(getsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_GETOPT, level, opt, val, len);
@@ -203,6 +214,7 @@ EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
+	PROVIDER_PASS(REAL(setsockopt)(fd, level, opt, val, len));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		socklen_t l = len;
@@ -219,6 +231,7 @@ EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len
 
 EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getsockname)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_SOCKNAME, 0, 0, a, l);
@@ -235,6 +248,7 @@ EXPORT int getsockname(int fd, struct sockaddr *a, socklen_t *l)
 
 EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 {
+	PROVIDER_PASS(REAL(getpeername)(fd, a, l));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s) {
 		int q = ssw_relayed_answer(fd, SSW_RQ_PEERNAME, 0, 0, a, l);
@@ -252,7 +266,7 @@ EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 /* Other calls that create fds: a reused number must not look switched. */
 EXPORT int pipe(int fds[2])
 {
-	int r = (int)syscall(SYS_pipe2, fds, 0);
+	int r = sys_pipe2(fds, 0);
 	if (r == 0) {
 		fresh(fds[0]);
 		fresh(fds[1]);
@@ -262,7 +276,7 @@ EXPORT int pipe(int fds[2])
 
 EXPORT int pipe2(int fds[2], int flags)
 {
-	int r = (int)syscall(SYS_pipe2, fds, flags);
+	int r = sys_pipe2(fds, flags);
 	if (r == 0) {
 		fresh(fds[0]);
 		fresh(fds[1]);
@@ -272,16 +286,18 @@ EXPORT int pipe2(int fds[2], int flags)
 
 EXPORT int eventfd(unsigned int v, int flags)
 {
-	return fresh((int)syscall(SYS_eventfd2, v, flags));
+	PROVIDER_PASS(sys_eventfd(v, flags));
+	return fresh(sys_eventfd(v, flags));
 }
 
 EXPORT int epoll_create(int size)
 {
+	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : sys_epoll_create1(0));
 	if (size <= 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	int r = fresh((int)syscall(SYS_epoll_create1, 0));
+	int r = fresh(sys_epoll_create1(0));
 	if (r >= 0)
 		ssw_fd_epoll(r);
 	return r;
@@ -289,7 +305,8 @@ EXPORT int epoll_create(int size)
 
 EXPORT int epoll_create1(int flags)
 {
-	int r = fresh((int)syscall(SYS_epoll_create1, flags));
+	PROVIDER_PASS(sys_epoll_create1(flags));
+	int r = fresh(sys_epoll_create1(flags));
 	if (r >= 0)
 		ssw_fd_epoll(r);
 	return r;

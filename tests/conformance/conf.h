@@ -48,6 +48,9 @@ struct conf_env {
 	 * case still runs, in a child, and must FAIL: the run says so each time,
 	 * and fails once the provider conforms (then drop the entry). */
 	const char *const *deviations;
+	/* RDMA transfers must complete later (-EINPROGRESS, poll_cq): a run
+	 * meant for the asynchronous path fails if it silently is not. */
+	bool expect_async;
 };
 
 extern const struct conf_env *conf_env;
@@ -138,8 +141,10 @@ void conf_listener_readiness(void **state);
 void conf_listener_close_keeps_eps(void **state);
 void conf_sizes_and_order(void **state);
 void conf_flow_control(void **state);
+void conf_room_agrees(void **state);
 void conf_arm_wake(void **state);
 void conf_sleeper_woken(void **state);
+void conf_two_sleepers(void **state);
 void conf_reserve_commit(void **state);
 void conf_hold_flush(void **state);
 void conf_rdma_read_write(void **state);
@@ -150,7 +155,13 @@ void conf_peer_killed_unread(void **state);
 void conf_peer_killed_quiet(void **state);
 void conf_peer_killed_ctl_unread(void **state);
 void conf_rdma_deregistered(void **state);
+void conf_rdma_close_pending(void **state);
+void conf_rdma_bad_local(void **state);
+void conf_rdma_peer_gone(void **state);
+void conf_note_fin_urg(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
+void conf_fork_handover(void **state);
+void conf_send_after_end(void **state);
 
 #endif

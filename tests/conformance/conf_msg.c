@@ -204,6 +204,14 @@ void conf_sleeper_woken(void **state)
 			assert_true(s.woke - sent < 2000);
 		}
 		conf_expect_seq(a, c, 77, 7);
+		if (use_sleep && s.rc != -ENOSYS) {
+			/* nothing comes: sleep times out after about ms, disarmed */
+			assert_int_equal(P->progress->arm(a), 0);
+			int64_t t0 = conf_ms();
+			assert_int_equal(P->progress->sleep(a, 60), 0);
+			int64_t took = conf_ms() - t0;
+			assert_true(took >= 50 && took < 1000);
+		}
 		close_pair(c, a);
 	}
 }
@@ -245,9 +253,17 @@ void conf_reserve_commit(void **state)
 	reserve_fill(c, 3, 200, 200);
 	conf_send_seq(c, a, 4, 40);
 	assert_int_equal(mo->send_commit(c, 200, 0), -EINVAL);
+	/* ... or by the next reservation: only that one is sent */
+	reserve_fill(c, 5, 300, 300);
+	reserve_fill(c, 6, 30, 30);
+	assert_int_equal(mo->send_commit(c, 30, 0), 0);
+	/* a commit longer than the reservation is refused */
+	reserve_fill(c, 7, 16, 16);
+	assert_int_equal(mo->send_commit(c, 17, 0), -EINVAL);
 	conf_expect_seq(a, c, 1, max);
 	conf_expect_seq(a, c, 2, 100);
 	conf_expect_seq(a, c, 4, 40);
+	conf_expect_seq(a, c, 6, 30);
 	const void *m;
 	size_t len;
 	assert_int_equal(conf_wait(a, c, &m, &len, 100), -EAGAIN);
@@ -317,4 +333,146 @@ void conf_hold_flush(void **state)
 	conf_expect_seq(a, NULL, 17, 70);
 	assert_int_equal(conf_wait(a, NULL, &m, &len, 2000), -EPIPE);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
+}
+
+struct twin {
+	struct ssw_ep *ep;
+	pthread_barrier_t *bar;
+	int woke;
+	int leave; /* wake_leave (another still sleeps) rather than wake_ack */
+};
+
+static void *twin_main(void *arg)
+{
+	struct twin *t = arg;
+	const struct ssw_progress_ops *pg = P->progress;
+	int armed = pg->arm(t->ep);
+	pthread_barrier_wait(t->bar);
+	if (armed != 0)
+		return NULL; /* counted as not woken */
+	t->woke = wait_readable(t->ep, 5000) > 0;
+	if (t->leave)
+		pg->wake_leave(t->ep);
+	return NULL;
+}
+
+/* Two threads asleep on one endpoint: one send wakes both when the first
+ * one up leaves the doorbell to the other (wake_leave). */
+void conf_two_sleepers(void **state)
+{
+	(void)state;
+	if (!CONF_HAS(P->progress, wake_leave))
+		CONF_SKIP("wake_leave absent (optional: the switch then lets one sleeper at a time wait)");
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	pthread_barrier_t bar;
+	pthread_barrier_init(&bar, NULL, 3);
+	struct twin t[2] = { { a, &bar, 0, 1 }, { a, &bar, 0, 1 } };
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, twin_main, &t[i]), 0);
+	pthread_barrier_wait(&bar);
+	usleep(50000);
+	conf_send_seq(c, NULL, 88, 8);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	assert_true(t[0].woke && t[1].woke);
+	P->progress->wake_ack(a);
+	conf_expect_seq(a, c, 88, 8);
+	pthread_barrier_destroy(&bar);
+	close_pair(c, a);
+}
+
+/* note: FIN and urgent notes travel beside the messages and show in
+ * peer_state without consuming any. */
+void conf_note_fin_urg(void **state)
+{
+	(void)state;
+	const struct ssw_progress_ops *pg = P->progress;
+	if (!CONF_HAS(pg, note) || !CONF_HAS(pg, peer_state))
+		CONF_SKIP("note or peer_state absent (optional)");
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	uint32_t urg = 99;
+	assert_int_equal(pg->peer_state(a, 0, &urg), 0);
+	assert_int_equal(urg, 0);
+	conf_send_seq(c, a, 120, 12);
+	pg->note(c, SSW_NOTE_URG, 0);
+	pg->note(c, SSW_NOTE_URG, 0);
+	pg->note(c, SSW_NOTE_FIN, 0);
+	for (int64_t t0 = conf_ms(); !(pg->peer_state(a, 0, &urg) & SSW_PEER_FIN); usleep(1000)) {
+		assert_true(conf_ms() - t0 < 2000);
+		conf_kick(a);
+	}
+	uint32_t st = pg->peer_state(a, 0, &urg);
+	assert_int_equal(st & (SSW_PEER_CLOSED | SSW_PEER_RESET), 0); /* a FIN is no close */
+	assert_int_equal(urg, 2);
+	conf_expect_seq(a, c, 120, 12); /* the message before it is still there */
+	const void *m;
+	size_t len;
+	assert_int_equal(conf_wait(a, c, &m, &len, 100), -EAGAIN); /* not the end either */
+	conf_send_seq(a, c, 121, 13); /* the other way is open */
+	conf_expect_seq(c, a, 121, 13);
+	close_pair(c, a);
+}
+
+/* send_room and msg_space agree with send: a message of len fits exactly
+ * when send_room() >= msg_space(len) (poll's POLLOUT rests on it: a yes
+ * that send refuses spins, a no that send would take sleeps for nothing).
+ * Random sizes, the receiver consuming at random, wraparounds included. */
+void conf_room_agrees(void **state)
+{
+	(void)state;
+	const struct ssw_msg_ops *mo = P->msg;
+	if (!CONF_HAS(mo, send_room))
+		CONF_SKIP("send_room absent (optional)");
+	bool space = CONF_HAS(mo, msg_space);
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	size_t max = mo->max_msg(c);
+	uint8_t *buf = malloc(max);
+	assert_non_null(buf);
+	unsigned seed = 12345, sent = 0, got = 0, yes_refused = 0, no_taken = 0;
+	for (int step = 0; step < 4000; step++) {
+		seed = seed * 1103515245u + 12345u;
+		size_t len = 1 + (seed >> 8) % (max / 8);
+		if ((seed >> 4) % 7 == 0)
+			len = 1 + (seed >> 8) % max;
+		size_t need = space ? mo->msg_space(c, len) : len;
+		assert_true(need >= len);
+		bool fits = mo->send_room(c) >= need;
+		conf_fill(buf, len, sent);
+		struct iovec v = { buf, len };
+		int rc = mo->send(c, &v, 1);
+		assert_true(rc == 0 || rc == -EAGAIN);
+		if (rc == 0) {
+			no_taken += !fits;
+			sent++;
+		} else {
+			yes_refused += fits;
+		}
+		/* the receiver takes a few, now and then all */
+		int take = (seed >> 12) % 64 == 0 ? (int)(sent - got) : (int)((seed >> 16) % 5 == 0);
+		for (int k = 0; k < take && got < sent; k++) {
+			const void *m;
+			size_t l;
+			assert_int_equal(conf_wait(a, c, &m, &l, 2000), 0);
+			P->msg->recv_done(a);
+			got++;
+		}
+	}
+	print_message("%u sent; send_room said yes and send refused: %u; said no and send took it: %u\n", sent,
+		      yes_refused, no_taken);
+	while (got < sent) {
+		const void *m;
+		size_t l;
+		assert_int_equal(conf_wait(a, c, &m, &l, 2000), 0);
+		P->msg->recv_done(a);
+		got++;
+	}
+	assert_int_equal(yes_refused, 0);
+	if (space)
+		assert_int_equal(no_taken, 0);
+	free(buf);
+	close_pair(c, a);
 }

@@ -25,6 +25,8 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		return -EINVAL;
 	if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
+	if (fab_dl_load())
+		return -ENODEV;
 	size_t al = dst->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	struct sockaddr_storage a;
 	memcpy(&a, dst, al);
@@ -44,26 +46,37 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	struct ssw_ep *ep = NULL;
 	struct fab_fabric *fab = NULL;
 	fab_gate_enter();
-	int rc = h->dest_addr ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &info) : -FI_ENOMEM;
+	int rc = h->dest_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &info) : -FI_ENOMEM;
 	if (!rc)
 		rc = fab_fabric_get(info, &fab);
 	if (!rc)
 		rc = fab_ep_open(info, fab, &ep);
 	if (rc) {
 		fab_gate_leave();
-		SSW_DEBUG("fabric: no endpoint for the connect: %s", fi_strerror(-rc));
-		fi_freeinfo(info);
-		fi_freeinfo(h);
+		SSW_DEBUG("fabric: no endpoint for the connect: %s", fab_strerror(-rc));
+		fab_freeinfo(info);
+		fab_freeinfo(h);
 		return rc == -FI_ENODATA ? -ENETUNREACH : fab_errno(rc);
 	}
-	fi_freeinfo(h);
-	/* The switch's data rides in the connection request.  A provider whose
-	 * request carries less (verbs over RDMA CM: 56 bytes) would need it
-	 * sent as the first message instead; until that path exists such a
-	 * provider serves no connection (kernel TCP), said once. */
+	fab_freeinfo(h);
+	/* The switch's data rides in the connection request when it fits
+	 * (tcp: 256 bytes).  A provider whose request carries less (verbs over
+	 * RDMA CM: 56 bytes, less libfabric's own header) gets only our header
+	 * there, and the data as the first message once connected: the
+	 * acceptor's thread queues the connection after that message. */
 	size_t cm = 0, cl = sizeof cm;
 	if (fi_getopt(&ep->ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm, &cl) != 0)
 		cm = 0;
+	if (cm < sizeof(struct fab_cm_hdr)) {
+		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+		fab_gate_leave();
+		SSW_WARN_ONCE("fabric: libfabric provider %s carries no private data with a connection request: kernel TCP",
+			      fab_prov_name);
+		return -EPROTONOSUPPORT;
+	}
+	/* cm-data=N limits the switch's part (our header always goes) */
+	if (fab_cm_data_max >= 0 && cm > sizeof(struct fab_cm_hdr) + (size_t)fab_cm_data_max)
+		cm = sizeof(struct fab_cm_hdr) + (size_t)fab_cm_data_max;
 	struct {
 		struct fab_cm_hdr h;
 		uint8_t d[SSW_CONNECT_PRIV_MAX];
@@ -71,11 +84,11 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	memcpy(data.d, priv, priv_len);
 	size_t dl = sizeof data.h + priv_len;
 	if (cm < dl) {
-		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
-		fab_gate_leave();
-		SSW_WARN_ONCE("fabric: libfabric provider %s carries %zu bytes with a connection request, the switch needs %zu: "
-			      "kernel TCP", fab_prov_name, cm, dl);
-		return -EPROTONOSUPPORT;
+		data.h.magic = FAB_CM_MAGIC_MSG;
+		dl = sizeof data.h;
+		memcpy(ep->priv, priv, priv_len);
+		ep->priv_len = priv_len;
+		ep->hello_out = true;
 	}
 	rc = fi_connect(ep->ep, ep->info->dest_addr, &data, dl);
 	if (rc) {
@@ -98,6 +111,14 @@ static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_le
 	fab_ep_lock(ep);
 	fab_progress(ep);
 	int rc = ep->connected ? 0 : ep->conn_err ? ep->conn_err : -EINPROGRESS;
+	if (rc == 0 && ep->hello_out) {
+		struct iovec v = { ep->priv, ep->priv_len };
+		rc = fab_send_locked(ep, FAB_T_HELLO, &v, 1);
+		if (rc == 0)
+			ep->hello_out = false;
+		else if (rc == -EAGAIN)
+			rc = -EINPROGRESS; /* cannot be: the peer posted its buffers before accepting */
+	}
 	if (rc == -EINPROGRESS && ssw_now_ns() > ep->conn_deadline)
 		rc = -ETIMEDOUT;
 	fab_ep_unlock(ep);

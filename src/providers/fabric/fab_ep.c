@@ -10,11 +10,14 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 void fab_ep_lock(struct ssw_ep *ep)
 {
 	fab_gate_enter();
 	pthread_mutex_lock(&ep->mu);
+	if (ep->watched)
+		atomic_store_explicit(&ep->app_ns, ssw_now_ns(), memory_order_relaxed);
 }
 
 void fab_ep_unlock(struct ssw_ep *ep)
@@ -66,6 +69,7 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->pid = ssw_pid();
 	ep->fab = fab;
 	ep->eq_fd = ep->cq_fd = -1;
+	ep->wake_fd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	ep->info = info;
 	uint64_t mm = info->domain_attr->mr_mode;
 	ep->mr_local = (mm & FI_MR_LOCAL) != 0;
@@ -74,9 +78,14 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->mr_endpoint = (mm & FI_MR_ENDPOINT) != 0;
 	ep->next_key = 1;
 	ep->credits = FAB_RX_N;
-	ep->rxbuf = aligned_alloc(4096, FAB_RX_N * FAB_BUF_SIZE);
-	ep->txbuf = aligned_alloc(4096, FAB_TX_N * FAB_BUF_SIZE);
-	int rc = ep->rxbuf && ep->txbuf ? 0 : -FI_ENOMEM;
+	void *rb = NULL, *tb = NULL;
+	/* page-aligned: registered memory (verbs pins pages) */
+	int rc = ep->wake_fd < 0 || posix_memalign(&rb, 4096, FAB_RX_N * FAB_BUF_SIZE) ||
+			 posix_memalign(&tb, 4096, FAB_TX_N * FAB_BUF_SIZE)
+		 ? -FI_ENOMEM
+		 : 0;
+	ep->rxbuf = rb;
+	ep->txbuf = tb;
 	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_FD };
 	struct fi_cq_attr ca = { .size = 4 * (FAB_RX_N + FAB_TX_N) + 64,
 				 .format = FI_CQ_FORMAT_DATA,
@@ -141,14 +150,30 @@ static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
 {
 	const struct fab_hdr *h = (const void *)(ep->rxbuf + (size_t)slot * FAB_BUF_SIZE);
 	if (len < sizeof *h || len > FAB_BUF_SIZE || h->magic != FAB_HDR_MAGIC ||
-	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_RESET) {
+	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_HELLO) {
 		set_broken(ep, "malformed message");
 		return;
 	}
 	ep->credits += h->credits;
 	switch (h->type) {
 	case FAB_T_DATA:
+		if (ep->hello_wait) {
+			set_broken(ep, "data before the connection's private data");
+			return;
+		}
 		rxq_push(ep, slot, (uint32_t)len);
+		break;
+	case FAB_T_HELLO:
+		if (!ep->hello_wait || len - sizeof *h > SSW_CONNECT_PRIV_MAX) {
+			set_broken(ep, "unexpected or oversized private data");
+			return;
+		}
+		memcpy(ep->priv, h + 1, len - sizeof *h);
+		ep->priv_len = len - sizeof *h;
+		ep->hello_wait = false;
+		ep->unreported++;
+		if (fab_post_recv(ep, slot))
+			set_broken(ep, "cannot repost a receive");
 		break;
 	case FAB_T_CREDIT:
 		/* ours again at once: the peer counts it among our returns */
@@ -167,6 +192,7 @@ static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
 
 static void on_completion(struct ssw_ep *ep, struct fab_ctx *c, size_t len, int err)
 {
+	ep->ncomp++;
 	if (!c)
 		return;
 	switch (c->kind) {
@@ -191,16 +217,20 @@ static void on_completion(struct ssw_ep *ep, struct fab_ctx *c, size_t len, int 
 	}
 }
 
-static void read_eq(struct ssw_ep *ep)
+/* Returns whether anything was read. */
+bool fab_read_eq(struct ssw_ep *ep)
 {
-	for (;;) {
+	bool any = false;
+	if (!ep->eq)
+		return false;
+	for (;; any = true) {
 		uint32_t ev;
 		struct fi_eq_cm_entry e;
 		ssize_t n = fi_eq_read(ep->eq, &ev, &e, sizeof e, 0);
 		if (n == -FI_EAVAIL) {
 			struct fi_eq_err_entry ee = { 0 };
 			if (fi_eq_readerr(ep->eq, &ee, 0) < 0)
-				return;
+				return any;
 			if (!ep->connected) {
 				/* refused or unreachable: the caller decides what it means */
 				ep->conn_err = ee.err == FI_ECONNREFUSED ? -ECONNREFUSED : -(ee.err ? ee.err : EIO);
@@ -210,7 +240,7 @@ static void read_eq(struct ssw_ep *ep)
 			continue;
 		}
 		if (n < 0)
-			return;
+			return any;
 		if (ev == FI_CONNECTED) {
 			ep->connected = true;
 		} else if (ev == FI_SHUTDOWN) {
@@ -225,10 +255,31 @@ static void read_eq(struct ssw_ep *ep)
 
 void fab_progress(struct ssw_ep *ep)
 {
+	fab_progress_cq(ep);
+	/* the EQ after, so that its shutdown finds the data before it reaped;
+	 * once more the CQ, for what arrived in between */
+	if (fab_read_eq(ep))
+		fab_progress_cq(ep);
+	fab_progress_end(ep);
+}
+
+void fab_progress_end(struct ssw_ep *ep)
+{
+	if (ep->bl_n)
+		fab_flush_backlog(ep);
+	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset))
+		atomic_store(&ep->peer_closed, 1);
+	if (ep->all && (atomic_load(&ep->broken) || ep->shutdown_seen))
+		fab_rma_fail_all(ep);
+}
+
+/* Completions only: the fast path of a receive (the EQ, which only says
+ * a connection came or went, is read by fab_progress: before a sleep, and
+ * when the peer's state is asked). */
+void fab_progress_cq(struct ssw_ep *ep)
+{
 	if (!ep->ep)
 		return;
-	/* the EQ first: a shutdown is reported after the data before it */
-	read_eq(ep);
 	struct fi_cq_data_entry c[16];
 	for (int round = 0; round < 8; round++) {
 		ssize_t n = fi_cq_read(ep->cq, c, 16);
@@ -245,53 +296,115 @@ void fab_progress(struct ssw_ep *ep)
 		if (n < 16)
 			break;
 	}
-	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset))
-		atomic_store(&ep->peer_closed, 1);
+}
+
+/* Post the message in tx slot `slot` (its header written, `len` bytes in
+ * all); its credits field gets what we have to announce now.  0, -EAGAIN
+ * (the provider's queue is full: the slot stays ours), -ECONNRESET. */
+static int post_slot(struct ssw_ep *ep, uint32_t slot, size_t len)
+{
+	uint8_t *b = ep->txbuf + (size_t)slot * FAB_BUF_SIZE;
+	struct fab_hdr *h = (void *)b;
+	h->credits = ep->unreported;
+	void *desc = ep->tx_mr ? fi_mr_desc(ep->tx_mr) : NULL;
+	/* small ones are injected: the buffer is ours again at once, and no
+	 * completion is written (for tcp: two system calls fewer a message);
+	 * the close and the reset are waited for (drain_tx) */
+	bool inject = len <= ep->info->tx_attr->inject_size && h->type != FAB_T_CLOSE && h->type != FAB_T_RESET;
+	ssize_t rc = -FI_EAGAIN;
+	for (int tries = 0; tries < 64 && rc == -FI_EAGAIN; tries++) {
+		rc = inject ? fi_inject(ep->ep, b, len, 0) : fi_send(ep->ep, b, len, desc, 0, &ep->txc[slot]);
+		if (rc == -FI_EAGAIN)
+			fab_progress_cq(ep);
+	}
+	if (rc == -FI_EAGAIN)
+		return -EAGAIN;
+	if (rc) {
+		set_broken(ep, "send refused");
+		return -ECONNRESET;
+	}
+	if (inject)
+		ep->tx_free[ep->ntx_free++] = slot;
+	ep->unreported = 0;
+	ep->credits--;
+	return 0;
+}
+
+/* Messages the peer had no buffer for yet, in order, as credits allow
+ * (called locked, after every reading of completions). */
+void fab_flush_backlog(struct ssw_ep *ep)
+{
+	while (ep->bl_n && ep->credits > FAB_DATA_RESERVE && !atomic_load(&ep->broken)) {
+		uint32_t slot = ep->bl[ep->bl_head];
+		int rc = post_slot(ep, slot, ep->bl_len[slot]);
+		if (rc == -EAGAIN)
+			return;
+		ep->bl_head = (ep->bl_head + 1) % FAB_TX_N;
+		ep->bl_n--;
+		if (rc) {
+			ep->tx_free[ep->ntx_free++] = slot;
+			return;
+		}
+	}
 }
 
 /* Send one message of `type` (called locked).  Credits: data leaves
  * FAB_DATA_RESERVE of the peer's buffers, a credit return
- * FAB_CREDIT_RESERVE, the close or reset may take the last. */
+ * FAB_CREDIT_RESERVE, the close or reset may take the last.  Data the peer
+ * has no buffer for yet waits in our tx slots (the backlog), as a kernel
+ * socket's send buffer holds it, and leaves as its credits come back: by
+ * the caller's next call, or by the provider's thread (fab_listen.c), so
+ * that a sender busy elsewhere still delivers (kernel TCP does). */
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt)
 {
 	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))
 		return -ECONNRESET;
+	size_t len = sizeof(struct fab_hdr);
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	if (len > FAB_BUF_SIZE)
+		return -EMSGSIZE;
 	uint32_t keep = type == FAB_T_DATA ? FAB_DATA_RESERVE : type == FAB_T_CREDIT ? FAB_CREDIT_RESERVE : 0;
-	if (ep->credits <= keep || !ep->ntx_free) {
+	bool queue = type == FAB_T_DATA && (ep->bl_n || ep->credits <= keep);
+	/* two slots are kept for a credit return and the close */
+	unsigned slots = type == FAB_T_DATA ? FAB_TX_KEEP : 0;
+	if ((!queue && ep->credits <= keep) || ep->ntx_free <= slots) {
 		fab_progress(ep);
 		if (atomic_load(&ep->broken))
 			return -ECONNRESET;
-		if (ep->credits <= keep || !ep->ntx_free)
+		queue = type == FAB_T_DATA && (ep->bl_n || ep->credits <= keep);
+		if ((!queue && ep->credits <= keep) || ep->ntx_free <= slots)
 			return -EAGAIN;
 	}
-	size_t len = 0;
-	for (int i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
-	if (len > FAB_MSG_MAX)
-		return -EMSGSIZE;
 	uint32_t slot = ep->tx_free[--ep->ntx_free];
 	uint8_t *b = ep->txbuf + (size_t)slot * FAB_BUF_SIZE;
 	struct fab_hdr *h = (void *)b;
-	*h = (struct fab_hdr){ .magic = FAB_HDR_MAGIC, .type = (uint8_t)type, .credits = ep->unreported };
+	*h = (struct fab_hdr){ .magic = FAB_HDR_MAGIC, .type = (uint8_t)type };
 	size_t off = sizeof *h;
 	for (int i = 0; i < iovcnt; i++) {
 		memcpy(b + off, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;
 	}
-	void *desc = ep->tx_mr ? fi_mr_desc(ep->tx_mr) : NULL;
-	ssize_t rc;
-	for (int tries = 0; (rc = fi_send(ep->ep, b, off, desc, 0, &ep->txc[slot])) == -FI_EAGAIN && tries < 64; tries++)
-		fab_progress(ep);
-	if (rc) {
-		ep->tx_free[ep->ntx_free++] = slot;
-		if (rc == -FI_EAGAIN)
-			return -EAGAIN;
-		set_broken(ep, "send refused");
-		return -ECONNRESET;
+	if (queue) {
+		ep->bl_len[slot] = (uint32_t)off;
+		ep->bl[(ep->bl_head + ep->bl_n) % FAB_TX_N] = slot;
+		ep->bl_n++;
+		fab_watch(ep);
+		return 0;
 	}
-	ep->unreported = 0;
-	ep->credits--;
-	return 0;
+	int rc = post_slot(ep, slot, off);
+	if (rc)
+		ep->tx_free[ep->ntx_free++] = slot;
+	return rc;
+}
+
+static void discard_backlog(struct ssw_ep *ep)
+{
+	while (ep->bl_n) {
+		ep->tx_free[ep->ntx_free++] = ep->bl[ep->bl_head];
+		ep->bl_head = (ep->bl_head + 1) % FAB_TX_N;
+		ep->bl_n--;
+	}
 }
 
 /* Wait (bounded) for our sends to leave: a close must not cut off the
@@ -299,9 +412,10 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 static void drain_tx(struct ssw_ep *ep, int ms)
 {
 	uint64_t end = ssw_now_ns() + (uint64_t)ms * 1000000ull;
-	while (ep->ntx_free < FAB_TX_N && !atomic_load(&ep->broken) && !ep->shutdown_seen && ssw_now_ns() < end) {
+	while ((ep->ntx_free < FAB_TX_N || ep->bl_n) && !atomic_load(&ep->broken) && !ep->shutdown_seen &&
+	       !atomic_load(&ep->peer_closed) && ssw_now_ns() < end) {
 		fab_progress(ep);
-		if (ep->ntx_free < FAB_TX_N) {
+		if (ep->ntx_free < FAB_TX_N || ep->bl_n) {
 			struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
 			if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1) == 0)
 				sys_poll(&p, 1, 10);
@@ -309,20 +423,25 @@ static void drain_tx(struct ssw_ep *ep, int ms)
 	}
 }
 
-/* Free everything.  DETACH (another process still holds the connection, a
- * fork): nothing is closed, since closing libfabric objects takes their
- * sockets out of the progress epoll set, a kernel object the other process
- * shares, and would silence it: this process's copies stay until it exits. */
+/* Free everything (called inside the gate).  DETACH: another process (a
+ * fork) still uses the connection: nothing goes on the wire, and the
+ * objects are unshared first (fab_fork.c), so that closing our copies
+ * leaves the other process's connection as it is. */
 void fab_ep_destroy(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	if (how == SSW_CLOSE_DETACH && ep->ep && ep->connected)
-		return; /* see above: a fork's copy, left as it is */
-	if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
+	fab_unwatch(ep);
+	if (how == SSW_CLOSE_DETACH) {
+		fab_unshare_fds(ep->cq_fd);
+		fab_unshare_fds(ep->eq_fd);
+	} else if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
 		/* a peer that closed (or reset) reads nothing more from us */
-		if ((how == SSW_CLOSE_ORDERLY || how == SSW_CLOSE_ABORT) && !atomic_load(&ep->peer_closed) &&
-		    !atomic_load(&ep->peer_reset)) {
+		if (!atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
+			if (how == SSW_CLOSE_ORDERLY)
+				drain_tx(ep, 2000); /* the backlog first, as the kernel sends buffered data before its FIN */
+			else
+				discard_backlog(ep); /* a reset drops what was not sent */
 			fab_send_locked(ep, how == SSW_CLOSE_ORDERLY ? FAB_T_CLOSE : FAB_T_RESET, NULL, 0);
 			drain_tx(ep, 1000);
 		}
@@ -342,7 +461,9 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 	if (ep->domain)
 		fi_close(&ep->domain->fid);
 	if (ep->info)
-		fi_freeinfo(ep->info);
+		fab_freeinfo(ep->info);
+	if (ep->wake_fd >= 0)
+		sys_close(ep->wake_fd);
 	free(ep->rxbuf);
 	free(ep->txbuf);
 	free(ep->regs);

@@ -19,6 +19,7 @@
  * on the listening and the connecting side, so both agree). */
 char fab_prov_name[32] = "tcp";
 int fab_port_offset = -1; /* -1: the default of the provider */
+long fab_cm_data_max = -1;
 static char describe_buf[96];
 
 static int fab_configure(const char *key, const char *value, char *err, size_t errlen)
@@ -47,7 +48,21 @@ static int fab_configure(const char *key, const char *value, char *err, size_t e
 		fab_port_offset = (int)v;
 		return 0;
 	}
-	snprintf(err, errlen, "unknown fabric option '%s' (expected provider= or port-offset=)", key);
+	if (strcmp(key, "cm-data") == 0) {
+		/* cm-data=N: put at most N bytes of private data in a connection
+		 * request, the rest goes as the first message (for providers that
+		 * say more than they carry; 0 tests the verbs path on tcp) */
+		char *end;
+		errno = 0;
+		long v = strtol(value, &end, 10);
+		if (errno || end == value || *end || v < 0 || v > 65536) {
+			snprintf(err, errlen, "fabric option cm-data=%s: expected a number of bytes from 0 to 65536", value);
+			return -EINVAL;
+		}
+		fab_cm_data_max = v;
+		return 0;
+	}
+	snprintf(err, errlen, "unknown fabric option '%s' (expected provider=, port-offset= or cm-data=)", key);
 	return -EINVAL;
 }
 
@@ -112,7 +127,7 @@ int fab_fabric_get(struct fi_info *info, struct fab_fabric **out)
 		f = calloc(1, sizeof *f);
 		if (!f)
 			rc = -ENOMEM;
-		else if ((rc = fi_fabric(info->fabric_attr, &f->fabric, NULL)) != 0) {
+		else if ((rc = fab_open_fabric(info->fabric_attr, &f->fabric)) != 0) {
 			free(f);
 			f = NULL;
 		} else {
@@ -128,7 +143,7 @@ int fab_fabric_get(struct fi_info *info, struct fab_fabric **out)
 
 struct fi_info *fab_hints(void)
 {
-	struct fi_info *h = fi_allocinfo();
+	struct fi_info *h = fab_allocinfo();
 	if (!h)
 		return NULL;
 	h->caps = FI_MSG | FI_RMA;
@@ -169,21 +184,8 @@ static int fab_init(void)
 		SSW_WARN("SOCKSWITCH_FABRIC_PROVIDER: %s", err);
 		return -EINVAL;
 	}
-	/* Is the libfabric provider there at all?  Asked once, without an
-	 * address: a missing one makes every fabric route kernel TCP. */
-	struct fi_info *h = fab_hints(), *info = NULL;
-	if (!h)
-		return -ENOMEM;
-	fab_gate_enter();
-	int rc = fi_getinfo(FAB_API, NULL, NULL, 0, h, &info);
-	fab_gate_leave();
-	fi_freeinfo(h);
-	if (rc) {
-		SSW_WARN("fabric: libfabric provider '%s' not usable (%s): fabric routes use kernel TCP", fab_prov_name,
-			 fi_strerror(-rc));
-		return -ENODEV;
-	}
-	fi_freeinfo(info);
+	/* libfabric is loaded, and the provider asked for, at the first
+	 * listen or connect (fab_dl.c): a process that makes none pays nothing */
 	snprintf(describe_buf, sizeof describe_buf, "fabric (libfabric %s, port-offset %d)", fab_prov_name,
 		 fab_map_port(1) - 1);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);

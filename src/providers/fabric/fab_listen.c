@@ -19,8 +19,11 @@
  * Lock order: the gate (fab_gate_enter), then lmu, then an endpoint's mu. */
 static pthread_mutex_t lmu = PTHREAD_MUTEX_INITIALIZER;
 static struct ssw_listener *listeners;
-static int thr_epfd = -1;   /* wait fds of listeners and pending endpoints */
+static int thr_epfd = -1;   /* wait fds of listeners, pending and watched endpoints */
 static pid_t thr_pid;       /* the process whose thread runs (0: none) */
+static struct ssw_ep *watched; /* endpoints with a backlog (fab_watch) */
+
+static int thread_start(void);
 
 static void ep_watch(int fd, int op)
 {
@@ -49,21 +52,27 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	const struct fab_cm_hdr *h = (const void *)e->data;
 	size_t dl = n > sizeof *e ? n - sizeof *e : 0;
 	struct ssw_ep *ep = NULL;
-	if (dl < sizeof *h || h->magic != FAB_CM_MAGIC || h->len > SSW_CONNECT_PRIV_MAX || h->len > dl - sizeof *h) {
+	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG;
+	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
+	    (!in_msg && h->len > dl - sizeof *h)) {
 		SSW_DEBUG("fabric: refused a connection request with malformed data");
 		fi_reject(l->pep, info->handle, NULL, 0);
-		fi_freeinfo(info);
+		fab_freeinfo(info);
 		return;
 	}
 	int rc = fab_ep_open(info, l->fab, &ep); /* takes info */
 	if (rc) {
-		SSW_INFO("fabric: cannot take a connection request: %s", fi_strerror(-rc));
+		SSW_INFO("fabric: cannot take a connection request: %s", fab_strerror(-rc));
 		fi_reject(l->pep, info->handle, NULL, 0);
-		fi_freeinfo(info);
+		fab_freeinfo(info);
 		return;
 	}
-	memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
-	ep->priv_len = h->len;
+	if (in_msg) {
+		ep->hello_wait = true; /* its first message: see read_pending */
+	} else {
+		memcpy(ep->priv, (const uint8_t *)e->data + sizeof *h, h->len);
+		ep->priv_len = h->len;
+	}
 	ep->owner = l;
 	rc = fi_accept(ep->ep, NULL, 0);
 	if (rc) {
@@ -73,6 +82,7 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	ep->qnext = l->pending;
 	l->pending = ep;
 	ep_watch(ep->eq_fd, EPOLL_CTL_ADD);
+	ep_watch(ep->cq_fd, EPOLL_CTL_ADD); /* a HELLO, or the connection's end */
 }
 
 static void read_pep(struct ssw_listener *l)
@@ -94,7 +104,7 @@ static void read_pep(struct ssw_listener *l)
 		if (ev == FI_CONNREQ)
 			on_connreq(l, &buf.e, (size_t)n);
 		else if (buf.e.info)
-			fi_freeinfo(buf.e.info);
+			fab_freeinfo(buf.e.info);
 	}
 }
 
@@ -106,7 +116,10 @@ static void read_pending(struct ssw_listener *l)
 		struct ssw_ep *ep = *pp;
 		pthread_mutex_lock(&ep->mu);
 		fab_progress(ep);
-		bool up = ep->connected, dead = ep->conn_err || ep->shutdown_seen || atomic_load(&ep->broken);
+		/* connected, and its private data here (in the request, or the
+		 * first message): accept() can take it */
+		bool up = ep->connected && !ep->hello_wait;
+		bool dead = ep->conn_err || ep->shutdown_seen || atomic_load(&ep->broken);
 		pthread_mutex_unlock(&ep->mu);
 		if (!up && !dead) {
 			pp = &ep->qnext;
@@ -114,11 +127,74 @@ static void read_pending(struct ssw_listener *l)
 		}
 		*pp = ep->qnext;
 		ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
-		if (up)
-			ready_push(l, ep); /* a connection that ended at once is still accepted, as TCP's */
+		ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+		if (up && !atomic_load(&ep->broken))
+			ready_push(l, ep); /* one that ended at once too, as TCP accepts it */
 		else
 			fab_ep_destroy(ep, SSW_CLOSE_ABORT);
 	}
+}
+
+/* Endpoints with a backlog: progressed here when their owner is not at
+ * it (trylock), so that data leaves as credits come back; a wake-up for the
+ * owner when anything moved (it may sleep on a wait fd whose event was
+ * taken here). */
+static void run_watched(void)
+{
+	uint64_t now = ssw_now_ns();
+	for (struct ssw_ep **pp = &watched; *pp;) {
+		struct ssw_ep *ep = *pp;
+		/* an owner at work flushes its backlog itself: the thread only
+		 * steps in after it has been away a while (one core less taken
+		 * from a busy sender) */
+		if (now - atomic_load_explicit(&ep->app_ns, memory_order_relaxed) < FAB_IDLE_NS ||
+		    pthread_mutex_trylock(&ep->mu) != 0) {
+			pp = &ep->wnext;
+			continue;
+		}
+		uint64_t n0 = ep->ncomp;
+		fab_progress(ep);
+		if (ep->ncomp != n0) {
+			uint64_t one = 1;
+			(void)!sys_write(ep->wake_fd, &one, sizeof one);
+		}
+		bool done = !ep->bl_n || atomic_load(&ep->broken) || ep->shutdown_seen;
+		if (done) {
+			*pp = ep->wnext;
+			ep->watched = false;
+		} else {
+			pp = &ep->wnext;
+		}
+		pthread_mutex_unlock(&ep->mu);
+	}
+}
+
+void fab_watch(struct ssw_ep *ep)
+{
+	if (ep->watched && ep->watch_pid == ssw_pid())
+		return; /* (a fork child's copy says watched: the list was the parent's) */
+	pthread_mutex_lock(&lmu);
+	if (thread_start() == 0) {
+		ep->watched = true;
+		ep->watch_pid = ssw_pid();
+		ep->wnext = watched;
+		watched = ep;
+	}
+	pthread_mutex_unlock(&lmu);
+}
+
+void fab_unwatch(struct ssw_ep *ep)
+{
+	if (!ep->watched)
+		return;
+	pthread_mutex_lock(&lmu);
+	for (struct ssw_ep **pp = &watched; *pp; pp = &(*pp)->wnext)
+		if (*pp == ep) {
+			*pp = ep->wnext;
+			break;
+		}
+	ep->watched = false; /* in a fork child: the list was the parent's */
+	pthread_mutex_unlock(&lmu);
 }
 
 /* Can the thread sleep?  fi_trywait on every object it waits for. */
@@ -152,13 +228,16 @@ static void *accept_thread(void *arg)
 				read_pep(l);
 				read_pending(l);
 			}
+			run_watched();
 			quiet = all_quiet();
 		}
 		pthread_mutex_unlock(&lmu);
 		fab_gate_leave();
 		struct epoll_event evs[16];
 		/* bounded: a wake-up lost to a provider's quirk costs a second */
-		sys_epoll_wait(epfd, evs, 16, quiet ? 1000 : 1);
+		/* watched endpoints are looked at every millisecond (their wait
+		 * fds would wake us for every message their owner handles) */
+		sys_epoll_wait(epfd, evs, 16, quiet && !watched ? 1000 : 1);
 	}
 	return NULL;
 }
@@ -200,8 +279,11 @@ void fab_listen_atfork_child(void)
 {
 	pthread_mutex_init(&lmu, NULL);
 	thr_pid = 0;
-	thr_epfd = -1; /* the parent's epoll set: our copy of the fd stays, unused */
+	if (thr_epfd >= 0)
+		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
+	thr_epfd = -1;
 	listeners = NULL;
+	watched = NULL;
 }
 
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
@@ -209,6 +291,8 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	(void)addrlen;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
+	if (fab_dl_load())
+		return -ENODEV;
 	struct sockaddr_storage a;
 	size_t al = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	memcpy(&a, addr, al);
@@ -220,7 +304,7 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	struct fi_info *h = fab_hints();
 	if (!l || !h) {
 		free(l);
-		fi_freeinfo(h);
+		fab_freeinfo(h);
 		return -ENOMEM;
 	}
 	l->pid = ssw_pid();
@@ -231,12 +315,21 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	if (h->src_addr)
 		memcpy(h->src_addr, &a, al);
 	fab_gate_enter();
-	int rc = h->src_addr ? fi_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
-	/* a wildcard hint comes back without its port (the tcp provider then
-	 * listens on an ephemeral one): listen where connectors will look */
-	if (!rc && l->info->src_addr && l->info->src_addrlen == al)
-		memcpy(l->info->src_addr, &a, al);
+	int rc = h->src_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &l->info) : -FI_ENOMEM;
 	struct fi_eq_attr ea = { .size = 64, .wait_obj = FI_WAIT_FD };
+	if (!rc && (!l->info->src_addr || l->info->src_addrlen < al)) {
+		free(l->info->src_addr);
+		l->info->src_addr = malloc(al);
+		if (!l->info->src_addr)
+			rc = -FI_ENOMEM;
+	}
+	if (!rc) {
+		/* a wildcard hint comes back as one of the host's interfaces with
+		 * the port dropped (tcp provider): listen where we were asked, on
+		 * the mapped port, or connectors find nobody */
+		memcpy(l->info->src_addr, &a, al);
+		l->info->src_addrlen = al;
+	}
 	if (!rc)
 		rc = fab_fabric_get(l->info, &l->fab);
 	if (!rc)
@@ -269,22 +362,22 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	}
 	if (rc) {
 		int e = rc == -FI_EADDRINUSE || rc == -EADDRINUSE ? -EADDRINUSE : fab_errno(rc);
-		SSW_DEBUG("fabric: listen on port %d: %s", port, fi_strerror(-rc));
+		SSW_DEBUG("fabric: listen on port %d: %s", port, fab_strerror(-rc));
 		if (l->pep)
 			fi_close(&l->pep->fid);
 		if (l->eq)
 			fi_close(&l->eq->fid);
 		fab_gate_leave();
 		if (l->info)
-			fi_freeinfo(l->info);
+			fab_freeinfo(l->info);
 		if (l->efd >= 0)
 			sys_close(l->efd);
-		fi_freeinfo(h);
+		fab_freeinfo(h);
 		free(l);
 		return e;
 	}
 	fab_gate_leave();
-	fi_freeinfo(h);
+	fab_freeinfo(h);
 	*out = l;
 	return 0;
 }
@@ -329,11 +422,26 @@ void fab_listener_close(struct ssw_listener *l)
 {
 	if (!l)
 		return;
+	fab_gate_enter();
 	if (l->pid != ssw_pid()) {
-		/* a fork's copy: the objects are the parent's (fab_listen_atfork_child) */
+		/* a fork's copy of the parent's listener: ours to free, without
+		 * touching what the parent still uses (fab_fork.c); its queued
+		 * connections are the parent's */
+		fab_unshare_fds(l->eq_fd);
+		struct ssw_ep *lists[2] = { l->pending, l->ready };
+		for (int i = 0; i < 2; i++)
+			for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
+				nx = ep->qnext;
+				fab_ep_destroy(ep, SSW_CLOSE_DETACH);
+			}
+		fi_close(&l->pep->fid);
+		fi_close(&l->eq->fid);
+		fab_gate_leave();
+		fab_freeinfo(l->info);
+		sys_close(l->efd);
+		free(l);
 		return;
 	}
-	fab_gate_enter();
 	pthread_mutex_lock(&lmu);
 	for (struct ssw_listener **pp = &listeners; *pp; pp = &(*pp)->next)
 		if (*pp == l) {
@@ -346,8 +454,10 @@ void fab_listener_close(struct ssw_listener *l)
 	for (int i = 0; i < 2; i++)
 		for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
 			nx = ep->qnext;
-			if (i == 0)
+			if (i == 0) {
 				ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
+				ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+			}
 			pthread_mutex_lock(&ep->mu);
 			pthread_mutex_unlock(&ep->mu);
 			/* never accepted: reset, as the kernel resets a closed listener's queue */
@@ -357,7 +467,7 @@ void fab_listener_close(struct ssw_listener *l)
 	fi_close(&l->eq->fid);
 	pthread_mutex_unlock(&lmu);
 	fab_gate_leave();
-	fi_freeinfo(l->info);
+	fab_freeinfo(l->info);
 	sys_close(l->efd);
 	free(l);
 }

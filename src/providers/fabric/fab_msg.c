@@ -43,7 +43,8 @@ static int fab_recv_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 	fab_ep_lock(ep);
 	int rc = peek_locked(ep, msg, len);
 	if (rc == -EAGAIN) {
-		fab_progress(ep);
+		fab_progress_cq(ep);
+		fab_progress_end(ep);
 		rc = peek_locked(ep, msg, len);
 	}
 	fab_ep_unlock(ep);
@@ -70,14 +71,10 @@ static void fab_recv_done(struct ssw_ep *ep)
 	fab_ep_unlock(ep);
 }
 
+/* Room: tx slots (data beyond the peer's credits waits in them) */
 static size_t room_locked(struct ssw_ep *ep)
 {
-	if (ep->credits <= FAB_DATA_RESERVE || !ep->ntx_free)
-		return 0;
-	uint32_t n = ep->credits - FAB_DATA_RESERVE;
-	if (n > ep->ntx_free)
-		n = ep->ntx_free;
-	return (size_t)n * FAB_MSG_MAX;
+	return ep->ntx_free > FAB_TX_KEEP ? (size_t)(ep->ntx_free - FAB_TX_KEEP) * FAB_MSG_MAX : 0;
 }
 
 static size_t fab_send_room(struct ssw_ep *ep)
@@ -134,11 +131,16 @@ static int fab_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 		pfd[k++] = (struct pollfd){ .fd = ep->cq_fd, .events = POLLIN };
 	if (k < n && ep->eq_fd >= 0)
 		pfd[k++] = (struct pollfd){ .fd = ep->eq_fd, .events = POLLIN };
+	if (k < n && ep->wake_fd >= 0)
+		pfd[k++] = (struct pollfd){ .fd = ep->wake_fd, .events = POLLIN };
 	return k;
 }
 
 static void fab_wake_ack(struct ssw_ep *ep)
 {
+	uint64_t v;
+	if (ep->wake_fd >= 0)
+		(void)!sys_read(ep->wake_fd, &v, sizeof v);
 	fab_ep_lock(ep);
 	fab_progress(ep);
 	fab_ep_unlock(ep);
@@ -172,7 +174,8 @@ static int fab_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
 		if (!ep->done_head)
 			ep->done_tail = NULL;
 		c[k++] = (struct ssw_completion){ .ctx = op->ctx, .status = op->status };
-		fab_rma_free(ep, op);
+		if (!op->kept)
+			fab_rma_free(ep, op);
 	}
 	fab_ep_unlock(ep);
 	return k;

@@ -28,7 +28,9 @@
  * RC send without a posted receive is an RNR error). */
 #define FAB_MSG_MAX (64u << 10)
 #define FAB_RX_N 16u
-#define FAB_TX_N 16u
+#define FAB_TX_N 32u
+#define FAB_IDLE_NS 1000000ull /* the thread flushes a backlog its owner left this long */
+#define FAB_TX_KEEP 2u /* tx slots data leaves for a credit return and the close */
 /* Credits kept back: data leaves two, a credit return one, so that a
  * credit return and the close or reset always find a buffer. */
 #define FAB_DATA_RESERVE 2u
@@ -36,7 +38,9 @@
 /* Return credits once this many buffers were reposted unannounced. */
 #define FAB_CREDIT_BATCH (FAB_RX_N / 4u)
 
-enum { FAB_T_DATA = 1, FAB_T_CREDIT = 2, FAB_T_CLOSE = 3, FAB_T_RESET = 4 };
+/* HELLO: the switch's private data, first message of a connection whose
+ * request could not carry it (verbs over RDMA CM: 56 bytes) */
+enum { FAB_T_DATA = 1, FAB_T_CREDIT = 2, FAB_T_CLOSE = 3, FAB_T_RESET = 4, FAB_T_HELLO = 5 };
 
 #define FAB_HDR_MAGIC 0x4653u /* "SF" */
 struct fab_hdr {
@@ -48,7 +52,8 @@ struct fab_hdr {
 #define FAB_BUF_SIZE (sizeof(struct fab_hdr) + FAB_MSG_MAX)
 
 /* Connection request private data: our header, then the switch's data. */
-#define FAB_CM_MAGIC 0x53534643u /* "SSFC" */
+#define FAB_CM_MAGIC 0x53534643u /* "SSFC": the data follows in the request */
+#define FAB_CM_MAGIC_MSG 0x53534648u /* "SSFH": the data follows as the first message (FAB_T_HELLO) */
 struct fab_cm_hdr {
 	uint32_t magic;
 	uint32_t len; /* bytes of the switch's private data that follow */
@@ -83,6 +88,7 @@ struct fab_rma_op {
 	struct fid_mr *mr[8];   /* local registrations made for it (FI_MR_LOCAL) */
 	bool sync;              /* ctx == NULL: the caller waits for it */
 	bool done;
+	bool kept;              /* failed before libfabric finished with it: freed at close */
 };
 
 struct fab_reg {
@@ -120,6 +126,15 @@ struct ssw_ep {
 	_Atomic unsigned rx_avail; /* rxq_n, for rx_ready */
 	uint32_t tx_free[FAB_TX_N];
 	unsigned ntx_free;
+	/* the backlog: tx slots holding data the peer has no buffer for yet */
+	uint32_t bl[FAB_TX_N], bl_len[FAB_TX_N];
+	unsigned bl_head, bl_n;
+	int wake_fd;               /* eventfd: the provider's thread moved something for us */
+	bool watched;              /* on the thread's list (fab_watch) of process watch_pid */
+	pid_t watch_pid;
+	uint64_t ncomp;            /* completions read so far */
+	_Atomic uint64_t app_ns;   /* last op of the owner (ssw_now_ns) */
+	struct ssw_ep *wnext;
 
 	uint32_t credits;          /* the peer's buffers we may still fill */
 	uint32_t unreported;       /* our reposted buffers the peer has not been told of */
@@ -141,9 +156,12 @@ struct ssw_ep {
 	uint32_t nregs;
 	uint64_t next_key;
 
-	/* accept side */
+	/* the switch's private data: the connector's to send in a HELLO, the
+	 * acceptor's as received */
 	uint8_t priv[SSW_CONNECT_PRIV_MAX];
 	size_t priv_len;
+	bool hello_out;            /* connector: HELLO still to send once connected */
+	bool hello_wait;           /* acceptor: HELLO still to come (not accepted before) */
 	struct ssw_ep *qnext;      /* listener queues */
 	struct ssw_listener *owner;
 };
@@ -161,9 +179,19 @@ struct ssw_listener {
 	struct ssw_listener *next;
 };
 
+/* fab_dl.c: the few libfabric functions that are not inline, loaded on first use */
+int fab_dl_load(void);
+int fab_getinfo(uint32_t v, const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info);
+void fab_freeinfo(struct fi_info *info);
+struct fi_info *fab_allocinfo(void);
+int fab_open_fabric(struct fi_fabric_attr *attr, struct fid_fabric **f);
+const char *fab_strerror(int e);
+
 /* fab_init.c: settings and shared objects */
 extern char fab_prov_name[32];
 extern int fab_port_offset;
+extern long fab_cm_data_max; /* cm-data=N: at most N bytes in a connection request (-1: the provider's) */
 /* Every libfabric call happens between gate_enter and gate_leave (a read
  * lock): fork's prepare handler takes it for writing, so that a child never
  * inherits a libfabric lock held by a thread it does not have. */
@@ -182,8 +210,15 @@ void fab_ep_lock(struct ssw_ep *ep);
 void fab_ep_unlock(struct ssw_ep *ep);
 /* Read the EQ and the CQ (called with the endpoint locked). */
 void fab_progress(struct ssw_ep *ep);
+void fab_progress_cq(struct ssw_ep *ep);
+void fab_progress_end(struct ssw_ep *ep);
+bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
+void fab_flush_backlog(struct ssw_ep *ep);
+
+/* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
+void fab_unshare_fds(int fd);
 
 /* fab_listen.c: listeners and the accept thread */
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out);
@@ -192,6 +227,10 @@ int fab_listener_ready(struct ssw_listener *l);
 int fab_accept(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 void fab_listener_close(struct ssw_listener *l);
 void fab_listen_atfork_child(void);
+/* Have the provider's thread progress this endpoint until its backlog is
+ * gone (called with the endpoint locked); fab_unwatch before freeing it. */
+void fab_watch(struct ssw_ep *ep);
+void fab_unwatch(struct ssw_ep *ep);
 
 /* fab_conn.c */
 extern const struct ssw_conn_ops fab_conn_ops;
@@ -205,5 +244,6 @@ extern const struct ssw_rdma_ops fab_rdma_ops;
 void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int status);
 void fab_rma_release(struct ssw_ep *ep);
 void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op);
+void fab_rma_fail_all(struct ssw_ep *ep);
 
 #endif

@@ -153,6 +153,8 @@ void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op)
 /* A libfabric completion of one of the op's transfers (err: 0 or -errno). */
 void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int err)
 {
+	if (op->done)
+		return; /* failed already with its broken endpoint (fab_rma_fail_all) */
 	if (err && !op->status) {
 		/* a refused key or range at the peer, or the connection broke:
 		 * this connection is over, no other */
@@ -173,6 +175,20 @@ void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int err)
 	else
 		ep->done_head = op;
 	ep->done_tail = op;
+}
+
+/* The endpoint broke: transfers still in flight will not all complete
+ * (the tcp provider drops a connection whose peer refused a key, without
+ * completing the rest); each fails now, once.  Their memory stays until the
+ * endpoint's close, in case libfabric still reports them. */
+void fab_rma_fail_all(struct ssw_ep *ep)
+{
+	for (struct fab_rma_op *op = ep->all; op; op = op->all_next)
+		if (!op->done && op->pending > 0) {
+			op->kept = true;
+			op->pending = 1;
+			fab_rma_complete(ep, op, -ECONNRESET);
+		}
 }
 
 /* Closing: every op and registration goes (after the endpoint's close). */

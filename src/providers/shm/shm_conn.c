@@ -827,6 +827,7 @@ static void shm_close(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
+	shm_rdma_cancel(ep); /* queued transfers (async mode) never touch their buffers after close */
 	if (ep->tx.ctl && how == SSW_CLOSE_ORDERLY)
 		shm_ring_flush(ep); /* held messages go before the end, as a kernel close sends corked data */
 	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {

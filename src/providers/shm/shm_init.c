@@ -13,10 +13,13 @@
 static int shm_init(void)
 {
 	shm_cma_disabled = ssw_param_choice(SSW_P_CMA) == 0;
+	shm_rdma_async = ssw_param_choice(SSW_P_FAULT) == 2; /* SOCKSWITCH_FAULT=async */
 	return 0;
 }
 
 static size_t shm_max_msg(struct ssw_ep *ep) { return ep->tx.size / 4 - SHM_REC_HDR; }
+/* a ring record: its header, the message padded to 8 bytes */
+static size_t shm_msg_space(struct ssw_ep *ep, size_t len) { (void)ep; return SHM_REC_HDR + ((len + 7) & ~(size_t)7); }
 
 static const struct ssw_msg_ops shm_msg_ops = {
 	.size = sizeof(struct ssw_msg_ops),
@@ -29,13 +32,8 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.send_reserve = shm_ring_reserve,
 	.send_commit = shm_ring_commit,
 	.flush = shm_ring_flush,
+	.msg_space = shm_msg_space,
 };
-
-static int shm_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
-{
-	(void)ep, (void)c, (void)n;
-	return 0; /* CMA transfers complete synchronously */
-}
 
 static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 {
@@ -227,7 +225,7 @@ static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 
 static const struct ssw_progress_ops shm_progress_ops = {
 	.size = sizeof(struct ssw_progress_ops),
-	.poll_cq = shm_poll_cq,
+	.poll_cq = shm_rdma_poll_cq,
 	.rx_ready = shm_rx_ready,
 	.arm = shm_ring_arm,
 	.wait_fds = shm_wait_fds,

@@ -128,6 +128,16 @@ struct ssw_listener {
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
+/* SOCKSWITCH_FAULT=async (tests): rdma_read/rdma_write queue the copy and
+ * return -EINPROGRESS; a later poll_cq of the endpoint does it and reports
+ * it (the newest first while several are queued), as an RDMA provider would. */
+extern int shm_rdma_async;
+extern int shm_rdma_reordered; /* completions reported before an older one */
+int shm_rdma_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n);
+/* Drop the endpoint's queued transfers unreported (close). */
+void shm_rdma_cancel(struct ssw_ep *ep);
+/* Transfers queued in this process (tests). */
+int shm_rdma_queued(void);
 
 /* shm_seal.c: the seals every segment carries before it is handed over (no
  * resizing by anyone, no seal changes) */

@@ -1,0 +1,68 @@
+/* fab_fork.c — freeing this process's copy of libfabric objects that another
+ * process (a fork) still uses, without disturbing it: the epoll sets they
+ * hold are kernel objects shared across fork, and libfabric's close takes
+ * its sockets out of them (epoll_ctl DEL), which would silence the other
+ * process.  So each such epoll fd is first replaced, in our fd table only,
+ * by an empty one of our own; the close then changes nothing shared, and
+ * only drops our references (a socket closed here is not shut down). */
+#include "providers/fabric/fab_priv.h"
+
+#include "common/sys.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+static bool is_epoll(int fd)
+{
+	char p[64], t[64];
+	snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(p, t, sizeof t - 1);
+	if (n <= 0)
+		return false;
+	t[n] = '\0';
+	return strcmp(t, "anon_inode:[eventpoll]") == 0;
+}
+
+/* The fds an epoll set watches, as /proc/self/fdinfo lists them. */
+static int epoll_targets(int fd, int *out, int max)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fd);
+	int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return 0;
+	FILE *fp = fdopen(f, "r");
+	if (!fp) {
+		sys_close(f);
+		return 0;
+	}
+	int n = 0, t;
+	while (n < max && fgets(line, sizeof line, fp))
+		if (sscanf(line, "tfd: %d", &t) == 1 && t >= 0)
+			out[n++] = t;
+	fclose(fp);
+	return n;
+}
+
+static void neuter(int fd, int depth)
+{
+	if (fd < 0 || depth > 3 || !is_epoll(fd))
+		return;
+	int t[64];
+	int n = epoll_targets(fd, t, 64);
+	for (int i = 0; i < n; i++)
+		if (t[i] != fd)
+			neuter(t[i], depth + 1);
+	int e = sys_epoll_create1(EPOLL_CLOEXEC);
+	if (e < 0)
+		return;
+	if (e != fd)
+		(void)SYS_(dup3, e, fd, O_CLOEXEC);
+	sys_close(e);
+}
+
+void fab_unshare_fds(int fd) { neuter(fd, 0); }

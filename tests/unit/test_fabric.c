@@ -1,0 +1,553 @@
+/* test_fabric.c — the fabric provider over libfabric's tcp provider on
+ * loopback: connect/accept without the application, messages and the
+ * provider's credits, RMA read and write with asynchronous completions,
+ * refused connects, orderly close, reset, detach, corrupt descriptors. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <sockswitch/provider.h>
+
+#include "common/sys.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern const struct ssw_provider ssw_provider_fabric;
+static const struct ssw_provider *P = &ssw_provider_fabric;
+
+static int base_port;
+
+static struct sockaddr_in lo(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+/* Drive both ends (manual progress: the target of an RMA must be read
+ * too) until cond() or 5 s. */
+#define WAIT_FOR(cond, a, b)                                                                                  \
+	do {                                                                                                  \
+		uint64_t t0_ = ssw_now_ns();                                                                  \
+		bool ok_;                                                                                     \
+		while (!(ok_ = (cond)) && ssw_now_ns() - t0_ < 5000000000ull) {                               \
+			if (a)                                                                                \
+				P->progress->peer_state((a), 1, NULL);                                        \
+			if (b)                                                                                \
+				P->progress->peer_state((b), 1, NULL);                                        \
+			usleep(200);                                                                          \
+		}                                                                                             \
+		assert_true(ok_);                                                                             \
+	} while (0)
+
+struct pair {
+	struct ssw_listener *l;
+	struct ssw_ep *c, *s; /* connector, accepted */
+	int port;
+};
+
+static int accept_one(struct ssw_listener *l, struct ssw_ep **ep, char *priv, size_t *plen)
+{
+	size_t cap = *plen;
+	int rc = P->conn->accept(l, ep, priv, &cap);
+	if (rc == 0)
+		*plen = cap;
+	return rc;
+}
+
+static void make_pair(struct pair *p, int port)
+{
+	memset(p, 0, sizeof *p);
+	p->port = port;
+	struct sockaddr_in a = lo(port);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &p->l), 0);
+	const char hello[] = "switch private data";
+	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, hello, sizeof hello, &p->c);
+	assert_true(rc == 0 || rc == -EINPROGRESS);
+	char reply[64];
+	size_t rl = sizeof reply;
+	/* nobody calls accept: the connect completes anyway */
+	uint64_t t0 = ssw_now_ns();
+	while ((rc = P->conn->connect_complete(p->c, reply, &rl)) == -EINPROGRESS && ssw_now_ns() - t0 < 5000000000ull) {
+		struct pollfd pf = { .fd = P->conn->connect_fd(p->c), .events = POLLIN };
+		poll(&pf, 1, 50);
+		rl = sizeof reply;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(rl, 0);
+	/* the listener's fd says a connection waits; accept takes it */
+	struct pollfd pf = { .fd = P->conn->listener_fd(p->l), .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_true(P->conn->listener_ready(p->l));
+	char priv[SSW_CONNECT_PRIV_MAX];
+	size_t plen = sizeof priv;
+	assert_int_equal(accept_one(p->l, &p->s, priv, &plen), 0);
+	assert_int_equal(plen, sizeof hello);
+	assert_memory_equal(priv, hello, sizeof hello);
+	/* nothing else waits: not ready, and the fd is quiet */
+	assert_false(P->conn->listener_ready(p->l));
+	assert_int_equal(poll(&pf, 1, 0), 0);
+	plen = sizeof priv;
+	assert_int_equal(accept_one(p->l, &p->s, priv, &plen) == -EAGAIN, 1);
+}
+
+static void free_pair(struct pair *p)
+{
+	if (p->c)
+		P->conn->close(p->c, SSW_CLOSE_ABORT);
+	if (p->s)
+		P->conn->close(p->s, SSW_CLOSE_ABORT);
+	if (p->l)
+		P->conn->listener_close(p->l);
+}
+
+static int sendstr(struct ssw_ep *ep, const void *s, size_t n)
+{
+	struct iovec v = { (void *)s, n };
+	return P->msg->send(ep, &v, 1);
+}
+
+/* Sleep on the provider's wait fds until a message arrives (arm first). */
+static int recv_wait(struct ssw_ep *ep, const void **m, size_t *len)
+{
+	for (int i = 0; i < 100; i++) {
+		int rc = P->msg->recv_peek(ep, m, len);
+		if (rc != -EAGAIN)
+			return rc;
+		if (P->progress->arm(ep) == 0) {
+			struct pollfd pf[4];
+			int n = P->progress->wait_fds(ep, pf, 4);
+			assert_true(n >= 1);
+			poll(pf, (nfds_t)n, 100);
+			P->progress->wake_ack(ep);
+		}
+	}
+	return -ETIMEDOUT;
+}
+
+static void test_connect_accept_peer_addr(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port);
+	struct sockaddr_storage a;
+	socklen_t al = sizeof a;
+	assert_int_equal(P->conn->peer_addr(p.s, &a, &al), 0);
+	assert_int_equal(a.ss_family, AF_INET);
+	assert_int_equal(((struct sockaddr_in *)&a)->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+	assert_int_not_equal(((struct sockaddr_in *)&a)->sin_port, 0);
+	assert_int_equal(P->conn->ep_caps(p.s) & (SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE),
+			 SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE);
+	assert_int_equal(P->conn->ep_caps(p.c) & SSW_CAP_SHARED_CONTEXT, 0);
+	free_pair(&p);
+}
+
+static void test_messages_in_order(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 1);
+	assert_true(P->msg->max_msg(p.c) >= 4096);
+	for (int i = 0; i < 5; i++) {
+		char b[32];
+		int n = snprintf(b, sizeof b, "message %d", i);
+		assert_int_equal(sendstr(p.c, b, (size_t)n), 0);
+	}
+	/* an iovec in parts, of the largest size */
+	size_t mm = P->msg->max_msg(p.s);
+	char *big = malloc(mm);
+	for (size_t i = 0; i < mm; i++)
+		big[i] = (char)(i * 7);
+	struct iovec v[2] = { { big, 100 }, { big + 100, mm - 100 } };
+	assert_int_equal(P->msg->send(p.c, v, 2), 0);
+	for (int i = 0; i < 5; i++) {
+		const void *m;
+		size_t len;
+		char b[32];
+		int n = snprintf(b, sizeof b, "message %d", i);
+		assert_int_equal(recv_wait(p.s, &m, &len), 0);
+		assert_int_equal(len, (size_t)n);
+		assert_memory_equal(m, b, (size_t)n);
+		P->msg->recv_done(p.s);
+	}
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	assert_int_equal(len, mm);
+	assert_memory_equal(m, big, mm);
+	P->msg->recv_done(p.s);
+	assert_int_equal(P->msg->recv_peek(p.s, &m, &len), -EAGAIN);
+	/* the other way */
+	assert_int_equal(sendstr(p.s, "back", 4), 0);
+	assert_int_equal(recv_wait(p.c, &m, &len), 0);
+	assert_int_equal(len, 4);
+	P->msg->recv_done(p.c);
+	free(big);
+	free_pair(&p);
+}
+
+static void test_credits(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 2);
+	/* the peer reads nothing: the sender runs out of the peer's buffers */
+	int sent = 0, rc;
+	while ((rc = sendstr(p.c, &sent, sizeof sent)) == 0 && sent < 1000)
+		sent++;
+	assert_int_equal(rc, -EAGAIN);
+	/* more than the peer's buffers: the rest waits in the sender's backlog */
+	assert_true(sent > 16 && sent < 64);
+	assert_int_equal(P->msg->send_room(p.c), 0);
+	/* each arrives once, in order; consuming them returns the credits, and
+	 * the backlog leaves without the sender calling in (the provider's
+	 * thread sends it, as a kernel socket's buffer drains by itself) */
+	for (int i = 0; i < sent; i++) {
+		const void *m;
+		size_t len;
+		assert_int_equal(recv_wait(p.s, &m, &len), 0);
+		assert_int_equal(len, sizeof i);
+		assert_memory_equal(m, &i, sizeof i);
+		P->msg->recv_done(p.s);
+	}
+	WAIT_FOR(P->msg->send_room(p.c) > 0, p.c, p.s);
+	assert_int_equal(sendstr(p.c, "again", 5), 0);
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	assert_int_equal(len, 5);
+	P->msg->recv_done(p.s);
+	free_pair(&p);
+}
+
+static void test_rma_async(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 3);
+	size_t n = 1 << 20;
+	uint8_t *target = calloc(1, n), *src = malloc(n), *back = calloc(1, n);
+	for (size_t i = 0; i < n; i++)
+		src[i] = (uint8_t)(i * 13 + 1);
+	struct ssw_rdma_desc d;
+	assert_int_equal(P->rdma->register_rdma_memory(p.s, target, n, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
+	assert_true(d.len > 0 && d.len <= SSW_RDMA_DESC_MAX);
+
+	/* write: two pieces, one completion with our context */
+	struct iovec v[2] = { { src, 1000 }, { src + 1000, n - 1000 } };
+	int ctx1, ctx2;
+	int rc = P->rdma->rdma_write(p.c, v, 2, &d, 0, n, &ctx1);
+	assert_true(rc == -EINPROGRESS || rc == 0);
+	struct ssw_completion c[4];
+	int got = rc == 0;
+	WAIT_FOR(got || (got = P->progress->poll_cq(p.c, c, 4)) > 0, NULL, p.s);
+	if (rc == -EINPROGRESS) {
+		assert_int_equal(got, 1);
+		assert_ptr_equal(c[0].ctx, &ctx1);
+		assert_int_equal(c[0].status, 0);
+	}
+	/* the session's contract: a message sent after the completion is
+	 * seen by the target after the written data */
+	assert_int_equal(sendstr(p.c, "written", 7), 0);
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	P->msg->recv_done(p.s);
+	assert_memory_equal(target, src, n);
+
+	/* read back from an offset */
+	struct iovec r = { back, n - 4096 };
+	rc = P->rdma->rdma_read(p.c, &r, 1, &d, 4096, n - 4096, &ctx2);
+	assert_true(rc == -EINPROGRESS || rc == 0);
+	got = rc == 0;
+	WAIT_FOR(got || (got = P->progress->poll_cq(p.c, c, 4)) > 0, NULL, p.s);
+	if (rc == -EINPROGRESS) {
+		assert_ptr_equal(c[0].ctx, &ctx2);
+		assert_int_equal(c[0].status, 0);
+	}
+	assert_memory_equal(back, src + 4096, n - 4096);
+	assert_int_equal(P->progress->poll_cq(p.c, c, 4), 0);
+
+	/* several in flight complete, each once, in any order */
+	int ctxs[4];
+	for (int i = 0; i < 4; i++) {
+		struct iovec w = { src + i * 4096, 4096 };
+		rc = P->rdma->rdma_write(p.c, &w, 1, &d, (uint64_t)i * 8192, 4096, &ctxs[i]);
+		assert_true(rc == -EINPROGRESS);
+	}
+	int seen = 0, total = 0;
+	for (uint64_t t0 = ssw_now_ns(); total < 4 && ssw_now_ns() - t0 < 5000000000ull;) {
+		got = P->progress->poll_cq(p.c, c, 4);
+		for (int k = 0; k < got; k++) {
+			assert_int_equal(c[k].status, 0);
+			seen |= 1 << ((int *)c[k].ctx - ctxs);
+		}
+		total += got;
+		P->progress->peer_state(p.s, 1, NULL);
+		usleep(200);
+	}
+	assert_int_equal(total, 4);
+	assert_int_equal(seen, 15);
+
+	/* messages still flow after RMA */
+	assert_int_equal(sendstr(p.c, "after", 5), 0);
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	P->msg->recv_done(p.s);
+	P->rdma->deregister_rdma_memory(p.s, &d);
+	free(target);
+	free(src);
+	free(back);
+	free_pair(&p);
+}
+
+static void test_bad_descriptor(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 4);
+	uint8_t buf[4096], loc[4096];
+	struct ssw_rdma_desc d;
+	assert_int_equal(P->rdma->register_rdma_memory(p.s, buf, sizeof buf, SSW_CAP_RDMA_READ, &d), 0);
+	struct iovec v = { loc, sizeof loc };
+	int ctx;
+	/* past the end, or overflowing */
+	assert_int_equal(P->rdma->rdma_read(p.c, &v, 1, &d, 1, sizeof buf, &ctx), -EINVAL);
+	assert_int_equal(P->rdma->rdma_read(p.c, &v, 1, &d, UINT64_MAX - 10, 100, &ctx), -EINVAL);
+	/* corrupted: every byte of it matters */
+	for (uint32_t i = 0; i < d.len; i++) {
+		struct ssw_rdma_desc bad = d;
+		bad.data[i] ^= 0x40;
+		assert_int_equal(P->rdma->rdma_read(p.c, &v, 1, &bad, 0, 16, &ctx), -EINVAL);
+	}
+	struct ssw_rdma_desc shortd = d;
+	shortd.len = 8;
+	assert_int_equal(P->rdma->rdma_read(p.c, &v, 1, &shortd, 0, 16, &ctx), -EINVAL);
+	/* the connection is untouched by refused descriptors */
+	assert_int_equal(P->progress->peer_state(p.c, 1, NULL), 0);
+	assert_int_equal(sendstr(p.c, "ok", 2), 0);
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	P->msg->recv_done(p.s);
+
+	/* a descriptor the owner deregistered: the peer's provider refuses the
+	 * key, and that connection (only) is reset */
+	P->rdma->deregister_rdma_memory(p.s, &d);
+	int rc = P->rdma->rdma_read(p.c, &v, 1, &d, 0, 16, &ctx);
+	struct ssw_completion c[2];
+	int got = 0;
+	if (rc == -EINPROGRESS) {
+		WAIT_FOR((got = P->progress->poll_cq(p.c, c, 2)) > 0, NULL, p.s);
+		assert_int_equal(got, 1);
+		assert_ptr_equal(c[0].ctx, &ctx);
+		assert_int_equal(c[0].status, -ECONNRESET);
+		assert_int_equal(P->progress->poll_cq(p.c, c, 2), 0); /* once */
+		assert_true(P->progress->peer_state(p.c, 1, NULL) & SSW_PEER_RESET);
+	} else {
+		assert_int_equal(rc, -ECONNRESET);
+	}
+	free_pair(&p);
+}
+
+static void test_refused(void **st)
+{
+	(void)st;
+	struct sockaddr_in a = lo(base_port + 5); /* nobody listens */
+	struct ssw_ep *ep = NULL;
+	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, "x", 1, &ep);
+	if (rc == -EINPROGRESS) {
+		char r[8];
+		size_t rl = sizeof r;
+		uint64_t t0 = ssw_now_ns();
+		while ((rc = P->conn->connect_complete(ep, r, &rl)) == -EINPROGRESS && ssw_now_ns() - t0 < 5000000000ull) {
+			struct pollfd pf = { .fd = P->conn->connect_fd(ep), .events = POLLIN };
+			poll(&pf, 1, 50);
+		}
+		P->conn->close(ep, SSW_CLOSE_ABORT);
+	}
+	/* not ECONNREFUSED: the application's port may be open on a host
+	 * without the switch; the switch falls back to kernel TCP */
+	assert_true(rc < 0 && rc != -EINPROGRESS);
+	assert_int_not_equal(rc, -ECONNREFUSED);
+	assert_int_not_equal(rc, -ECONNRESET);
+	assert_int_not_equal(rc, -EHOSTUNREACH);
+	/* a port whose fabric port would pass 65535 is never switched */
+	struct sockaddr_in hi = lo(65000);
+	assert_true(P->conn->connect((struct sockaddr *)&hi, sizeof hi, "x", 1, &ep) < 0);
+	struct ssw_listener *l;
+	assert_true(P->conn->listen((struct sockaddr *)&hi, sizeof hi, 4, &l) < 0);
+}
+
+static void test_orderly_close(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 6);
+	assert_int_equal(sendstr(p.c, "one", 3), 0);
+	assert_int_equal(sendstr(p.c, "two", 3), 0);
+	P->conn->close(p.c, SSW_CLOSE_ORDERLY);
+	p.c = NULL;
+	WAIT_FOR(P->progress->peer_state(p.s, 1, NULL) & SSW_PEER_CLOSED, NULL, p.s);
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	assert_memory_equal(m, "one", 3);
+	P->msg->recv_done(p.s);
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	assert_memory_equal(m, "two", 3);
+	P->msg->recv_done(p.s);
+	assert_int_equal(recv_wait(p.s, &m, &len), -EPIPE);
+	assert_int_equal(P->progress->peer_state(p.s, 1, NULL) & SSW_PEER_RESET, 0);
+	free_pair(&p);
+}
+
+static void test_abort_and_detach(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 7);
+	/* detach (a fork child goes on with the connection): nothing reaches
+	 * the peer, and the child's connection still works */
+	struct pair q;
+	make_pair(&q, base_port + 8);
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char b;
+		close(go[1]);
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		const void *cm;
+		size_t cl;
+		if (recv_wait(q.c, &cm, &cl) != 0 || cl != 12 || memcmp(cm, "to the child", 12) != 0)
+			_exit(4);
+		P->msg->recv_done(q.c);
+		int rc = sendstr(q.c, "from the child", 14);
+		P->conn->close(q.c, SSW_CLOSE_ORDERLY);
+		_exit(rc == 0 ? 0 : 3);
+	}
+	close(go[0]);
+	P->conn->close(q.c, SSW_CLOSE_DETACH);
+	q.c = NULL;
+	usleep(100000);
+	assert_int_equal(P->progress->peer_state(q.s, 1, NULL), 0);
+	const void *m;
+	size_t len;
+	assert_int_equal(P->msg->recv_peek(q.s, &m, &len), -EAGAIN);
+	assert_int_equal(sendstr(q.s, "to the child", 12), 0);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	close(go[1]);
+	assert_int_equal(recv_wait(q.s, &m, &len), 0);
+	assert_int_equal(len, 14);
+	assert_memory_equal(m, "from the child", 14);
+	P->msg->recv_done(q.s);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(recv_wait(q.s, &m, &len), -EPIPE);
+	/* abort: a reset, even with data queued before it */
+	assert_int_equal(sendstr(p.c, "lost", 4), 0);
+	P->conn->close(p.c, SSW_CLOSE_ABORT);
+	p.c = NULL;
+	WAIT_FOR(P->progress->peer_state(p.s, 1, NULL) & SSW_PEER_RESET, NULL, p.s);
+	assert_int_equal(P->msg->recv_peek(p.s, &m, &len), -ECONNRESET);
+	assert_int_equal(sendstr(p.s, "x", 1), -ECONNRESET);
+	free_pair(&p);
+	free_pair(&q);
+}
+
+static void test_listener_close_resets_queue(void **st)
+{
+	(void)st;
+	struct sockaddr_in a = lo(base_port + 9);
+	struct ssw_listener *l;
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
+	struct ssw_ep *c;
+	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, "q", 1, &c);
+	assert_true(rc == 0 || rc == -EINPROGRESS);
+	char r[8];
+	size_t rl = sizeof r;
+	WAIT_FOR(P->conn->connect_complete(c, r, &rl) == 0, NULL, NULL);
+	struct pollfd pf = { .fd = P->conn->listener_fd(l), .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	P->conn->listener_close(l); /* never accepted */
+	WAIT_FOR(P->progress->peer_state(c, 1, NULL) & SSW_PEER_RESET, c, NULL);
+	P->conn->close(c, SSW_CLOSE_ABORT);
+	/* the port is free again */
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
+	P->conn->listener_close(l);
+}
+
+/* cm-data=0: the private data goes as the connection's first message (the
+ * path of verbs, whose connection request carries 56 bytes) */
+static void test_private_data_in_first_message(void **st)
+{
+	(void)st;
+	char err[160];
+	assert_int_equal(P->configure("cm-data", "0", err, sizeof err), 0);
+	struct pair p;
+	make_pair(&p, base_port + 10); /* checks the private data accept() returns */
+	assert_int_equal(sendstr(p.c, "first", 5), 0);
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(m, "first", 5);
+	P->msg->recv_done(p.s);
+	free_pair(&p);
+	assert_int_equal(P->configure("cm-data", "-1", err, sizeof err), -EINVAL);
+	assert_int_equal(P->configure("cm-data", "65536", err, sizeof err), 0);
+}
+
+static void test_configure(void **st)
+{
+	(void)st;
+	char err[160];
+	assert_int_equal(P->configure("port-offset", "x1", err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "port-offset"));
+	assert_int_equal(P->configure("port-offset", "70000", err, sizeof err), -EINVAL);
+	assert_int_equal(P->configure("provider", "", err, sizeof err), -EINVAL);
+	assert_int_equal(P->configure("colour", "red", err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "colour"));
+	assert_int_equal(P->configure("provider", "tcp", err, sizeof err), 0);
+	assert_int_equal(P->configure("port-offset", "10000", err, sizeof err), 0);
+	assert_non_null(P->describe());
+}
+
+int main(void)
+{
+	char err[160];
+	/* ports from the pid: parallel runs of the suite do not collide */
+	base_port = 30000 + (int)(getpid() % 2000) * 10;
+	if (P->configure("provider", "tcp", err, sizeof err) || P->configure("port-offset", "10000", err, sizeof err) ||
+	    P->init() != 0) {
+		fprintf(stderr, "fabric provider unusable: %s\n", err);
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_configure),
+		cmocka_unit_test(test_connect_accept_peer_addr),
+		cmocka_unit_test(test_messages_in_order),
+		cmocka_unit_test(test_credits),
+		cmocka_unit_test(test_rma_async),
+		cmocka_unit_test(test_bad_descriptor),
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_orderly_close),
+		cmocka_unit_test(test_abort_and_detach),
+		cmocka_unit_test(test_listener_close_resets_queue),
+		cmocka_unit_test(test_private_data_in_first_message),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
