@@ -450,8 +450,6 @@ static int side_ctl(struct epx *x, struct epx_entry **pp, int op, int fd, struct
 int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled)
 {
 	*handled = false;
-	if (ssw_provider_calls) /* a provider's own epoll set: see ssw_epoll_wait */
-		return 0;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s && (ssw_fdinfo_get(fd) & SSW_FI_EPOLL) && __atomic_load_n(&epx_all, __ATOMIC_RELAXED)) {
 		/* an epoll fd into an epoll fd: the kernel decides; we remember it */
@@ -919,7 +917,7 @@ int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct 
 
 bool ssw_epoll_has_members(int epfd)
 {
-	if (ssw_provider_calls || !(ssw_fdinfo_get(epfd) & SSW_FI_EPOLL) || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
+	if (!(ssw_fdinfo_get(epfd) & SSW_FI_EPOLL) || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
 		return false;
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = find(epfd, false);
@@ -930,7 +928,7 @@ bool ssw_epoll_has_members(int epfd)
 
 int ssw_epoll_peek(int epfd)
 {
-	if (ssw_provider_calls || !(ssw_fdinfo_get(epfd) & SSW_FI_EPOLL) || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
+	if (!(ssw_fdinfo_get(epfd) & SSW_FI_EPOLL) || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
 		return -1;
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = find(epfd, false);
@@ -1133,11 +1131,7 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t dl, const sigset_t
 int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms, const sigset_t *mask, bool *handled)
 {
 	*handled = false;
-	/* A provider's library (libfabric) waiting on its own epoll set, maybe
-	 * under its own locks, which our readiness checks take too (a listener's
-	 * listener_ready): it must never wait for epx_lock.  Its sets hold no
-	 * switched socket. */
-	if (ssw_provider_calls || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
 		return 0;
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = find(epfd, false);
@@ -1223,7 +1217,7 @@ int ssw_epoll_filter(struct epoll_event *ev, int n)
 
 void ssw_epoll_forget(int epfd)
 {
-	if (ssw_provider_calls || !__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&epx_lock);
 	for (struct epx **pp = &epx_all; *pp; pp = &(*pp)->next) {
