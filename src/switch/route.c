@@ -458,7 +458,9 @@ int ssw_route_configure(const struct ssw_route_rule *rule, const struct ssw_prov
 			snprintf(why, sizeof why, "option '%s=%s' refused", k, v);
 		if (rc < 0) {
 			if (err && errlen) {
-				if (p && p->configure)
+				/* the provider's message names it already, or it gets named */
+				size_t nl = p ? strlen(p->name) : 0;
+				if (p && p->configure && !(strncmp(why, p->name, nl) == 0 && why[nl] == ' '))
 					snprintf(err, errlen, "%s: provider %s: %s", o, p->name, why);
 				else
 					snprintf(err, errlen, "%s: %s", o, why);
