@@ -11,8 +11,11 @@
  *  - Return 0 (or a non-negative count) on success, a negative errno on failure.
  *  - Nothing blocks unless its comment says so.  Ops that cannot finish at once
  *    return -EINPROGRESS and finish later (see each op).
- *  - An op a provider does not support points to a stub returning -ENOSYS; the
- *    switch checks the required ones when the provider registers.
+ *  - An op marked Optional may be NULL, or lie past its table's `size`: the
+ *    switch then does what the op's comment says.  The others are required
+ *    (the rdma ones and poll_cq when the provider offers RDMA): the switch
+ *    refuses a provider lacking one when it registers, naming the op, and
+ *    stubs the rest (src/switch/providers.c).
  *  - Everything a provider reads from shared memory or the wire is untrusted:
  *    on corrupt input it fails that one endpoint with -ECONNRESET, never more.
  *  - Tables start with `size` (sizeof the table) so they can grow.

@@ -39,8 +39,6 @@ int ssw_listen(int fd, int backlog)
 {
 	if (sys_listen(fd, backlog) < 0)
 		return -errno;
-	if (ssw_provider_calls) /* a provider's own listener (libfabric tcp) */
-		return 0;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) { /* listen again: new backlog, already switched */
 		ssw_sock_put(s);

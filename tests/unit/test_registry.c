@@ -210,6 +210,8 @@ static int fake_configure(const char *key, const char *value, char *err, size_t 
 		return 0;
 	if (!strcmp(key, "provider"))
 		return snprintf(err, errlen, "provider=%s: expected tcp or verbs", value), -EINVAL;
+	if (!strcmp(key, "port")) /* a message that names the provider itself */
+		return snprintf(err, errlen, "fake option port=%s: expected a number", value), -EINVAL;
 	snprintf(err, errlen, "unknown option '%s'", key);
 	return -EINVAL;
 }
@@ -222,7 +224,8 @@ static void test_route_options(void **state)
 	prov.configure = fake_configure;
 	nseen = 0;
 	assert_int_equal(ssw_routes_build(&T, NULL, "test.conf", "route local shm\nroute 10.0.0.0/8 fabric provider=tcp\n"
-				     "route 11.0.0.0/8 fabric provider=rdma\nroute 12.0.0.0/8 fabric mtu=9000\n",
+				     "route 11.0.0.0/8 fabric provider=rdma\nroute 12.0.0.0/8 fabric mtu=9000\n"
+				     "route 13.0.0.0/8 fabric port=x\n",
 				     err, sizeof err), 0);
 	assert_int_equal(ssw_route_configure(&T.rules[0], &prov, err, sizeof err), 0);
 	assert_int_equal(nseen, 0);
@@ -233,6 +236,8 @@ static void test_route_options(void **state)
 	assert_string_equal(err, "test.conf:3: provider fake: provider=rdma: expected tcp or verbs");
 	assert_int_equal(ssw_route_configure(&T.rules[3], &prov, err, sizeof err), -1);
 	assert_string_equal(err, "test.conf:4: provider fake: unknown option 'mtu'");
+	assert_int_equal(ssw_route_configure(&T.rules[4], &prov, err, sizeof err), -1);
+	assert_string_equal(err, "test.conf:5: fake option port=x: expected a number");
 	/* a provider not built: options unchecked, its route is kernel TCP anyway */
 	assert_int_equal(ssw_route_configure(&T.rules[3], NULL, err, sizeof err), 0);
 	/* a provider that takes no options */
