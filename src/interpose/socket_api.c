@@ -155,6 +155,7 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	PROVIDER_PASS(REAL(fcntl)(fd, cmd, arg));
 	int r = REAL(fcntl)(fd, cmd, arg);
 	if (r < 0)
 		return r;
@@ -182,6 +183,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	PROVIDER_PASS(REAL(ioctl)(fd, req, arg));
 	if (req == FIONBIO && arg)
 		ssw_fd_nonblock(fd, *(int *)arg != 0);
 	struct ssw_sock *s = ssw_sock_get(fd);
@@ -266,6 +268,7 @@ EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 /* Other calls that create fds: a reused number must not look switched. */
 EXPORT int pipe(int fds[2])
 {
+	PROVIDER_PASS(sys_pipe2(fds, 0));
 	int r = sys_pipe2(fds, 0);
 	if (r == 0) {
 		fresh(fds[0]);
@@ -276,6 +279,7 @@ EXPORT int pipe(int fds[2])
 
 EXPORT int pipe2(int fds[2], int flags)
 {
+	PROVIDER_PASS(sys_pipe2(fds, flags));
 	int r = sys_pipe2(fds, flags);
 	if (r == 0) {
 		fresh(fds[0]);
