@@ -80,17 +80,14 @@ void conf_flow_control(void **state)
 	assert_non_null(buf);
 	unsigned sent = 0;
 	for (;;) {
-		size_t before = room ? mo->send_room(c) : 0;
 		conf_fill(buf, L, sent);
 		struct iovec v = { buf, L };
 		int rc = mo->send(c, &v, 1);
 		if (rc == -EAGAIN)
 			break;
 		assert_int_equal(rc, 0);
-		/* each message costs at least its own bytes: no phantom room */
-		if (room)
-			assert_true(mo->send_room(c) + L <= before);
-		assert_true(++sent < 1000000);
+		/* a receiver that takes nothing fills the transport, in bounded time */
+		assert_true(++sent < 100000);
 	}
 	print_message("%u messages of %zu bytes before -EAGAIN\n", sent, L);
 	assert_true(sent >= 1);
@@ -426,7 +423,7 @@ void conf_room_agrees(void **state)
 	const struct ssw_msg_ops *mo = P->msg;
 	if (!CONF_HAS(mo, send_room))
 		CONF_SKIP("send_room absent (optional)");
-	bool space = CONF_HAS(mo, msg_space);
+	bool space = CONF_HAS(mo, msg_space); /* NULL: a message takes its length */
 	struct ssw_ep *c, *a;
 	conf_pair_new(NULL, &c, &a);
 	size_t max = mo->max_msg(c);
@@ -470,9 +467,10 @@ void conf_room_agrees(void **state)
 		P->msg->recv_done(a);
 		got++;
 	}
+	/* a "yes" that send refuses makes a poller spin; a "no" that send
+	 * would take is allowed (an asynchronous transport frees room by
+	 * itself between the two calls; its wake-up then tells the poller) */
 	assert_int_equal(yes_refused, 0);
-	if (space)
-		assert_int_equal(no_taken, 0);
 	free(buf);
 	close_pair(c, a);
 }
