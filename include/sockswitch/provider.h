@@ -16,6 +16,44 @@
  *  - Everything a provider reads from shared memory or the wire is untrusted:
  *    on corrupt input it fails that one endpoint with -ECONNRESET, never more.
  *  - Tables start with `size` (sizeof the table) so they can grow.
+ *
+ * Threads (what the callers guarantee, and what a provider must allow):
+ *  - Endpoint ops are serialized per endpoint: the session calls msg, rdma
+ *    and progress ops with its per-connection lock held (one call at a time
+ *    on one endpoint, whichever thread or process makes it), except:
+ *      rx_ready         lock-free hint: any thread, any time, concurrently
+ *                       with any other op on the endpoint (read only);
+ *      sleep            called without the lock, after arm() returned 0
+ *                       under it: other threads may call any op meanwhile;
+ *      peer_state       under the lock when probe != 0; with probe == 0 it
+ *                       may also run concurrently (read only).
+ *    Different endpoints are used concurrently by different threads.
+ *  - Listener ops: listen, accept, listener_ready and listener_close on one
+ *    listener are serialized by the switch (the listening socket's lock);
+ *    listener_fd may be read by any thread (poll/epoll sleep on it).
+ *  - connect, connect_fd, connect_complete and close on one connecting
+ *    endpoint are serialized by the socket's lock.
+ *  - A provider's own threads (an accept or progress thread) must lock
+ *    against the calls above themselves; any C library call a provider
+ *    makes while the switch holds one of these locks must not re-enter the
+ *    switch: wrap such calls (libfabric) in ssw_provider_calls (common/sys.h),
+ *    which sends the interposed socket API straight to the C library.
+ *
+ * Processes (fork, seed 000):
+ *  - init() runs once per process before any other op; after fork the child
+ *    inherits the provider's memory and must cope (pthread_atfork) with its
+ *    threads being gone.
+ *  - SSW_CAP_SHARED_CONTEXT: an endpoint lives in fork-shared memory and
+ *    any process holding the connection may call its ops (serialized by the
+ *    session's process-shared lock); per-process resources (the fds
+ *    wait_fds returns) must be valid, or made valid, in each process.
+ *    Listeners may be shared too: exactly one process gets each request.
+ *  - Without it: the switch closes the provider's listeners in both
+ *    processes at fork (later connects fall back to kernel TCP), an
+ *    endpoint is used by one process at a time after fork (the others close
+ *    it with SSW_CLOSE_DETACH, which must not touch the wire), and at exit
+ *    the switch closes the process's endpoints as the kernel closes a dying
+ *    process's sockets, since their unsent data dies with it.
  */
 #ifndef SOCKSWITCH_PROVIDER_H
 #define SOCKSWITCH_PROVIDER_H
