@@ -48,6 +48,13 @@ struct conf_env {
 	 * case still runs, in a child, and must FAIL: the run says so each time,
 	 * and fails once the provider conforms (then drop the entry). */
 	const char *const *deviations;
+	/* Connectors live elsewhere (another network namespace): called
+	 * around every connect of the suite.  May be NULL. */
+	void (*connect_enter)(void);
+	void (*connect_leave)(void);
+	/* The address the acceptor must see for the connector (peer_addr);
+	 * NULL: a loopback address. */
+	const char *peer_ip;
 	/* RDMA transfers must complete later (-EINPROGRESS, poll_cq): a run
 	 * meant for the asynchronous path fails if it silently is not. */
 	bool expect_async;
@@ -76,6 +83,8 @@ struct ssw_listener *conf_listen(int wildcard, struct sockaddr_storage *dst, soc
  * the SPI describes, when the provider has one) to completion. */
 void conf_pair(struct ssw_listener *l, const struct sockaddr_storage *dst, socklen_t dlen, struct ssw_ep **c,
 	       struct ssw_ep **a);
+/* The provider's connect, made where the environment's connectors live. */
+int conf_connect(const struct sockaddr *dst, socklen_t dlen, const void *priv, size_t plen, struct ssw_ep **out);
 /* A connected pair on a listener of its own (closed: *l NULL when l is NULL). */
 void conf_pair_new(struct ssw_listener **l, struct ssw_ep **c, struct ssw_ep **a);
 /* Take one connection off l, helping the listener side as the switch's
