@@ -1,6 +1,5 @@
-/* conf_fabric.c — the conformance suite instantiated for the fabric provider
- * (libfabric, its tcp provider over loopback); the only file of the suite
- * that knows fabric's internals (its corruption hook). */
+/* conf_fabric.c — the conformance suite instantiated for the fabric provider (libfabric's tcp
+ * provider, over loopback or across two namespaces); the only file that knows fabric's internals. */
 #include "conf.h"
 
 #include "providers/fabric/fab_priv.h"
