@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -472,5 +473,67 @@ void conf_room_agrees(void **state)
 	 * itself between the two calls; its wake-up then tells the poller) */
 	assert_int_equal(yes_refused, 0);
 	free(buf);
+	close_pair(c, a);
+}
+
+struct hinter {
+	struct ssw_ep *ep;
+	_Atomic int stop;
+	long calls;
+};
+
+static void *hinter_main(void *arg)
+{
+	struct hinter *h = arg;
+	bool ps = CONF_HAS(P->progress, peer_state);
+	while (!atomic_load(&h->stop)) {
+		(void)P->progress->rx_ready(h->ep);
+		if (ps)
+			(void)P->progress->peer_state(h->ep, 0, NULL);
+		h->calls++;
+	}
+	return NULL;
+}
+
+/* Threads: rx_ready (and peer_state without probe) from any thread while
+ * another uses the endpoint; sleep runs unlocked while another thread sends
+ * on the same endpoint (provider.h, "Threads"). */
+void conf_threads_contract(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	struct hinter h = { .ep = a };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, hinter_main, &h), 0);
+	for (unsigned i = 0; i < 500; i++) {
+		conf_send_seq(c, a, 2000 + i, 1 + (i * 37) % 3000);
+		conf_send_seq(a, c, 3000 + i, 1 + (i * 53) % 3000);
+		conf_expect_seq(a, c, 2000 + i, 1 + (i * 37) % 3000);
+		conf_expect_seq(c, a, 3000 + i, 1 + (i * 53) % 3000);
+	}
+	atomic_store(&h.stop, 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	print_message("%ld lock-free hints read meanwhile\n", h.calls);
+	/* nothing more came: once a look found nothing, the hint says so too
+	 * (a hint may be early, e.g. a completion of ours waiting, not stuck) */
+	const void *m;
+	size_t len;
+	assert_int_equal(P->msg->recv_peek(a, &m, &len), -EAGAIN);
+	assert_int_equal(P->progress->rx_ready(a), 0);
+
+	if (CONF_HAS(P->progress, sleep)) {
+		/* a sleeps unlocked; meanwhile this thread sends on a, then wakes it */
+		struct sleeper s = { .ep = a, .use_sleep = 1 };
+		pthread_t st;
+		assert_int_equal(pthread_create(&st, NULL, sleeper_main, &s), 0);
+		usleep(50000);
+		conf_send_seq(a, NULL, 4000, 400);
+		conf_send_seq(c, NULL, 4001, 41);
+		assert_int_equal(pthread_join(st, NULL), 0);
+		assert_true(s.rc > 0 || s.rc == -ENOSYS);
+		conf_expect_seq(c, a, 4000, 400);
+		conf_expect_seq(a, c, 4001, 41);
+	}
 	close_pair(c, a);
 }
