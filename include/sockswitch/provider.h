@@ -68,7 +68,7 @@
 extern "C" {
 #endif
 
-#define SSW_SPI_VERSION 1
+#define SSW_SPI_VERSION 2 /* 2: no duplicate/adopt; note marks and tags, peer_tag */
 
 /* Capabilities of a provider (and, once connected, of one endpoint: the
  * peer may lack what the provider has, e.g. Cross Memory Attach refused). */
@@ -165,11 +165,17 @@ struct ssw_conn_ops {
 	 *                     (it learns of the end when the last holder is gone). */
 	void (*close)(struct ssw_ep *ep, int how);
 
-	/* WSPDuplicateSocket: produce a token, unique system-wide, that lets
-	 * process `target_pid` adopt this endpoint.  WSPSocket with
-	 * dwProviderReserved: turn such a token into an endpoint in this process. */
-	int (*duplicate)(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len);
-	int (*adopt)(const void *token, size_t token_len, struct ssw_ep **out);
+	/* No WSPDuplicateSocket / WSPSocket(dwProviderReserved) pair: nothing
+	 * would call it.  A connection's state is mostly the session's (credits,
+	 * queued bytes, urgent mark, shutdown), above this SPI, so moving an
+	 * endpoint alone to another process would not move the connection.  The
+	 * switch shares a connection across fork through the session's
+	 * fork-shared memory (every holder uses the endpoint with
+	 * SSW_CAP_SHARED_CONTEXT; one at a time, the others closing with
+	 * SSW_CLOSE_DETACH, without it), and hands it to a program exec'd with
+	 * it or to a process it is sent to over SCM_RIGHTS through a relay
+	 * process forked from the holder (src/switch/relay.h): both are fork,
+	 * so no provider token is needed. */
 
 	/* Capabilities of this connected endpoint (enum ssw_cap). */
 	uint32_t (*ep_caps)(struct ssw_ep *ep);
@@ -352,22 +358,35 @@ struct ssw_progress_ops {
 
 	/* What the peer announced, readable without consuming messages (poll
 	 * must report a FIN or a reset queued behind unread data, as TCP does).
-	 * Returns SSW_PEER_* bits; *urg (may be NULL) gets the number of urgent
-	 * notes the peer sent so far.  probe != 0 allows one system call to find
-	 * a peer that died without a word.  Optional (NULL: messages only). */
-	uint32_t (*peer_state)(struct ssw_ep *ep, int probe, uint32_t *urg);
+	 * Returns SSW_PEER_* bits; *marks (may be NULL) gets the number of
+	 * SSW_NOTE_MARK the peer sent so far.  probe != 0 allows one system call
+	 * to find a peer that died without a word.  Optional (NULL: messages
+	 * only). */
+	uint32_t (*peer_state)(struct ssw_ep *ep, int probe, uint32_t *marks);
 
-	/* Announce to the peer, beside the message stream (after the messages
-	 * already sent): SSW_NOTE_FIN (no more data from us), SSW_NOTE_URG (an
-	 * urgent byte follows; a peer that registered an owner with
-	 * SSW_NOTE_OWNER gets SIGURG), SSW_NOTE_OWNER (arg: F_SETOWN value of our
-	 * socket, 0 for none).  Optional (NULL). */
+	/* Signals beside the message stream, each visible to the peer's
+	 * peer_state / peer_tag without consuming messages.  The provider gives
+	 * them no meaning (the session uses marks for urgent data and the tag
+	 * for its F_SETOWN owner: SIGURG is the session's business):
+	 *  SSW_NOTE_FIN   no more messages follow (after those already sent);
+	 *  SSW_NOTE_MARK  the peer's mark count goes up by one, after the
+	 *                 messages already sent; the peer is woken if it sleeps;
+	 *  SSW_NOTE_TAG   `arg` becomes what the peer's peer_tag() returns (the
+	 *                 latest wins); wakes nobody, not ordered with messages.
+	 * `arg` is 0 but for SSW_NOTE_TAG.  Optional (NULL: no marks, no tag). */
 	void (*note)(struct ssw_ep *ep, uint32_t what, int32_t arg);
+
+	/* The peer's latest SSW_NOTE_TAG (0 before any), readable at once by any
+	 * thread or process holding the endpoint, without waiting for the peer
+	 * to run: the sender of urgent data needs the receiver's word at the
+	 * moment it sends, since nothing runs at the receiver to act on the
+	 * arrival.  The peer's word: untrusted.  Optional (NULL: none). */
+	int32_t (*peer_tag)(struct ssw_ep *ep);
 };
 
 enum { SSW_CLOSE_ORDERLY = 0, SSW_CLOSE_ABORT = 1, SSW_CLOSE_DETACH = 2 };
 enum { SSW_PEER_FIN = 1u, SSW_PEER_CLOSED = 2u, SSW_PEER_RESET = 4u };
-enum { SSW_NOTE_FIN = 1u, SSW_NOTE_URG = 2u, SSW_NOTE_OWNER = 3u };
+enum { SSW_NOTE_FIN = 1u, SSW_NOTE_MARK = 2u, SSW_NOTE_TAG = 3u };
 
 /* A provider: what one folder under src/providers exports (one symbol). */
 struct ssw_provider {

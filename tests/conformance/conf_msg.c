@@ -381,9 +381,9 @@ void conf_two_sleepers(void **state)
 	close_pair(c, a);
 }
 
-/* note: FIN and urgent notes travel beside the messages and show in
- * peer_state without consuming any. */
-void conf_note_fin_urg(void **state)
+/* note: FIN and marks travel beside the messages and show in peer_state
+ * without consuming any; a mark wakes a sleeping peer. */
+void conf_note_fin_mark(void **state)
 {
 	(void)state;
 	const struct ssw_progress_ops *pg = P->progress;
@@ -391,26 +391,78 @@ void conf_note_fin_urg(void **state)
 		CONF_SKIP("note or peer_state absent (optional)");
 	struct ssw_ep *c, *a;
 	conf_pair_new(NULL, &c, &a);
-	uint32_t urg = 99;
-	assert_int_equal(pg->peer_state(a, 0, &urg), 0);
-	assert_int_equal(urg, 0);
+	uint32_t marks = 99;
+	assert_int_equal(pg->peer_state(a, 0, &marks), 0);
+	assert_int_equal(marks, 0);
+	/* a sleeper is woken by a mark alone: armed and quiet first */
+	struct pollfd pfd[8];
+	int n;
+	for (int64_t t0 = conf_ms();; usleep(1000)) {
+		assert_true(conf_ms() - t0 < 2000);
+		conf_kick(a);
+		int armed = pg->arm(a);
+		assert_true(armed == 0 || armed == -EAGAIN);
+		n = pg->wait_fds(a, pfd, 8);
+		assert_true(n > 0 && n <= 8);
+		if (armed == 0 && poll(pfd, (nfds_t)n, 0) == 0)
+			break;
+		pg->wake_ack(a);
+	}
+	pg->note(c, SSW_NOTE_MARK, 0);
+	assert_true(poll(pfd, (nfds_t)n, 2000) > 0);
+	pg->wake_ack(a);
 	conf_send_seq(c, a, 120, 12);
-	pg->note(c, SSW_NOTE_URG, 0);
-	pg->note(c, SSW_NOTE_URG, 0);
+	pg->note(c, SSW_NOTE_MARK, 0);
 	pg->note(c, SSW_NOTE_FIN, 0);
-	for (int64_t t0 = conf_ms(); !(pg->peer_state(a, 0, &urg) & SSW_PEER_FIN); usleep(1000)) {
+	for (int64_t t0 = conf_ms(); !(pg->peer_state(a, 0, &marks) & SSW_PEER_FIN); usleep(1000)) {
 		assert_true(conf_ms() - t0 < 2000);
 		conf_kick(a);
 	}
-	uint32_t st = pg->peer_state(a, 0, &urg);
+	uint32_t st = pg->peer_state(a, 0, &marks);
 	assert_int_equal(st & (SSW_PEER_CLOSED | SSW_PEER_RESET), 0); /* a FIN is no close */
-	assert_int_equal(urg, 2);
+	assert_int_equal(marks, 2);
+	assert_int_equal(pg->peer_state(c, 0, &marks) & SSW_PEER_FIN, 0); /* one direction only */
+	assert_int_equal(marks, 0);
 	conf_expect_seq(a, c, 120, 12); /* the message before it is still there */
 	const void *m;
 	size_t len;
 	assert_int_equal(conf_wait(a, c, &m, &len, 100), -EAGAIN); /* not the end either */
 	conf_send_seq(a, c, 121, 13); /* the other way is open */
 	conf_expect_seq(c, a, 121, 13);
+	close_pair(c, a);
+}
+
+/* note(SSW_NOTE_TAG) and peer_tag: the peer reads our latest tag at once,
+ * without running anything on our side, and no message appears. */
+void conf_note_tag(void **state)
+{
+	(void)state;
+	const struct ssw_progress_ops *pg = P->progress;
+	if (!CONF_HAS(pg, note) || !CONF_HAS(pg, peer_tag))
+		CONF_SKIP("note or peer_tag absent (optional)");
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	assert_int_equal(pg->peer_tag(a), 0);
+	assert_int_equal(pg->peer_tag(c), 0);
+	pg->note(c, SSW_NOTE_TAG, 4242);
+	assert_int_equal(pg->peer_tag(a), 4242);
+	assert_int_equal(pg->peer_tag(c), 0); /* each direction its own */
+	pg->note(c, SSW_NOTE_TAG, -77);
+	assert_int_equal(pg->peer_tag(a), -77); /* the latest wins */
+	pg->note(a, SSW_NOTE_TAG, 9);
+	assert_int_equal(pg->peer_tag(c), 9);
+	assert_int_equal(pg->peer_tag(a), -77);
+	if (CONF_HAS(pg, peer_state)) {
+		uint32_t marks = 5;
+		assert_int_equal(pg->peer_state(a, 0, &marks), 0); /* no FIN, no mark */
+		assert_int_equal(marks, 0);
+	}
+	const void *m;
+	size_t len;
+	assert_int_equal(conf_wait(a, c, &m, &len, 50), -EAGAIN);
+	assert_int_equal(conf_wait(c, a, &m, &len, 50), -EAGAIN);
+	conf_send_seq(c, a, 122, 14); /* the stream is untouched */
+	conf_expect_seq(a, c, 122, 14);
 	close_pair(c, a);
 }
 

@@ -65,21 +65,16 @@ void conf_spi_tables(void **state)
 			REQUIRE(r, rdma_write);
 		REQUIRE(g, poll_cq);
 	}
-	/* unsupported ops may be -ENOSYS stubs: duplicate/adopt say so, or work */
-	if (CONF_HAS(c, adopt)) {
-		struct ssw_ep *ep = NULL;
-		int rc = c->adopt("x", 1, &ep);
-		assert_true(rc < 0); /* not a token anybody made */
-	}
 	/* the listener helper's three ops come together */
 	int helper = CONF_HAS(c, listener_progress_fd) + CONF_HAS(c, listener_progress) + CONF_HAS(c, listener_enqueue);
 	assert_true(helper == 0 || helper == 3);
-	print_message("optional ops present:%s%s%s%s%s%s%s%s%s%s%s%s\n", CONF_HAS(c, listener_ready) ? " listener_ready" : "",
+	print_message("optional ops present:%s%s%s%s%s%s%s%s%s%s%s%s%s\n", CONF_HAS(c, listener_ready) ? " listener_ready" : "",
 		      CONF_HAS(c, peer_cred) ? " peer_cred" : "", CONF_HAS(c, peer_addr) ? " peer_addr" : "",
 		      CONF_HAS(m, send_room) ? " send_room" : "", CONF_HAS(m, send_ctl) ? " send_ctl" : "",
 		      CONF_HAS(m, send_reserve) ? " send_reserve/commit/flush" : "",
 		      CONF_HAS(g, wake_leave) ? " wake_leave" : "", CONF_HAS(g, sleep) ? " sleep" : "",
 		      CONF_HAS(g, peer_state) ? " peer_state" : "", CONF_HAS(g, note) ? " note" : "",
+		      CONF_HAS(g, peer_tag) ? " peer_tag" : "",
 		      helper ? " listener helper" : "", P->configure ? " configure" : "");
 }
 
