@@ -102,6 +102,8 @@ int conf_send(struct ssw_ep *ep, struct ssw_ep *peer, const void *buf, size_t le
 /* Next message on ep within ms, by the SPI's sleep protocol (arm, wait_fds,
  * wake_ack): 0 with it peeked (call recv_done), or the error (-EAGAIN: none). */
 int conf_wait(struct ssw_ep *ep, struct ssw_ep *peer, const void **msg, size_t *len, int ms);
+/* Poll the endpoint's wait fds for ms: poll's answer. */
+int conf_wait_readable(struct ssw_ep *ep, int ms);
 /* Receive one message and check it is exactly buf[0..len). */
 void conf_expect(struct ssw_ep *ep, struct ssw_ep *peer, const void *buf, size_t len);
 /* Deterministic content of message `seq`. */

@@ -291,3 +291,11 @@ void conf_expect_seq(struct ssw_ep *ep, struct ssw_ep *peer, unsigned seq, size_
 	conf_expect(ep, peer, b, n);
 	free(b);
 }
+
+int conf_wait_readable(struct ssw_ep *ep, int ms)
+{
+	struct pollfd pfd[8];
+	int n = P->progress->wait_fds(ep, pfd, 8);
+	assert_true(n >= 1 && n <= 8);
+	return poll(pfd, (nfds_t)n, ms);
+}
