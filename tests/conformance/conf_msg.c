@@ -1,10 +1,8 @@
-/* conf_msg.c — conformance of messages: sizes, content and order, the
- * transport's room (send_room, -EAGAIN), sleeping and waking, and
- * zero-copy sends with held messages. */
+/* conf_msg.c — conformance of messages: sizes, content and order, the transport's room
+ * (send_room, msg_space, -EAGAIN), zero-copy sends with held messages, notes beside the stream. */
 #include "conf.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,17 +78,14 @@ void conf_flow_control(void **state)
 	assert_non_null(buf);
 	unsigned sent = 0;
 	for (;;) {
-		size_t before = room ? mo->send_room(c) : 0;
 		conf_fill(buf, L, sent);
 		struct iovec v = { buf, L };
 		int rc = mo->send(c, &v, 1);
 		if (rc == -EAGAIN)
 			break;
 		assert_int_equal(rc, 0);
-		/* each message costs at least its own bytes: no phantom room */
-		if (room)
-			assert_true(mo->send_room(c) + L <= before);
-		assert_true(++sent < 1000000);
+		/* a receiver that takes nothing fills the transport, in bounded time */
+		assert_true(++sent < 100000);
 	}
 	print_message("%u messages of %zu bytes before -EAGAIN\n", sent, L);
 	assert_true(sent >= 1);
@@ -120,100 +115,6 @@ void conf_flow_control(void **state)
 		assert_true(mo->send_room(c) >= max);
 	free(buf);
 	close_pair(c, a);
-}
-
-static int wait_readable(struct ssw_ep *ep, int ms)
-{
-	struct pollfd pfd[8];
-	int n = P->progress->wait_fds(ep, pfd, 8);
-	assert_true(n >= 1 && n <= 8);
-	return poll(pfd, (nfds_t)n, ms);
-}
-
-/* arm: 0 when nothing waits (then wait_fds stay quiet until a send),
- * -EAGAIN when something arrived; wake_ack clears the wake-up. */
-void conf_arm_wake(void **state)
-{
-	(void)state;
-	struct ssw_ep *c, *a;
-	conf_pair_new(NULL, &c, &a);
-	const struct ssw_progress_ops *pg = P->progress;
-	assert_int_equal(pg->rx_ready(a), 0);
-	for (int round = 0; round < 3; round++) {
-		assert_int_equal(pg->arm(a), 0);
-		assert_int_equal(wait_readable(a, 0), 0); /* no wake-up for nothing */
-		conf_send_seq(c, NULL, 900 + (unsigned)round, 64);
-		assert_true(wait_readable(a, 2000) > 0);
-		pg->wake_ack(a);
-		assert_true(pg->rx_ready(a) != 0);
-		/* something arrived: do not sleep */
-		assert_int_equal(pg->arm(a), -EAGAIN);
-		conf_expect_seq(a, c, 900 + (unsigned)round, 64);
-		/* a wake-up taken leaves nothing behind */
-		assert_int_equal(wait_readable(a, 0), 0);
-		assert_int_equal(pg->rx_ready(a), 0);
-	}
-	close_pair(c, a);
-}
-
-struct sleeper {
-	struct ssw_ep *ep;
-	int use_sleep; /* the provider's sleep op rather than poll on wait_fds */
-	int rc;
-	int64_t woke;
-};
-
-static void *sleeper_main(void *arg)
-{
-	struct sleeper *s = arg;
-	const struct ssw_progress_ops *pg = P->progress;
-	s->rc = pg->arm(s->ep);
-	if (s->rc != 0)
-		return NULL;
-	if (s->use_sleep) {
-		s->rc = pg->sleep(s->ep, 5000);
-	} else {
-		s->rc = wait_readable(s->ep, 5000);
-		pg->wake_ack(s->ep);
-	}
-	s->woke = conf_ms();
-	return NULL;
-}
-
-/* A thread asleep on an endpoint is woken by the peer's send, promptly. */
-void conf_sleeper_woken(void **state)
-{
-	(void)state;
-	bool has_sleep = CONF_HAS(P->progress, sleep);
-	if (!has_sleep)
-		print_message("(sleep absent: poll on wait_fds only)\n");
-	for (int use_sleep = 0; use_sleep <= (int)has_sleep; use_sleep++) {
-		struct ssw_ep *c, *a;
-		conf_pair_new(NULL, &c, &a);
-		struct sleeper s = { .ep = a, .use_sleep = use_sleep };
-		pthread_t t;
-		assert_int_equal(pthread_create(&t, NULL, sleeper_main, &s), 0);
-		usleep(100000); /* let it fall asleep */
-		int64_t sent = conf_ms();
-		conf_send_seq(c, NULL, 77, 7);
-		assert_int_equal(pthread_join(t, NULL), 0);
-		if (use_sleep && s.rc == -ENOSYS) {
-			print_message("(sleep: -ENOSYS on this endpoint)\n");
-		} else {
-			assert_true(s.rc > 0);                 /* woken, not timed out */
-			assert_true(s.woke - sent < 2000);
-		}
-		conf_expect_seq(a, c, 77, 7);
-		if (use_sleep && s.rc != -ENOSYS) {
-			/* nothing comes: sleep times out after about ms, disarmed */
-			assert_int_equal(P->progress->arm(a), 0);
-			int64_t t0 = conf_ms();
-			assert_int_equal(P->progress->sleep(a, 60), 0);
-			int64_t took = conf_ms() - t0;
-			assert_true(took >= 50 && took < 1000);
-		}
-		close_pair(c, a);
-	}
 }
 
 static bool has_zero_copy(void)
@@ -293,9 +194,9 @@ void conf_hold_flush(void **state)
 	int armed = pg->arm(a);
 	/* armed, with the hold bounding the sleep */
 	assert_true(armed > 0 && armed <= SSW_HOLD_MS + 1);
-	assert_int_equal(wait_readable(a, 0), 0); /* held: no wake-up */
+	assert_int_equal(conf_wait_readable(a, 0), 0); /* held: no wake-up */
 	mo->flush(c);
-	assert_true(wait_readable(a, 2000) > 0);
+	assert_true(conf_wait_readable(a, 2000) > 0);
 	pg->wake_ack(a);
 	conf_expect_seq(a, c, 10, 64);
 	conf_expect_seq(a, c, 11, 32);
@@ -333,54 +234,6 @@ void conf_hold_flush(void **state)
 	conf_expect_seq(a, NULL, 17, 70);
 	assert_int_equal(conf_wait(a, NULL, &m, &len, 2000), -EPIPE);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
-}
-
-struct twin {
-	struct ssw_ep *ep;
-	pthread_barrier_t *bar;
-	int woke;
-	int leave; /* wake_leave (another still sleeps) rather than wake_ack */
-};
-
-static void *twin_main(void *arg)
-{
-	struct twin *t = arg;
-	const struct ssw_progress_ops *pg = P->progress;
-	int armed = pg->arm(t->ep);
-	pthread_barrier_wait(t->bar);
-	if (armed != 0)
-		return NULL; /* counted as not woken */
-	t->woke = wait_readable(t->ep, 5000) > 0;
-	if (t->leave)
-		pg->wake_leave(t->ep);
-	return NULL;
-}
-
-/* Two threads asleep on one endpoint: one send wakes both when the first
- * one up leaves the doorbell to the other (wake_leave). */
-void conf_two_sleepers(void **state)
-{
-	(void)state;
-	if (!CONF_HAS(P->progress, wake_leave))
-		CONF_SKIP("wake_leave absent (optional: the switch then lets one sleeper at a time wait)");
-	struct ssw_ep *c, *a;
-	conf_pair_new(NULL, &c, &a);
-	pthread_barrier_t bar;
-	pthread_barrier_init(&bar, NULL, 3);
-	struct twin t[2] = { { a, &bar, 0, 1 }, { a, &bar, 0, 1 } };
-	pthread_t th[2];
-	for (int i = 0; i < 2; i++)
-		assert_int_equal(pthread_create(&th[i], NULL, twin_main, &t[i]), 0);
-	pthread_barrier_wait(&bar);
-	usleep(50000);
-	conf_send_seq(c, NULL, 88, 8);
-	for (int i = 0; i < 2; i++)
-		assert_int_equal(pthread_join(th[i], NULL), 0);
-	assert_true(t[0].woke && t[1].woke);
-	P->progress->wake_ack(a);
-	conf_expect_seq(a, c, 88, 8);
-	pthread_barrier_destroy(&bar);
-	close_pair(c, a);
 }
 
 /* note: FIN and marks travel beside the messages and show in peer_state
@@ -478,7 +331,7 @@ void conf_room_agrees(void **state)
 	const struct ssw_msg_ops *mo = P->msg;
 	if (!CONF_HAS(mo, send_room))
 		CONF_SKIP("send_room absent (optional)");
-	bool space = CONF_HAS(mo, msg_space);
+	bool space = CONF_HAS(mo, msg_space); /* NULL: a message takes its length */
 	struct ssw_ep *c, *a;
 	conf_pair_new(NULL, &c, &a);
 	size_t max = mo->max_msg(c);
@@ -522,9 +375,10 @@ void conf_room_agrees(void **state)
 		P->msg->recv_done(a);
 		got++;
 	}
+	/* a "yes" that send refuses makes a poller spin; a "no" that send
+	 * would take is allowed (an asynchronous transport frees room by
+	 * itself between the two calls; its wake-up then tells the poller) */
 	assert_int_equal(yes_refused, 0);
-	if (space)
-		assert_int_equal(no_taken, 0);
 	free(buf);
 	close_pair(c, a);
 }

@@ -120,7 +120,7 @@ static int peer_main(char **argv)
 		return 2;
 	struct ssw_ep *ep = NULL;
 	uint8_t priv[8] = "peer";
-	int rc = P->conn->connect((struct sockaddr *)&dst, (socklen_t)alen, priv, sizeof priv, &ep);
+	int rc = conf_connect((struct sockaddr *)&dst, (socklen_t)alen, priv, sizeof priv, &ep);
 	if (rc == -EINPROGRESS) {
 		char reply[SSW_CONNECT_PRIV_MAX];
 		size_t rlen = sizeof reply;
@@ -158,6 +158,7 @@ static const struct CMUnitTest all_cases[] = {
 	T(conf_arm_wake),
 	T(conf_sleeper_woken),
 	T(conf_two_sleepers),
+	T(conf_threads_contract),
 	T(conf_reserve_commit),
 	T(conf_hold_flush),
 	T(conf_note_fin_mark),

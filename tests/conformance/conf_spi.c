@@ -1,6 +1,5 @@
-/* conf_spi.c — conformance of the provider object itself: version, tables
- * that start with their size, every op the SPI does not call optional
- * present, and the optional configure/describe. */
+/* conf_spi.c — conformance of the provider object itself: version, sized tables, the ops the
+ * switch requires, and the optional configure/describe. */
 #include "conf.h"
 
 #include <errno.h>
