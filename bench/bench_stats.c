@@ -45,7 +45,7 @@ void bench_stats_note(const char *dir, const struct bench_params *p, struct benc
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return;
-	unsigned long sw = 0, fb = 0, a, b;
+	unsigned long sw = 0, fb = 0, lines = 0, a, b;
 	while (fgets(line, sizeof(line), f)) {
 		const char *s = strstr(line, " switched="), *k = strstr(line, " fallback=");
 		if (strncmp(line, "sockswitch-stats ", 17) || !s || !k || sscanf(s, " switched=%lu", &a) != 1 ||
@@ -53,11 +53,16 @@ void bench_stats_note(const char *dir, const struct bench_params *p, struct benc
 			continue;
 		sw += a;
 		fb += b;
+		lines++;
 	}
 	fclose(f);
-	if (fb && r->ok && !r->note[0])
-		snprintf(r->note, sizeof(r->note), "%lu of %lu connection ends fell back to kernel TCP (%s)", fb,
-			 fb + sw, fb + sw == fb ? "none switched: this column is kernel TCP" : "partly kernel TCP");
+	if (!r->ok || r->note[0] || !lines)
+		return;
+	if (!sw)  /* fell back, or a route said tcp */
+		snprintf(r->note, sizeof(r->note), "no connection switched (%lu fell back): this column is kernel TCP", fb);
+	else if (fb)
+		snprintf(r->note, sizeof(r->note), "%lu of %lu connection ends fell back to kernel TCP: partly kernel TCP",
+			 fb, fb + sw);
 }
 
 void bench_stats_remove(const char *dir, const struct bench_case *cases, int n)

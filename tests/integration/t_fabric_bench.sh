@@ -5,7 +5,8 @@
 # namespaces the bench makes itself (JSON says netns and the server's
 # 10.77.200.1), and the switched column was what SSW_NS_EXPECT says (netns.sh):
 # its workers' stats (--stats-dir) show switched connections and no fallback —
-# or, expecting fallback, the reverse.  Then `bench --serve` in namespace A of
+# or, expecting fallback, the reverse; routed to tcp, the report notes that the
+# switched column is kernel TCP.  Then `bench --serve` in namespace A of
 # netns.sh and `bench --peer A` in B: the round trip and a 1 MiB stream
 # measured in both columns across the test's own veth, the server workers
 # on the far side.  Correctness only: the numbers are printed, not judged.
@@ -51,6 +52,16 @@ for st in "$T"/stats/*.stats; do
     ssw_assert_ge "$id: connections fallen back" "$(ssw_stats_sum "$st" fallback)" 1
   fi
 done
+# ---- a switched column that is kernel TCP says so: routed to tcp, the round
+# trip's switched workers all fall back, and the report notes it
+SOCKSWITCH_ROUTES='route 10.77.0.0/16 tcp' timeout -k 5 60 "$SSW_CLI" bench --netns --quick --json \
+  --case latency >"$T/tcp.json" 2>"$T/tcp.err"
+ssw_assert_eq "bench --netns, route tcp: exit status" $? 0
+note=$("$SSW_PYTHON" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["cases"][0].get("switched_note", ""))' "$T/tcp.json" 2>&1)
+ssw_check "bench --netns, route tcp: the switched column is noted as kernel TCP ($note)" \
+  grep -q "no connection switched (0 fell back): this column is kernel TCP" <<<"$note"
+
 # ---- --peer / --serve across the test's own namespaces
 ssw_ns_pair
 mkdir -p "$T/peer-stats"
