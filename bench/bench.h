@@ -115,6 +115,14 @@ void bench_env_free(char **env);
  * place of any NAME= there; NULL if out of memory. */
 char **bench_env_override(char *const env[], char *var);
 
+/* bench_stats.c: the switched environment with p's own stats file in dir
+ * (emptied first: a file holds one run of one case), or NULL with err; and
+ * the note on r when that file shows connections that fell back. */
+char **bench_stats_env(const char *dir, const struct bench_params *p, char **env, char *err, size_t len);
+void bench_stats_note(const char *dir, const struct bench_params *p, struct bench_result *r);
+/* Removes the cases' stats files and dir (the bench's own temporary one). */
+void bench_stats_remove(const char *dir, const struct bench_case *cases, int n);
+
 /* How the run was made, for the report header. */
 struct bench_info {
 	const char *lib;

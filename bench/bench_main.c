@@ -116,7 +116,9 @@ void bench_usage(FILE *out)
 		"  --stats-dir DIR  the switched workers of each case append the switch's\n"
 		"                   per-process counters (SOCKSWITCH_STATS_FILE) to DIR/CASE.stats,\n"
 		"                   CASE as in the JSON \"case\" field (files emptied first): proof\n"
-		"                   that the switched column was switched (fallback=0)\n"
+		"                   that the switched column was switched (fallback=0).  Without it\n"
+		"                   they go to a temporary directory; either way a switched column\n"
+		"                   whose connections fell back to kernel TCP gets a note\n"
 		"  --plot FILE.png  also measure the round trip at every --sizes size, and draw\n"
 		"                   latency and throughput by message size and connections/s,\n"
 		"                   kernel next to switched, as a PNG with gnuplot (the table or\n"
@@ -432,31 +434,6 @@ static int parse_peer(const char *arg, struct bench_where *w)
 	return 0;
 }
 
-static char statvar[PATH_MAX + 64], statvar_error[256];
-
-/* --stats-dir: the switched environment with this case's own stats file,
- * emptied first so that a file holds one run of one case; NULL (reason in
- * statvar_error) if the file cannot be made. */
-static char **case_stats_env(const char *dir, const struct bench_params *p, char **env)
-{
-	if (!dir)
-		return env;
-	char id[64];
-	bench_case_id(p, id, sizeof(id));
-	int off = snprintf(statvar, sizeof(statvar), "SOCKSWITCH_STATS_FILE=");
-	snprintf(statvar + off, sizeof(statvar) - (size_t)off, "%s/%s.stats", dir, id);
-	int fd = open(statvar + off, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		snprintf(statvar_error, sizeof(statvar_error), "--stats-dir: %.180s: %s", statvar + off, strerror(errno));
-		return NULL;
-	}
-	close(fd);
-	char **out = bench_env_override(env, statvar);
-	if (!out)
-		snprintf(statvar_error, sizeof(statvar_error), "out of memory");
-	return out;
-}
-
 static void progress(const struct bench_case *c, enum bench_mode m, double secs)
 {
 	char what[64];
@@ -536,6 +513,15 @@ int bench_main(int argc, char **argv)
 			where.addr, BENCH_NETNS_NET, getenv("SOCKSWITCH_ROUTES") ? getenv("SOCKSWITCH_ROUTES") : BENCH_NETNS_ROUTES);
 	}
 
+	/* the switched workers always write their counters, to --stats-dir or
+	 * to a private directory removed at the end: a switched column that
+	 * fell back to kernel TCP is then noted in the report */
+	char tmpdir[PATH_MAX];
+	const char *stats_dir = o.stats_dir;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/sockswitch-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!stats_dir && mkdtemp(tmpdir))
+		stats_dir = tmpdir;
+
 	int cpus[2], pin = !o.no_pin && bench_pick_cpus(cpus) == 0;
 
 	/* Kernel then switched for each case, so both columns of a row are
@@ -553,14 +539,18 @@ int bench_main(int argc, char **argv)
 			continue;
 		}
 		int pinned = pin && !bench_is_load(cases[i].p.kind);
-		char **cenv[MODE_COUNT] = { env[MODE_KERNEL], case_stats_env(o.stats_dir, &cases[i].p, swenv) };
+		char serr[256];
+		char **cenv[MODE_COUNT] = { env[MODE_KERNEL],
+					    stats_dir ? bench_stats_env(stats_dir, &cases[i].p, swenv, serr, sizeof(serr)) : swenv };
 		for (int m = 0; m < MODE_COUNT; m++) {
 			double t0 = bench_now();
 			where.mode = m;
 			if (cenv[m])
 				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &where, &cases[i].r[m]);
 			else
-				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", statvar_error);
+				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", serr);
+			if (m == MODE_SWITCHED && stats_dir)
+				bench_stats_note(stats_dir, &cases[i].p, &cases[i].r[m]);
 			progress(&cases[i], (enum bench_mode)m, bench_now() - t0);
 		}
 		if (cenv[MODE_SWITCHED] != swenv)
@@ -588,6 +578,8 @@ int bench_main(int argc, char **argv)
 	}
 	if (swenv != env[MODE_SWITCHED])
 		free(swenv);
+	if (stats_dir && stats_dir != o.stats_dir)
+		bench_stats_remove(stats_dir, cases, n);
 	bench_netns_down(&where);
 	bench_env_free(env[MODE_KERNEL]);
 	bench_env_free(env[MODE_SWITCHED]);
