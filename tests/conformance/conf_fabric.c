@@ -23,7 +23,6 @@ extern const struct ssw_provider ssw_provider_fabric;
 static int fab_env_setup(void)
 {
 	char err[256];
-	unsetenv("SOCKSWITCH_FABRIC_PROVIDER");
 	if (!ssw_provider_fabric.configure ||
 	    ssw_provider_fabric.configure("provider", "tcp", err, sizeof err) < 0 ||
 	    ssw_provider_fabric.configure("port-offset", "20000", err, sizeof err) < 0) {
