@@ -179,10 +179,23 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 		s->w.nap_ms = SLEEP_CAP_MIN_MS;
 	else if (r == 0)
 		s->w.nap_ms = cap * 2 > SLEEP_CAP_MAX_MS ? SLEEP_CAP_MAX_MS : (uint32_t)cap * 2;
-	/* Slept: the spin did not pay off this time; spin less next time. */
-	s->w.spin_ns /= 2;
-	if (s->w.spin_ns < SPIN_MIN_NS)
-		s->w.spin_ns = SPIN_MIN_NS;
+	/* Slept.  Woken within the most a wait may spin (sleep and wake-up
+	 * included): a spin that long would have caught the event without the
+	 * wake-up, so spin that long next time.  Halving then would leave two
+	 * peers that both slept once sleeping for good, each one's wake-up
+	 * stretching the other's wait past its shrinking budget (fabric
+	 * ping-pong across a veth: 70 us round trips, a sleep each, against
+	 * 18 us spinning).  A longer wait: spin less next time. */
+	uint64_t took = ssw_now_ns() - t0;
+	if (r > 0 && took <= ssw_session_cfg.spin_max_ns) {
+		if (s->w.spin_ns < took + took / 2)
+			s->w.spin_ns = took + took / 2 < ssw_session_cfg.spin_max_ns ? took + took / 2
+										    : ssw_session_cfg.spin_max_ns;
+	} else {
+		s->w.spin_ns /= 2;
+		if (s->w.spin_ns < SPIN_MIN_NS)
+			s->w.spin_ns = SPIN_MIN_NS;
+	}
 	if (r < 0 && err == EINTR)
 		return -EINTR;
 	if (r == 0 && deadline && ssw_now_ns() >= deadline)

@@ -166,6 +166,7 @@ static void run_watched(void)
 		if (ep->ncomp != n0) {
 			uint64_t one = 1;
 			(void)!sys_write(ep->wake_fd, &one, sizeof one);
+			atomic_store(&ep->woken, true); /* after: see fab_wake_ack */
 		}
 		bool done = (!ep->bl_n && !ep->nexposed) || atomic_load(&ep->broken) || ep->shutdown_seen;
 		if (done) {

@@ -112,10 +112,13 @@ static int fab_rx_ready(struct ssw_ep *ep)
 static int fab_arm(struct ssw_ep *ep)
 {
 	fab_ep_lock(ep);
-	fab_progress(ep);
+	fab_progress_end(ep);
 	int rc = news_locked(ep) ? -EAGAIN : 0;
 	/* libfabric: sleeping on the wait fds is safe only after fi_trywait
-	 * says nothing is pending inside the provider */
+	 * says nothing is pending inside the provider.  It progresses both
+	 * queues itself and fails while a completion or event waits in them,
+	 * so reading them only then saves the two system calls (tcp: an
+	 * epoll_wait each) a read before it would cost every sleep. */
 	if (!rc && fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) != 0) {
 		fab_progress(ep);
 		rc = -EAGAIN;
@@ -136,13 +139,20 @@ static int fab_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 	return k;
 }
 
+/* After a sleep, on the critical path of a round trip: no system call
+ * that is not needed.  The eventfd is read only when the thread wrote it
+ * (it sets `woken` after the write: a flag seen late costs one more
+ * wake-up, never a count left behind); completions only, as recv_peek
+ * reads them: the EQ (a connection's end) is read by arm's fi_trywait,
+ * which fails while an event waits there, and by peer_state's probe. */
 static void fab_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
-	if (ep->wake_fd >= 0)
+	if (ep->wake_fd >= 0 && atomic_exchange(&ep->woken, false))
 		(void)!sys_read(ep->wake_fd, &v, sizeof v);
 	fab_ep_lock(ep);
-	fab_progress(ep);
+	fab_progress_cq(ep);
+	fab_progress_end(ep);
 	fab_ep_unlock(ep);
 }
 

@@ -130,6 +130,7 @@ struct ssw_ep {
 	uint32_t bl[FAB_TX_N], bl_len[FAB_TX_N];
 	unsigned bl_head, bl_n;
 	int wake_fd;               /* eventfd: the provider's thread moved something for us */
+	_Atomic bool woken;        /* set by the thread after it wrote wake_fd */
 	bool watched;              /* on the thread's list (fab_watch) of process watch_pid */
 	pid_t watch_pid;
 	uint64_t ncomp;            /* completions read so far */
