@@ -113,13 +113,17 @@ static int fab_arm(struct ssw_ep *ep)
 {
 	fab_ep_lock(ep);
 	fab_progress_end(ep);
-	int rc = news_locked(ep) ? -EAGAIN : 0;
+	int rc = 0;
 	/* libfabric: sleeping on the wait fds is safe only after fi_trywait
 	 * says nothing is pending inside the provider.  It progresses both
 	 * queues itself and fails while a completion or event waits in them,
 	 * so reading them only then saves the two system calls (tcp: an
-	 * epoll_wait each) a read before it would cost every sleep. */
-	if (!rc && fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) != 0) {
+	 * epoll_wait each) a read before it would cost every sleep.  With news
+	 * already here the queues are read all the same: that takes the CQ's
+	 * own signal (tcp writes it at every completion), so that the wait
+	 * fds are quiet once the news is taken. */
+	if (news_locked(ep) ||
+	    fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) != 0) {
 		fab_progress(ep);
 		rc = -EAGAIN;
 	}
