@@ -178,12 +178,6 @@ static int fab_init(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, gate_init);
-	const char *env = getenv("SOCKSWITCH_FABRIC_PROVIDER");
-	char err[160];
-	if (env && *env && fab_configure("provider", env, err, sizeof err) < 0) {
-		SSW_WARN("SOCKSWITCH_FABRIC_PROVIDER: %s", err);
-		return -EINVAL;
-	}
 	/* libfabric is loaded, and the provider asked for, at the first
 	 * listen or connect (fab_dl.c): a process that makes none pays nothing */
 	snprintf(describe_buf, sizeof describe_buf, "fabric (libfabric %s, port-offset %d)", fab_prov_name,
