@@ -69,6 +69,8 @@ static inline int bench_is_load(enum bench_kind k)
 struct bench_where {
 	char addr[64];
 	int nsfd[2];
+	unsigned peer_port;  /* --peer: the server runs on addr under `bench --serve` on this port; 0 = here */
+	int mode;            /* --peer: the column (enum bench_mode) the peer's server runs in */
 };
 
 /* --netns: the /24 of the veth pair (server .1, client .2), and the route
@@ -82,6 +84,21 @@ int bench_netns_up(struct bench_where *w, char *err, size_t len);
 void bench_netns_down(struct bench_where *w);
 /* In a worker about to exec: move into its side's namespace (if any). */
 int bench_netns_enter(const struct bench_where *w, int client);
+
+/* --peer / --serve: the control port `bench --serve` listens on by default. */
+#define BENCH_SERVE_PORT 7390
+
+/* bench_peer.c: asks `bench --serve` at w->addr:w->peer_port to start the
+ * server worker of p in column w->mode; the connected control socket, or -1
+ * with err.  bench_serve: the --serve loop (never returns but on a setup
+ * error, -1 with err). */
+int bench_peer_request(const struct bench_where *w, const struct bench_params *p, char *err, size_t len);
+int bench_serve(unsigned port, char **env[MODE_COUNT], char *err, size_t len);
+
+/* bench_spawn.c: starts one worker process (server when port is 0), its
+ * stdout and stderr on the non-blocking pipes fds[0], fds[1]; pid or -1. */
+int bench_worker_spawn(const char *role, const struct bench_params *p, unsigned port, int cpu,
+		       char *const env[], const struct bench_where *w, int fds[2]);
 
 /* bench_spawn.c: runs one case under one mode with a server and a client
  * worker, pinned to cpus[0] and cpus[1] unless cpus is NULL, placed as w says. */
@@ -98,6 +115,14 @@ void bench_env_free(char **env);
  * place of any NAME= there; NULL if out of memory. */
 char **bench_env_override(char *const env[], char *var);
 
+/* bench_stats.c: the switched environment with p's own stats file in dir
+ * (emptied first: a file holds one run of one case), or NULL with err; and
+ * the note on r when that file shows connections that fell back. */
+char **bench_stats_env(const char *dir, const struct bench_params *p, char **env, char *err, size_t len);
+void bench_stats_note(const char *dir, const struct bench_params *p, struct bench_result *r);
+/* Removes the cases' stats files and dir (the bench's own temporary one). */
+void bench_stats_remove(const char *dir, const struct bench_case *cases, int n);
+
 /* How the run was made, for the report header. */
 struct bench_info {
 	const char *lib;
@@ -107,6 +132,7 @@ struct bench_info {
 	int load;          /* load-family cases are present (never pinned) */
 	const char *addr;  /* the server's address */
 	int netns;         /* server and client in two namespaces over a veth */
+	int peer;          /* the server workers on another host (--peer) */
 };
 
 /* bench_report.c */

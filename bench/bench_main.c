@@ -3,8 +3,11 @@
 #include "cli.h"
 #include "libpath.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -41,6 +44,8 @@ void bench_usage(FILE *out)
 		"       sockswitch bench --load [--case NAME[,NAME...]] [--json] [--quick] [--duration SEC]\n"
 		"                        [--stats-dir DIR]\n"
 		"       sockswitch bench --netns [any of the options above]\n"
+		"       sockswitch bench --peer HOST[:PORT] [any of the options above]\n"
+		"       sockswitch bench --serve[=PORT]\n"
 		"\n"
 		"Measures kernel TCP and switched TCP side by side in one run, between two\n"
 		"processes over 127.0.0.1 (--netns: across two network namespaces), a fresh\n"
@@ -96,13 +101,24 @@ void bench_usage(FILE *out)
 		"                   the run and gone with it: the two talk as two hosts do, and the\n"
 		"                   switched column crosses with the route '%s'\n"
 		"                   unless SOCKSWITCH_ROUTES is set.  Needs root and ip (iproute2)\n"
+		"  --peer HOST[:PORT]  run the server worker(s) on HOST (IPv4), where\n"
+		"                   `sockswitch bench --serve` runs, and the clients here: both\n"
+		"                   columns across the network.  Set SOCKSWITCH_ROUTES on both hosts\n"
+		"                   (e.g. 'route 10.0.0.0/8 fabric provider=tcp') so the switched\n"
+		"                   column crosses over fabric; --stats-dir covers this host's workers\n"
+		"  --serve[=PORT]   wait for `bench --peer` clients on PORT (default %d, kernel\n"
+		"                   TCP, all addresses) and run the server workers they ask for,\n"
+		"                   one case at a time, until interrupted.  Anyone who reaches PORT\n"
+		"                   can start bench workers (30 s each): trusted networks only\n"
 		"  --case LIST      run only these cases, comma-separated, of either set:\n"
 		"                   latency, stream, connect, epoll, pingpong, forkserver,\n"
 		"                   sendfile, duplex, manyconns\n"
 		"  --stats-dir DIR  the switched workers of each case append the switch's\n"
 		"                   per-process counters (SOCKSWITCH_STATS_FILE) to DIR/CASE.stats,\n"
 		"                   CASE as in the JSON \"case\" field (files emptied first): proof\n"
-		"                   that the switched column was switched (fallback=0)\n"
+		"                   that the switched column was switched (fallback=0).  Without it\n"
+		"                   they go to a temporary directory; either way a switched column\n"
+		"                   whose connections fell back to kernel TCP gets a note\n"
 		"  --plot FILE.png  also measure the round trip at every --sizes size, and draw\n"
 		"                   latency and throughput by message size and connections/s,\n"
 		"                   kernel next to switched, as a PNG with gnuplot (the table or\n"
@@ -123,11 +139,13 @@ void bench_usage(FILE *out)
 		"case is not a failure).\n",
 		full.rtt_count, full.rtt_warmup, quick.rtt_count, quick.rtt_warmup,
 		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
-		BENCH_NETNS_ROUTES, BENCH_WORKER_TIMEOUT_S);
+		BENCH_NETNS_ROUTES, BENCH_SERVE_PORT, BENCH_WORKER_TIMEOUT_S);
 }
 
 struct options {
 	int json, quick, no_pin, load, netns;
+	const char *peer;  /* --peer HOST[:PORT] */
+	unsigned serve;    /* --serve[=PORT]: the control port, 0 = not serving */
 	unsigned cases;    /* bit per enum bench_kind from --case; 0 = not given */
 	double duration;   /* 0 = from the knobs */
 	const char *sizes;
@@ -189,7 +207,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 		char name[32];
 		snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
 		int takes_value = !strcmp(name, "--duration") || !strcmp(name, "--sizes") || !strcmp(name, "--plot") ||
-				  !strcmp(name, "--case") || !strcmp(name, "--stats-dir");
+				  !strcmp(name, "--case") || !strcmp(name, "--stats-dir") || !strcmp(name, "--peer");
+		if (!strcmp(name, "--serve")) {
+			char *end = NULL;
+			long port = eq ? strtol(eq + 1, &end, 10) : BENCH_SERVE_PORT;
+			if (eq && (*end || end == eq + 1 || port < 1 || port > 65535))
+				return usage_error(0, "--serve=%s: expected a port from 1 to 65535", eq + 1);
+			o->serve = (unsigned)port;
+			continue;
+		}
 		if (takes_value) {
 			if (eq)
 				v = eq + 1;
@@ -224,6 +250,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->load = 1;
 		} else if (!strcmp(name, "--netns")) {
 			o->netns = 1;
+		} else if (!strcmp(name, "--peer")) {
+			o->peer = v;
 		} else if (!strcmp(name, "--case")) {
 			if (parse_cases(v, &o->cases) < 0)
 				return CLI_EXIT_USAGE;
@@ -233,6 +261,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->load && (o->cases & ~load_bits()))
 		return usage_error(0, "--load: --case names a case that is not a load case");
+	if (o->netns && o->peer)
+		return usage_error(0, "--netns and --peer: one or the other");
+	if (o->serve && (o->netns || o->peer || o->plot || o->json || o->load || o->cases))
+		return usage_error(0, "--serve takes no other option: the client (--peer) chooses the cases");
 	if (o->plot && (o->load || o->cases))
 		return usage_error(0, "--plot draws the default cases; it does not go with --load or --case");
 	return -1;
@@ -377,29 +409,29 @@ static int fit_nofile(int conns, char *why, size_t len)
 	return 0;
 }
 
-static char statvar[PATH_MAX + 64], statvar_error[256];
-
-/* --stats-dir: the switched environment with this case's own stats file,
- * emptied first so that a file holds one run of one case; NULL (reason in
- * statvar_error) if the file cannot be made. */
-static char **case_stats_env(const char *dir, const struct bench_params *p, char **env)
+/* --peer HOST[:PORT]: the peer's IPv4 address (a name is resolved once). */
+static int parse_peer(const char *arg, struct bench_where *w)
 {
-	if (!dir)
-		return env;
-	char id[64];
-	bench_case_id(p, id, sizeof(id));
-	int off = snprintf(statvar, sizeof(statvar), "SOCKSWITCH_STATS_FILE=");
-	snprintf(statvar + off, sizeof(statvar) - (size_t)off, "%s/%s.stats", dir, id);
-	int fd = open(statvar + off, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		snprintf(statvar_error, sizeof(statvar_error), "--stats-dir: %.180s: %s", statvar + off, strerror(errno));
-		return NULL;
+	char host[256];
+	const char *colon = strrchr(arg, ':');
+	long port = BENCH_SERVE_PORT;
+	snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg), arg);
+	if (colon) {
+		char *end;
+		port = strtol(colon + 1, &end, 10);
+		if (*end || end == colon + 1 || port < 1 || port > 65535)
+			return usage_error(0, "--peer %s: expected HOST[:PORT], PORT from 1 to 65535", arg), -1;
 	}
-	close(fd);
-	char **out = bench_env_override(env, statvar);
-	if (!out)
-		snprintf(statvar_error, sizeof(statvar_error), "out of memory");
-	return out;
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	int e = getaddrinfo(host, NULL, &hints, &ai);
+	if (e || !ai) {
+		usage_error(0, "--peer %s: %s (an IPv4 host)", host, e ? gai_strerror(e) : "no address");
+		return -1;
+	}
+	inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, w->addr, sizeof(w->addr));
+	freeaddrinfo(ai);
+	w->peer_port = (unsigned)port;
+	return 0;
 }
 
 static void progress(const struct bench_case *c, enum bench_mode m, double secs)
@@ -445,9 +477,24 @@ int bench_main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
+	if (o.serve) {
+		char serr[256];
+		bench_serve(o.serve, env, serr, sizeof(serr));
+		fprintf(stderr, "sockswitch bench: %s\n", serr);
+		bench_env_free(env[MODE_KERNEL]);
+		bench_env_free(env[MODE_SWITCHED]);
+		return CLI_EXIT_FAIL;
+	}
+
 	/* --netns: the workers in two namespaces over a veth; the switched
-	 * column routes that network over fabric unless told otherwise */
-	struct bench_where where = { "127.0.0.1", { -1, -1 } };
+	 * column routes that network over fabric unless told otherwise.
+	 * --peer: the server workers on another host, under `bench --serve`. */
+	struct bench_where where = { "127.0.0.1", { -1, -1 }, 0, 0 };
+	if (o.peer && parse_peer(o.peer, &where) < 0) {
+		bench_env_free(env[MODE_KERNEL]);
+		bench_env_free(env[MODE_SWITCHED]);
+		return CLI_EXIT_USAGE;
+	}
 	char **swenv = env[MODE_SWITCHED];
 	static char routes[] = "SOCKSWITCH_ROUTES=" BENCH_NETNS_ROUTES;
 	if (o.netns) {
@@ -466,6 +513,15 @@ int bench_main(int argc, char **argv)
 			where.addr, BENCH_NETNS_NET, getenv("SOCKSWITCH_ROUTES") ? getenv("SOCKSWITCH_ROUTES") : BENCH_NETNS_ROUTES);
 	}
 
+	/* the switched workers always write their counters, to --stats-dir or
+	 * to a private directory removed at the end: a switched column that
+	 * fell back to kernel TCP is then noted in the report */
+	char tmpdir[PATH_MAX];
+	const char *stats_dir = o.stats_dir;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/sockswitch-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!stats_dir && mkdtemp(tmpdir))
+		stats_dir = tmpdir;
+
 	int cpus[2], pin = !o.no_pin && bench_pick_cpus(cpus) == 0;
 
 	/* Kernel then switched for each case, so both columns of a row are
@@ -483,13 +539,18 @@ int bench_main(int argc, char **argv)
 			continue;
 		}
 		int pinned = pin && !bench_is_load(cases[i].p.kind);
-		char **cenv[MODE_COUNT] = { env[MODE_KERNEL], case_stats_env(o.stats_dir, &cases[i].p, swenv) };
+		char serr[256];
+		char **cenv[MODE_COUNT] = { env[MODE_KERNEL],
+					    stats_dir ? bench_stats_env(stats_dir, &cases[i].p, swenv, serr, sizeof(serr)) : swenv };
 		for (int m = 0; m < MODE_COUNT; m++) {
 			double t0 = bench_now();
+			where.mode = m;
 			if (cenv[m])
 				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &where, &cases[i].r[m]);
 			else
-				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", statvar_error);
+				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", serr);
+			if (m == MODE_SWITCHED && stats_dir)
+				bench_stats_note(stats_dir, &cases[i].p, &cases[i].r[m]);
 			progress(&cases[i], (enum bench_mode)m, bench_now() - t0);
 		}
 		if (cenv[MODE_SWITCHED] != swenv)
@@ -500,7 +561,7 @@ int bench_main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		all_load &= bench_is_load(cases[i].p.kind);
 	struct bench_info info = { lib, o.quick, cases[n - 1].p.duration, pin && !all_load ? cpus : NULL, load,
-				   where.addr, o.netns };
+				   where.addr, o.netns, where.peer_port != 0 };
 	if (o.json)
 		bench_report_json(cases, n, &info);
 	else
@@ -517,6 +578,8 @@ int bench_main(int argc, char **argv)
 	}
 	if (swenv != env[MODE_SWITCHED])
 		free(swenv);
+	if (stats_dir && stats_dir != o.stats_dir)
+		bench_stats_remove(stats_dir, cases, n);
 	bench_netns_down(&where);
 	bench_env_free(env[MODE_KERNEL]);
 	bench_env_free(env[MODE_SWITCHED]);

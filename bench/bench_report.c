@@ -130,7 +130,8 @@ void bench_report_table(const struct bench_case *cases, int n, const struct benc
 {
 	printf("sockswitch bench %s: kernel TCP vs switched, %s over %s%s\n", SSW_VERSION,
 	       info->load ? "worker processes" : "two processes", info->addr,
-	       info->netns ? " (server and client in two network namespaces joined by a veth pair)" : "");
+	       info->netns ? " (server and client in two network namespaces joined by a veth pair)" :
+	       info->peer ? " (server workers on that host, under `sockswitch bench --serve`)" : "");
 	printf("switched = LD_PRELOAD=%s\n", info->lib);
 	if (info->cpus)
 		printf("server pinned to CPU %d, client to CPU %d%s\n", info->cpus[0], info->cpus[1],
@@ -184,8 +185,8 @@ void bench_report_json(const struct bench_case *cases, int n, const struct bench
 	cli_json_str(info->lib);
 	printf(",\n  \"address\": ");
 	cli_json_str(info->addr);
-	printf(",\n  \"netns\": %s,\n  \"quick\": %s,\n  \"duration_s\": ", info->netns ? "true" : "false",
-	       info->quick ? "true" : "false");
+	printf(",\n  \"netns\": %s,\n  \"peer\": %s,\n  \"quick\": %s,\n  \"duration_s\": ",
+	       info->netns ? "true" : "false", info->peer ? "true" : "false", info->quick ? "true" : "false");
 	json_number(info->duration);
 	if (info->cpus)
 		printf(",\n  \"cpus\": {\"server\": %d, \"client\": %d}", info->cpus[0], info->cpus[1]);

@@ -27,7 +27,15 @@ struct worker {
 	size_t errlen;
 	int status;      /* wait status once reaped */
 	int killed;      /* we killed it (timeout, or its peer already failed) */
+	int remote;      /* --peer: a server on the peer host; fd[0] is the control connection */
 };
+
+/* Running: a process not yet reaped, or a remote server whose control
+ * connection is still open. */
+static int running(const struct worker *w)
+{
+	return w->remote ? w->fd[0] >= 0 : w->pid > 0;
+}
 
 static void child_exec(int out, int err, const char *role, const struct bench_params *p,
 		       unsigned port, int cpu, pid_t parent, char *const env[], const struct bench_where *w)
@@ -71,13 +79,10 @@ static void child_exec(int out, int err, const char *role, const struct bench_pa
 	_exit(127);
 }
 
-static int spawn(struct worker *w, const char *role, const struct bench_params *p,
-		 unsigned port, int cpu, char *const env[], const struct bench_where *where)
+int bench_worker_spawn(const char *role, const struct bench_params *p, unsigned port, int cpu,
+			 char *const env[], const struct bench_where *where, int fds[2])
 {
 	int out[2], err[2];
-	memset(w, 0, sizeof(*w));
-	w->role = role;
-	w->fd[0] = w->fd[1] = -1;
 	if (pipe2(out, O_CLOEXEC) < 0)
 		return -1;
 	if (pipe2(err, O_CLOEXEC) < 0) {
@@ -87,22 +92,72 @@ static int spawn(struct worker *w, const char *role, const struct bench_params *
 	}
 	pid_t parent = getpid();
 	fflush(NULL);
-	w->pid = fork();
-	if (w->pid == 0)
+	pid_t pid = fork();
+	if (pid == 0)
 		child_exec(out[1], err[1], role, p, port, cpu, parent, env, where);
 	close(out[1]);
 	close(err[1]);
-	if (w->pid < 0) {
+	if (pid < 0) {
 		close(out[0]);
 		close(err[0]);
-		w->pid = 0;
 		return -1;
 	}
-	w->fd[0] = out[0];
-	w->fd[1] = err[0];
-	fcntl(w->fd[0], F_SETFL, O_NONBLOCK);
-	fcntl(w->fd[1], F_SETFL, O_NONBLOCK);
+	fds[0] = out[0];
+	fds[1] = err[0];
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	fcntl(fds[1], F_SETFL, O_NONBLOCK);
+	return pid;
+}
+
+static int spawn(struct worker *w, const char *role, const struct bench_params *p,
+		 unsigned port, int cpu, char *const env[], const struct bench_where *where)
+{
+	memset(w, 0, sizeof(*w));
+	w->role = role;
+	w->fd[0] = w->fd[1] = -1;
+	pid_t pid = bench_worker_spawn(role, p, port, cpu, env, where, w->fd);
+	if (pid < 0)
+		return -1;
+	w->pid = pid;
 	return 0;
+}
+
+/* --peer: the server worker runs on the peer host, under `bench --serve`,
+ * which relays its stdout and ends with "stderr LAST-LINE" and "exit N". */
+static int spawn_remote(struct worker *w, const struct bench_params *p, const struct bench_where *where,
+			char *err, size_t len)
+{
+	memset(w, 0, sizeof(*w));
+	w->role = "server";
+	w->remote = 1;
+	w->fd[1] = -1;
+	w->status = 1 << 8;  /* exit status 1 until the peer says otherwise */
+	if ((w->fd[0] = bench_peer_request(where, p, err, len)) < 0)
+		return -1;
+	fcntl(w->fd[0], F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+/* What the peer said of its worker's end, once its control connection closed. */
+static void remote_ended(struct worker *w)
+{
+	const char *l;
+	for (l = w->out; (l = strstr(l, "stderr ")); l++)
+		if (l == w->out || l[-1] == '\n') {
+			size_t n = strcspn(l + 7, "\n");
+			snprintf(w->err, sizeof(w->err), "%.*s", (int)n, l + 7);
+			w->errlen = strlen(w->err);
+			break;
+		}
+	for (l = w->out; (l = strstr(l, "exit ")); l++)
+		if (l == w->out || l[-1] == '\n') {
+			int code, sig;
+			if (sscanf(l + 5, "signal %d", &sig) == 1)
+				w->status = sig & 0x7f;
+			else if (sscanf(l + 5, "%d", &code) == 1)
+				w->status = (code & 0xff) << 8;
+			break;
+		}
 }
 
 /* Drains whatever a worker wrote; a full stderr must never block it. */
@@ -113,8 +168,10 @@ static void drain(struct worker *w, int which)
 		ssize_t n = read(w->fd[which], tmp, sizeof(tmp));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
+		if (n < 0)
+			n = 0;  /* a broken control connection (--peer) ends like EOF */
 		if (n == 0) {
 			close(w->fd[which]);
 			w->fd[which] = -1;
@@ -163,8 +220,11 @@ static void pump(struct worker *ws, int n, double until)
 	int ms = left <= 0 ? 0 : left > 0.05 ? 50 : (int)(left * 1000) + 1;
 	if (poll(pfd, (nfds_t)k, ms) > 0)
 		for (int i = 0; i < k; i++)
-			if (pfd[i].revents)
+			if (pfd[i].revents) {
 				drain(owner[i], which[i]);
+				if (owner[i]->remote && owner[i]->fd[0] < 0)
+					remote_ended(owner[i]);
+			}
 	for (int i = 0; i < n; i++)
 		if (ws[i].pid > 0 && waitpid(ws[i].pid, &ws[i].status, WNOHANG) == ws[i].pid)
 			ws[i].pid = 0;
@@ -172,11 +232,13 @@ static void pump(struct worker *ws, int n, double until)
 
 static int failed(const struct worker *w)
 {
-	return w->pid == 0 && !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
+	return !running(w) && !(WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0);
 }
 
 static void stop(struct worker *w)
 {
+	if (w->remote && w->fd[0] >= 0)
+		w->killed = 1;  /* closing the control connection kills it over there */
 	if (w->pid > 0) {
 		kill(w->pid, SIGKILL);
 		w->killed = 1;
@@ -301,18 +363,24 @@ void bench_run_case(const struct bench_params *p, char *const env[], const int c
 	int n = 1, timed_out = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (spawn(&ws[0], "server", p, 0, cpus ? cpus[0] : -1, env, where) < 0) {
+	if (where->peer_port) {
+		char err[200];
+		if (spawn_remote(&ws[0], p, where, err, sizeof(err)) < 0) {
+			snprintf(out->error, sizeof(out->error), "%s", err);
+			return;
+		}
+	} else if (spawn(&ws[0], "server", p, 0, cpus ? cpus[0] : -1, env, where) < 0) {
 		snprintf(out->error, sizeof(out->error), "cannot start worker: %s", strerror(errno));
 		return;
 	}
-	while (!port && ws[0].pid > 0 && bench_now() < deadline) {
+	while (!port && running(&ws[0]) && bench_now() < deadline) {
 		pump(ws, 1, deadline);
 		const char *l = line_of(&ws[0], "port");
 		if (l)
 			port = (unsigned)strtoul(l, NULL, 10);
 	}
 	if (!port) {
-		timed_out = ws[0].pid > 0;
+		timed_out = running(&ws[0]);
 		goto done;
 	}
 	if (spawn(&ws[1], "client", p, port, cpus ? cpus[1] : -1, env, where) < 0) {
@@ -322,7 +390,7 @@ void bench_run_case(const struct bench_params *p, char *const env[], const int c
 	}
 	n = 2;
 	double until = deadline;
-	while (ws[0].pid > 0 || ws[1].pid > 0) {
+	while (running(&ws[0]) || running(&ws[1])) {
 		double now = bench_now();
 		if (now >= until) {
 			timed_out = until == deadline;
@@ -332,7 +400,7 @@ void bench_run_case(const struct bench_params *p, char *const env[], const int c
 		for (int i = 0; i < 2; i++) {
 			if (failed(&ws[i]))
 				stop(&ws[1 - i]); /* its peer is gone; nothing left to wait for */
-			else if (ws[i].pid == 0 && until == deadline)
+			else if (!running(&ws[i]) && until == deadline)
 				until = bench_now() + GRACE_S < deadline ? bench_now() + GRACE_S : deadline;
 		}
 	}

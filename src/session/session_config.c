@@ -7,6 +7,13 @@
 
 #include <stdio.h>
 
+struct ssw_session_config ssw_session_cfg = {
+	.rndv_threshold = SSW_RNDV_OFF,
+	.rndv_max = 256u << 10,
+	.rdma_mode = SSW_RDMA_AUTO,
+	.spin_max_ns = 50000,
+};
+
 static const enum ssw_param_id session_params[] = {
 	SSW_P_RNDV_THRESHOLD, SSW_P_RNDV_MAX, SSW_P_SPIN_US, SSW_P_WAIT, SSW_P_RDMA, SSW_P_FAULT,
 };

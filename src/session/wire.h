@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SSW_WIRE_VERSION 1
+/* 2: credits and windows count stream bytes (1 counted shm ring bytes) */
+#define SSW_WIRE_VERSION 2
 
 enum ssw_msg_type {
 	SSW_MSG_INIT = 1,       /* first message each way: window, capabilities, pid */
@@ -35,7 +36,7 @@ struct ssw_wire_hdr {
 	uint8_t flags;
 	uint16_t reserved;
 	uint32_t len;      /* payload bytes after the header */
-	uint32_t credits;  /* credit bytes returned to the receiver of this message */
+	uint32_t credits;  /* stream bytes the sender of this message has consumed since its last */
 	uint32_t seq;      /* per-direction message number */
 };
 
@@ -75,13 +76,6 @@ struct ssw_msg {
 		uint8_t oob;
 	} u;                    /* fixed-size payloads, copied and checked */
 };
-
-/* Bytes a DATA/OOB message of `payload` bytes uses in the peer's receive
- * resources: the unit credits are counted in. */
-static inline uint32_t ssw_wire_footprint(size_t payload)
-{
-	return (uint32_t)(8 + ((sizeof(struct ssw_wire_hdr) + payload + 7) & ~(size_t)7));
-}
 
 /* Parse a message of `len` bytes.  Returns 0, or -1 when it is malformed
  * (unknown type, wrong length for its type, bad descriptor size, wrong

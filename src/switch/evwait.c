@@ -55,8 +55,10 @@ int ssw_ev_arm(struct ssw_sock *s, struct pollfd *pf, int n, int *nout, bool *st
 	*armed = NULL;
 	if (s->state == SSW_ST_LISTENING) {
 		int k = 0;
+		pthread_mutex_lock(&s->lock); /* fork may close listeners (listen.c) */
 		for (int i = 0; i < s->npl && k < n; i++)
 			pf[k++] = (struct pollfd){ .fd = s->pl[i].prov->conn->listener_fd(s->pl[i].l), .events = POLLIN };
+		pthread_mutex_unlock(&s->lock);
 		*nout = k;
 		return k ? SSW_EV_ARMED : SSW_EV_IDLE;
 	}

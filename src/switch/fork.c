@@ -6,9 +6,17 @@
  * ends the connection for the peer.  The count goes up just before fork and
  * back down if fork fails; a read-write lock keeps sessions from being
  * created or closed in between (the forking thread itself skips it, so an
- * atfork handler that closes a socket cannot deadlock). */
+ * atfork handler that closes a socket cannot deadlock).
+ *
+ * A provider without SSW_CAP_SHARED_CONTEXT (fabric) keeps its endpoints in
+ * one process: its listeners cannot be shared, so fork closes them in both
+ * processes (the socket goes on listening on kernel TCP and the other
+ * providers; said once).  The listeners' locks are taken before fork, so
+ * that no thread of the parent is inside one of them when the child is
+ * made, and released in both processes after the close. */
 #include "switch/switch.h"
 
+#include "common/log.h"
 #include "common/sys.h"
 
 #include <pthread.h>
@@ -46,6 +54,40 @@ static void hold(int fd, struct ssw_sock *s, void *arg)
 	}
 }
 
+/* Listeners with a private provider, locked across one fork. */
+#define PRIVATE_MAX 256
+static struct ssw_sock *priv_ls[PRIVATE_MAX];
+static int npriv;
+
+static void find_private(int fd, struct ssw_sock *s, void *arg)
+{
+	(void)fd, (void)arg;
+	if (s->state != SSW_ST_LISTENING || !ssw_listen_has_private(s) || npriv >= PRIVATE_MAX)
+		return;
+	for (int i = 0; i < npriv; i++)
+		if (priv_ls[i] == s) /* dup: one socket at two fds */
+			return;
+	atomic_fetch_add(&s->refs, 1); /* the table's reference keeps it above zero */
+	priv_ls[npriv++] = s;
+}
+
+/* After fork, in each process: close, unlock, let go. */
+static void drop_private(bool parent)
+{
+	char names[64] = "";
+	int n = 0;
+	for (int i = 0; i < npriv; i++) {
+		n += ssw_listen_drop_private(priv_ls[i], names, sizeof names) > 0;
+		pthread_mutex_unlock(&priv_ls[i]->lock);
+	}
+	for (int i = 0; i < npriv; i++)
+		ssw_sock_put(priv_ls[i]);
+	npriv = 0;
+	if (n && parent)
+		SSW_WARN_ONCE("fork: %d listener(s) stop listening on %s, whose connections cannot be shared between "
+			      "processes: new connections to them use kernel TCP (or another provider)", n, names);
+}
+
 void ssw_fork_begin(void)
 {
 	pthread_rwlock_wrlock(&fork_lock);
@@ -54,6 +96,10 @@ void ssw_fork_begin(void)
 		fork_gen = 1;
 	int up = 1;
 	ssw_fdtab_each(hold, &up);
+	npriv = 0;
+	ssw_fdtab_each(find_private, NULL);
+	for (int i = 0; i < npriv; i++)
+		pthread_mutex_lock(&priv_ls[i]->lock);
 }
 
 void ssw_fork_end(pid_t pid)
@@ -61,12 +107,20 @@ void ssw_fork_end(pid_t pid)
 	forking = false;
 	if (pid == 0) { /* the child: the parent's other threads are gone */
 		ssw_pid_forget();
+		drop_private(false);
 		pthread_rwlock_init(&fork_lock, NULL);
 		return;
 	}
 	if (pid < 0) {
 		int down = -1;
 		ssw_fdtab_each(hold, &down);
+		for (int i = 0; i < npriv; i++) { /* no fork: the listeners stay */
+			pthread_mutex_unlock(&priv_ls[i]->lock);
+			ssw_sock_put(priv_ls[i]);
+		}
+		npriv = 0;
+	} else {
+		drop_private(true);
 	}
 	pthread_rwlock_unlock(&fork_lock);
 }

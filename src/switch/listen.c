@@ -39,8 +39,6 @@ int ssw_listen(int fd, int backlog)
 {
 	if (sys_listen(fd, backlog) < 0)
 		return -errno;
-	if (ssw_provider_calls) /* a provider's own listener (libfabric tcp) */
-		return 0;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) { /* listen again: new backlog, already switched */
 		ssw_sock_put(s);
@@ -139,16 +137,45 @@ bool ssw_listener_ready(struct ssw_sock *s)
 {
 	struct pollfd pf[SSW_MAX_PLISTEN];
 	int n = 0;
-	for (int i = 0; i < s->npl; i++) {
+	bool ready = false;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->npl && !ready; i++) {
 		const struct ssw_conn_ops *c = s->pl[i].prov->conn;
-		if (c->listener_ready) { /* its fd may wake for a request not complete yet */
-			if (c->listener_ready(s->pl[i].l))
-				return true;
+		if (c->listener_ready) /* its fd may wake for a request not complete yet */
+			ready = c->listener_ready(s->pl[i].l);
+		else
+			pf[n++] = (struct pollfd){ .fd = c->listener_fd(s->pl[i].l), .events = POLLIN };
+	}
+	ready = ready || (n && sys_poll(pf, (nfds_t)n, 0) > 0);
+	pthread_mutex_unlock(&s->lock);
+	return ready;
+}
+
+bool ssw_listen_has_private(const struct ssw_sock *s)
+{
+	for (int i = 0; i < s->npl; i++)
+		if (!(s->pl[i].prov->caps & SSW_CAP_SHARED_CONTEXT))
+			return true;
+	return false;
+}
+
+int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len)
+{
+	int k = 0, dropped = 0;
+	size_t used = names && len ? strlen(names) : 0;
+	for (int i = 0; i < s->npl; i++) {
+		const struct ssw_provider *p = s->pl[i].prov;
+		if (p->caps & SSW_CAP_SHARED_CONTEXT) {
+			s->pl[k++] = s->pl[i];
 			continue;
 		}
-		pf[n++] = (struct pollfd){ .fd = c->listener_fd(s->pl[i].l), .events = POLLIN };
+		p->conn->listener_close(s->pl[i].l);
+		dropped++;
+		if (names && used < len && !strstr(names, p->name))
+			used += (size_t)snprintf(names + used, len - used, "%s%s", used ? ", " : "", p->name);
 	}
-	return n && sys_poll(pf, (nfds_t)n, 0) > 0;
+	s->npl = k;
+	return dropped;
 }
 
 /* Does this listener serve `server`, the address the connector says it
@@ -206,12 +233,15 @@ static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, 
 
 /* Who is the peer of an accepted provider connection?  *client holds the
  * connector's claim on entry.  A transport that vouches for the peer's
- * address (peer_addr: fabric, from its own connection) is believed and the
- * claim is not checked (a remote host has no kernel sockets here to check
- * it against); the claim keeps only the port when the transport gives none
- * (the connector's kernel socket's, as TCP's source port is the remote
- * kernel's choice).  Otherwise the claim must pass claim_check.  Either way
- * the listener must serve the address the connector says it dialed. */
+ * address (peer_addr: fabric, from its own connection) gives the host, and
+ * the claim is not checked (a remote host has no kernel sockets here to
+ * check it against).  The port stays the claimed one, the connector's
+ * application socket's, which is what kernel TCP would report: the
+ * transport's own source port means nothing to the application, and a
+ * remote host picks its source ports with kernel TCP too (a claimed
+ * privileged port is not believed: see below).  Without
+ * peer_addr the claim must pass claim_check.  Either way the listener must
+ * serve the address the connector says it dialed. */
 static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
 		    struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd, int cdomain)
 {
@@ -227,7 +257,10 @@ static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, str
 		if (rc == 0 && !serves(ls, server))
 			rc = -EADDRNOTAVAIL;
 		if (rc == 0) {
-			if (ssw_addr_port(&n) == 0)
+			/* a port below 1024 takes privilege on the connector's host,
+			 * which its word does not prove: then the transport's own
+			 * source port, which its kernel assigned */
+			if (ssw_addr_port(client) >= 1024 || ssw_addr_port(&n) < 1024)
 				ssw_addr_set_port(&n, ssw_addr_port(client));
 			*client = n;
 			return true;
@@ -317,21 +350,30 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 	bool nonblock = atomic_load(&s->nonblock);
 	uint64_t dl = s->rcvtimeo_ms > 0 ? ssw_now_ns() + (uint64_t)s->rcvtimeo_ms * 1000000ull : 0;
 	for (;;) {
-		for (int i = 0; i < s->npl; i++) {
-			struct ssw_ep *ep;
-			uint8_t priv[SSW_CONNECT_PRIV_MAX];
-			size_t plen = sizeof priv;
-			const struct ssw_provider *p = s->pl[i].prov;
-			if (p->conn->accept(s->pl[i].l, &ep, priv, &plen) == 0) {
-				int r = make_accepted(s, p, ep, priv, plen, addr, alen, flags);
-				if (r != -EAGAIN)
-					return r;
-			}
-		}
+		struct ssw_ep *ep = NULL;
+		uint8_t priv[SSW_CONNECT_PRIV_MAX];
+		size_t plen = 0;
+		const struct ssw_provider *p = NULL;
 		struct pollfd pf[1 + SSW_MAX_PLISTEN];
+		int npf = 1;
 		pf[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
-		for (int i = 0; i < s->npl; i++)
-			pf[1 + i] = (struct pollfd){ .fd = s->pl[i].prov->conn->listener_fd(s->pl[i].l), .events = POLLIN };
+		/* the lock keeps fork (ssw_listen_drop_private) from closing a
+		 * listener under us; the wait below runs without it */
+		pthread_mutex_lock(&s->lock);
+		for (int i = 0; i < s->npl && !p; i++) {
+			plen = sizeof priv;
+			if (s->pl[i].prov->conn->accept(s->pl[i].l, &ep, priv, &plen) == 0)
+				p = s->pl[i].prov;
+		}
+		for (int i = 0; i < s->npl && !p; i++)
+			pf[npf++] = (struct pollfd){ .fd = s->pl[i].prov->conn->listener_fd(s->pl[i].l), .events = POLLIN };
+		pthread_mutex_unlock(&s->lock);
+		if (p) {
+			int r = make_accepted(s, p, ep, priv, plen, addr, alen, flags);
+			if (r != -EAGAIN)
+				return r;
+			continue;
+		}
 		int ms = -1;
 		if (nonblock)
 			ms = 0;
@@ -345,14 +387,14 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 			 * for the adaptive spin budget before paying for a wake-up */
 			struct ssw_spin sp;
 			ssw_spin_start(&sp, ssw_now_ns(), ssw_ev_spin_ns());
-			while ((r = sys_poll(pf, (nfds_t)(1 + s->npl), 0)) == 0 && ssw_spin_step(&sp))
+			while ((r = sys_poll(pf, (nfds_t)npf, 0)) == 0 && ssw_spin_step(&sp))
 				;
 			if (r > 0)
 				ssw_ev_spin_hit();
 		}
 		if (r == 0) {
 			uint64_t t1 = ssw_now_ns();
-			r = sys_poll(pf, (nfds_t)(1 + s->npl), ms);
+			r = sys_poll(pf, (nfds_t)npf, ms);
 			if (ms != 0)
 				ssw_ev_slept(ssw_now_ns() - t1, r > 0);
 		}

@@ -32,6 +32,8 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd);
 /* fds (api.h has what the interposition layer reports) */
 /* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */
 int ssw_close(int fd);
+/* At exit, close the connections of providers without shared context (exit.c). */
+void ssw_exit_close_private(void);
 /* The fd `newfd` now refers to the same socket as `oldfd` (dup family):
  * what the switch knows of oldfd (entry, fd info, relayed) goes to newfd too. */
 void ssw_dup(int oldfd, int newfd);
@@ -58,6 +60,13 @@ int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct 
  * changed s's readiness (shutdown, options): epoll sets holding s look at
  * it again. */
 void ssw_epoll_touch(struct ssw_sock *s);
+
+/* A listener listens on a provider whose endpoints cannot be shared
+ * between processes (no SSW_CAP_SHARED_CONTEXT). */
+bool ssw_listen_has_private(const struct ssw_sock *s);
+/* Close those provider listeners (fork: in both processes), under s->lock;
+ * their names are appended to names.  Returns how many were closed. */
+int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len);
 
 /* fork (fork.c; ssw_fork_begin and _end: api.h) */
 /* Around creating or closing a session, so a fork sees all or none of it. */

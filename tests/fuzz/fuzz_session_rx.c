@@ -72,7 +72,7 @@ struct peer {
 	uint8_t src[8192];    /* memory it exposes by RNDV_READ */
 	/* flow-control accounting, valid while `clean` */
 	bool clean;
-	uint64_t rx_inflight; /* footprints of its DATA our session has not credited back */
+	uint64_t rx_inflight; /* stream bytes of its DATA our session has not credited back */
 	uint64_t unread;      /* its DATA payload the application has not read */
 	uint64_t wmax;        /* the largest window our session granted */
 	uint64_t win;         /* the window it granted our session */
@@ -99,7 +99,7 @@ static void drain(struct peer *pr)
 			pr->rx_inflight -= msg.h.credits;
 		}
 		if (msg.h.type == SSW_MSG_DATA || msg.h.type == SSW_MSG_OOB)
-			pr->unacked += ssw_wire_footprint(msg.h.len);
+			pr->unacked += msg.h.len; /* credits count stream bytes */
 		if (pr->clean && pr->unacked > pr->win)
 			abort(); /* we overran the peer's window */
 		ssw_provider_shm.msg->recv_done(pr->ep);
@@ -146,7 +146,7 @@ static void inject_data(struct peer *pr, struct ssw_session *s, const void *pl, 
 	}
 	struct ssw_session_stats st;
 	ssw_session_get_stats(s, &st);
-	uint64_t fp = ssw_wire_footprint((uint32_t)n);
+	uint64_t fp = n;
 	if (pr->rx_inflight + fp > st.rx_window)
 		return;
 	if (inject_msg(pr, SSW_MSG_DATA, 0, pl, n)) {

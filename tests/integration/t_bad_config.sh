@@ -38,6 +38,16 @@ for side in client server; do
   ssw_assert_eq "noconf-$side: stderr lines naming the missing file" \
     "$(grep -c "does-not-exist.conf" "$err")" 1
 done
+# a route option its provider refuses: the same, naming file and line
+printf '# options\nroute local shm ring=64k\n' >"$T/opt.conf"
+ssw_echo_pair badopt switched switched 127.0.0.1 64x10 SOCKSWITCH_CONF="$T/opt.conf"
+for side in client server; do
+  err="$T/badopt-$side.err"
+  ssw_assert_eq "badopt-$side: stderr lines" "$(grep -c . "$err")" 1
+  ssw_assert_eq "badopt-$side: one warning naming opt.conf:2 and the option" \
+    "$(grep -c "opt.conf:2: provider shm takes no options (got 'ring=64k')" "$err")" 1
+done
+if [ "$ECHO_RC" = 0 ]; then ssw_assert_not_switched "$T/badopt-client.stats"; fi
 # a bad wait policy: one line naming the variable and the accepted values
 ssw_echo_pair badwait switched switched 127.0.0.1 64x10 SOCKSWITCH_WAIT=fast
 for side in client server; do

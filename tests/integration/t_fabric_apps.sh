@@ -7,6 +7,8 @@
 # checks its data (sha256, echo verification, counts) and which path carried
 # it (netns.sh: ssw_ns_assert_path — over fabric the application's own port
 # carries no kernel TCP payload and the provider's connections carry it).
+# a hang must cost seconds, not minutes: every command is bounded
+SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 ssw_setup_preload
@@ -69,7 +71,11 @@ for dir in fwd rev; do
   ssw_assert_eq "iperf3 $dir: client exit status" $? 0
   wait "$spid"; ssw_assert_eq "iperf3 $dir: server exit status" $? 0
   ssw_ns_wire_stop "iperf-$dir" "$B"
-  ssw_assert_ge "iperf3 $dir: bytes received" "$(jfield "$T/iperf-$dir.json" 'd["end"]["sum_received"]["bytes"]')" "$BYTES_N"
+  ssw_assert_ge "iperf3 $dir: bytes sent" "$(jfield "$T/iperf-$dir.json" 'd["end"]["sum_sent"]["bytes"]')" "$BYTES_N"
+  # iperf3 may stop the receiver's count before the last bytes are in (kernel
+  # TCP shows it too, see t_iperf3.sh): 95 %
+  ssw_assert_ge "iperf3 $dir: bytes received (>= 95 %)" \
+    "$(jfield "$T/iperf-$dir.json" 'd["end"]["sum_received"]["bytes"]')" $(( BYTES_N / 100 * 95 ))
   ssw_ns_assert_path "iperf3 $dir" "$T/iperf-$dir.wire" $PORT "$BYTES_N" 2 \
     "$T/iperf-$dir-client.stats" "$T/iperf-$dir-server.stats"
   echo "# iperf3 $dir: $(jfield "$T/iperf-$dir.json" '"%.2f" % (d["end"]["sum_received"]["bits_per_second"] / 1e9)') Gbit/s"
@@ -137,9 +143,10 @@ ssw_ns_run "$B" switched SOCKSWITCH_STATS_FILE="$T/socat-client.stats" -- \
 ssw_assert_eq "socat client exit status" $? 0
 wait "$spid"; ssw_assert_eq "socat server exit status" $? 0
 ssw_ns_wire_stop socat "$B"
-ssw_assert_eq "socat: sha256 of the received file" "$(sha "$T/socat-out.bin")" "$(sha "$T/in.bin")"
+ssw_assert_eq "socat: sha256 of the received file ($(stat -c %s "$T/socat-out.bin" 2>/dev/null) of $SIZE bytes)" \
+  "$(sha "$T/socat-out.bin")" "$(sha "$T/in.bin")"
 ssw_ns_assert_path socat "$T/socat.wire" $XPORT $SIZE 1 "$T/socat-client.stats" "$T/socat-server.stats"
-rm -f "$T/socat-out.bin"
+cmp -s "$T/socat-out.bin" "$T/in.bin" && rm -f "$T/socat-out.bin"   # kept when it differs
 
 # ---- curl against python's http.server: 20 MiB and a small file
 HPORT=8081 BIG=$((20 << 20))

@@ -11,6 +11,8 @@
 #     than a plain client, and no wait worth a timeout);
 #   - plain client, switched server: the switched listener takes the plain
 #     kernel TCP connection like any other, frames intact.
+# a hang must cost seconds, not minutes: every command is bounded
+SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 ssw_setup_preload

@@ -827,6 +827,7 @@ static void shm_close(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
+	shm_rdma_cancel(ep); /* queued transfers (async mode) never touch their buffers after close */
 	if (ep->tx.ctl && how == SSW_CLOSE_ORDERLY)
 		shm_ring_flush(ep); /* held messages go before the end, as a kernel close sends corked data */
 	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {
@@ -841,18 +842,6 @@ static void shm_close(struct ssw_ep *ep, int how)
 	/* Detached (another process still holds it): the peer sees the
 	 * rendezvous connection hang up once every holder has closed it. */
 	ep_release(ep, how == SSW_CLOSE_DETACH);
-}
-
-static int shm_duplicate(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len)
-{
-	(void)ep, (void)target_pid, (void)token, (void)token_len;
-	return -ENOSYS; /* sharing across processes: fork/SCM_RIGHTS support comes with seed 000 work */
-}
-
-static int shm_adopt(const void *token, size_t token_len, struct ssw_ep **out)
-{
-	(void)token, (void)token_len, (void)out;
-	return -ENOSYS;
 }
 
 static uint32_t shm_ep_caps(struct ssw_ep *ep)
@@ -886,8 +875,6 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.connect_fd = shm_connect_fd,
 	.connect_complete = shm_connect_complete,
 	.close = shm_close,
-	.duplicate = shm_duplicate,
-	.adopt = shm_adopt,
 	.ep_caps = shm_ep_caps,
 	.listener_ready = shm_listener_ready,
 	.peer_cred = shm_ep_peer_cred,

@@ -6,17 +6,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int shm_init(void)
 {
 	shm_cma_disabled = ssw_param_choice(SSW_P_CMA) == 0;
+	shm_rdma_async = ssw_param_choice(SSW_P_FAULT) == 2; /* SOCKSWITCH_FAULT=async */
 	return 0;
 }
 
 static size_t shm_max_msg(struct ssw_ep *ep) { return ep->tx.size / 4 - SHM_REC_HDR; }
+/* a ring record: its header, the message padded to 8 bytes */
+static size_t shm_msg_space(struct ssw_ep *ep, size_t len) { (void)ep; return SHM_REC_HDR + ((len + 7) & ~(size_t)7); }
 
 static const struct ssw_msg_ops shm_msg_ops = {
 	.size = sizeof(struct ssw_msg_ops),
@@ -29,13 +31,8 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.send_reserve = shm_ring_reserve,
 	.send_commit = shm_ring_commit,
 	.flush = shm_ring_flush,
+	.msg_space = shm_msg_space,
 };
-
-static int shm_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
-{
-	(void)ep, (void)c, (void)n;
-	return 0; /* CMA transfers complete synchronously */
-}
 
 static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 {
@@ -188,22 +185,6 @@ static uint32_t shm_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 	return st;
 }
 
-/* SIGURG goes only to the peer process itself or its process group (the
- * owner value is the peer's word: never signal anyone else). */
-static void shm_sigurg(struct ssw_ep *ep)
-{
-	int32_t owner = atomic_load_explicit(&ep->rx.ctl->owner, memory_order_acquire);
-	if (owner)
-		shm_peer_cred(ep);
-	if (!owner || !ep->peer_pid)
-		return;
-	if (owner > 0 && owner != ep->peer_pid)
-		return;
-	if (owner < 0 && SYS_(getpgid, ep->peer_pid) != -owner)
-		return;
-	SYS_(kill, owner, SIGURG);
-}
-
 static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 {
 	if (!ep->tx.ctl)
@@ -214,20 +195,26 @@ static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 		atomic_store_explicit(&c->fin, 1, memory_order_release);
 		shm_wake_peer(ep);
 		break;
-	case SSW_NOTE_URG:
+	case SSW_NOTE_MARK:
 		atomic_fetch_add_explicit(&c->urg, 1, memory_order_release);
-		shm_sigurg(ep);
 		shm_wake_peer(ep);
 		break;
-	case SSW_NOTE_OWNER:
-		atomic_store_explicit(&c->owner, arg, memory_order_release);
+	case SSW_NOTE_TAG:
+		atomic_store_explicit(&c->tag, arg, memory_order_release);
 		break;
 	}
 }
 
+/* In the shared segment: the sender of a mark reads the receiver's tag at
+ * once, though the receiver may not be running. */
+static int32_t shm_peer_tag(struct ssw_ep *ep)
+{
+	return ep->rx.ctl ? atomic_load_explicit(&ep->rx.ctl->tag, memory_order_acquire) : 0;
+}
+
 static const struct ssw_progress_ops shm_progress_ops = {
 	.size = sizeof(struct ssw_progress_ops),
-	.poll_cq = shm_poll_cq,
+	.poll_cq = shm_rdma_poll_cq,
 	.rx_ready = shm_rx_ready,
 	.arm = shm_ring_arm,
 	.wait_fds = shm_wait_fds,
@@ -236,6 +223,7 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.sleep = shm_sleep,
 	.peer_state = shm_peer_state,
 	.note = shm_note,
+	.peer_tag = shm_peer_tag,
 };
 
 const struct ssw_provider ssw_provider_shm = {

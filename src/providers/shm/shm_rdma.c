@@ -1,11 +1,15 @@
 /* shm_rdma.c — one-sided transfers of the shm provider: RDMA read/write become
  * process_vm_readv/writev (Cross Memory Attach) on the peer's registered range.
- * A descriptor from the peer is checked (magic, size, owner, bounds) before use. */
+ * A descriptor from the peer is checked (magic, size, owner, bounds) before use.
+ * SOCKSWITCH_FAULT=async queues the copies for poll_cq (tests of the SPI's
+ * asynchronous completions). */
 #include "providers/shm/shm_priv.h"
 
 #include "common/sys.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -120,17 +124,126 @@ static int cma(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const s
 	return 0;
 }
 
+/* Async mode (tests): a queued copy is done by a later poll_cq of its
+ * endpoint, one a call: the newest first while two or more are queued (an
+ * RDMA provider completes out of order; the others then wait their full
+ * count again), a lone one at its SHM_ASYNC_POLLS-th poll.  The queue is this process's, as the local buffers it points to. */
+#define SHM_ASYNC_POLLS 4
+int shm_rdma_async;
+int shm_rdma_reordered; /* completions reported before an older one (tests) */
+
+struct pending {
+	struct pending *next;
+	struct ssw_ep *ep;
+	pid_t pid;         /* a child forked with this queued does not do it: its buffers are copies */
+	int write, polls, n;
+	struct ssw_rdma_desc desc;
+	uint64_t off;
+	size_t len;
+	void *ctx;
+	struct iovec liov[];
+};
+
+static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pending *pend; /* newest first */
+
+static int queue(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const struct ssw_rdma_desc *desc,
+		 uint64_t off, size_t len, int write, void *ctx)
+{
+	/* what does not validate is refused now, as a provider checks its
+	 * arguments before posting; the copy's own failures complete later */
+	struct shm_desc d;
+	int rc = check_desc(ep, desc, off, len, &d);
+	if (rc < 0)
+		return rc;
+	if (iovcnt < 1 || iovcnt > 64)
+		return -EINVAL;
+	struct pending *p = malloc(sizeof *p + (size_t)iovcnt * sizeof(struct iovec));
+	if (!p)
+		return -ENOMEM;
+	*p = (struct pending){ .ep = ep, .pid = ssw_pid(), .write = write, .n = iovcnt, .desc = *desc, .off = off, .len = len, .ctx = ctx };
+	memcpy(p->liov, local, (size_t)iovcnt * sizeof *local);
+	pthread_mutex_lock(&pend_mu);
+	p->next = pend;
+	pend = p;
+	pthread_mutex_unlock(&pend_mu);
+	return -EINPROGRESS;
+}
+
+int shm_rdma_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
+{
+	if (n < 1)
+		return 0;
+	pthread_mutex_lock(&pend_mu);
+	struct pending **victim = NULL;
+	int queued = 0;
+	for (struct pending **pp = &pend; *pp; pp = &(*pp)->next) {
+		struct pending *p = *pp;
+		if (p->ep != ep || p->pid != ssw_pid())
+			continue;
+		if (!queued++)
+			victim = pp; /* the newest */
+		p->polls++;
+	}
+	if (!victim || (queued < 2 && (*victim)->polls < SHM_ASYNC_POLLS)) {
+		pthread_mutex_unlock(&pend_mu);
+		return 0;
+	}
+	struct pending *p = *victim;
+	*victim = p->next;
+	if (queued >= 2) {
+		shm_rdma_reordered++;
+		/* the older ones wait their full count again: a caller that took
+		 * this completion for its own goes on before its copy is done */
+		for (struct pending *q = pend; q; q = q->next)
+			if (q->ep == ep)
+				q->polls = 0;
+	}
+	pthread_mutex_unlock(&pend_mu);
+	c[0].ctx = p->ctx;
+	c[0].status = cma(ep, p->liov, p->n, &p->desc, p->off, p->len, p->write);
+	free(p);
+	return 1;
+}
+
+void shm_rdma_cancel(struct ssw_ep *ep)
+{
+	pthread_mutex_lock(&pend_mu);
+	for (struct pending **pp = &pend; *pp;) {
+		struct pending *p = *pp;
+		if (p->ep == ep) {
+			*pp = p->next;
+			free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
+	pthread_mutex_unlock(&pend_mu);
+}
+
+int shm_rdma_queued(void)
+{
+	int k = 0;
+	pthread_mutex_lock(&pend_mu);
+	for (struct pending *p = pend; p; p = p->next)
+		k++;
+	pthread_mutex_unlock(&pend_mu);
+	return k;
+}
+
 static int shm_rdma_read(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const struct ssw_rdma_desc *desc,
 			 uint64_t offset, size_t len, void *ctx)
 {
-	(void)ctx;
+	if (shm_rdma_async)
+		return queue(ep, local, iovcnt, desc, offset, len, 0, ctx);
 	return cma(ep, local, iovcnt, desc, offset, len, 0);
 }
 
 static int shm_rdma_write(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const struct ssw_rdma_desc *desc,
 			  uint64_t offset, size_t len, void *ctx)
 {
-	(void)ctx;
+	if (shm_rdma_async)
+		return queue(ep, local, iovcnt, desc, offset, len, 1, ctx);
 	return cma(ep, local, iovcnt, desc, offset, len, 1);
 }
 

@@ -1,0 +1,168 @@
+/* session_credit.c — credits: the messages that carry them, the window and its batches. */
+#include "session/session_priv.h"
+
+#include "common/log.h"
+#include "common/waitpol.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Credits count stream bytes, as TCP's window does (SO_RCVBUF); what the
+ * transport holds is the provider's business, in its own units: it says
+ * "no room" (-EAGAIN, send_room) and how much room a message takes
+ * (msg_space).  The session needs that only to size the window and to
+ * wake a sender waiting for room. */
+
+size_t sess_msg_space(const struct ssw_session *s, size_t len)
+{
+	const struct ssw_msg_ops *mo = s->p->msg;
+	return mo->size > offsetof(struct ssw_msg_ops, msg_space) && mo->msg_space ? mo->msg_space(s->ep, len) : len;
+}
+
+/* May we have less in flight than the peer's credit batch (SO_SNDBUF below
+ * it)?  Then the peer would never reach a batch while we wait for one: our
+ * DATA asks for its credits at once (ACK_NOW).  The peer's batch is
+ * credit_batch on its side: its window (ours to use) against the transport. */
+static bool small_sender(const struct ssw_session *s)
+{
+	uint64_t r = sess_transport_bytes(s->p, s->ep);
+	uint64_t peer_batch = (s->peer_window < r ? s->peer_window : r) / 4;
+	return tx_limit(s) < 2 * peer_batch;
+}
+
+/* Send one message: header, fixed part, then data.  Returns 0 or -errno;
+ * -EAGAIN when the transport is full. */
+int sess_send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen,
+		    const struct iovec *data, int dcnt, size_t dlen)
+{
+	struct ssw_wire_hdr h;
+	struct iovec v[2 + 16];
+	uint32_t credits = 0;
+	credits = s->rx_unacked > UINT32_MAX ? UINT32_MAX : (uint32_t)s->rx_unacked;
+	ssw_wire_hdr_set(&h, type, (uint32_t)(flen + dlen), credits, s->tx_seq);
+	if (type == SSW_MSG_DATA && small_sender(s))
+		h.flags = SSW_WIRE_F_ACK_NOW;
+	int n = 0;
+	v[n++] = (struct iovec){ &h, sizeof h };
+	if (flen)
+		v[n++] = (struct iovec){ (void *)fixed, flen };
+	for (int i = 0; i < dcnt && n < (int)(sizeof v / sizeof v[0]); i++)
+		v[n++] = data[i];
+	const struct ssw_msg_ops *mo = s->p->msg;
+	int rc = !carries_data(type) && mo->size > offsetof(struct ssw_msg_ops, send_ctl) && mo->send_ctl
+			 ? mo->send_ctl(s->ep, v, n)
+			 : mo->send(s->ep, v, n);
+	if (rc == 0) {
+		s->held = 0; /* a send publishes the held messages before it */
+		sess_sent(s, credits);
+	}
+	return rc;
+}
+
+/* A message left with `credits`: it wakes the peer, and carries them. */
+void sess_sent(struct ssw_session *s, uint32_t credits)
+{
+	s->tx_seq++;
+	s->rx_unacked -= credits;
+	s->rx_space = 0;
+	s->credit_owed = false;
+	s->st.msgs_sent++;
+}
+
+/* Control messages must get through: wait for transport room if needed. */
+int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen)
+{
+	for (int tries = 0;; tries++) {
+		int rc = sess_send_msg(s, type, fixed, flen, NULL, 0, 0);
+		if (rc != -EAGAIN)
+			return rc;
+		sess_pump(s, true);
+		rc = sess_wait_peer(s, ssw_now_ns() + 10000000ull);
+		if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR)
+			return rc;
+		if (tries > 1000)
+			return -ECONNRESET;
+	}
+}
+
+void sess_return_credits(struct ssw_session *s, uint64_t n)
+{
+	s->rx_unacked += n;
+	/* a batch of stream bytes; or, for small messages whose framing fills
+	 * the transport before their bytes fill a batch, a quarter of the
+	 * transport freed: a sender may be waiting for that room */
+	if (s->rx_unacked >= (s->peer_ack_now ? 1 : sess_credit_batch(s)) ||
+	    (s->rx_unacked && s->rx_space >= sess_transport_bytes(s->p, s->ep) / 4))
+		/* if the transport is full, the next message carries them, or
+		 * wait_peer retries before it sleeps */
+		s->credit_owed = sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
+}
+
+/* What the transport holds, next to control traffic: two of its largest
+ * messages. */
+uint32_t sess_transport_bytes(const struct ssw_provider *prov, struct ssw_ep *ep)
+{
+	uint64_t w = (uint64_t)prov->msg->max_msg(ep) * 2;
+	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* Largest window: as much unread data as loopback TCP takes before a
+ * sender blocks (about 4 MiB), or the transport's size if larger.  Beyond
+ * the transport, bytes wait in the receiver's staging queue, which a
+ * receiver stuck in its own send fills (no send/send deadlock). */
+uint32_t sess_window_cap(const struct ssw_provider *prov, struct ssw_ep *ep)
+{
+	uint32_t r = sess_transport_bytes(prov, ep);
+	return r > WINDOW_DEFAULT ? r : WINDOW_DEFAULT;
+}
+
+/* Credits go back in batches; a batch must fit the transport, or a sender
+ * waiting for room in it would never hear that it was freed. */
+uint64_t sess_credit_batch(const struct ssw_session *s)
+{
+	uint32_t r = sess_transport_bytes(s->p, s->ep);
+	return (s->window < r ? s->window : r) / 4;
+}
+
+/* The transport takes a useful amount now (the window may be larger than
+ * the transport; then the peer's CREDIT messages wake a waiter as it reads). */
+bool sess_tx_room_ok(struct ssw_session *s)
+{
+	if (!s->p->msg->send_room)
+		return true;
+	size_t want = sess_msg_space(s, sizeof(struct ssw_wire_hdr) + s->max_payload) + 64;
+	uint64_t r = sess_transport_bytes(s->p, s->ep) / 8;
+	if (want > r)
+		want = (size_t)r;
+	return s->p->msg->send_room(s->ep) >= want;
+}
+
+void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o)
+{
+	sess_lock(s);
+	s->urg.inline_ = o->oobinline;
+	s->sndbuf = o->sndbuf;
+	if (o->rcvbuf) {
+		uint64_t wmax = sess_window_cap(s->p, s->ep);
+		uint32_t w = o->rcvbuf > wmax ? (uint32_t)wmax : o->rcvbuf;
+		if (w < 4096)
+			w = 4096;
+		if (w != s->window) {
+			/* the peer applies the new window to what it has in flight */
+			s->window = w;
+			struct ssw_wire_window ww = { w };
+			(void)sess_send_msg(s, SSW_MSG_WINDOW, &ww, sizeof ww, NULL, 0, 0);
+		}
+	}
+	sess_unlock(s);
+}

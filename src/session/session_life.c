@@ -1,0 +1,297 @@
+/* session_life.c — session lifetime: INIT negotiation, creation, shutdown, close and linger, fork holders, state queries. */
+/* A session lives in memory shared across fork (its lock is process-shared
+ * and robust); the processes holding it are counted, and only the last
+ * holder's close reaches the peer. */
+#include "session/session_priv.h"
+
+#include "common/log.h"
+#include "common/waitpol.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Lock the session.  A process that died holding it (killed inside a
+ * send) leaves its state half-updated: that one connection is reset. */
+void sess_lock(struct ssw_session *s)
+{
+	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD) {
+		pthread_mutex_consistent(&s->lock);
+		sess_set_broken(s, "a process died while using this connection");
+	}
+}
+
+void sess_unlock(struct ssw_session *s)
+{
+	pthread_mutex_unlock(&s->lock);
+	sess_urg_flush();
+}
+
+/* A reset arrives (tcp_reset): EPIPE in CLOSE_WAIT, else ECONNRESET; none
+ * once closed.  Data already received stays readable. */
+void sess_on_reset(struct ssw_session *s)
+{
+	if (tcp_closed(s))
+		return;
+	s->so_error = s->fin_rcvd && !s->wr_shut ? -EPIPE : -ECONNRESET;
+	s->reset = true;
+}
+
+/* Take the pending error for a failed send (sk_stream_error). */
+int sess_take_send_error(struct ssw_session *s)
+{
+	int e = s->so_error ? s->so_error : -EPIPE;
+	s->so_error = 0;
+	return e;
+}
+
+void sess_set_broken(struct ssw_session *s, const char *why)
+{
+	if (!s->broken)
+		SSW_WARN("session: connection reset: %s", why);
+	s->broken = true;
+	sess_on_reset(s);
+}
+
+static uint32_t my_caps(void)
+{
+	switch (ssw_session_cfg.rdma_mode) {
+	case SSW_RDMA_READ_ONLY:
+		return SSW_CAP_RDMA_READ;
+	case SSW_RDMA_WRITE_ONLY:
+		return SSW_CAP_RDMA_WRITE;
+	case SSW_RDMA_NONE:
+		return 0;
+	}
+	return SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+}
+
+void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_init *out)
+{
+	pid_t pid = ssw_pid();
+	memset(out, 0, sizeof *out);
+	out->version = SSW_WIRE_VERSION;
+	/* the transport clamps it to what it can hold (window_cap) */
+	out->window = o && o->rcvbuf ? o->rcvbuf : UINT32_MAX;
+	out->caps = my_caps();
+	out->pid = (int32_t)pid;
+}
+
+struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
+				    const struct ssw_session_opts *o, const struct ssw_wire_init *peer)
+{
+	if (!peer || peer->version != SSW_WIRE_VERSION || peer->window < 4096)
+		return NULL;
+	/* queue: what credits allow to be staged, plus one staged rendezvous */
+	uint64_t rmax = ssw_session_cfg.rndv_max ? ssw_session_cfg.rndv_max : STAGE_RNDV_MAX;
+	size_t head_sz = (sizeof(struct ssw_session) + 4095) & ~(size_t)4095;
+	size_t qcap = (size_t)sess_window_cap(prov, ep) + (size_t)rmax + (64u << 10);
+	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap, sizeof *s);
+	if (!s)
+		return NULL;
+	s->map_size = head_sz + qcap;
+	s->q.buf = (uint8_t *)s + head_sz;
+	s->q.cap = qcap;
+	atomic_store(&s->holders, 1);
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+	pthread_cond_init(&s->tx_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	s->p = prov;
+	s->ep = ep;
+	size_t mm = prov->msg->max_msg(ep);
+	s->max_payload = mm - sizeof(struct ssw_wire_hdr) - sizeof(struct ssw_wire_rndv);
+	if (s->max_payload > CHUNK_MAX)
+		s->max_payload = CHUNK_MAX;
+	uint32_t cap = sess_window_cap(prov, ep);
+	s->window = o && o->rcvbuf ? o->rcvbuf : cap;
+	if (s->window > cap)
+		s->window = cap;
+	if (s->window < 4096)
+		s->window = 4096;
+	s->sndbuf = o ? o->sndbuf : 0;
+	s->urg.inline_ = o && o->oobinline;
+	s->cork = o && o->cork;
+	s->w.spin_ns = ssw_session_cfg.spin_max_ns;
+	s->peer_window = peer->window < cap ? peer->window : cap;
+	s->peer_caps = peer->caps;
+	s->peer_pid = peer->pid;
+	return s;
+}
+
+bool sess_rx_pending_data(struct ssw_session *s)
+{
+	sess_pump(s, false);
+	return s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type) && s->hm.h.type != SSW_MSG_FIN);
+}
+
+/* This process lets go of the connection; the others keep it. */
+static void drop_local(struct ssw_session *s)
+{
+	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
+	ssw_shared_free(s, s->map_size, false); /* another process still maps it */
+}
+
+void ssw_session_close(struct ssw_session *s, bool abort)
+{
+	if (!s)
+		return;
+	if (atomic_fetch_sub(&s->holders, 1) > 1) {
+		drop_local(s); /* a forked process still holds it: no FIN yet */
+		return;
+	}
+	sess_lock(s);
+	/* Kernel TCP resets a connection closed with unread data. */
+	if (!abort && !s->broken && sess_rx_pending_data(s))
+		abort = true;
+	abort = abort || s->broken;
+	if (!abort && !s->wr_shut && !s->reset) {
+		/* our FIN; if the transport is full the orderly close says it */
+		(void)sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0);
+	}
+	s->p->conn->close(s->ep, abort ? SSW_CLOSE_ABORT : SSW_CLOSE_ORDERLY);
+	s->ep = NULL;
+	sess_unlock(s);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->tx_cv);
+	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
+}
+
+void ssw_session_hold(struct ssw_session *s, int delta)
+{
+	atomic_fetch_add(&s->holders, delta);
+}
+
+int ssw_session_fds(struct ssw_session *s, int *fds, int max)
+{
+	struct pollfd p[8];
+	int n = s->ep ? s->p->progress->wait_fds(s->ep, p, max < 8 ? max : 8) : 0;
+	for (int i = 0; i < n; i++)
+		fds[i] = p[i].fd;
+	return n;
+}
+
+bool ssw_session_last_holder(struct ssw_session *s)
+{
+	return atomic_load(&s->holders) <= 1;
+}
+
+int ssw_session_shutdown(struct ssw_session *s, int how)
+{
+	sess_lock(s);
+	if (s->p->progress->rx_ready(s->ep))
+		sess_pump(s, false);
+	sess_peer_check(s, false);
+	/* inet_shutdown: ENOTCONN once closed, but the bits are still set */
+	int rc = tcp_closed(s) ? -ENOTCONN : 0;
+	if (how == SHUT_RD || how == SHUT_RDWR)
+		s->rd_shut = true;
+	if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {
+		s->wr_shut = true;
+		if (!s->reset && !s->peer_closed) {
+			(void)sess_send_ctl(s, SSW_MSG_FIN, NULL, 0);
+			if (s->p->progress->note)
+				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
+		}
+	}
+	sess_unlock(s);
+	return rc;
+}
+
+int ssw_session_take_error(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (s->p->progress->rx_ready(s->ep))
+		sess_pump(s, false);
+	sess_peer_check(s, true);
+	int e = s->so_error;
+	s->so_error = 0;
+	sess_unlock(s);
+	return e;
+}
+
+void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
+{
+	sess_lock(s);
+	*st = s->st;
+	st->tx_inflight = s->tx_inflight;
+	st->tx_limit = tx_limit(s);
+	st->rx_window = s->window;
+	st->tcp_state = tcp_closed(s) ? TCP_CLOSE : s->wr_shut ? TCP_FIN_WAIT2 : s->fin_rcvd ? TCP_CLOSE_WAIT : TCP_ESTABLISHED;
+	sess_unlock(s);
+}
+
+int ssw_session_tcp_state(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (s->p->progress->rx_ready(s->ep))
+		sess_pump(s, false);
+	sess_peer_check(s, false);
+	int st = TCP_ESTABLISHED;
+	if (tcp_closed(s))
+		st = TCP_CLOSE;
+	else if (s->wr_shut)
+		st = TCP_FIN_WAIT2; /* our FIN was acknowledged at once */
+	else if (s->fin_rcvd)
+		st = TCP_CLOSE_WAIT;
+	sess_unlock(s);
+	return st;
+}
+
+int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep *ep,
+				 const struct ssw_session_opts *o, struct ssw_session **out)
+{
+	struct ssw_wire_init peer;
+	size_t plen = sizeof peer;
+	int rc = prov->conn->connect_complete(ep, &peer, &plen);
+	if (rc < 0)
+		return rc;
+	if (plen == 0) {
+		/* one-trip provider: the listener's INIT comes first on the
+		 * ring; until then assume it is like us (a larger window is
+		 * bounded by the transport, capabilities by -EPERM fallback) */
+		ssw_session_make_init(NULL, &peer);
+		peer.pid = 0;
+		plen = sizeof peer;
+	}
+	*out = plen == sizeof peer ? ssw_session_new(prov, ep, o, &peer) : NULL;
+	return *out ? 0 : -EPROTO;
+}
+
+int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o)
+{
+	struct ssw_wire_init me;
+	ssw_session_make_init(o, &me);
+	if (me.window > s->window)
+		me.window = s->window;
+	/* The connector assumed we are like it (its own capabilities, the
+	 * largest window): when that is so there is nothing to say, and the
+	 * message (and a wake-up of the connector) is saved. */
+	if (me.caps == s->peer_caps && me.window >= sess_window_cap(s->p, s->ep))
+		return 0;
+	sess_lock(s);
+	int rc = sess_send_ctl(s, SSW_MSG_INIT, &me, sizeof me);
+	sess_unlock(s);
+	return rc;
+}
+
+bool ssw_session_peer_init_seen(struct ssw_session *s)
+{
+	return __atomic_load_n(&s->init_rcvd, __ATOMIC_ACQUIRE);
+}

@@ -1,0 +1,257 @@
+/* session_priv.h — the session's state and the calls its files (stream, credits, rendezvous, urgent data, waiting, lifetime) make to each other. */
+#ifndef SSW_SESSION_PRIV_H
+#define SSW_SESSION_PRIV_H
+
+#include "common/sys.h"
+#include "session/session.h"
+#include "session/wire.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define STAGE_RNDV_MAX (64u << 20)   /* largest rendezvous we stage to break a send/send deadlock */
+#define CHUNK_MAX (32u << 10)        /* inline DATA message payload cap */
+#define WINDOW_DEFAULT (4u << 20)    /* unread bytes a receiver takes, as loopback TCP */
+
+/* Received bytes staged out of the transport (see session_rx.c). */
+struct rxq {
+	uint8_t *buf;
+	size_t off, len, cap;
+};
+
+/* A send's rendezvous in progress (one at a time: other senders wait on tx_cv). */
+struct sess_txr {
+	uint64_t next_id;
+	uint64_t id;               /* rendezvous we wait on (0: none) */
+	bool done;                 /* RNDV_DONE arrived, with status and bytes */
+	int status;
+	uint64_t bytes;
+	bool sink_have;            /* a SINK arrived for a write rendezvous */
+	struct ssw_wire_rndv sink;
+};
+
+/* The peer's RNDV_READ being consumed. */
+struct sess_rr {
+	bool active;
+	bool busy;                 /* a read of it is in flight (another thread waits for it) */
+	uint64_t id, total, done;
+	struct ssw_rdma_desc desc;
+};
+
+/* The peer's WRITE_REQ being served. */
+struct sess_rw {
+	bool active, sink_out, sink_to_q, wdone;
+	uint64_t id, total, done, sink_len, wdone_len;
+	int wdone_status;
+};
+
+/* One RDMA read or write in flight (session_rma.c). */
+#define SESS_RMA_SLOTS 4
+struct sess_rma {
+	uint32_t gen;              /* uses of this slot: a stale completion names an old one */
+	bool busy, done;
+	int status;
+};
+
+/* Urgent data: as in Linux the byte stays in the stream at `mark`. */
+struct sess_urg {
+	bool inline_;              /* SO_OOBINLINE */
+	bool have, mark_valid;
+	uint8_t byte;
+	uint64_t mark;
+	uint32_t seen;             /* urgent bytes handled */
+	uint32_t peer;             /* urgent bytes the peer announced (provider marks) */
+	int32_t owner;             /* F_SETOWN: pid, or -pgid; 0 none */
+};
+
+/* Waiting on the peer (session_wait.c). */
+struct sess_wait {
+	/* Threads (of any holder) asleep on the provider's fds.  One of them
+	 * may drain a doorbell another armed for and then consume what that
+	 * one waits for (credits, data): with company, sleeps are naps. */
+	_Atomic int sleepers;
+	uint64_t rx_gen;           /* messages taken in: changes another thread's wait may miss */
+	uint32_t nap_ms;           /* bound on the next sleep in wait_peer, 0: SLEEP_CAP_MIN_MS */
+	uint32_t spin_ns;
+	uint64_t probe_ns;         /* last peer_state probe (a system call) */
+	uint64_t send_tick;        /* coarse clock at the last send: one probe per tick */
+};
+
+struct ssw_session {
+	/* lifetime */
+	pthread_mutex_t lock;      /* process-shared and robust: the session is fork-shared */
+	_Atomic int holders;       /* processes holding the connection (fork adds one) */
+	size_t map_size;           /* the session's own mapping: this struct, then the queue */
+	const struct ssw_provider *p;
+	struct ssw_ep *ep;
+	size_t max_payload;
+	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
+
+	/* transmit and the peer's credits */
+	uint32_t tx_seq;
+	uint64_t tx_inflight;
+	uint64_t peer_window;      /* stream bytes the peer grants */
+	uint32_t sndbuf;
+	uint32_t peer_caps;
+	int32_t peer_pid;
+	bool cork;                 /* TCP_CORK: DATA messages are held (provider send_commit) */
+	uint64_t held;             /* stream bytes of DATA messages held since the last publication */
+	struct sess_txr txr;
+
+	/* receive and our credits */
+	uint32_t rx_seq;
+	uint64_t rx_unacked;
+	uint32_t window;           /* stream bytes we grant (SO_RCVBUF) */
+	uint64_t rx_space;         /* transport bytes (msg_space) we consumed since our last message */
+	struct rxq q;
+	uint64_t q_owed;           /* staged bytes whose credits are still owed */
+	bool hv;                   /* head message parsed (credits applied) */
+	struct ssw_msg hm;
+	size_t cur_off;            /* bytes of the head DATA already delivered */
+	uint64_t rx_pos;           /* stream bytes the application consumed */
+	bool init_rcvd;            /* the peer's in-band INIT arrived */
+	bool stage_nomem;          /* staging failed for memory: a sender waiting on it gets ENOBUFS */
+	bool credit_owed;          /* a CREDIT message found the transport full */
+	bool peer_ack_now;         /* the peer's last DATA asked for its credits at once (ACK_NOW) */
+	struct sess_rr rr;
+	struct sess_rw rw;
+	struct sess_rma rma[SESS_RMA_SLOTS];
+
+	/* TCP state as the application sees it: the kernel's sk_shutdown bits,
+	 * SOCK_DONE, sk_err and TCP_CLOSE, which every answer mirrors */
+	bool wr_shut;              /* shutdown(SHUT_WR) (our FIN) */
+	bool rd_shut;              /* shutdown(SHUT_RD) */
+	bool fin_rcvd;             /* the peer's FIN arrived (maybe behind unread data) */
+	bool reset;                /* reset by the peer or by a protocol violation */
+	bool peer_closed;          /* the peer's socket is closed: data we send draws a reset */
+	int so_error;              /* pending error (sk_err): SO_ERROR, recv and send take it */
+	bool broken;               /* protocol violation: stop parsing the peer's messages */
+
+	struct sess_urg urg;
+	struct sess_wait w;
+	struct ssw_session_stats st;
+};
+
+static inline size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+static inline uint64_t tx_limit(const struct ssw_session *s)
+{
+	uint64_t l = s->peer_window;
+	if (s->sndbuf && s->sndbuf < l)
+		l = s->sndbuf;
+	return l;
+}
+
+/* sk_shutdown & RCV_SHUTDOWN, & SEND_SHUTDOWN, and sk_state == TCP_CLOSE.
+ * On loopback a FIN is acknowledged at once, so both FINs mean CLOSE. */
+static inline bool rcv_down(const struct ssw_session *s) { return s->fin_rcvd || s->rd_shut || s->reset; }
+static inline bool snd_down(const struct ssw_session *s) { return s->wr_shut || s->reset; }
+static inline bool tcp_closed(const struct ssw_session *s) { return s->reset || (s->wr_shut && s->fin_rcvd); }
+
+
+/* Does a message of this type bring the peer stream bytes?  A peer that
+ * dies with one unread resets the connection (TCP's unread data on close);
+ * left unread, the others (credits, FIN, replies) end it in order. */
+static inline bool carries_data(uint8_t t)
+{
+	return t == SSW_MSG_DATA || t == SSW_MSG_OOB || t == SSW_MSG_RNDV_READ || t == SSW_MSG_WRITE_REQ ||
+	       t == SSW_MSG_WRITE_DONE;
+}
+
+static inline bool is_stream(uint8_t t)
+{
+	return t == SSW_MSG_DATA || t == SSW_MSG_OOB || t == SSW_MSG_FIN || t == SSW_MSG_RNDV_READ ||
+	       t == SSW_MSG_WRITE_REQ;
+}
+
+static inline uint64_t deadline_of(int timeout_ms)
+{
+	return timeout_ms > 0 ? ssw_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+}
+
+/* Where a send's bytes come from: the caller's memory, or a producer that
+ * writes them straight into the transport (sendfile's pread). */
+struct tx_src {
+	const struct iovec *iov;
+	int iovcnt;
+	ssize_t (*fill)(void *ctx, void *buf, size_t len);
+	void *ctx;
+};
+
+/* session_life.c */
+void sess_lock(struct ssw_session *s);
+/* Unlock, then raise the SIGURGs owed (a handler may use the socket). */
+void sess_unlock(struct ssw_session *s);
+void sess_on_reset(struct ssw_session *s);
+int sess_take_send_error(struct ssw_session *s);
+void sess_set_broken(struct ssw_session *s, const char *why);
+bool sess_rx_pending_data(struct ssw_session *s);
+
+/* session_credit.c */
+int sess_send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen,
+		    const struct iovec *data, int dcnt, size_t dlen);
+int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen);
+void sess_return_credits(struct ssw_session *s, uint64_t n);
+uint32_t sess_transport_bytes(const struct ssw_provider *prov, struct ssw_ep *ep);
+size_t sess_msg_space(const struct ssw_session *s, size_t len);
+void sess_sent(struct ssw_session *s, uint32_t credits);
+uint32_t sess_window_cap(const struct ssw_provider *prov, struct ssw_ep *ep);
+uint64_t sess_credit_batch(const struct ssw_session *s);
+bool sess_tx_room_ok(struct ssw_session *s);
+
+/* session_rx.c */
+void sess_iov_put(const struct iovec *iov, int n, size_t at, const void *src, size_t len);
+int sess_iov_slice(const struct iovec *iov, int n, size_t at, size_t len, struct iovec *out, int max);
+int sess_head(struct ssw_session *s);
+void sess_consume(struct ssw_session *s);
+void sess_handle_control(struct ssw_session *s);
+int sess_q_reserve(struct ssw_session *s, size_t more);
+int sess_stage_head(struct ssw_session *s);
+int sess_pump(struct ssw_session *s, bool stage);
+void sess_q_take(struct ssw_session *s, size_t n);
+
+/* session_tx.c */
+void sess_flush_held(struct ssw_session *s);
+ssize_t sess_send_inline(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, size_t at,
+			   bool nonblock, uint64_t dl, bool hold);
+
+/* session_rndv.c */
+int sess_send_rndv_done(struct ssw_session *s, uint64_t id, uint64_t len, int status);
+int sess_stage_rr(struct ssw_session *s);
+int sess_stage_rw(struct ssw_session *s);
+int sess_rndv_choose(struct ssw_session *s, size_t len);
+ssize_t sess_send_rndv(struct ssw_session *s, const void *buf, size_t len, int how);
+ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want);
+void sess_rndv_reply(struct ssw_session *s, const struct ssw_msg *m);
+void sess_rndv_offer(struct ssw_session *s, const struct ssw_msg *m);
+ssize_t sess_rr_deliver(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t at, size_t lim);
+
+/* session_rma.c: one RDMA read or write, to completion (called and returns
+ * with the lock held; it is released while the transfer is in flight).
+ * 0, -EPERM (copy through messages), -EINVAL (the peer's descriptor does
+ * not validate) or -ECONNRESET. */
+int sess_rma(struct ssw_session *s, bool write, const struct iovec *v, int k, const struct ssw_rdma_desc *d,
+	     uint64_t off, size_t len);
+
+/* session_urg.c */
+void sess_take_oob(struct ssw_session *s, uint8_t byte);
+ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, bool nonblock,
+			uint64_t dl);
+ssize_t sess_recv_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want, int flags);
+bool sess_urg_pending(const struct ssw_session *s); /* POLLPRI */
+void sess_urg_flush(void);                          /* SIGURGs owed by this thread */
+
+/* session_wait.c */
+void sess_peer_check(struct ssw_session *s, bool probe);
+int sess_wait_peer(struct ssw_session *s, uint64_t deadline);
+
+#endif

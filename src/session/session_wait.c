@@ -1,0 +1,281 @@
+/* session_wait.c — waiting on the peer: spin then sleep on the provider, poll bits, epoll arming. */
+#include "session/session_priv.h"
+
+#include "common/log.h"
+#include "common/waitpol.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define SPIN_MIN_NS 2000u
+
+/* What the peer announced beside the message stream: a FIN or a reset
+ * queued behind unread data, its death, urgent bytes.  `probe` allows a
+ * system call (to find a dead peer), at most every 200 µs. */
+void sess_peer_check(struct ssw_session *s, bool probe)
+{
+	const struct ssw_progress_ops *pg = s->p->progress;
+	if (!pg->peer_state || !s->ep)
+		return;
+	if (probe) {
+		uint64_t now = ssw_now_ns();
+		if (now - s->w.probe_ns < 200000)
+			probe = false;
+		else
+			s->w.probe_ns = now;
+	}
+	uint32_t urg = s->urg.peer;
+	uint32_t st = pg->peer_state(s->ep, probe, &urg);
+	s->urg.peer = urg;
+	if (st & (SSW_PEER_FIN | SSW_PEER_CLOSED))
+		s->fin_rcvd = true;
+	if (st & SSW_PEER_CLOSED)
+		s->peer_closed = true;
+	if (st & SSW_PEER_RESET)
+		sess_on_reset(s);
+}
+
+/* Does any installed signal handler lack SA_RESTART?  Then a blocking call
+ * interrupted by a signal must report EINTR, as the kernel would. */
+static bool eintr_visible(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+			return true;
+	}
+	return false;
+}
+
+/* After a sleep: take the doorbell, unless a fellow sleeper (still in its
+ * sleep) may need it: a woken poll re-checks the fd, and goes back to sleep
+ * if we drained it first.  A fellow wakes at once on a doorbell left for it;
+ * a count left high by a killed process costs a few extra wake-ups (then
+ * the doorbell is taken), not a spin. */
+static void woke(struct ssw_session *s)
+{
+	static __thread unsigned left;
+	const struct ssw_progress_ops *pg = s->p->progress;
+	if (pg->wake_leave && left < 64 && atomic_load(&s->w.sleepers) > 0) {
+		left++;
+		pg->wake_leave(s->ep);
+		return;
+	}
+	left = 0;
+	pg->wake_ack(s->ep);
+}
+
+#define SLEEP_CAP_MIN_MS 1
+#define SLEEP_CAP_MAX_MS 1000  /* alone and idle: about one wake-up a second */
+#define SLEEP_CAP_COMPANY_MS 64 /* two threads asleep on one connection */
+
+/* Wait for the peer: look while the wait policy allows (common/waitpol.h),
+ * then sleep on the provider (alone: its one-call sleep op).
+ * Called and returns with the lock held.  deadline 0 = none.
+ * Returns 0 (something may have changed), -ETIMEDOUT or -EINTR. */
+int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
+{
+	struct ssw_ep *ep = s->ep;
+	const struct ssw_progress_ops *pg = s->p->progress;
+	uint64_t t0 = ssw_now_ns();
+	if (deadline && t0 >= deadline)
+		return -ETIMEDOUT;
+	uint64_t gen = s->w.rx_gen;
+	struct ssw_spin sp;
+	ssw_spin_start(&sp, t0, s->w.spin_ns);
+
+	sess_unlock(s);
+	for (;;) {
+		if (pg->rx_ready(ep)) {
+			sess_lock(s);
+			if (s->w.spin_ns < ssw_session_cfg.spin_max_ns)
+				s->w.spin_ns += s->w.spin_ns / 2;
+			if (s->w.spin_ns > ssw_session_cfg.spin_max_ns)
+				s->w.spin_ns = ssw_session_cfg.spin_max_ns;
+			return 0;
+		}
+		if (!ssw_spin_step(&sp))
+			break;
+	}
+	sess_lock(s);
+	/* another thread took messages in while we spun unlocked (credits we
+	 * wait for, say): their doorbell is gone, so look before sleeping */
+	if (s->w.rx_gen != gen)
+		return 0;
+
+	/* Credits we could not return earlier: the peer may be waiting for them
+	 * while we wait for it.  Retry, and if the transport is still full,
+	 * sleep only briefly. */
+	bool owed = s->credit_owed && sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
+	int armed = pg->arm(ep);
+	if (armed == -EAGAIN)
+		return 0;
+	struct pollfd pfd[4];
+	int n = pg->wait_fds(ep, pfd, 4);
+	bool company = atomic_fetch_add(&s->w.sleepers, 1) > 0;
+	/* Another thread of this connection may take what we wait for (a
+	 * credit, say) together with its doorbell, now or after it joins us:
+	 * no sleep is endless.  The bound starts at 1 ms and doubles while
+	 * nothing comes (an idle connection wakes about once a second, 64 ms
+	 * with company), and is short again once traffic wakes us. */
+	int cap = s->w.nap_ms ? (int)s->w.nap_ms : SLEEP_CAP_MIN_MS;
+	if (company && cap > SLEEP_CAP_COMPANY_MS)
+		cap = SLEEP_CAP_COMPANY_MS;
+	if (armed > 0 && cap > armed)
+		cap = armed; /* the peer holds corked data: ours when its hold ends */
+	sess_unlock(s);
+	/* alone: sleep in the provider's own wait, which takes the wake-up in
+	 * the same system call (no poll, then drain) */
+	bool lone = !company && pg->sleep;
+	int r;
+	for (;;) {
+		int ms = -1;
+		if (deadline) {
+			uint64_t now = ssw_now_ns();
+			ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		}
+		if (owed && (ms < 0 || ms > 1))
+			ms = 1;
+		if (ms < 0 || ms > cap)
+			ms = cap;
+		if (lone && ms > 0) {
+			r = pg->sleep(ep, ms);
+			if (r == -ENOSYS) {
+				lone = false;
+				continue;
+			}
+			if (r == -EINTR && !eintr_visible())
+				r = 1; /* disarmed already: the caller looks and comes back */
+			if (r == -EINTR) {
+				r = -1;
+				errno = EINTR;
+			}
+			break;
+		}
+		lone = false;
+		r = sys_poll(pfd, (nfds_t)n, ms);
+		if (r < 0 && errno == EINTR && !eintr_visible())
+			continue;
+		break;
+	}
+	int err = errno;
+	atomic_fetch_sub(&s->w.sleepers, 1);
+	sess_lock(s);
+	if (!lone)
+		woke(s);
+	if (r > 0)
+		s->w.nap_ms = SLEEP_CAP_MIN_MS;
+	else if (r == 0)
+		s->w.nap_ms = cap * 2 > SLEEP_CAP_MAX_MS ? SLEEP_CAP_MAX_MS : (uint32_t)cap * 2;
+	/* Slept: the spin did not pay off this time; spin less next time. */
+	s->w.spin_ns /= 2;
+	if (s->w.spin_ns < SPIN_MIN_NS)
+		s->w.spin_ns = SPIN_MIN_NS;
+	if (r < 0 && err == EINTR)
+		return -EINTR;
+	if (r == 0 && deadline && ssw_now_ns() >= deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/* tcp_poll's answer. */
+static short poll_bits(struct ssw_session *s)
+{
+	short ev = 0;
+	sess_pump(s, false);
+	uint64_t l0 = tx_limit(s);
+	if (!s->wr_shut && (!(l0 > s->tx_inflight && l0 - s->tx_inflight >= l0 / 8) || !sess_tx_room_ok(s)))
+		/* a writer waiting for POLLOUT: the credits may sit behind unread
+		 * data, and the peer (maybe waiting on us the same way) gets its
+		 * transport back when we take its data into our queue, as a
+		 * kernel receive buffer would */
+		sess_pump(s, true);
+	sess_peer_check(s, true);
+	size_t q = s->q.len;
+	if (q && s->urg.mark_valid && !s->urg.inline_ && s->rx_pos == s->urg.mark)
+		q--; /* a lone urgent byte does not make the socket readable */
+	bool readable = q || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type));
+	if ((rcv_down(s) && snd_down(s)) || tcp_closed(s))
+		ev |= POLLHUP;
+	if (rcv_down(s))
+		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
+	if (readable)
+		ev |= POLLIN | POLLRDNORM;
+	uint64_t lim = tx_limit(s);
+	if (snd_down(s) || s->peer_closed || (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8 && sess_tx_room_ok(s)))
+		ev |= POLLOUT | POLLWRNORM;
+	if (sess_urg_pending(s))
+		ev |= POLLPRI;
+	if (s->so_error)
+		ev |= POLLERR;
+	return ev;
+}
+
+short ssw_session_poll(struct ssw_session *s)
+{
+	sess_lock(s);
+	short ev = poll_bits(s);
+	sess_unlock(s);
+	return ev;
+}
+
+int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout)
+{
+	int rc = 0;
+	sess_lock(s);
+	/* credits the transport had no room for: the peer may wait for them
+	 * while the application only polls (as wait_peer: retry, then nap) */
+	bool owed = s->credit_owed && sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
+	int armed = s->p->progress->arm(s->ep);
+	if (armed == -EAGAIN) {
+		rc = -EAGAIN;
+	} else {
+		*nout = s->p->progress->wait_fds(s->ep, pfd, n);
+		/* naps too while the peer holds corked data (ours when its hold ends) */
+		rc = atomic_fetch_add(&s->w.sleepers, 1) > 0 || owed || armed > 0 ? 1 : 0;
+	}
+	sess_unlock(s);
+	return rc;
+}
+
+void ssw_session_sleep_done(struct ssw_session *s)
+{
+	atomic_fetch_sub(&s->w.sleepers, 1);
+	sess_lock(s);
+	woke(s);
+	sess_unlock(s);
+}
+
+int ssw_session_watch(struct ssw_session *s)
+{
+	sess_lock(s);
+	int rc = s->ep ? s->p->progress->arm(s->ep) : -EAGAIN;
+	sess_unlock(s);
+	return rc;
+}
+
+void ssw_session_unwatch(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (s->ep)
+		woke(s);
+	sess_unlock(s);
+}
+
+bool ssw_session_rx_ready(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	return ep && s->p->progress->rx_ready(ep);
+}
