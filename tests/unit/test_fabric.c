@@ -411,6 +411,41 @@ static void test_orderly_close(void **st)
 	free_pair(&p);
 }
 
+/* A close right after sends the peer had no room for yet returns at once,
+ * and every message still arrives before the end (a kernel socket's close
+ * sends its buffered bytes before the FIN). */
+static void test_close_delivers_backlog(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 11);
+	char big[4096];
+	int sent = 0;
+	while (sent < 40) {
+		memset(big, sent, sizeof big);
+		if (sendstr(p.c, big, sizeof big) != 0)
+			break;
+		sent++;
+	}
+	assert_true(sent > 20); /* beyond the peer's buffers: a backlog */
+	uint64_t t0 = ssw_now_ns();
+	P->conn->close(p.c, SSW_CLOSE_ORDERLY);
+	p.c = NULL;
+	assert_true(ssw_now_ns() - t0 < 200000000ull); /* did not wait for the reader */
+	for (int i = 0; i < sent; i++) {
+		const void *m;
+		size_t len;
+		assert_int_equal(recv_wait(p.s, &m, &len), 0);
+		assert_int_equal(len, sizeof big);
+		assert_int_equal(((const unsigned char *)m)[0], (unsigned char)i);
+		P->msg->recv_done(p.s);
+	}
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(p.s, &m, &len), -EPIPE);
+	free_pair(&p);
+}
+
 static void test_abort_and_detach(void **st)
 {
 	(void)st;
@@ -545,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_bad_descriptor),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_orderly_close),
+		cmocka_unit_test(test_close_delivers_backlog),
 		cmocka_unit_test(test_abort_and_detach),
 		cmocka_unit_test(test_listener_close_resets_queue),
 		cmocka_unit_test(test_private_data_in_first_message),

@@ -136,7 +136,8 @@ static void fab_close(struct ssw_ep *ep, int how)
 	if (!ep)
 		return;
 	fab_gate_enter();
-	fab_ep_destroy(ep, how);
+	if (how != SSW_CLOSE_ORDERLY || !fab_ep_linger(ep))
+		fab_ep_destroy(ep, how);
 	fab_gate_leave();
 }
 

@@ -427,17 +427,74 @@ static void drain_tx(struct ssw_ep *ep, int ms)
  * fork) still uses the connection: nothing goes on the wire, and the
  * objects are unshared first (fab_fork.c), so that closing our copies
  * leaves the other process's connection as it is. */
+/* Is the connection still one the peer reads? */
+static bool peer_listens(struct ssw_ep *ep)
+{
+	return ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken) &&
+	       !atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset);
+}
+
+/* Messages that arrive after our close are dropped, their buffers posted
+ * again (the peer must not stall on us while we linger). */
+static void drop_rx(struct ssw_ep *ep)
+{
+	while (ep->rxq_n) {
+		uint32_t slot = ep->rxq[ep->rxq_head];
+		ep->rxq_head = (ep->rxq_head + 1) % FAB_RX_N;
+		ep->rxq_n--;
+		if (fab_post_recv(ep, slot) == 0)
+			ep->unreported++;
+	}
+}
+
+/* An orderly close (called inside the gate, nobody else using the
+ * endpoint).  As a kernel socket's close, it returns at once and what was
+ * sent still arrives: the backlog, then our close message, leave from the
+ * provider's thread, which frees the endpoint once the peer has closed too
+ * (TCP's FIN_WAIT: closing with the peer's bytes unread would reset the
+ * connection and lose ours), or after FAB_LINGER_NS.  true when the
+ * endpoint was handed over, false when there is nothing to wait for. */
+bool fab_ep_linger(struct ssw_ep *ep)
+{
+	pthread_mutex_lock(&ep->mu);
+	fab_progress(ep);
+	drop_rx(ep);
+	bool handed = peer_listens(ep);
+	if (handed) {
+		if (!ep->bl_n)
+			ep->close_sent = fab_send_locked(ep, FAB_T_CLOSE, NULL, 0) == 0;
+		ep->linger_end = ssw_now_ns() + FAB_LINGER_NS;
+		ep->lingering = true;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	return handed && fab_linger(ep) == 0;
+}
+
+/* The provider's thread, for a lingering endpoint (locked): true when it
+ * can go (fab_ep_destroy with FAB_CLOSE_FINAL). */
+bool fab_linger_step(struct ssw_ep *ep)
+{
+	fab_progress(ep);
+	drop_rx(ep);
+	if (!peer_listens(ep) || ssw_now_ns() > ep->linger_end)
+		return true;
+	if (!ep->close_sent && !ep->bl_n)
+		ep->close_sent = fab_send_locked(ep, FAB_T_CLOSE, NULL, 0) == 0;
+	return false; /* until the peer closes (shutdown_seen, peer_closed) */
+}
+
 void fab_ep_destroy(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	fab_unwatch(ep);
+	if (how != FAB_CLOSE_FINAL)
+		fab_unwatch(ep);
 	if (how == SSW_CLOSE_DETACH) {
 		fab_unshare_fds(ep->cq_fd);
 		fab_unshare_fds(ep->eq_fd);
 	} else if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
 		/* a peer that closed (or reset) reads nothing more from us */
-		if (!atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
+		if (how != FAB_CLOSE_FINAL && !atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
 			if (how == SSW_CLOSE_ORDERLY)
 				drain_tx(ep, 2000); /* the backlog first, as the kernel sends buffered data before its FIN */
 			else
@@ -445,6 +502,8 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 			fab_send_locked(ep, how == SSW_CLOSE_ORDERLY ? FAB_T_CLOSE : FAB_T_RESET, NULL, 0);
 			drain_tx(ep, 1000);
 		}
+		if (how == FAB_CLOSE_FINAL)
+			drain_tx(ep, 100); /* our close message, when the peer went first */
 		fi_shutdown(ep->ep, 0);
 	}
 	if (ep->ep)

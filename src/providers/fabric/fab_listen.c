@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 /* All listeners of this process and the accept thread's state, under lmu.
  * Lock order: the gate (fab_gate_enter), then lmu, then an endpoint's mu. */
@@ -156,9 +157,21 @@ static void run_watched(void)
 		/* an owner at work flushes its backlog itself: the thread only
 		 * steps in after it has been away a while (one core less taken
 		 * from a busy sender) */
-		if (now - atomic_load_explicit(&ep->app_ns, memory_order_relaxed) < FAB_IDLE_NS ||
+		if ((!ep->lingering && now - atomic_load_explicit(&ep->app_ns, memory_order_relaxed) < FAB_IDLE_NS) ||
 		    pthread_mutex_trylock(&ep->mu) != 0) {
 			pp = &ep->wnext;
+			continue;
+		}
+		if (ep->lingering) {
+			bool end = fab_linger_step(ep);
+			pthread_mutex_unlock(&ep->mu);
+			if (!end) {
+				pp = &ep->wnext;
+				continue;
+			}
+			*pp = ep->wnext;
+			ep->watched = false;
+			fab_ep_destroy(ep, FAB_CLOSE_FINAL);
 			continue;
 		}
 		uint64_t n0 = ep->ncomp;
@@ -191,6 +204,43 @@ void fab_watch(struct ssw_ep *ep)
 		watched = ep;
 	}
 	pthread_mutex_unlock(&lmu);
+}
+
+int fab_linger(struct ssw_ep *ep)
+{
+	pthread_mutex_lock(&lmu);
+	int rc = thread_start();
+	if (rc == 0 && !(ep->watched && ep->watch_pid == ssw_pid())) {
+		ep->watched = true;
+		ep->watch_pid = ssw_pid();
+		ep->wnext = watched;
+		watched = ep;
+	}
+	pthread_mutex_unlock(&lmu);
+	return rc;
+}
+
+/* At exit: what was written still leaves (a kernel socket's buffer does
+ * after its process is gone): wait, bounded, for the thread to send the
+ * backlogs and finish the closes. */
+static void exit_flush(void)
+{
+	uint64_t end = ssw_now_ns() + FAB_EXIT_NS;
+	for (;;) {
+		pthread_mutex_lock(&lmu);
+		bool busy = false;
+		if (thr_pid == ssw_pid())
+			for (struct ssw_ep *ep = watched; ep && !busy; ep = ep->wnext)
+				/* sent into the kernel's socket: the rest is the kernel's
+				 * (the peer's own close is not waited for here) */
+				busy = ep->bl_n || (ep->lingering && !atomic_load(&ep->broken) && !ep->shutdown_seen &&
+						    (!ep->close_sent || ep->ntx_free < FAB_TX_N));
+		pthread_mutex_unlock(&lmu);
+		if (!busy || ssw_now_ns() > end)
+			return;
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 void fab_unwatch(struct ssw_ep *ep)
@@ -270,6 +320,11 @@ static int thread_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	thr_pid = ssw_pid();
+	static bool exit_hook;
+	if (!exit_hook) {
+		exit_hook = true;
+		atexit(exit_flush);
+	}
 	int rc = pthread_create(&t, &a, accept_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);

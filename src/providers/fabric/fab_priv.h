@@ -29,6 +29,8 @@
 #define FAB_MSG_MAX (64u << 10)
 #define FAB_RX_N 16u
 #define FAB_TX_N 32u
+#define FAB_LINGER_NS (10000ull * 1000000ull) /* longest a closed connection waits for its peer */
+#define FAB_EXIT_NS (5000ull * 1000000ull) /* longest an exit waits for what was sent to leave */
 #define FAB_IDLE_NS 1000000ull /* the thread flushes a backlog its owner left this long */
 #define FAB_TX_KEEP 2u /* tx slots data leaves for a credit return and the close */
 /* Credits kept back: data leaves two, a credit return one, so that a
@@ -148,7 +150,9 @@ struct ssw_ep {
 	_Atomic int broken;        /* a libfabric error: -ECONNRESET from now on */
 	bool shutdown_seen;        /* FI_SHUTDOWN on the EQ */
 	uint64_t conn_deadline;    /* connector: give up (kernel TCP) after this (ssw_now_ns) */
-	bool closing;
+	bool lingering;            /* closed by its owner, the thread finishes it (fab_ep_linger) */
+	bool close_sent;
+	uint64_t linger_end;
 
 	/* RMA */
 	struct fab_rma_op *done_head, *done_tail; /* completed asynchronous ops for poll_cq */
@@ -207,7 +211,12 @@ int fab_errno(int fi_err); /* a libfabric error as a negative errno */
 
 /* fab_ep.c: endpoint life */
 int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **out);
+/* how: SSW_CLOSE_*, or FAB_CLOSE_FINAL (the end of a linger: nothing more
+ * to send, the thread's list already left) */
+#define FAB_CLOSE_FINAL 99
 void fab_ep_destroy(struct ssw_ep *ep, int how);
+bool fab_ep_linger(struct ssw_ep *ep);
+bool fab_linger_step(struct ssw_ep *ep);
 void fab_ep_lock(struct ssw_ep *ep);
 void fab_ep_unlock(struct ssw_ep *ep);
 /* Read the EQ and the CQ (called with the endpoint locked). */
@@ -234,6 +243,9 @@ void fab_listen_atfork_child(void);
  * with the endpoint locked); fab_unwatch before freeing it. */
 void fab_watch(struct ssw_ep *ep);
 void fab_unwatch(struct ssw_ep *ep);
+/* Hand a closed endpoint to the thread (fab_ep_linger): 0, or -errno (then
+ * the caller destroys it itself). */
+int fab_linger(struct ssw_ep *ep);
 
 /* fab_conn.c */
 extern const struct ssw_conn_ops fab_conn_ops;
