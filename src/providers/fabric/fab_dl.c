@@ -15,6 +15,7 @@ static void (*p_freeinfo)(struct fi_info *);
 static struct fi_info *(*p_dupinfo)(const struct fi_info *);
 static int (*p_fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
 static const char *(*p_strerror)(int);
+static uint32_t (*p_version)(void);
 static int load_rc = -ENOSYS;
 
 static void load(void)
@@ -45,6 +46,7 @@ static void load(void)
 	p_dupinfo = (__typeof__(p_dupinfo))dlsym(h, "fi_dupinfo");
 	p_fabric = (__typeof__(p_fabric))dlsym(h, "fi_fabric");
 	p_strerror = (__typeof__(p_strerror))dlsym(h, "fi_strerror");
+	p_version = (__typeof__(p_version))dlsym(h, "fi_version");
 	load_rc = p_getinfo && p_freeinfo && p_dupinfo && p_fabric && p_strerror ? 0 : -ENODEV;
 	if (load_rc)
 		SSW_WARN("fabric: libfabric.so.1 lacks the functions the provider needs: fabric routes use kernel TCP");
@@ -78,3 +80,5 @@ int fab_open_fabric(struct fi_fabric_attr *attr, struct fid_fabric **f)
 }
 
 const char *fab_strerror(int e) { return p_strerror ? p_strerror(e) : "libfabric not loaded"; }
+
+uint32_t fab_version(void) { return fab_dl_load() || !p_version ? 0 : p_version(); }

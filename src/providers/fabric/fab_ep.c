@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 
 void fab_ep_lock(struct ssw_ep *ep)
@@ -55,6 +56,31 @@ int fab_post_recv(struct ssw_ep *ep, uint32_t slot)
 	for (int tries = 0; rc == -FI_EAGAIN && tries < 100; tries++)
 		rc = fi_recv(ep->ep, ep->rxbuf + (size_t)slot * FAB_BUF_SIZE, FAB_BUF_SIZE, desc, 0, &ep->rxc[slot]);
 	return (int)rc;
+}
+
+/* tcp (libfabric 1.17): the CQ's wait fd is a level-triggered epoll set
+ * of the endpoint's socket (its epoll data: the endpoint's fid) and of the
+ * CQ's own signal, which libfabric writes at every completion and reads at
+ * the next progress.  Seen as news by rx_ready, that signal made every
+ * message cost a pump (two system calls and the locks) between its
+ * arrival and the application's answer.  The signal's epoll data is
+ * learnt here, once, from a signal of our own (fi_cq_signal) on the set
+ * before the connection adds its socket; rx_ready then tells the two
+ * apart.  Any other provider or version: NULL, the wait fd's readiness as
+ * it is. */
+static void learn_cq_signal(struct ssw_ep *ep)
+{
+	uint32_t v = fab_version();
+	if (strcmp(fab_prov_name, "tcp") != 0 || FI_MAJOR(v) != 1 || FI_MINOR(v) != 17 || ep->cq_fd < 0)
+		return;
+	if (fi_cq_signal(ep->cq) != 0)
+		return;
+	struct epoll_event ev[2];
+	int n = sys_epoll_wait(ep->cq_fd, ev, 2, 0);
+	if (n == 1 && ev[0].data.ptr && ev[0].data.ptr != (void *)&ep->ep->fid)
+		ep->cq_sig = ev[0].data.ptr;
+	/* our signal back: fi_trywait reads it */
+	(void)fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1);
 }
 
 /* A new endpoint for `info` (a connect's, or a connection request's):
@@ -108,6 +134,8 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 		rc = get_wait_fd(&ep->eq->fid, &ep->eq_fd);
 	if (!rc)
 		rc = get_wait_fd(&ep->cq->fid, &ep->cq_fd);
+	if (!rc)
+		learn_cq_signal(ep);
 	if (!rc)
 		rc = reg_buf(ep, ep->rxbuf, FAB_RX_N * FAB_BUF_SIZE, FI_RECV, &ep->rx_mr);
 	if (!rc)
@@ -206,6 +234,8 @@ static void on_completion(struct ssw_ep *ep, struct fab_ctx *c, size_t len, int 
 			on_recv(ep, (uint32_t)c->idx, len);
 		return;
 	case FAB_CTX_TX:
+		if (atomic_load_explicit(&ep->tx_out, memory_order_relaxed))
+			atomic_fetch_sub_explicit(&ep->tx_out, 1, memory_order_relaxed);
 		if (ep->ntx_free < FAB_TX_N)
 			ep->tx_free[ep->ntx_free++] = (uint32_t)c->idx;
 		if (err)
@@ -325,6 +355,8 @@ static int post_slot(struct ssw_ep *ep, uint32_t slot, size_t len)
 	}
 	if (inject)
 		ep->tx_free[ep->ntx_free++] = slot;
+	else
+		atomic_fetch_add_explicit(&ep->tx_out, 1, memory_order_relaxed);
 	ep->unreported = 0;
 	ep->credits--;
 	return 0;

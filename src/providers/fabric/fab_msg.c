@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,8 +106,23 @@ static int fab_rx_ready(struct ssw_ep *ep)
 		return 1;
 	/* manual progress: what arrived is in the socket until someone reads
 	 * the CQ; its wait fd says whether anything waits there */
-	struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
-	return ep->cq_fd >= 0 && sys_poll(&p, 1, 0) > 0;
+	if (ep->cq_fd < 0)
+		return 0;
+	if (!ep->cq_sig) {
+		struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
+		return sys_poll(&p, 1, 0) > 0;
+	}
+	/* the set is level-triggered: looking takes nothing from libfabric.
+	 * The CQ's signal alone is news only while sends or one-sided
+	 * operations wait for completions (those may complete inside a call
+	 * that reads no socket); after a message it is a leftover. */
+	struct epoll_event ev[4];
+	int k = sys_epoll_wait(ep->cq_fd, ev, 4, 0);
+	for (int i = 0; i < k; i++)
+		if (ev[i].data.ptr != ep->cq_sig || atomic_load_explicit(&ep->tx_out, memory_order_relaxed) ||
+		    __atomic_load_n(&ep->all, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
 }
 
 static int fab_arm(struct ssw_ep *ep)

@@ -115,6 +115,8 @@ struct ssw_ep {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	int eq_fd, cq_fd;          /* wait objects (FI_GETWAIT) */
+	void *cq_sig;              /* the CQ's own signal in cq_fd's epoll set (fab_ep.c: learn_cq_signal), or NULL */
+	_Atomic unsigned tx_out;   /* sends posted with a completion still to come */
 	bool mr_local, virt_addr, prov_key, mr_endpoint;
 
 	uint8_t *rxbuf, *txbuf;    /* FAB_RX_N / FAB_TX_N slots of FAB_BUF_SIZE */
@@ -193,6 +195,7 @@ void fab_freeinfo(struct fi_info *info);
 struct fi_info *fab_allocinfo(void);
 int fab_open_fabric(struct fi_fabric_attr *attr, struct fid_fabric **f);
 const char *fab_strerror(int e);
+uint32_t fab_version(void); /* the loaded library's (fi_version), 0 if unknown */
 
 /* fab_init.c: settings and shared objects */
 extern char fab_prov_name[32];
