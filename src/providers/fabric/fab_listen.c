@@ -363,7 +363,7 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	memcpy(&a, addr, al);
 	int port = fab_map_port(ntohs(((struct sockaddr_in *)&a)->sin_port));
 	if (port < 0)
-		return -ERANGE; /* P + offset past 65535: this port is kernel TCP only */
+		return -EINVAL;
 	((struct sockaddr_in *)&a)->sin_port = htons((uint16_t)port);
 	struct ssw_listener *l = calloc(1, sizeof *l);
 	struct fi_info *h = fab_hints();
