@@ -31,7 +31,8 @@
 #define FAB_TX_N 32u
 #define FAB_LINGER_NS (10000ull * 1000000ull) /* longest a closed connection waits for its peer */
 #define FAB_EXIT_NS (5000ull * 1000000ull) /* longest an exit waits for what was sent to leave */
-#define FAB_IDLE_NS 1000000ull /* the thread flushes a backlog its owner left this long */
+#define FAB_IDLE_NS 200000ull /* the thread flushes a backlog its owner left this long */
+#define FAB_WATCH_NS 200000ull /* how often the thread looks at watched endpoints */
 #define FAB_TX_KEEP 2u /* tx slots data leaves for a credit return and the close */
 /* Credits kept back: data leaves two, a credit return one, so that a
  * credit return and the close or reset always find a buffer. */
