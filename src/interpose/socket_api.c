@@ -156,6 +156,7 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	PROVIDER_PASS(REAL(fcntl)(fd, cmd, arg));
 	int r = REAL(fcntl)(fd, cmd, arg);
 	if (r < 0)
 		return r;
@@ -183,6 +184,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	PROVIDER_PASS(REAL(ioctl)(fd, req, arg));
 	if (req == FIONBIO && arg)
 		ssw_fd_nonblock(fd, *(int *)arg != 0);
 	struct ssw_sock *s = ssw_sock_get(fd);
@@ -267,6 +269,7 @@ EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 /* Other calls that create fds: a reused number must not look switched. */
 EXPORT int pipe(int fds[2])
 {
+	PROVIDER_PASS((int)syscall(SYS_pipe2, fds, 0));
 	int r = (int)syscall(SYS_pipe2, fds, 0);
 	if (r == 0) {
 		fresh(fds[0]);
@@ -277,6 +280,7 @@ EXPORT int pipe(int fds[2])
 
 EXPORT int pipe2(int fds[2], int flags)
 {
+	PROVIDER_PASS((int)syscall(SYS_pipe2, fds, flags));
 	int r = (int)syscall(SYS_pipe2, fds, flags);
 	if (r == 0) {
 		fresh(fds[0]);
@@ -293,6 +297,8 @@ EXPORT int eventfd(unsigned int v, int flags)
 
 EXPORT int epoll_create(int size)
 {
+	/* libfabric's own sets (its accept thread makes them while an
+	 * application thread may hold the epoll table's lock) */
 	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : (int)syscall(SYS_epoll_create1, 0));
 	if (size <= 0) {
 		errno = EINVAL;

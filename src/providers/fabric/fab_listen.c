@@ -22,6 +22,11 @@ static struct ssw_listener *listeners;
 static int thr_epfd = -1;   /* wait fds of listeners, pending and watched endpoints */
 static pid_t thr_pid;       /* the process whose thread runs (0: none) */
 static struct ssw_ep *watched; /* endpoints with a backlog (fab_watch) */
+/* The ready queues, under their own lock, never held across a libfabric
+ * call: accept() and listener_ready() come from application threads that
+ * may hold the switch's locks (epoll), which libfabric's own calls, made
+ * under lmu, may want too. */
+static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
 
 static int thread_start(void);
 
@@ -34,6 +39,7 @@ static void ep_watch(int fd, int op)
 
 static void ready_push(struct ssw_listener *l, struct ssw_ep *ep)
 {
+	pthread_mutex_lock(&qmu);
 	ep->qnext = NULL;
 	if (l->ready_tail)
 		l->ready_tail->qnext = ep;
@@ -42,6 +48,7 @@ static void ready_push(struct ssw_listener *l, struct ssw_ep *ep)
 	l->ready_tail = ep;
 	uint64_t one = 1;
 	(void)!sys_write(l->efd, &one, sizeof one);
+	pthread_mutex_unlock(&qmu);
 }
 
 /* A connection request: our endpoint for it, accepted at once (the
@@ -135,8 +142,10 @@ static void read_pending(struct ssw_listener *l)
 	}
 }
 
-/* Endpoints with a backlog: progressed here when their owner is not at
- * it (trylock), so that data leaves as credits come back; a wake-up for the
+/* Endpoints with a backlog, or memory the peer may read or write:
+ * progressed here when their owner is not at it (trylock), so that data
+ * leaves as credits come back and the peer's transfers are served; a
+ * wake-up for the
  * owner when anything moved (it may sleep on a wait fd whose event was
  * taken here). */
 static void run_watched(void)
@@ -158,7 +167,7 @@ static void run_watched(void)
 			uint64_t one = 1;
 			(void)!sys_write(ep->wake_fd, &one, sizeof one);
 		}
-		bool done = !ep->bl_n || atomic_load(&ep->broken) || ep->shutdown_seen;
+		bool done = (!ep->bl_n && !ep->nexposed) || atomic_load(&ep->broken) || ep->shutdown_seen;
 		if (done) {
 			*pp = ep->wnext;
 			ep->watched = false;
@@ -278,6 +287,7 @@ static int thread_start(void)
 void fab_listen_atfork_child(void)
 {
 	pthread_mutex_init(&lmu, NULL);
+	pthread_mutex_init(&qmu, NULL);
 	thr_pid = 0;
 	if (thr_epfd >= 0)
 		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
@@ -386,15 +396,15 @@ int fab_listener_fd(struct ssw_listener *l) { return l->efd; }
 
 int fab_listener_ready(struct ssw_listener *l)
 {
-	pthread_mutex_lock(&lmu);
+	pthread_mutex_lock(&qmu);
 	int r = l->pid == ssw_pid() && l->ready != NULL;
-	pthread_mutex_unlock(&lmu);
+	pthread_mutex_unlock(&qmu);
 	return r;
 }
 
 int fab_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
-	pthread_mutex_lock(&lmu);
+	pthread_mutex_lock(&qmu);
 	struct ssw_ep *ep = l->pid == ssw_pid() ? l->ready : NULL;
 	if (ep && ep->priv_len > *priv_len) {
 		ep = NULL; /* cannot happen: the caller's room is SSW_CONNECT_PRIV_MAX */
@@ -409,7 +419,7 @@ int fab_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *
 		ep->qnext = NULL;
 		ep->owner = NULL;
 	}
-	pthread_mutex_unlock(&lmu);
+	pthread_mutex_unlock(&qmu);
 	if (!ep)
 		return -EAGAIN;
 	memcpy(priv, ep->priv, ep->priv_len);
@@ -449,8 +459,10 @@ void fab_listener_close(struct ssw_listener *l)
 			break;
 		}
 	ep_watch(l->eq_fd, EPOLL_CTL_DEL);
+	pthread_mutex_lock(&qmu);
 	struct ssw_ep *lists[2] = { l->pending, l->ready };
 	l->pending = l->ready = l->ready_tail = NULL;
+	pthread_mutex_unlock(&qmu);
 	for (int i = 0; i < 2; i++)
 		for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
 			nx = ep->qnext;

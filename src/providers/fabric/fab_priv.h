@@ -154,6 +154,7 @@ struct ssw_ep {
 	struct fab_rma_op *all;    /* every op not yet reaped */
 	struct fab_reg *regs;
 	uint32_t nregs;
+	uint32_t nexposed;         /* registrations the peer may use now */
 	uint64_t next_key;
 
 	/* the switch's private data: the connector's to send in a HELLO, the
@@ -227,8 +228,9 @@ int fab_listener_ready(struct ssw_listener *l);
 int fab_accept(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 void fab_listener_close(struct ssw_listener *l);
 void fab_listen_atfork_child(void);
-/* Have the provider's thread progress this endpoint until its backlog is
- * gone (called with the endpoint locked); fab_unwatch before freeing it. */
+/* Have the provider's thread progress this endpoint while its owner is
+ * away, until it has no backlog and no memory exposed to the peer (called
+ * with the endpoint locked); fab_unwatch before freeing it. */
 void fab_watch(struct ssw_ep *ep);
 void fab_unwatch(struct ssw_ep *ep);
 

@@ -116,6 +116,11 @@ static int fab_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, u
 			       .key = fi_mr_key(mr) };
 	d.check = rdesc_check(&d);
 	ep->regs[id] = (struct fab_reg){ .mr = mr, .check = d.check };
+	/* the peer's reads and writes of it need our progress (tcp: the
+	 * target serves them in fi_cq_read): the thread gives it while we
+	 * are away */
+	ep->nexposed++;
+	fab_watch(ep);
 	fab_ep_unlock(ep);
 	memset(desc, 0, sizeof *desc);
 	desc->len = sizeof d;
@@ -134,6 +139,7 @@ static void fab_deregister_rdma_memory(struct ssw_ep *ep, const struct ssw_rdma_
 		/* the key dies with it: the peer's later use fails there */
 		fi_close(&ep->regs[d.id].mr->fid);
 		ep->regs[d.id].mr = NULL;
+		ep->nexposed--;
 	}
 	fab_ep_unlock(ep);
 }
