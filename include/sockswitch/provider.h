@@ -11,11 +11,52 @@
  *  - Return 0 (or a non-negative count) on success, a negative errno on failure.
  *  - Nothing blocks unless its comment says so.  Ops that cannot finish at once
  *    return -EINPROGRESS and finish later (see each op).
- *  - An op a provider does not support points to a stub returning -ENOSYS; the
- *    switch checks the required ones when the provider registers.
+ *  - An op marked Optional may be NULL, or lie past its table's `size`: the
+ *    switch then does what the op's comment says.  The others are required
+ *    (the rdma ones and poll_cq when the provider offers RDMA): the switch
+ *    refuses a provider lacking one when it registers, naming the op, and
+ *    stubs the rest (src/switch/providers.c).
  *  - Everything a provider reads from shared memory or the wire is untrusted:
  *    on corrupt input it fails that one endpoint with -ECONNRESET, never more.
  *  - Tables start with `size` (sizeof the table) so they can grow.
+ *
+ * Threads (what the callers guarantee, and what a provider must allow):
+ *  - Endpoint ops are serialized per endpoint: the session calls msg, rdma
+ *    and progress ops with its per-connection lock held (one call at a time
+ *    on one endpoint, whichever thread or process makes it), except:
+ *      rx_ready         lock-free hint: any thread, any time, concurrently
+ *                       with any other op on the endpoint (read only);
+ *      sleep            called without the lock, after arm() returned 0
+ *                       under it: other threads may call any op meanwhile;
+ *      peer_state       under the lock when probe != 0; with probe == 0 it
+ *                       may also run concurrently (read only).
+ *    Different endpoints are used concurrently by different threads.
+ *  - Listener ops: listen, accept, listener_ready and listener_close on one
+ *    listener are serialized by the switch (the listening socket's lock);
+ *    listener_fd may be read by any thread (poll/epoll sleep on it).
+ *  - connect, connect_fd, connect_complete and close on one connecting
+ *    endpoint are serialized by the socket's lock.
+ *  - A provider's own threads (an accept or progress thread) must lock
+ *    against the calls above themselves; any C library call a provider
+ *    makes while the switch holds one of these locks must not re-enter the
+ *    switch: wrap such calls (libfabric) in ssw_provider_calls (common/sys.h),
+ *    which sends the interposed socket API straight to the C library.
+ *
+ * Processes (fork, seed 000):
+ *  - init() runs once per process before any other op; after fork the child
+ *    inherits the provider's memory and must cope (pthread_atfork) with its
+ *    threads being gone.
+ *  - SSW_CAP_SHARED_CONTEXT: an endpoint lives in fork-shared memory and
+ *    any process holding the connection may call its ops (serialized by the
+ *    session's process-shared lock); per-process resources (the fds
+ *    wait_fds returns) must be valid, or made valid, in each process.
+ *    Listeners may be shared too: exactly one process gets each request.
+ *  - Without it: the switch closes the provider's listeners in both
+ *    processes at fork (later connects fall back to kernel TCP), an
+ *    endpoint is used by one process at a time after fork (the others close
+ *    it with SSW_CLOSE_DETACH, which must not touch the wire), and at exit
+ *    the switch closes the process's endpoints as the kernel closes a dying
+ *    process's sockets, since their unsent data dies with it.
  */
 #ifndef SOCKSWITCH_PROVIDER_H
 #define SOCKSWITCH_PROVIDER_H
@@ -30,7 +71,7 @@
 extern "C" {
 #endif
 
-#define SSW_SPI_VERSION 1
+#define SSW_SPI_VERSION 2 /* 2: no duplicate/adopt; note marks and tags, peer_tag */
 
 /* Capabilities of a provider (and, once connected, of one endpoint: the
  * peer may lack what the provider has, e.g. Cross Memory Attach refused). */
@@ -127,11 +168,17 @@ struct ssw_conn_ops {
 	 *                     (it learns of the end when the last holder is gone). */
 	void (*close)(struct ssw_ep *ep, int how);
 
-	/* WSPDuplicateSocket: produce a token, unique system-wide, that lets
-	 * process `target_pid` adopt this endpoint.  WSPSocket with
-	 * dwProviderReserved: turn such a token into an endpoint in this process. */
-	int (*duplicate)(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len);
-	int (*adopt)(const void *token, size_t token_len, struct ssw_ep **out);
+	/* No WSPDuplicateSocket / WSPSocket(dwProviderReserved) pair: nothing
+	 * would call it.  A connection's state is mostly the session's (credits,
+	 * queued bytes, urgent mark, shutdown), above this SPI, so moving an
+	 * endpoint alone to another process would not move the connection.  The
+	 * switch shares a connection across fork through the session's
+	 * fork-shared memory (every holder uses the endpoint with
+	 * SSW_CAP_SHARED_CONTEXT; one at a time, the others closing with
+	 * SSW_CLOSE_DETACH, without it), and hands it to a program exec'd with
+	 * it or to a process it is sent to over SCM_RIGHTS through a relay
+	 * process forked from the holder (src/switch/relay.h): both are fork,
+	 * so no provider token is needed. */
 
 	/* Capabilities of this connected endpoint (enum ssw_cap). */
 	uint32_t (*ep_caps)(struct ssw_ep *ep);
@@ -314,22 +361,35 @@ struct ssw_progress_ops {
 
 	/* What the peer announced, readable without consuming messages (poll
 	 * must report a FIN or a reset queued behind unread data, as TCP does).
-	 * Returns SSW_PEER_* bits; *urg (may be NULL) gets the number of urgent
-	 * notes the peer sent so far.  probe != 0 allows one system call to find
-	 * a peer that died without a word.  Optional (NULL: messages only). */
-	uint32_t (*peer_state)(struct ssw_ep *ep, int probe, uint32_t *urg);
+	 * Returns SSW_PEER_* bits; *marks (may be NULL) gets the number of
+	 * SSW_NOTE_MARK the peer sent so far.  probe != 0 allows one system call
+	 * to find a peer that died without a word.  Optional (NULL: messages
+	 * only). */
+	uint32_t (*peer_state)(struct ssw_ep *ep, int probe, uint32_t *marks);
 
-	/* Announce to the peer, beside the message stream (after the messages
-	 * already sent): SSW_NOTE_FIN (no more data from us), SSW_NOTE_URG (an
-	 * urgent byte follows; a peer that registered an owner with
-	 * SSW_NOTE_OWNER gets SIGURG), SSW_NOTE_OWNER (arg: F_SETOWN value of our
-	 * socket, 0 for none).  Optional (NULL). */
+	/* Signals beside the message stream, each visible to the peer's
+	 * peer_state / peer_tag without consuming messages.  The provider gives
+	 * them no meaning (the session uses marks for urgent data and the tag
+	 * for its F_SETOWN owner: SIGURG is the session's business):
+	 *  SSW_NOTE_FIN   no more messages follow (after those already sent);
+	 *  SSW_NOTE_MARK  the peer's mark count goes up by one, after the
+	 *                 messages already sent; the peer is woken if it sleeps;
+	 *  SSW_NOTE_TAG   `arg` becomes what the peer's peer_tag() returns (the
+	 *                 latest wins); wakes nobody, not ordered with messages.
+	 * `arg` is 0 but for SSW_NOTE_TAG.  Optional (NULL: no marks, no tag). */
 	void (*note)(struct ssw_ep *ep, uint32_t what, int32_t arg);
+
+	/* The peer's latest SSW_NOTE_TAG (0 before any), readable at once by any
+	 * thread or process holding the endpoint, without waiting for the peer
+	 * to run: the sender of urgent data needs the receiver's word at the
+	 * moment it sends, since nothing runs at the receiver to act on the
+	 * arrival.  The peer's word: untrusted.  Optional (NULL: none). */
+	int32_t (*peer_tag)(struct ssw_ep *ep);
 };
 
 enum { SSW_CLOSE_ORDERLY = 0, SSW_CLOSE_ABORT = 1, SSW_CLOSE_DETACH = 2 };
 enum { SSW_PEER_FIN = 1u, SSW_PEER_CLOSED = 2u, SSW_PEER_RESET = 4u };
-enum { SSW_NOTE_FIN = 1u, SSW_NOTE_URG = 2u, SSW_NOTE_OWNER = 3u };
+enum { SSW_NOTE_FIN = 1u, SSW_NOTE_MARK = 2u, SSW_NOTE_TAG = 3u };
 
 /* A provider: what one folder under src/providers exports (one symbol). */
 struct ssw_provider {

@@ -2,8 +2,6 @@
  * epoll.  Calls that involve no switched fd go straight to libc. */
 #include "interpose/interpose.h"
 
-#include "common/sys.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,7 +171,7 @@ static int after_kernel_wait(int epfd, struct epoll_event *ev, int max, int r, i
 	bool handled;
 	n = ssw_epoll_wait(epfd, ev, max, left, mask, &handled);
 	if (!handled)
-		n = ssw_epoll_filter(ev, (int)SYS_(epoll_pwait, epfd, ev, max, 0, NULL, 0));
+		n = ssw_epoll_filter(ev, sys_epoll_wait(epfd, ev, max, 0));
 	SSW_RET(n);
 }
 

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/close_range.h>
 
@@ -118,7 +117,7 @@ EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 		ssw_real_init();
 	if (ssw_real.close_range)
 		return ssw_real.close_range(lo, hi, flags);
-	return (int)syscall(SYS_close_range, lo, hi, flags);
+	return sys_close_range(lo, hi, flags);
 }
 
 EXPORT int dup(int fd)
@@ -269,8 +268,8 @@ EXPORT int getpeername(int fd, struct sockaddr *a, socklen_t *l)
 /* Other calls that create fds: a reused number must not look switched. */
 EXPORT int pipe(int fds[2])
 {
-	PROVIDER_PASS((int)syscall(SYS_pipe2, fds, 0));
-	int r = (int)syscall(SYS_pipe2, fds, 0);
+	PROVIDER_PASS(sys_pipe2(fds, 0));
+	int r = sys_pipe2(fds, 0);
 	if (r == 0) {
 		fresh(fds[0]);
 		fresh(fds[1]);
@@ -280,8 +279,8 @@ EXPORT int pipe(int fds[2])
 
 EXPORT int pipe2(int fds[2], int flags)
 {
-	PROVIDER_PASS((int)syscall(SYS_pipe2, fds, flags));
-	int r = (int)syscall(SYS_pipe2, fds, flags);
+	PROVIDER_PASS(sys_pipe2(fds, flags));
+	int r = sys_pipe2(fds, flags);
 	if (r == 0) {
 		fresh(fds[0]);
 		fresh(fds[1]);
@@ -291,20 +290,20 @@ EXPORT int pipe2(int fds[2], int flags)
 
 EXPORT int eventfd(unsigned int v, int flags)
 {
-	PROVIDER_PASS((int)syscall(SYS_eventfd2, v, flags));
-	return fresh((int)syscall(SYS_eventfd2, v, flags));
+	PROVIDER_PASS(sys_eventfd(v, flags));
+	return fresh(sys_eventfd(v, flags));
 }
 
 EXPORT int epoll_create(int size)
 {
 	/* libfabric's own sets (its accept thread makes them while an
 	 * application thread may hold the epoll table's lock) */
-	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : (int)syscall(SYS_epoll_create1, 0));
+	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : sys_epoll_create1(0));
 	if (size <= 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	int r = fresh((int)syscall(SYS_epoll_create1, 0));
+	int r = fresh(sys_epoll_create1(0));
 	if (r >= 0)
 		ssw_fd_epoll(r);
 	return r;
@@ -312,8 +311,8 @@ EXPORT int epoll_create(int size)
 
 EXPORT int epoll_create1(int flags)
 {
-	PROVIDER_PASS((int)syscall(SYS_epoll_create1, flags));
-	int r = fresh((int)syscall(SYS_epoll_create1, flags));
+	PROVIDER_PASS(sys_epoll_create1(flags));
+	int r = fresh(sys_epoll_create1(flags));
 	if (r >= 0)
 		ssw_fd_epoll(r);
 	return r;

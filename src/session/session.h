@@ -51,6 +51,17 @@ void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_ini
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
 				    const struct ssw_session_opts *o, const struct ssw_wire_init *peer);
 
+/* The connecting side: ask the provider whether the connect `ep` finished
+ * (connect_complete) and, when it has, build the session from the
+ * listener's INIT (its reply; a one-trip provider gives none: then the
+ * listener is taken to be like us until its INIT arrives in-band).
+ * Returns 0 with *out (the session owns ep), -EINPROGRESS while pending,
+ * -EPROTO when the INIT is not acceptable or memory is short, or the
+ * provider's error (connect_complete's meaning); on error ep stays the
+ * caller's to close. */
+int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep *ep,
+				 const struct ssw_session_opts *o, struct ssw_session **out);
+
 /* The accepting side of a one-trip connect (the provider's connect_complete
  * gave no reply): send our INIT as the first message on the ring. */
 int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o);
@@ -114,7 +125,7 @@ int ssw_session_take_error(struct ssw_session *s);
 /* TCP_ESTABLISHED, TCP_CLOSE_WAIT, TCP_FIN_WAIT2 or TCP_CLOSE: what
  * TCP_INFO and getpeername report for the connection. */
 int ssw_session_tcp_state(struct ssw_session *s);
-/* F_SETOWN on the socket: the peer raises SIGURG at `owner` (pid, or -pgid). */
+/* F_SETOWN on the socket: SIGURG goes to `owner` (pid, or -pgid) when urgent data arrives (session_urg.c). */
 void ssw_session_set_owner(struct ssw_session *s, int owner);
 void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o);
 

@@ -164,5 +164,5 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 			(void)sess_send_msg(s, SSW_MSG_WINDOW, &ww, sizeof ww, NULL, 0, 0);
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 }

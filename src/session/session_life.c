@@ -30,6 +30,12 @@ void sess_lock(struct ssw_session *s)
 	}
 }
 
+void sess_unlock(struct ssw_session *s)
+{
+	pthread_mutex_unlock(&s->lock);
+	sess_urg_flush();
+}
+
 /* A reset arrives (tcp_reset): EPIPE in CLOSE_WAIT, else ECONNRESET; none
  * once closed.  Data already received stays readable. */
 void sess_on_reset(struct ssw_session *s)
@@ -161,7 +167,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	}
 	s->p->conn->close(s->ep, abort ? SSW_CLOSE_ABORT : SSW_CLOSE_ORDERLY);
 	s->ep = NULL;
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->tx_cv);
 	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
@@ -204,7 +210,7 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return rc;
 }
 
@@ -216,7 +222,7 @@ int ssw_session_take_error(struct ssw_session *s)
 	sess_peer_check(s, true);
 	int e = s->so_error;
 	s->so_error = 0;
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return e;
 }
 
@@ -228,7 +234,7 @@ void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
 	st->tx_limit = tx_limit(s);
 	st->rx_window = s->window;
 	st->tcp_state = tcp_closed(s) ? TCP_CLOSE : s->wr_shut ? TCP_FIN_WAIT2 : s->fin_rcvd ? TCP_CLOSE_WAIT : TCP_ESTABLISHED;
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 }
 
 int ssw_session_tcp_state(struct ssw_session *s)
@@ -244,8 +250,28 @@ int ssw_session_tcp_state(struct ssw_session *s)
 		st = TCP_FIN_WAIT2; /* our FIN was acknowledged at once */
 	else if (s->fin_rcvd)
 		st = TCP_CLOSE_WAIT;
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return st;
+}
+
+int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep *ep,
+				 const struct ssw_session_opts *o, struct ssw_session **out)
+{
+	struct ssw_wire_init peer;
+	size_t plen = sizeof peer;
+	int rc = prov->conn->connect_complete(ep, &peer, &plen);
+	if (rc < 0)
+		return rc;
+	if (plen == 0) {
+		/* one-trip provider: the listener's INIT comes first on the
+		 * ring; until then assume it is like us (a larger window is
+		 * bounded by the transport, capabilities by -EPERM fallback) */
+		ssw_session_make_init(NULL, &peer);
+		peer.pid = 0;
+		plen = sizeof peer;
+	}
+	*out = plen == sizeof peer ? ssw_session_new(prov, ep, o, &peer) : NULL;
+	return *out ? 0 : -EPROTO;
 }
 
 int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o)
@@ -261,7 +287,7 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 		return 0;
 	sess_lock(s);
 	int rc = sess_send_ctl(s, SSW_MSG_INIT, &me, sizeof me);
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return rc;
 }
 

@@ -63,7 +63,8 @@ struct sess_urg {
 	uint8_t byte;
 	uint64_t mark;
 	uint32_t seen;             /* urgent bytes handled */
-	uint32_t peer;             /* urgent bytes the peer announced */
+	uint32_t peer;             /* urgent bytes the peer announced (provider marks) */
+	int32_t owner;             /* F_SETOWN: pid, or -pgid; 0 none */
 };
 
 /* Waiting on the peer (session_wait.c). */
@@ -188,6 +189,8 @@ struct tx_src {
 
 /* session_life.c */
 void sess_lock(struct ssw_session *s);
+/* Unlock, then raise the SIGURGs owed (a handler may use the socket). */
+void sess_unlock(struct ssw_session *s);
 void sess_on_reset(struct ssw_session *s);
 int sess_take_send_error(struct ssw_session *s);
 void sess_set_broken(struct ssw_session *s, const char *why);
@@ -244,6 +247,8 @@ void sess_take_oob(struct ssw_session *s, uint8_t byte);
 ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, bool nonblock,
 			uint64_t dl);
 ssize_t sess_recv_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want, int flags);
+bool sess_urg_pending(const struct ssw_session *s); /* POLLPRI */
+void sess_urg_flush(void);                          /* SIGURGs owed by this thread */
 
 /* session_wait.c */
 void sess_peer_check(struct ssw_session *s, bool probe);

@@ -347,7 +347,7 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 	sess_lock(s);
 	if (flags & MSG_OOB) {
 		got = sess_recv_oob(s, iov, iovcnt, want, flags);
-		pthread_mutex_unlock(&s->lock);
+		sess_unlock(s);
 		return got;
 	}
 	size_t total = 0;
@@ -406,7 +406,7 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 			break;
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return total ? (ssize_t)total : got;
 }
 
@@ -419,6 +419,6 @@ int ssw_session_fionread(struct ssw_session *s)
 		n += s->rr.total - s->rr.done;
 	if (s->hv && s->hm.h.type == SSW_MSG_DATA)
 		n += s->hm.h.len - s->cur_off;
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return n > INT_MAX ? INT_MAX : (int)n;
 }

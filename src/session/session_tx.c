@@ -259,16 +259,16 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 
 	int pre = send_enter(s, total, &ok);
 	if (pre) {
-		pthread_mutex_unlock(&s->lock);
+		sess_unlock(s);
 		return pre > 0 ? ok : pre;
 	}
 	if (total == 0) {
-		pthread_mutex_unlock(&s->lock);
+		sess_unlock(s);
 		return 0;
 	}
 	if (flags & MSG_OOB) {
 		ret = sess_send_oob(s, iov, iovcnt, total, nonblock, dl);
-		pthread_mutex_unlock(&s->lock);
+		sess_unlock(s);
 		return ret;
 	}
 	/* Rendezvous only for blocking sends without a timeout: the call owns the
@@ -304,7 +304,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 		if ((size_t)r < len - off)
 			break;
 	}
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	if (sent)
 		return (ssize_t)sent;
 	return ret;
@@ -322,7 +322,7 @@ ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fil
 	ssize_t r = pre > 0 ? ok : pre;
 	if (!pre)
 		r = send_src(s, &src, count, 0, nonblock, dl, s->cork || (flags & MSG_MORE));
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return r;
 }
 
@@ -332,7 +332,7 @@ void ssw_session_set_cork(struct ssw_session *s, bool on)
 	s->cork = on;
 	if (!on)
 		sess_flush_held(s);
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 }
 
 bool ssw_session_cork(struct ssw_session *s)
@@ -344,5 +344,5 @@ void ssw_session_flush(struct ssw_session *s)
 {
 	sess_lock(s);
 	sess_flush_held(s);
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 }

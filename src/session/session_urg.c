@@ -1,4 +1,4 @@
-/* session_urg.c — urgent data (MSG_OOB): the mark, the urgent byte, SIGURG ownership. */
+/* session_urg.c — urgent data (MSG_OOB): the mark, the urgent byte, SIGURG to the socket's owner. */
 #include "session/session_priv.h"
 
 #include "common/log.h"
@@ -16,6 +16,65 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+/* SIGURG, as the receiver's kernel raises it when urgent data arrives (to
+ * the F_SETOWN owner, even if the receiver is in no socket call).
+ *
+ * Who raises it: nothing runs at the receiver when the byte lands, so on a
+ * transport that lets the sender read the receiver's owner at once (the
+ * provider's tag, peer_tag) and tells who the receiver is (peer_cred, from
+ * the kernel), the sender raises it for the receiver when it sends.  Else
+ * (fabric: another host) the receiver raises it itself when it takes the
+ * byte in: at its next call on the socket, or when a poll, epoll or recv
+ * it sleeps in wakes for it.  Both ends use the same provider, so exactly
+ * one of them raises it.
+ *
+ * The signal is sent after the session's lock is released (sess_unlock):
+ * the handler usually reads the socket, and may run in this very thread. */
+static bool sender_raises(const struct ssw_session *s)
+{
+	return s->p->progress->note && s->p->progress->peer_tag && s->p->conn->peer_cred;
+}
+
+#define URG_OWED_MAX 4
+static __thread int32_t urg_owed[URG_OWED_MAX];
+static __thread int urg_owed_n;
+
+static void urg_owe(int32_t owner)
+{
+	for (int i = 0; i < urg_owed_n; i++)
+		if (urg_owed[i] == owner)
+			return;
+	if (urg_owed_n < URG_OWED_MAX)
+		urg_owed[urg_owed_n++] = owner;
+}
+
+void sess_urg_flush(void)
+{
+	int n = urg_owed_n;
+	urg_owed_n = 0;
+	for (int i = 0; i < n; i++)
+		(void)kill(urg_owed[i], SIGURG);
+}
+
+/* The receiver's owner is its word (a peer may publish any tag): signal
+ * only the peer process itself or a process of its group, the kernel's
+ * word on who the peer is, never anyone else. */
+static void urg_raise_for_peer(struct ssw_session *s)
+{
+	int32_t owner = s->p->progress->peer_tag(s->ep);
+	uint32_t uid;
+	int32_t pid;
+	if (!owner || owner == INT32_MIN || s->p->conn->peer_cred(s->ep, &uid, &pid) < 0 || pid <= 0)
+		return;
+	pid_t group = getpgid(pid);
+	if (group < 0)
+		return;
+	if (owner > 0 ? owner != pid && getpgid(owner) != group : -owner != group)
+		return;
+	urg_owe(owner);
+}
 
 /* Record the urgent byte.  As in Linux it stays in the stream at `mark`
  * (a normal read stops before it and, without SO_OOBINLINE, skips it); a
@@ -33,6 +92,8 @@ void sess_take_oob(struct ssw_session *s, uint8_t byte)
 	s->urg.byte = byte;
 	s->urg.have = true;
 	s->urg.seen++; /* its credit goes back when it is read (q_owed) */
+	if (s->urg.owner && !sender_raises(s))
+		urg_owe(s->urg.owner); /* our own F_SETOWN: the application's choice */
 }
 
 ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, bool nonblock,
@@ -55,8 +116,10 @@ ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 			struct iovec b = { &last, 1 };
 			int rc = sess_send_msg(s, SSW_MSG_OOB, NULL, 0, &b, 1, 1);
 			if (rc == 0) {
-				if (s->p->progress->note) /* SIGURG to the reader's owner */
-					s->p->progress->note(s->ep, SSW_NOTE_URG, 0);
+				if (s->p->progress->note) /* POLLPRI at once, before the byte is taken in */
+					s->p->progress->note(s->ep, SSW_NOTE_MARK, 0);
+				if (sender_raises(s))
+					urg_raise_for_peer(s);
 				s->tx_inflight++;
 				s->st.bytes_sent++;
 				return (ssize_t)total;
@@ -79,16 +142,25 @@ int ssw_session_atmark(struct ssw_session *s)
 	sess_lock(s);
 	sess_pump(s, true);
 	int r = s->urg.mark_valid && s->rx_pos == s->urg.mark;
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return r;
 }
 
 void ssw_session_set_owner(struct ssw_session *s, int owner)
 {
 	sess_lock(s);
+	s->urg.owner = owner;
 	if (s->p->progress->note && s->ep)
-		s->p->progress->note(s->ep, SSW_NOTE_OWNER, owner);
-	pthread_mutex_unlock(&s->lock);
+		s->p->progress->note(s->ep, SSW_NOTE_TAG, owner); /* for a sender that raises it (above) */
+	sess_unlock(s);
+}
+
+/* Urgent data to report (POLLPRI, select's exceptfds): the byte, or marks
+ * the peer announced that its messages have not brought in yet (a
+ * transport without marks announces none). */
+bool sess_urg_pending(const struct ssw_session *s)
+{
+	return s->urg.have || (s->p->progress->note && s->urg.peer != s->urg.seen);
 }
 
 /* recv(MSG_OOB): the urgent byte, unless it is inline or there is none. */

@@ -96,7 +96,7 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	struct ssw_spin sp;
 	ssw_spin_start(&sp, t0, s->w.spin_ns);
 
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	for (;;) {
 		if (pg->rx_ready(ep)) {
 			sess_lock(s);
@@ -135,7 +135,7 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 		cap = SLEEP_CAP_COMPANY_MS;
 	if (armed > 0 && cap > armed)
 		cap = armed; /* the peer holds corked data: ours when its hold ends */
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	/* alone: sleep in the provider's own wait, which takes the wake-up in
 	 * the same system call (no poll, then drain) */
 	bool lone = !company && pg->sleep;
@@ -216,7 +216,7 @@ static short poll_bits(struct ssw_session *s)
 	uint64_t lim = tx_limit(s);
 	if (snd_down(s) || s->peer_closed || (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8 && sess_tx_room_ok(s)))
 		ev |= POLLOUT | POLLWRNORM;
-	if (s->urg.have || s->urg.peer != s->urg.seen)
+	if (sess_urg_pending(s))
 		ev |= POLLPRI;
 	if (s->so_error)
 		ev |= POLLERR;
@@ -227,7 +227,7 @@ short ssw_session_poll(struct ssw_session *s)
 {
 	sess_lock(s);
 	short ev = poll_bits(s);
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return ev;
 }
 
@@ -246,7 +246,7 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 		/* naps too while the peer holds corked data (ours when its hold ends) */
 		rc = atomic_fetch_add(&s->w.sleepers, 1) > 0 || owed || armed > 0 ? 1 : 0;
 	}
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return rc;
 }
 
@@ -255,14 +255,14 @@ void ssw_session_sleep_done(struct ssw_session *s)
 	atomic_fetch_sub(&s->w.sleepers, 1);
 	sess_lock(s);
 	woke(s);
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 }
 
 int ssw_session_watch(struct ssw_session *s)
 {
 	sess_lock(s);
 	int rc = s->ep ? s->p->progress->arm(s->ep) : -EAGAIN;
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 	return rc;
 }
 
@@ -271,7 +271,7 @@ void ssw_session_unwatch(struct ssw_session *s)
 	sess_lock(s);
 	if (s->ep)
 		woke(s);
-	pthread_mutex_unlock(&s->lock);
+	sess_unlock(s);
 }
 
 bool ssw_session_rx_ready(struct ssw_session *s)

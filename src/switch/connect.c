@@ -177,23 +177,10 @@ static int progress(struct ssw_sock *s, int wait_ms)
 	uint64_t dl = wait_ms > 0 ? ssw_now_ns() + (uint64_t)wait_ms * 1000000ull : 0;
 	bool spun = false;
 	for (;;) {
-		struct ssw_wire_init peer;
-		size_t plen = sizeof peer;
-		int rc = p->conn->connect_complete(s->cep, &peer, &plen);
+		ssw_fork_guard_enter();
+		int rc = ssw_session_connect_complete(p, s->cep, &s->opts, &s->sess);
+		ssw_fork_guard_leave();
 		if (rc == 0) {
-			if (plen == 0) {
-				/* one-trip provider: the listener's INIT comes first on the
-				 * ring; until then assume it is like us (a larger window is
-				 * bounded by the transport, capabilities by -EPERM fallback) */
-				ssw_session_make_init(NULL, &peer);
-				peer.pid = 0;
-				plen = sizeof peer;
-			}
-			ssw_fork_guard_enter();
-			s->sess = plen == sizeof peer ? ssw_session_new(p, s->cep, &s->opts, &peer) : NULL;
-			ssw_fork_guard_leave();
-			if (!s->sess)
-				return -EPROTO;
 			s->cep = NULL;
 			break;
 		}

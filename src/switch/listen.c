@@ -39,8 +39,6 @@ int ssw_listen(int fd, int backlog)
 {
 	if (sys_listen(fd, backlog) < 0)
 		return -errno;
-	if (ssw_provider_calls) /* a provider's own listener (libfabric tcp) */
-		return 0;
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) { /* listen again: new backlog, already switched */
 		ssw_sock_put(s);
@@ -240,7 +238,8 @@ static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, 
  * check it against).  The port stays the claimed one, the connector's
  * application socket's, which is what kernel TCP would report: the
  * transport's own source port means nothing to the application, and a
- * remote host picks its source ports with kernel TCP too.  Without
+ * remote host picks its source ports with kernel TCP too (a claimed
+ * privileged port is not believed: see below).  Without
  * peer_addr the claim must pass claim_check.  Either way the listener must
  * serve the address the connector says it dialed. */
 static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
@@ -258,7 +257,11 @@ static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, str
 		if (rc == 0 && !serves(ls, server))
 			rc = -EADDRNOTAVAIL;
 		if (rc == 0) {
-			ssw_addr_set_port(&n, ssw_addr_port(client));
+			/* a port below 1024 takes privilege on the connector's host,
+			 * which its word does not prove: then the transport's own
+			 * source port, which its kernel assigned */
+			if (ssw_addr_port(client) >= 1024 || ssw_addr_port(&n) < 1024)
+				ssw_addr_set_port(&n, ssw_addr_port(client));
 			*client = n;
 			return true;
 		}

@@ -46,18 +46,6 @@ void ssw_registry_names(char *buf, size_t len)
 
 /* ---- stubs for ops nothing may find missing ------------------------------ */
 
-static int stub_duplicate(struct ssw_ep *ep, int pid, void *token, size_t *len)
-{
-	(void)ep, (void)pid, (void)token, (void)len;
-	return -ENOSYS;
-}
-
-static int stub_adopt(const void *token, size_t len, struct ssw_ep **out)
-{
-	(void)token, (void)len, (void)out;
-	return -ENOSYS;
-}
-
 static int stub_register(struct ssw_ep *ep, void *addr, size_t len, struct ssw_mr *mr)
 {
 	(void)ep, (void)addr, (void)len, (void)mr;
@@ -237,10 +225,6 @@ int ssw_provider_check(const struct ssw_provider *raw, struct ssw_provider_copy 
 			return -1;
 	}
 	out->rdma.size = sizeof out->rdma;
-	if (!out->conn.duplicate)
-		out->conn.duplicate = stub_duplicate;
-	if (!out->conn.adopt)
-		out->conn.adopt = stub_adopt;
 	if (!out->rdma.register_memory)
 		out->rdma.register_memory = stub_register;
 	if (!out->rdma.deregister_memory)

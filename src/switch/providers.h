@@ -8,8 +8,8 @@
  * message naming the op); the optional ops whose absence provider.h defines
  * ("Optional (NULL: ...)") are NULL when absent and every call site checks
  * them; the few ops nothing may find missing (rdma ops a hostile peer could
- * ask for, duplicate/adopt, poll_cq) get explicit stubs (-EPERM, -ENOBUFS,
- * -ENOSYS, 0 completions) instead. */
+ * ask for, poll_cq) get explicit stubs (-EPERM, -ENOBUFS, 0 completions)
+ * instead. */
 #ifndef SSW_PROVIDERS_H
 #define SSW_PROVIDERS_H
 

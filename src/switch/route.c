@@ -458,7 +458,9 @@ int ssw_route_configure(const struct ssw_route_rule *rule, const struct ssw_prov
 			snprintf(why, sizeof why, "option '%s=%s' refused", k, v);
 		if (rc < 0) {
 			if (err && errlen) {
-				if (p && p->configure)
+				/* the provider's message names it already, or it gets named */
+				size_t nl = p ? strlen(p->name) : 0;
+				if (p && p->configure && !(strncmp(why, p->name, nl) == 0 && why[nl] == ' '))
 					snprintf(err, errlen, "%s: provider %s: %s", o, p->name, why);
 				else
 					snprintf(err, errlen, "%s: %s", o, why);
@@ -672,10 +674,8 @@ bool ssw_addr_is_local(const struct sockaddr *sa, socklen_t len)
 
 int ssw_route_local_targets(const struct ssw_routes *r, bool v4, bool v6, int *out, int max)
 {
-	static struct net_addr addrs[IFADDR_MAX + 4];
-	static pthread_mutex_t addrs_lock = PTHREAD_MUTEX_INITIALIZER;
+	struct net_addr addrs[IFADDR_MAX + 4]; /* 5 KiB: listen() is no hot path */
 	int saved = errno, n = 0, k = 0;
-	pthread_mutex_lock(&addrs_lock);
 	/* the wildcard itself and loopback first: `local` rules and a host
 	 * whose lo is not listed */
 	if (v4) {
@@ -709,7 +709,6 @@ int ssw_route_local_targets(const struct ssw_routes *r, bool v4, bool v6, int *o
 		if (!dup && k < max)
 			out[k++] = t;
 	}
-	pthread_mutex_unlock(&addrs_lock);
 	errno = saved;
 	return k;
 }

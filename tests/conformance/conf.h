@@ -48,6 +48,16 @@ struct conf_env {
 	 * case still runs, in a child, and must FAIL: the run says so each time,
 	 * and fails once the provider conforms (then drop the entry). */
 	const char *const *deviations;
+	/* Connectors live elsewhere (another network namespace): called
+	 * around every connect of the suite.  May be NULL. */
+	void (*connect_enter)(void);
+	void (*connect_leave)(void);
+	/* The address the acceptor must see for the connector (peer_addr);
+	 * NULL: a loopback address. */
+	const char *peer_ip;
+	/* RDMA transfers must complete later (-EINPROGRESS, poll_cq): a run
+	 * meant for the asynchronous path fails if it silently is not. */
+	bool expect_async;
 };
 
 extern const struct conf_env *conf_env;
@@ -73,6 +83,8 @@ struct ssw_listener *conf_listen(int wildcard, struct sockaddr_storage *dst, soc
  * the SPI describes, when the provider has one) to completion. */
 void conf_pair(struct ssw_listener *l, const struct sockaddr_storage *dst, socklen_t dlen, struct ssw_ep **c,
 	       struct ssw_ep **a);
+/* The provider's connect, made where the environment's connectors live. */
+int conf_connect(const struct sockaddr *dst, socklen_t dlen, const void *priv, size_t plen, struct ssw_ep **out);
 /* A connected pair on a listener of its own (closed: *l NULL when l is NULL). */
 void conf_pair_new(struct ssw_listener **l, struct ssw_ep **c, struct ssw_ep **a);
 /* Take one connection off l, helping the listener side as the switch's
@@ -90,6 +102,8 @@ int conf_send(struct ssw_ep *ep, struct ssw_ep *peer, const void *buf, size_t le
 /* Next message on ep within ms, by the SPI's sleep protocol (arm, wait_fds,
  * wake_ack): 0 with it peeked (call recv_done), or the error (-EAGAIN: none). */
 int conf_wait(struct ssw_ep *ep, struct ssw_ep *peer, const void **msg, size_t *len, int ms);
+/* Poll the endpoint's wait fds for ms: poll's answer. */
+int conf_wait_readable(struct ssw_ep *ep, int ms);
 /* Receive one message and check it is exactly buf[0..len). */
 void conf_expect(struct ssw_ep *ep, struct ssw_ep *peer, const void *buf, size_t len);
 /* Deterministic content of message `seq`. */
@@ -138,9 +152,11 @@ void conf_listener_readiness(void **state);
 void conf_listener_close_keeps_eps(void **state);
 void conf_sizes_and_order(void **state);
 void conf_flow_control(void **state);
+void conf_room_agrees(void **state);
 void conf_arm_wake(void **state);
 void conf_sleeper_woken(void **state);
 void conf_two_sleepers(void **state);
+void conf_threads_contract(void **state);
 void conf_reserve_commit(void **state);
 void conf_hold_flush(void **state);
 void conf_rdma_read_write(void **state);
@@ -152,7 +168,13 @@ void conf_peer_killed_quiet(void **state);
 void conf_peer_killed_ctl_unread(void **state);
 void conf_rdma_deregistered(void **state);
 void conf_rdma_close_pending(void **state);
+void conf_rdma_bad_local(void **state);
+void conf_rdma_peer_gone(void **state);
+void conf_note_fin_mark(void **state);
+void conf_note_tag(void **state);
 void conf_corrupt_input(void **state);
 void conf_detach(void **state);
+void conf_fork_handover(void **state);
+void conf_send_after_end(void **state);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -85,7 +86,6 @@ void conf_orderly_close(void **state)
 	for (unsigned i = 0; i < 3; i++)
 		conf_expect_seq(a, NULL, 20 + i, 100 * (i + 1));
 	assert_int_equal(end_seen(a, 2000), -EPIPE);
-	send_fails(a);
 	P->conn->close(a, SSW_CLOSE_ORDERLY);
 
 	/* a sleeping receiver learns of the close */
@@ -191,7 +191,6 @@ void conf_peer_killed_quiet(void **state)
 		uint32_t st = peer_state(a, 1);
 		assert_true(rc == -EPIPE ? (st & SSW_PEER_CLOSED) && !(st & SSW_PEER_RESET) : (st & SSW_PEER_RESET));
 	}
-	send_fails(a);
 	P->conn->close(a, SSW_CLOSE_ABORT);
 	P->conn->listener_close(l);
 }
@@ -303,6 +302,90 @@ void conf_peer_killed_ctl_unread(void **state)
 	assert_int_equal(rc, -EPIPE);
 	if (CONF_HAS(P->progress, peer_state))
 		assert_false(peer_state(a, 1) & SSW_PEER_RESET);
+	P->conn->close(a, SSW_CLOSE_ABORT);
+	P->conn->listener_close(l);
+}
+
+/* The fork-per-connection server: after fork the parent lets go of its copy
+ * (DETACH: a word to nobody) and the child carries the connection on, then
+ * closes it; the peer sees only the child's messages and the end. */
+void conf_fork_handover(void **state)
+{
+	(void)state;
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	conf_send_seq(c, a, 110, 11); /* used before the fork */
+	conf_expect_seq(a, c, 110, 11);
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* no cmocka assertion here: a failure must not resume the run in the child */
+		char b;
+		close(go[1]);
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		uint8_t msg[120];
+		conf_fill(msg, sizeof msg, 111);
+		struct iovec v = { msg, sizeof msg };
+		int rc;
+		for (int i = 0; (rc = P->msg->send(c, &v, 1)) == -EAGAIN && i < 1000; i++)
+			usleep(1000);
+		if (rc)
+			_exit(3);
+		const void *m;
+		size_t len;
+		rc = conf_wait(c, NULL, &m, &len, 5000);
+		conf_fill(msg, sizeof msg, 112);
+		if (rc || len != 60 || memcmp(m, msg, 60))
+			_exit(4);
+		P->msg->recv_done(c);
+		P->conn->close(c, SSW_CLOSE_ORDERLY);
+		_exit(0);
+	}
+	close(go[0]);
+	P->conn->close(c, SSW_CLOSE_DETACH);
+	const void *m;
+	size_t len;
+	assert_int_equal(conf_wait(a, NULL, &m, &len, 200), -EAGAIN); /* the detach said nothing */
+	if (CONF_HAS(P->progress, peer_state))
+		assert_int_equal(peer_state(a, 1), 0);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	close(go[1]);
+	conf_expect_seq(a, NULL, 111, 120);
+	conf_send_seq(a, NULL, 112, 60);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fail_msg("the child holding the connection failed: status %#x", st);
+	assert_int_equal(end_seen(a, 3000), -EPIPE);
+	P->conn->close(a, SSW_CLOSE_ORDERLY);
+}
+
+/* Once the peer is gone and that was seen, sends fail (SPI send: "-ECONNRESET
+ * / -EPIPE when the peer is gone"), as kernel TCP's after a round trip: a
+ * sender waiting for room that never comes would hang. */
+void conf_send_after_end(void **state)
+{
+	(void)state;
+	/* the peer closed in order */
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	P->conn->close(c, SSW_CLOSE_ORDERLY);
+	assert_int_equal(end_seen(a, 2000), -EPIPE);
+	send_fails(a);
+	P->conn->close(a, SSW_CLOSE_ORDERLY);
+
+	/* the peer's process was killed */
+	struct sockaddr_storage dst;
+	socklen_t dlen;
+	struct ssw_listener *l = conf_listen(0, &dst, &dlen);
+	pid_t pid = conf_spawn_peer("hold", 0, l, &dst, dlen, &a);
+	conf_kill_peer(pid);
+	int rc = end_seen(a, 5000);
+	assert_true(rc == -EPIPE || rc == -ECONNRESET);
 	send_fails(a);
 	P->conn->close(a, SSW_CLOSE_ABORT);
 	P->conn->listener_close(l);

@@ -4,16 +4,29 @@
 
 #include "providers/shm/shm_priv.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern const struct ssw_provider ssw_provider_shm;
+
+/* conformance.shm-async runs the same binary with CONF_SHM_ASYNC=1: RDMA
+ * copies then complete at a later poll_cq, out of order (SOCKSWITCH_FAULT=async). */
+static bool async_run(void)
+{
+	const char *v = getenv("CONF_SHM_ASYNC");
+	return v && *v == '1';
+}
 
 static int shm_env_setup(void)
 {
 	/* the defaults, whatever the caller's environment says */
 	unsetenv("SOCKSWITCH_CMA");
 	unsetenv("SOCKSWITCH_SHM_RING");
+	if (async_run())
+		setenv("SOCKSWITCH_FAULT", "async", 1);
+	else
+		unsetenv("SOCKSWITCH_FAULT");
 	return 0;
 }
 
@@ -88,10 +101,13 @@ static const char *const shm_deviations[] = {
 	 * transfers by id" -- the SPI says the provider must refuse */
 	"conf_rdma_deregistered: a deregistered descriptor still reads and writes the peer's memory "
 	"(process_vm_readv/writev cannot be revoked)",
+	/* shm_rdma.c cma(): "errno == EFAULT ? -EINVAL" -- process_vm_readv's
+	 * EFAULT does not say which side faulted */
+	"conf_rdma_bad_local: a local buffer that is not ours gives -EINVAL, the SPI says -EFAULT",
 	NULL,
 };
 
-static const struct conf_env shm_env = {
+static struct conf_env shm_env = {
 	.prov = &ssw_provider_shm,
 	.setup = shm_env_setup,
 	.addr = shm_env_addr,
@@ -104,5 +120,6 @@ static const struct conf_env shm_env = {
 
 int main(int argc, char **argv)
 {
+	shm_env.expect_async = async_run();
 	return conf_run(&shm_env, argc, argv);
 }

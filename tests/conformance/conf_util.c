@@ -150,6 +150,16 @@ int conf_connect_wait(struct ssw_ep *c, struct ssw_listener *l, void *reply, siz
 	}
 }
 
+int conf_connect(const struct sockaddr *dst, socklen_t dlen, const void *priv, size_t plen, struct ssw_ep **out)
+{
+	if (conf_env->connect_enter)
+		conf_env->connect_enter();
+	int rc = P->conn->connect(dst, dlen, priv, plen, out);
+	if (conf_env->connect_leave)
+		conf_env->connect_leave();
+	return rc;
+}
+
 /* Connect with private data naming this connection, complete it without
  * accepting (seed 001: connect completes before the application accepts),
  * then accept it and check the private data and the reply came through. */
@@ -160,7 +170,7 @@ void conf_pair(struct ssw_listener *l, const struct sockaddr_storage *dst, sockl
 	uint8_t priv[SSW_CONNECT_PRIV_MAX], got[SSW_CONNECT_PRIV_MAX];
 	size_t plen = 40 + serial % 100;
 	conf_fill(priv, plen, 7000 + serial++);
-	int rc = P->conn->connect((const struct sockaddr *)dst, dlen, priv, plen, c);
+	int rc = conf_connect((const struct sockaddr *)dst, dlen, priv, plen, c);
 	assert_true(rc == 0 || rc == -EINPROGRESS);
 	assert_non_null(*c);
 	if (rc == -EINPROGRESS) {
@@ -280,4 +290,12 @@ void conf_expect_seq(struct ssw_ep *ep, struct ssw_ep *peer, unsigned seq, size_
 	conf_fill(b, n, seq);
 	conf_expect(ep, peer, b, n);
 	free(b);
+}
+
+int conf_wait_readable(struct ssw_ep *ep, int ms)
+{
+	struct pollfd pfd[8];
+	int n = P->progress->wait_fds(ep, pfd, 8);
+	assert_true(n >= 1 && n <= 8);
+	return poll(pfd, (nfds_t)n, ms);
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # t_layers — the layers call only downwards: interpose → switch → session →
 # SPI → providers, with src/common under all of them.  Two checks:
-#  - includes: no file includes a header of a layer above its own, and the
-#    interposition layer sees the switch through src/switch/api.h alone;
+#  - includes: no file includes a header of a layer above its own, the
+#    interposition layer sees the switch through src/switch/api.h alone, and
+#    the switch sees the session through session/session.h (one exception
+#    named below) and providers through the SPI, include/sockswitch/provider.h;
 #  - calls: nothing below the interposition layer calls an interposed libc
 #    name (close, send, fcntl …): inside libsockswitch.so such a call goes to
 #    our own wrapper, i.e. back up through interpose.  Below it, code calls
@@ -32,6 +34,15 @@ check_dir src/regcache  switch/ session/ interpose/ providers/
 check_dir src/providers switch/ session/ interpose/
 check_dir src/session   switch/ interpose/ providers/
 check_dir src/switch    interpose/ providers/
+# the switch sees the session through session.h alone.  Known exception, to
+# go when the session sets connections up itself (issue 10, item 2):
+# addr.h carries the session's INIT (session/wire.h) in the connect request.
+hits=$(grep -rn '^#include "session/' src/switch --include='*.c' --include='*.h' |
+  grep -v '#include "session/session\.h"' | grep -v '^src/switch/addr\.h:[0-9]*:#include "session/wire\.h"' || true)
+if [ -n "$hits" ]; then
+  echo "$hits" | sed "s|^|    |"
+  bad_includes=$((bad_includes + $(echo "$hits" | wc -l)))
+fi
 # interpose: its own headers, common/, and the switch's narrow API only
 hits=$(grep -rn '^#include "' src/interpose --include='*.c' --include='*.h' |
   grep -v '#include "\(interpose/\|common/\|switch/api\.h"\)' || true)
@@ -39,7 +50,7 @@ if [ -n "$hits" ]; then
   echo "$hits" | sed "s|^|    |"
   bad_includes=$((bad_includes + $(echo "$hits" | wc -l)))
 fi
-ssw_assert_eq "includes that reach a higher layer (or switch internals from interpose)" "$bad_includes" 0
+ssw_assert_eq "includes that reach a higher layer or past a public header" "$bad_includes" 0
 
 # The interposed names are what libsockswitch.so exports; ssw_core is
 # everything below the interposition layer (CMakeLists.txt).

@@ -3,6 +3,7 @@
 # sends (receiver exposes a sink, sender writes into it): 5 MiB frames arrive
 # intact, switched, with no kernel TCP segment. When strace works here it also
 # checks the copy primitive: process_vm_writev used, process_vm_readv not.
+# With SOCKSWITCH_FAULT=async both rendezvous complete through poll_cq.
 source "$(dirname "$0")/lib.sh"
 ssw_enter_netns "$@"
 ssw_setup_preload
@@ -27,6 +28,16 @@ if [ "$ECHO_RC" = 0 ]; then
     "$(ssw_kv "$T/rdmaw-thr-client.out" outsegs_delta)" "$SSW_OUTSEGS_SLACK"
   ssw_assert_switched "$T/rdmaw-thr-client.stats" "$(ssw_sizes_bytes 4096x50,65536x20)"
 fi
+
+# SOCKSWITCH_FAULT=async: the shm provider completes every RDMA transfer
+# later, through poll_cq (newest first when two are queued), as an RDMA
+# provider does; frames of MiBs by either rendezvous still arrive intact.
+ASIZES=102400x4,2097152x2
+for m in read write; do
+  ssw_echo_pair "async-$m" switched switched 127.0.0.1 "$ASIZES" \
+    SOCKSWITCH_RDMA=$m SOCKSWITCH_RNDV_MAX=0 SOCKSWITCH_FAULT=async
+  [ "$ECHO_RC" = 0 ] && ssw_assert_switched "$T/async-$m-client.stats" "$(ssw_sizes_bytes "$ASIZES")"
+done
 
 if ssw_strace_usable; then
   ssw_echo_pair_traced rdmaw-traced "$SIZES" SOCKSWITCH_RDMA=write

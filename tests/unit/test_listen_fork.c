@@ -7,12 +7,14 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/params.h"
 #include "switch/providers.h"
 #include "switch/switch.h"
 
@@ -135,6 +137,10 @@ static void test_failed_fork_keeps_them(void **state)
 
 int main(void)
 {
+	/* no stat registry: its refresher would hold references of its own,
+	 * and the tests count the last one going */
+	setenv("SOCKSWITCH_STAT", "0", 1);
+	ssw_params_load();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_drops_private_listeners),
 		cmocka_unit_test(test_failed_fork_keeps_them),

@@ -126,6 +126,7 @@ static void test_short_table_optional_ops_absent(void **state)
 	assert_null(copy.msg.send_reserve);
 	assert_null(copy.progress.sleep);
 	assert_null(copy.progress.note);
+	assert_null(copy.progress.peer_tag);
 	assert_non_null(copy.conn.ep_caps);
 	assert_int_equal(copy.conn.size, sizeof copy.conn);
 }
@@ -165,20 +166,15 @@ static void test_no_rdma_gets_stubs(void **state)
 	prov.caps = 0;
 	prov.rdma = NULL;
 	progress.poll_cq = NULL;
-	conn.duplicate = NULL;
-	conn.adopt = NULL;
 	assert_int_equal(ssw_provider_check(&prov, &copy, why, sizeof why), 0);
 	struct iovec v = { why, 1 };
 	struct ssw_rdma_desc d = { 0 };
 	struct ssw_completion c[2];
-	size_t len = 0;
 	assert_int_equal(copy.rdma.rdma_read(NULL, &v, 1, &d, 0, 1, NULL), -EPERM);
 	assert_int_equal(copy.rdma.rdma_write(NULL, &v, 1, &d, 0, 1, NULL), -EPERM);
 	assert_int_equal(copy.rdma.register_rdma_memory(NULL, why, 1, SSW_CAP_RDMA_READ, &d), -ENOBUFS);
 	copy.rdma.deregister_rdma_memory(NULL, &d);
 	assert_int_equal(copy.progress.poll_cq(NULL, c, 2), 0);
-	assert_int_equal(copy.conn.duplicate(NULL, 1, why, &len), -ENOSYS);
-	assert_int_equal(copy.conn.adopt(why, 0, NULL), -ENOSYS);
 	assert_int_equal(copy.rdma.size, sizeof copy.rdma);
 }
 
@@ -214,6 +210,8 @@ static int fake_configure(const char *key, const char *value, char *err, size_t 
 		return 0;
 	if (!strcmp(key, "provider"))
 		return snprintf(err, errlen, "provider=%s: expected tcp or verbs", value), -EINVAL;
+	if (!strcmp(key, "port")) /* a message that names the provider itself */
+		return snprintf(err, errlen, "fake option port=%s: expected a number", value), -EINVAL;
 	snprintf(err, errlen, "unknown option '%s'", key);
 	return -EINVAL;
 }
@@ -226,7 +224,8 @@ static void test_route_options(void **state)
 	prov.configure = fake_configure;
 	nseen = 0;
 	assert_int_equal(ssw_routes_build(&T, NULL, "test.conf", "route local shm\nroute 10.0.0.0/8 fabric provider=tcp\n"
-				     "route 11.0.0.0/8 fabric provider=rdma\nroute 12.0.0.0/8 fabric mtu=9000\n",
+				     "route 11.0.0.0/8 fabric provider=rdma\nroute 12.0.0.0/8 fabric mtu=9000\n"
+				     "route 13.0.0.0/8 fabric port=x\n",
 				     err, sizeof err), 0);
 	assert_int_equal(ssw_route_configure(&T.rules[0], &prov, err, sizeof err), 0);
 	assert_int_equal(nseen, 0);
@@ -237,6 +236,8 @@ static void test_route_options(void **state)
 	assert_string_equal(err, "test.conf:3: provider fake: provider=rdma: expected tcp or verbs");
 	assert_int_equal(ssw_route_configure(&T.rules[3], &prov, err, sizeof err), -1);
 	assert_string_equal(err, "test.conf:4: provider fake: unknown option 'mtu'");
+	assert_int_equal(ssw_route_configure(&T.rules[4], &prov, err, sizeof err), -1);
+	assert_string_equal(err, "test.conf:5: fake option port=x: expected a number");
 	/* a provider not built: options unchecked, its route is kernel TCP anyway */
 	assert_int_equal(ssw_route_configure(&T.rules[3], NULL, err, sizeof err), 0);
 	/* a provider that takes no options */

@@ -925,6 +925,39 @@ static void test_local_real_interfaces(void **state)
 	print_message("checked %d interface addresses\n", checked);
 }
 
+/* What a wildcard listener listens on: the providers of this host's
+ * addresses, each once, tcp never, by family. */
+static void test_local_targets(void **state)
+{
+	(void)state;
+	int t[8];
+	set_fake(FAKE_A); /* eth0: 198.51.100.7, 2001:db8:feed::7 */
+	wait_refresh();
+	assert_int_equal(build(&T, NULL, NULL), 0);
+	assert_int_equal(ssw_route_local_targets(&T, true, true, t, 8), 1);
+	assert_int_equal(t[0], T_SHM);
+	/* shm for local peers and fabric for remote ones, at once */
+	assert_int_equal(build(&T, "route 198.51.100.0/24 fabric", NULL), 0);
+	assert_int_equal(ssw_route_local_targets(&T, true, false, t, 8), 2);
+	assert_int_equal(t[0], T_SHM);     /* 0.0.0.0, 127.0.0.1: `local` */
+	assert_int_equal(t[1], T_FABRIC);  /* eth0's IPv4 address */
+	assert_int_equal(ssw_route_local_targets(&T, false, true, t, 8), 1); /* no v6 fabric route */
+	assert_int_equal(t[0], T_SHM);
+	assert_int_equal(ssw_route_local_targets(&T, true, true, t, 1), 1);  /* bounded by max */
+	/* a v6 route, and tcp for loopback: never a target */
+	assert_int_equal(build(&T, "route 2001:db8:feed::/48 fabric;route 127.0.0.0/8 tcp;route ::1/128 tcp;"
+				   "route 0.0.0.0/32 tcp;route ::/128 tcp", NULL), 0);
+	assert_int_equal(ssw_route_local_targets(&T, false, true, t, 8), 1);
+	assert_int_equal(t[0], T_FABRIC);
+	assert_int_equal(ssw_route_local_targets(&T, true, false, t, 8), 1);
+	assert_int_equal(t[0], T_SHM); /* 198.51.100.7 by `local` */
+	/* everything tcp: nothing to listen on */
+	assert_int_equal(build(&T, "route 0.0.0.0/0 tcp;route ::/0 tcp", NULL), 0);
+	assert_int_equal(ssw_route_local_targets(&T, true, true, t, 8), 0);
+	set_fake(FAKE_OFF);
+	wait_refresh();
+}
+
 static void test_local_cache(void **state)
 {
 	(void)state;
@@ -1142,6 +1175,7 @@ int main(void)
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_local_loopback),
 		cmocka_unit_test(test_local_real_interfaces),
+		cmocka_unit_test(test_local_targets),
 		cmocka_unit_test(test_local_cache),
 		cmocka_unit_test(test_local_concurrent),
 		cmocka_unit_test(test_local_fork),

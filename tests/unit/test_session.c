@@ -206,6 +206,37 @@ static void test_data_both_ways(void **state)
 	close_pair(&p);
 }
 
+/* The connector's side of a one-trip connect, as the switch drives it: the
+ * provider gives no reply, so the session assumes the listener is like us
+ * until the listener's INIT arrives in-band with its real window. */
+static void test_connect_complete_one_trip(void **state)
+{
+	(void)state;
+	struct pair p;
+	assert_int_equal(ssw_shm_pair(RING, &p.ea, &p.eb), 0);
+	assert_int_equal(ssw_session_connect_complete(&ssw_provider_shm, p.ea, NULL, &p.a), 0);
+	assert_non_null(p.a);
+	struct ssw_session_opts small = { .rcvbuf = 16384 };
+	struct ssw_wire_init ia;
+	ssw_session_make_init(NULL, &ia);
+	p.b = ssw_session_new(&ssw_provider_shm, p.eb, &small, &ia);
+	assert_non_null(p.b);
+	assert_false(ssw_session_peer_init_seen(p.a));
+	struct ssw_session_stats st;
+	ssw_session_get_stats(p.a, &st);
+	assert_true(st.tx_limit > 16384); /* assumed: like us */
+	assert_int_equal(ssw_session_announce(p.b, &small), 0);
+	(void)ssw_session_poll(p.a); /* takes the INIT in */
+	assert_true(ssw_session_peer_init_seen(p.a));
+	ssw_session_get_stats(p.a, &st);
+	assert_int_equal(st.tx_limit, 16384);
+	char buf[8];
+	assert_int_equal(snd(p.a, "hello", 5, 0), 5);
+	assert_int_equal(rcv(p.b, buf, sizeof buf, 0), 5);
+	assert_memory_equal(buf, "hello", 5);
+	close_pair(&p);
+}
+
 static void test_iovec_gather_scatter(void **state)
 {
 	(void)state;
@@ -1226,6 +1257,7 @@ int main(void)
 	ssw_provider_shm.init();
 	const struct CMUnitTest tests[] = {
 		T(test_data_both_ways),
+		T(test_connect_complete_one_trip),
 		T(test_iovec_gather_scatter),
 		T(test_credit_window),
 		T(test_blocked_sender_resumes),

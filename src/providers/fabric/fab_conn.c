@@ -140,18 +140,6 @@ static void fab_close(struct ssw_ep *ep, int how)
 	fab_gate_leave();
 }
 
-static int fab_duplicate(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len)
-{
-	(void)ep, (void)target_pid, (void)token, (void)token_len;
-	return -ENOSYS; /* a libfabric endpoint cannot move to another process */
-}
-
-static int fab_adopt(const void *token, size_t token_len, struct ssw_ep **out)
-{
-	(void)token, (void)token_len, (void)out;
-	return -ENOSYS;
-}
-
 static uint32_t fab_ep_caps(struct ssw_ep *ep)
 {
 	return ep->info && (ep->info->caps & FI_RMA) ? SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE : 0;
@@ -186,8 +174,6 @@ const struct ssw_conn_ops fab_conn_ops = {
 	.connect_fd = fab_connect_fd,
 	.connect_complete = fab_connect_complete,
 	.close = fab_close,
-	.duplicate = fab_duplicate,
-	.adopt = fab_adopt,
 	.ep_caps = fab_ep_caps,
 	.listener_ready = fab_listener_ready,
 	.peer_addr = fab_peer_addr,

@@ -96,11 +96,11 @@ static void read_pep(struct ssw_listener *l)
 {
 	for (;;) {
 		uint32_t ev;
-		struct {
-			struct fi_eq_cm_entry e;
-			uint8_t data[512];
-		} buf;
-		ssize_t n = fi_eq_read(l->eq, &ev, &buf, sizeof buf, 0);
+		/* the entry's flexible data[] (the connector's private data)
+		 * continues into the bytes after it */
+		_Alignas(struct fi_eq_cm_entry) uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
+		struct fi_eq_cm_entry *cm = (struct fi_eq_cm_entry *)raw;
+		ssize_t n = fi_eq_read(l->eq, &ev, raw, sizeof raw, 0);
 		if (n == -FI_EAVAIL) {
 			struct fi_eq_err_entry ee = { 0 };
 			fi_eq_readerr(l->eq, &ee, 0);
@@ -109,9 +109,9 @@ static void read_pep(struct ssw_listener *l)
 		if (n < 0)
 			return;
 		if (ev == FI_CONNREQ)
-			on_connreq(l, &buf.e, (size_t)n);
-		else if (buf.e.info)
-			fab_freeinfo(buf.e.info);
+			on_connreq(l, cm, (size_t)n);
+		else if (cm->info)
+			fab_freeinfo(cm->info);
 	}
 }
 

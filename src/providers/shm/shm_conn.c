@@ -844,18 +844,6 @@ static void shm_close(struct ssw_ep *ep, int how)
 	ep_release(ep, how == SSW_CLOSE_DETACH);
 }
 
-static int shm_duplicate(struct ssw_ep *ep, int target_pid, void *token, size_t *token_len)
-{
-	(void)ep, (void)target_pid, (void)token, (void)token_len;
-	return -ENOSYS; /* sharing across processes: fork/SCM_RIGHTS support comes with seed 000 work */
-}
-
-static int shm_adopt(const void *token, size_t token_len, struct ssw_ep **out)
-{
-	(void)token, (void)token_len, (void)out;
-	return -ENOSYS;
-}
-
 static uint32_t shm_ep_caps(struct ssw_ep *ep)
 {
 	shm_peer_cred(ep);
@@ -887,8 +875,6 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.connect_fd = shm_connect_fd,
 	.connect_complete = shm_connect_complete,
 	.close = shm_close,
-	.duplicate = shm_duplicate,
-	.adopt = shm_adopt,
 	.ep_caps = shm_ep_caps,
 	.listener_ready = shm_listener_ready,
 	.peer_cred = shm_ep_peer_cred,

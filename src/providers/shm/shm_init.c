@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,22 +185,6 @@ static uint32_t shm_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 	return st;
 }
 
-/* SIGURG goes only to the peer process itself or its process group (the
- * owner value is the peer's word: never signal anyone else). */
-static void shm_sigurg(struct ssw_ep *ep)
-{
-	int32_t owner = atomic_load_explicit(&ep->rx.ctl->owner, memory_order_acquire);
-	if (owner)
-		shm_peer_cred(ep);
-	if (!owner || !ep->peer_pid)
-		return;
-	if (owner > 0 && owner != ep->peer_pid)
-		return;
-	if (owner < 0 && SYS_(getpgid, ep->peer_pid) != -owner)
-		return;
-	SYS_(kill, owner, SIGURG);
-}
-
 static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 {
 	if (!ep->tx.ctl)
@@ -212,15 +195,21 @@ static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 		atomic_store_explicit(&c->fin, 1, memory_order_release);
 		shm_wake_peer(ep);
 		break;
-	case SSW_NOTE_URG:
+	case SSW_NOTE_MARK:
 		atomic_fetch_add_explicit(&c->urg, 1, memory_order_release);
-		shm_sigurg(ep);
 		shm_wake_peer(ep);
 		break;
-	case SSW_NOTE_OWNER:
-		atomic_store_explicit(&c->owner, arg, memory_order_release);
+	case SSW_NOTE_TAG:
+		atomic_store_explicit(&c->tag, arg, memory_order_release);
 		break;
 	}
+}
+
+/* In the shared segment: the sender of a mark reads the receiver's tag at
+ * once, though the receiver may not be running. */
+static int32_t shm_peer_tag(struct ssw_ep *ep)
+{
+	return ep->rx.ctl ? atomic_load_explicit(&ep->rx.ctl->tag, memory_order_acquire) : 0;
 }
 
 static const struct ssw_progress_ops shm_progress_ops = {
@@ -234,6 +223,7 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.sleep = shm_sleep,
 	.peer_state = shm_peer_state,
 	.note = shm_note,
+	.peer_tag = shm_peer_tag,
 };
 
 const struct ssw_provider ssw_provider_shm = {

@@ -39,8 +39,8 @@ struct shm_ring_ctl {
 	/* written by the producer only, beside the records (see peer_state) */
 	_Atomic uint32_t closed;              /* SHM_CLOSED_* */
 	_Atomic uint32_t fin;                 /* no more data follows */
-	_Atomic uint32_t urg;                 /* urgent bytes sent */
-	_Atomic int32_t owner;                /* producer's F_SETOWN: whom its peer signals SIGURG */
+	_Atomic uint32_t urg;                 /* marks sent (SSW_NOTE_MARK) */
+	_Atomic int32_t tag;                  /* producer's SSW_NOTE_TAG (peer_tag) */
 };
 
 enum { SHM_OPEN = 0, SHM_CLOSED_ORDERLY = 1, SHM_CLOSED_RESET = 2 };
@@ -169,7 +169,7 @@ int shm_gone_state(struct ssw_ep *ep);
 extern const struct ssw_conn_ops shm_conn_ops;
 void shm_ep_free(struct ssw_ep *ep);   /* this process's view: fds, mappings */
 /* Learn who the peer is (SO_PEERCRED) and what it allows, once: only large
- * sends (one-sided access) and urgent data (SIGURG) need it. */
+ * sends (one-sided access) need it. */
 void shm_peer_cred(struct ssw_ep *ep);
 struct ssw_ep *shm_ep_alloc(void);     /* zeroed, fork-shared */
 

@@ -184,9 +184,13 @@ size_t shm_ring_room(struct ssw_ep *ep)
 	if (head > r->pos || r->pos - head > r->size || (head & 7))
 		return 0; /* corrupt: send() will say so */
 	r->other = head;
-	uint64_t room = r->size - (r->pos - head);
-	/* a record may not wrap: what fits before the end or after it */
-	return room > SHM_REC_HDR ? (size_t)(room - SHM_REC_HDR) : 0;
+	uint64_t room = r->size - (r->pos - head), to_end = r->size - (r->pos & (r->size - 1));
+	/* A record may not wrap: it goes before the end, or after a PAD to the
+	 * end.  The largest record that fits, so that send_room() >=
+	 * msg_space(len) says exactly whether send(len) succeeds. */
+	if (room > to_end)
+		room = to_end > room - to_end ? to_end : room - to_end;
+	return (size_t)room;
 }
 
 /* Does [head, pos) of our transmit ring hold a data record?  Only our own
