@@ -141,6 +141,13 @@ struct ssw_ep {
 
 	uint32_t credits;          /* the peer's buffers we may still fill */
 	uint32_t unreported;       /* our reposted buffers the peer has not been told of */
+	/* what the peer's buffers we filled and it has not credited back
+	 * hold, in order: stream data, or only control (send_ctl, credits):
+	 * a peer that dies with data unread is a reset, as in kernel TCP */
+	uint8_t tx_data[FAB_TX_N];
+	uint8_t sent_data[FAB_RX_N];
+	unsigned sent_head, sent_n;
+	bool sending_ctl;          /* fab_send_ctl: this message carries no stream data */
 
 	/* connection state */
 	bool connected;            /* FI_CONNECTED seen */
