@@ -296,6 +296,8 @@ EXPORT int eventfd(unsigned int v, int flags)
 
 EXPORT int epoll_create(int size)
 {
+	/* libfabric's own sets (its accept thread makes them while an
+	 * application thread may hold the epoll table's lock) */
 	PROVIDER_PASS(size <= 0 ? (errno = EINVAL, -1) : sys_epoll_create1(0));
 	if (size <= 0) {
 		errno = EINVAL;

@@ -186,13 +186,9 @@ static int fab_env_corrupt(struct ssw_ep *hostile, int variant)
 
 /* Found by this suite on the fabric provider; each entry runs every time
  * and must fail until fixed.  (Fixed since: a wildcard listen bound a port
- * libfabric picked, not P + port-offset.) */
+ * libfabric picked, not P + port-offset; a peer killed with our messages
+ * unread ended in order; send after the peer's end waited for ever.) */
 static const char *const fab_deviations[] = {
-	"conf_peer_killed_unread: a peer killed with our messages unread (credits not returned) ends in -EPIPE, "
-	"the SPI says -ECONNRESET (kernel TCP: RST)",
-	"conf_send_after_end: after the peer's orderly close was seen (recv -EPIPE), send goes on taking messages "
-	"(credits left, then the backlog: 44 here), then says -EAGAIN for ever, never -EPIPE/-ECONNRESET: "
-	"a sender waits for room that never comes",
 	"conf_rdma_bad_local: crash: an RDMA read into memory that is not ours segfaults in libfabric's tcp "
 	"provider (memcpy under fi_cq_read, from fab_progress); the SPI says -EFAULT",
 	NULL,

@@ -1948,9 +1948,14 @@ static void kill_sending(int lfd, bool midway)
 	int fd = acc(lfd);
 	await();
 	uint64_t start = 0;
-	if (midway)
+	if (midway) {
 		start = recv_stream(fd, MiB, 33);
-	else
+		/* data in flight when the kill lands: the kernel's send buffer
+		 * refills the window by itself, a switched sender must have run
+		 * since our last read (a loaded host may not have scheduled it) */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		poll(&p, 1, 2000);
+	} else
 		usleep(300000); /* the sender fills the window and blocks */
 	kill_client();
 	read_rest(fd, 33, start);

@@ -32,7 +32,7 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	memcpy(&a, dst, al);
 	int port = fab_map_port(ntohs(((struct sockaddr_in *)&a)->sin_port));
 	if (port < 0)
-		return -ERANGE; /* no fabric listener can exist for it (fab_map_port): kernel TCP */
+		return -EINVAL;
 	((struct sockaddr_in *)&a)->sin_port = htons((uint16_t)port);
 
 	struct fi_info *h = fab_hints(), *info = NULL;

@@ -27,6 +27,9 @@ void fab_ep_unlock(struct ssw_ep *ep)
 	fab_gate_leave();
 }
 
+
+static void sent_credited(struct ssw_ep *ep, uint32_t n);
+static bool data_uncredited(const struct ssw_ep *ep);
 static int get_wait_fd(struct fid *f, int *fd)
 {
 	int rc = fi_control(f, FI_GETWAIT, fd);
@@ -183,6 +186,7 @@ static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
 		return;
 	}
 	ep->credits += h->credits;
+	sent_credited(ep, h->credits);
 	switch (h->type) {
 	case FAB_T_DATA:
 		if (ep->hello_wait) {
@@ -297,8 +301,19 @@ void fab_progress_end(struct ssw_ep *ep)
 {
 	if (ep->bl_n)
 		fab_flush_backlog(ep);
-	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset))
-		atomic_store(&ep->peer_closed, 1);
+	if (ep->shutdown_seen && !atomic_load(&ep->peer_reset) && !atomic_load(&ep->peer_closed)) {
+		/* the connection ended without the peer's close message: its
+		 * process died.  Kernel TCP resets when it died with our data
+		 * unread.  Data messages not credited back were unread, or read
+		 * and not yet announced (a reader returns credits in batches):
+		 * a reset either way (the SPI allows it for a peer that read
+		 * everything; an orderly end for one that did not would hide
+		 * the loss).  Unread control messages alone end in order. */
+		if (data_uncredited(ep))
+			atomic_store(&ep->peer_reset, 1);
+		else
+			atomic_store(&ep->peer_closed, 1);
+	}
 	if (ep->all && (atomic_load(&ep->broken) || ep->shutdown_seen))
 		fab_rma_fail_all(ep);
 }
@@ -359,7 +374,25 @@ static int post_slot(struct ssw_ep *ep, uint32_t slot, size_t len)
 		atomic_fetch_add_explicit(&ep->tx_out, 1, memory_order_relaxed);
 	ep->unreported = 0;
 	ep->credits--;
+	if (ep->sent_n < FAB_RX_N)
+		ep->sent_data[(ep->sent_head + ep->sent_n++) % FAB_RX_N] = ep->tx_data[slot];
 	return 0;
+}
+
+/* The peer credited back `n` buffers: the oldest messages we sent. */
+static void sent_credited(struct ssw_ep *ep, uint32_t n)
+{
+	for (; n && ep->sent_n; n--, ep->sent_n--)
+		ep->sent_head = (ep->sent_head + 1) % FAB_RX_N;
+}
+
+/* Does the peer hold stream data of ours it has not credited back? */
+static bool data_uncredited(const struct ssw_ep *ep)
+{
+	for (unsigned i = 0; i < ep->sent_n; i++)
+		if (ep->sent_data[(ep->sent_head + i) % FAB_RX_N])
+			return true;
+	return false;
 }
 
 /* Messages the peer had no buffer for yet, in order, as credits allow
@@ -391,6 +424,10 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 {
 	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))
 		return -ECONNRESET;
+	/* the peer's endpoint is gone (its close message, or the connection's
+	 * end): nothing it will ever read, and no credits will come back */
+	if (atomic_load(&ep->peer_closed))
+		return -EPIPE;
 	size_t len = sizeof(struct fab_hdr);
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
@@ -409,6 +446,7 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 			return -EAGAIN;
 	}
 	uint32_t slot = ep->tx_free[--ep->ntx_free];
+	ep->tx_data[slot] = type == FAB_T_DATA && !ep->sending_ctl;
 	uint8_t *b = ep->txbuf + (size_t)slot * FAB_BUF_SIZE;
 	struct fab_hdr *h = (void *)b;
 	*h = (struct fab_hdr){ .magic = FAB_HDR_MAGIC, .type = (uint8_t)type };

@@ -13,10 +13,13 @@
 
 /* provider=NAME: the libfabric provider ("tcp" here, "verbs" on RDMA
  * hardware).  port-offset=N: the fabric listener for application port P is
- * on P + N.  The tcp provider shares the kernel's port space, so it needs
- * an offset (default 10000); verbs has its own port space (default 0).
- * When P + N passes 65535 that port is not switched (kernel TCP only, both
- * on the listening and the connecting side, so both agree). */
+ * on P + N, counted round 1..65535 (past 65535 it goes on from 1: P + N -
+ * 65535), so that every port has its own (the kernel's ephemeral ports,
+ * which servers binding port 0 get, pass 65535 - N).  The tcp provider
+ * shares the kernel's port space, so it needs an offset (default 10000);
+ * verbs has its own port space (default 0).  A fabric port another program
+ * holds (or a privileged one, for a user) only makes that application port
+ * kernel TCP: the listener cannot open it, connectors find no switch. */
 char fab_prov_name[32] = "tcp";
 int fab_port_offset = -1; /* -1: the default of the provider */
 long fab_cm_data_max = -1;
@@ -69,8 +72,9 @@ static int fab_configure(const char *key, const char *value, char *err, size_t e
 int fab_map_port(int port)
 {
 	int off = fab_port_offset >= 0 ? fab_port_offset : strcmp(fab_prov_name, "tcp") == 0 ? 10000 : 0;
-	int p = port + off;
-	return port > 0 && p <= 65535 ? p : -1;
+	if (port <= 0 || port > 65535)
+		return -1;
+	return (port - 1 + off) % 65535 + 1;
 }
 
 /* ---- the fork gate ------------------------------------------------------ */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 
@@ -294,10 +295,16 @@ static void *accept_thread(void *arg)
 		pthread_mutex_unlock(&lmu);
 		fab_gate_leave();
 		struct epoll_event evs[16];
-		/* bounded: a wake-up lost to a provider's quirk costs a second */
-		/* watched endpoints are looked at every millisecond (their wait
+		/* bounded: a wake-up lost to a provider's quirk costs a second;
+		 * watched endpoints are looked at every FAB_WATCH_NS (their wait
 		 * fds would wake us for every message their owner handles) */
-		sys_epoll_wait(epfd, evs, 16, quiet && !watched ? 1000 : 1);
+		if (quiet && !watched) {
+			sys_epoll_wait(epfd, evs, 16, 1000);
+		} else {
+			struct pollfd pf = { .fd = epfd, .events = POLLIN };
+			struct timespec ts = { 0, quiet ? (long)FAB_WATCH_NS : 1000000L };
+			(void)SYS_(ppoll, &pf, 1, &ts, NULL, 8);
+		}
 	}
 	return NULL;
 }
@@ -364,7 +371,7 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	memcpy(&a, addr, al);
 	int port = fab_map_port(ntohs(((struct sockaddr_in *)&a)->sin_port));
 	if (port < 0)
-		return -ERANGE; /* P + offset past 65535: this port is kernel TCP only */
+		return -EINVAL;
 	((struct sockaddr_in *)&a)->sin_port = htons((uint16_t)port);
 	struct ssw_listener *l = calloc(1, sizeof *l);
 	struct fi_info *h = fab_hints();

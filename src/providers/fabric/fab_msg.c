@@ -25,6 +25,17 @@ static int fab_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
 	return rc;
 }
 
+/* As fab_send, for a message without stream data (the SPI's send_ctl). */
+static int fab_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
+{
+	fab_ep_lock(ep);
+	ep->sending_ctl = true;
+	int rc = fab_send_locked(ep, FAB_T_DATA, iov, iovcnt);
+	ep->sending_ctl = false;
+	fab_ep_unlock(ep);
+	return rc;
+}
+
 static int peek_locked(struct ssw_ep *ep, const void **msg, size_t *len)
 {
 	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))
@@ -218,7 +229,7 @@ const struct ssw_msg_ops fab_msg_ops = {
 	.recv_peek = fab_recv_peek,
 	.recv_done = fab_recv_done,
 	.send_room = fab_send_room,
-	.send_ctl = fab_send,
+	.send_ctl = fab_send_ctl,
 };
 
 const struct ssw_progress_ops fab_progress_ops = {

@@ -31,7 +31,8 @@
 #define FAB_TX_N 32u
 #define FAB_LINGER_NS (10000ull * 1000000ull) /* longest a closed connection waits for its peer */
 #define FAB_EXIT_NS (5000ull * 1000000ull) /* longest an exit waits for what was sent to leave */
-#define FAB_IDLE_NS 1000000ull /* the thread flushes a backlog its owner left this long */
+#define FAB_IDLE_NS 200000ull /* the thread flushes a backlog its owner left this long */
+#define FAB_WATCH_NS 200000ull /* how often the thread looks at watched endpoints */
 #define FAB_TX_KEEP 2u /* tx slots data leaves for a credit return and the close */
 /* Credits kept back: data leaves two, a credit return one, so that a
  * credit return and the close or reset always find a buffer. */
@@ -143,6 +144,13 @@ struct ssw_ep {
 
 	uint32_t credits;          /* the peer's buffers we may still fill */
 	uint32_t unreported;       /* our reposted buffers the peer has not been told of */
+	/* what the peer's buffers we filled and it has not credited back
+	 * hold, in order: stream data, or only control (send_ctl, credits):
+	 * a peer that dies with data unread is a reset, as in kernel TCP */
+	uint8_t tx_data[FAB_TX_N];
+	uint8_t sent_data[FAB_RX_N];
+	unsigned sent_head, sent_n;
+	bool sending_ctl;          /* fab_send_ctl: this message carries no stream data */
 
 	/* connection state */
 	bool connected;            /* FI_CONNECTED seen */
