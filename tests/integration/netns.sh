@@ -124,9 +124,20 @@ ssw_ns_bg() {
 
 # ssw_ns_wait_listen NS PORT [SECONDS]
 ssw_ns_wait_listen() {
-  local i n=$(( ${3:-$SSW_TIMEOUT} * 10 ))
+  local i j n=$(( ${3:-$SSW_TIMEOUT} * 10 )) fab=$(( ($2 + 10000 - 1) % 65535 + 1 ))
   for ((i = 0; i < n; i++)); do
-    [ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ] && return 0
+    if [ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ]; then
+      # a switched listener listens on the fabric port some 0.3 s later
+      # (libfabric loads at the first fabric listen): a connect before
+      # that goes to kernel TCP.  Give it that time when fabric is
+      # expected (a plain server never gets there: 3 s at most).
+      [ "$SSW_NS_EXPECT" = fabric ] || return 0
+      for ((j = 0; j < 30; j++)); do
+        [ -n "$(ip netns exec "$1" ss -Hltn "sport = :$fab" 2>/dev/null)" ] && return 0
+        sleep 0.1
+      done
+      return 0
+    fi
     sleep 0.1
   done
   return 1
