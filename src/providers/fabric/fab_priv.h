@@ -26,7 +26,10 @@
  * whatever the peer sends (a bare FAB_T_CREDIT when it has nothing else to
  * say), so that nothing is ever sent into no buffer (verbs needs this: an
  * RC send without a posted receive is an RNR error). */
-#define FAB_MSG_MAX (64u << 10)
+/* 64 KiB of stream and the session's header in one message: an
+ * application's 64 KiB write is one message, not one and a sliver
+ * (bench --netns, 64 KiB stream: 1.4-1.8 -> 2.0-2.1 GB/s) */
+#define FAB_MSG_MAX ((64u << 10) + 512u)
 #define FAB_RX_N 16u
 #define FAB_TX_N 32u
 #define FAB_LINGER_NS (10000ull * 1000000ull) /* longest a closed connection waits for its peer */
