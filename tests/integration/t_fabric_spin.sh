@@ -32,7 +32,10 @@ echo "# kernel:   $k"
 echo "# switched: $s"
 ssw_assert_ge "switched: the client's connection went over the provider" "$(ssw_stats_sum "$T/cli-switched.stats" switched)" 1
 sleeps=$(awk '{print $6}' <<<"$s")
-ssw_check "switched: the client sleeps in under half the round trips (sleeps/rt $sleeps)" \
-  awk -v x="${sleeps:-9}" 'BEGIN { exit !(x < 0.5) }'
+# locked into sleeping it is one sleep per round trip (0.98-1.0 measured);
+# a spinning pair sleeps in a few percent on a quiet host, but CI runs tests
+# side by side (and under ASan): 0.56-0.6 seen there, as the kernel pair's
+ssw_check "switched: the client is not locked into a sleep per round trip (sleeps/rt $sleeps)" \
+  awk -v x="${sleeps:-9}" 'BEGIN { exit !(x < 0.9) }'
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish
