@@ -41,15 +41,16 @@ struct ssw_session_opts {
 	bool cork;                 /* TCP_CORK set before the connection (or on its listener) */
 };
 
-struct ssw_wire_init;
 /* Session negotiation (seed 001): each side's INIT (window, capabilities,
  * pid) travels in the provider's connect / accept private data, so both are
- * known before connect returns and before accept is called. */
-void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_init *out);
+ * known before connect returns and before accept is called.  To the switch
+ * it is SSW_SESSION_INIT_BYTES opaque bytes that it carries. */
+#define SSW_SESSION_INIT_BYTES 16
+void ssw_session_make_init(const struct ssw_session_opts *o, void *out);
 /* Wrap a connected endpoint, given the peer's INIT.  NULL when the INIT is
  * not acceptable or memory is short (the caller refuses the connection). */
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
-				    const struct ssw_session_opts *o, const struct ssw_wire_init *peer);
+				    const struct ssw_session_opts *o, const void *peer_init);
 
 /* The connecting side: ask the provider whether the connect `ep` finished
  * (connect_complete) and, when it has, build the session from the

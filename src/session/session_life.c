@@ -75,21 +75,28 @@ static uint32_t my_caps(void)
 	return SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
 }
 
-void ssw_session_make_init(const struct ssw_session_opts *o, struct ssw_wire_init *out)
+_Static_assert(sizeof(struct ssw_wire_init) == SSW_SESSION_INIT_BYTES, "the INIT the switch carries");
+
+void ssw_session_make_init(const struct ssw_session_opts *o, void *buf)
 {
-	pid_t pid = ssw_pid();
-	memset(out, 0, sizeof *out);
-	out->version = SSW_WIRE_VERSION;
-	/* the transport clamps it to what it can hold (window_cap) */
-	out->window = o && o->rcvbuf ? o->rcvbuf : UINT32_MAX;
-	out->caps = my_caps();
-	out->pid = (int32_t)pid;
+	struct ssw_wire_init in = {
+		.version = SSW_WIRE_VERSION,
+		/* the transport clamps it to what it can hold (window_cap) */
+		.window = o && o->rcvbuf ? o->rcvbuf : UINT32_MAX,
+		.caps = my_caps(),
+		.pid = (int32_t)ssw_pid(),
+	};
+	memcpy(buf, &in, sizeof in);
 }
 
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
-				    const struct ssw_session_opts *o, const struct ssw_wire_init *peer)
+				    const struct ssw_session_opts *o, const void *peer_init)
 {
-	if (!peer || peer->version != SSW_WIRE_VERSION || peer->window < 4096)
+	struct ssw_wire_init pi, *peer = &pi;
+	if (!peer_init)
+		return NULL;
+	memcpy(&pi, peer_init, sizeof pi);
+	if (peer->version != SSW_WIRE_VERSION || peer->window < 4096)
 		return NULL;
 	/* queue: what credits allow to be staged, plus one staged rendezvous */
 	uint64_t rmax = ssw_session_cfg.rndv_max ? ssw_session_cfg.rndv_max : STAGE_RNDV_MAX;

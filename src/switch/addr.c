@@ -115,7 +115,7 @@ static void put(const struct sockaddr_storage *a, uint16_t *fam, uint16_t *port,
 }
 
 void ssw_conn_priv_make(struct ssw_conn_priv *p, const struct sockaddr_storage *client,
-			const struct sockaddr_storage *server, const struct ssw_wire_init *init)
+			const struct sockaddr_storage *server, const void *init)
 {
 	struct sockaddr_storage c;
 	memset(p, 0, sizeof *p);
@@ -125,7 +125,7 @@ void ssw_conn_priv_make(struct ssw_conn_priv *p, const struct sockaddr_storage *
 		memcpy(&c, client, sizeof c);
 	put(&c, &p->cfam, &p->cport, p->caddr);
 	put(server, &p->sfam, &p->sport, p->saddr);
-	p->init = *init;
+	memcpy(p->init, init, sizeof p->init);
 	p->cfd = -1;
 }
 
@@ -150,7 +150,7 @@ static int get(uint16_t fam, uint16_t port, const uint8_t *addr, struct sockaddr
 }
 
 int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *client,
-			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd, int *cdomain)
+			struct sockaddr_storage *server, void *init, int *cfd, int *cdomain)
 {
 	struct ssw_conn_priv p;
 	if (len != sizeof p)
@@ -159,7 +159,7 @@ int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *cl
 	if (p.magic != PRIV_MAGIC || get(p.cfam, p.cport, p.caddr, client) < 0 ||
 	    get(p.sfam, p.sport, p.saddr, server) < 0)
 		return -1;
-	*init = p.init;
+	memcpy(init, p.init, sizeof p.init);
 	*cfd = p.cfd;
 	*cdomain = p.cdomain;
 	return 0;

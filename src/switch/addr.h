@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "session/wire.h"
+#include "session/session.h"
 
 /* v4-mapped IPv6 → IPv4; the unspecified address → loopback (Linux connects
  * to 0.0.0.0 / :: as to the local host).  -1 for other families or short len. */
@@ -31,15 +31,15 @@ struct ssw_conn_priv {
 	uint32_t magic;
 	uint16_t cfam, cport, sfam, sport;
 	uint8_t caddr[16], saddr[16];
-	struct ssw_wire_init init;
+	uint8_t init[SSW_SESSION_INIT_BYTES]; /* the session's, opaque here */
 	int32_t cfd;
 	uint16_t cdomain; /* that socket's family (AF_INET6 may hold IPv4) */
 	uint16_t pad;
 };
 void ssw_conn_priv_make(struct ssw_conn_priv *p, const struct sockaddr_storage *client,
-			const struct sockaddr_storage *server, const struct ssw_wire_init *init);
+			const struct sockaddr_storage *server, const void *init);
 /* Validate and decode; -1 if malformed. */
 int ssw_conn_priv_parse(const void *buf, size_t len, struct sockaddr_storage *client,
-			struct sockaddr_storage *server, struct ssw_wire_init *init, int *cfd, int *cdomain);
+			struct sockaddr_storage *server, void *init, int *cfd, int *cdomain);
 
 #endif

@@ -333,9 +333,9 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	s->dst_len = len;
 
 	struct ssw_conn_priv priv;
-	struct ssw_wire_init init;
-	ssw_session_make_init(&s->opts, &init);
-	ssw_conn_priv_make(&priv, &s->local, &dst, &init);
+	uint8_t init[SSW_SESSION_INIT_BYTES];
+	ssw_session_make_init(&s->opts, init);
+	ssw_conn_priv_make(&priv, &s->local, &dst, init);
 	int proof = ssw_proof_make(fd);
 	priv.cfd = proof >= 0 ? proof : fd;
 	priv.cdomain = (uint16_t)family;

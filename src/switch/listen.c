@@ -285,9 +285,9 @@ static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, stru
 			 size_t plen, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	struct sockaddr_storage client, server;
-	struct ssw_wire_init peer;
+	uint8_t peer[SSW_SESSION_INIT_BYTES];
 	int cfd, cdom;
-	if (ssw_conn_priv_parse(priv, plen, &client, &server, &peer, &cfd, &cdom) < 0 ||
+	if (ssw_conn_priv_parse(priv, plen, &client, &server, peer, &cfd, &cdom) < 0 ||
 	    !peer_ok(ls, p, ep, &client, &server, cfd, cdom)) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
@@ -323,7 +323,7 @@ static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, stru
 	s->local_len = ssw_addr_for_family(&server, ls->family, &s->local);
 	s->peer_len = ssw_addr_for_family(&client, ls->family, &s->peer);
 	ssw_fork_guard_enter(); /* a fork sees this session whole, in the table */
-	s->sess = ssw_session_new(p, ep, &s->opts, &peer);
+	s->sess = ssw_session_new(p, ep, &s->opts, peer);
 	if (s->sess && ssw_session_announce(s->sess, &s->opts) < 0) {
 		ssw_session_close(s->sess, true);
 		s->sess = NULL;

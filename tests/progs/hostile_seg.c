@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "providers/shm/shm_priv.h"
+#include "session/wire.h"
 #include "switch/addr.h"
 
 #define WAIT_MS 10000

@@ -4,6 +4,7 @@
  * the honest control).  Prints "sent" once the HELLO with its memfd went out. */
 #include "providers/shm/shm_priv.h"
 #include "session/session.h"
+#include "session/wire.h"
 #include "switch/addr.h"
 
 #include <arpa/inet.h>

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "providers/shm/shm_priv.h"
+#include "session/wire.h"
 #include "switch/addr.h"
 
 #ifndef MFD_NOEXEC_SEAL
