@@ -191,7 +191,12 @@ ssw_bg() {
   local name=$1; shift
   ssw_step "start $name ($1)"
   ssw_cmd "$@"
-  "${SSW_CMD[@]}" >"$T/$name.out" 2>"$T/$name.err" &
+  ssw_bg_start "$name"
+}
+
+# ssw_bg_start NAME — run SSW_CMD in the background, as ssw_bg says
+ssw_bg_start() {
+  "${SSW_CMD[@]}" >"$T/$1.out" 2>"$T/$1.err" &
   SSW_BG_PID=$!
   SSW_BG_PIDS+=("$SSW_BG_PID")
 }

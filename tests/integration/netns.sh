@@ -117,9 +117,7 @@ ssw_ns_bg() {
   local name=$1; shift
   ssw_step "start $name (in $1, $2)"
   ssw_ns_cmd "$@"
-  "${SSW_CMD[@]}" >"$T/$name.out" 2>"$T/$name.err" &
-  SSW_BG_PID=$!
-  SSW_BG_PIDS+=("$SSW_BG_PID")
+  ssw_bg_start "$name"
 }
 
 # ssw_ns_wait_listen NS PORT [SECONDS]

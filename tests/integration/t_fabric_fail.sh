@@ -114,6 +114,15 @@ kill_prog() { # BGPID
   kill -9 "${p:-$1}" 2>/dev/null
 }
 
+# await_end BGPID WHAT — the survivor must end within BOUND s (never a hang)
+await_end() {
+  local t0=$SECONDS
+  while kill -0 "$1" 2>/dev/null && [ $((SECONDS - t0)) -lt $BOUND ]; do sleep 0.1; done
+  if kill -0 "$1" 2>/dev/null; then
+    ssw_fail "$2 after ${BOUND} s"; kill_prog "$1"
+  fi
+}
+
 for mode in plain switched; do
   # ---- refused: nothing listens
   ssw_ns_run "$B" "$mode" SOCKSWITCH_STATS_FILE="$T/refused-$mode.stats" -- \
@@ -152,11 +161,7 @@ s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20); print
   ssw_wait_file "$T/rk-$mode-server.out" 20 || ssw_fail "$mode receiver killed: no data arrived"
   sleep 0.3                      # the sender fills the buffers and blocks
   kill_prog "$spid"; touch "$T/rk-$mode.killed"
-  t0=$SECONDS
-  while kill -0 "$cpid" 2>/dev/null && [ $((SECONDS - t0)) -lt $BOUND ]; do sleep 0.1; done
-  if kill -0 "$cpid" 2>/dev/null; then
-    ssw_fail "$mode receiver killed: the sender still blocked after ${BOUND} s"; kill_prog "$cpid"
-  fi
+  await_end "$cpid" "$mode receiver killed: the sender still blocked"
   wait "$cpid" 2>/dev/null; wait "$spid" 2>/dev/null
   end=$(ssw_kv "$T/rk-$mode-client.out" end)
   ssw_check "$mode receiver killed: the sender's send failed with ECONNRESET or EPIPE (got '${end}')" \
@@ -172,11 +177,7 @@ s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20); print
   ssw_wait_file "$T/sk-$mode-client.out" 20 || ssw_fail "$mode sender killed: the 1 MiB was not sent"
   sleep 0.2
   kill_prog "$cpid"
-  t0=$SECONDS
-  while kill -0 "$spid" 2>/dev/null && [ $((SECONDS - t0)) -lt $BOUND ]; do sleep 0.1; done
-  if kill -0 "$spid" 2>/dev/null; then
-    ssw_fail "$mode sender killed: the receiver still blocked after ${BOUND} s"; kill_prog "$spid"
-  fi
+  await_end "$spid" "$mode sender killed: the receiver still blocked"
   wait "$spid" 2>/dev/null; wait "$cpid" 2>/dev/null
   end=$(ssw_kv "$T/sk-$mode-server.out" end)
   ssw_check "$mode sender killed: the receiver saw EOF or ECONNRESET (got '${end}')" test "$end" = EOF -o "$end" = ECONNRESET
@@ -192,11 +193,7 @@ s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20); print
   ssw_wait_file "$T/wk-$mode-server.out" 20 || ssw_fail "$mode server killed: no request arrived"
   sleep 0.2
   kill_prog "$spid"
-  t0=$SECONDS
-  while kill -0 "$cpid" 2>/dev/null && [ $((SECONDS - t0)) -lt $BOUND ]; do sleep 0.1; done
-  if kill -0 "$cpid" 2>/dev/null; then
-    ssw_fail "$mode server killed: the client still waiting after ${BOUND} s"; kill_prog "$cpid"
-  fi
+  await_end "$cpid" "$mode server killed: the client still waiting"
   wait "$cpid" 2>/dev/null; wait "$spid" 2>/dev/null
   end=$(ssw_kv "$T/wk-$mode-client.out" end)
   ssw_check "$mode server killed: the waiting client saw EOF or ECONNRESET (got '${end}')" test "$end" = EOF -o "$end" = ECONNRESET
