@@ -81,23 +81,60 @@ static void complete_all(struct ssw_ep *ep, struct ssw_ep *peer, struct op *ops,
 	assert_int_equal(P->progress->poll_cq(ep, &extra, 1), 0);
 }
 
+/* A pair with the acceptor's region of REGION bytes (filled from `seed`)
+ * exposed for read and write, its descriptor at the connector, and a
+ * local buffer there. */
+struct rdma_rig {
+	struct ssw_ep *c, *a;
+	uint8_t *region, *local;
+	struct ssw_rdma_desc d, rd;
+};
+
+static void rig_up(struct rdma_rig *g, int seed)
+{
+	conf_pair_new(NULL, &g->c, &g->a);
+	need_rdma(g->c, g->a);
+	g->region = malloc(REGION);
+	g->local = malloc(REGION);
+	assert_non_null(g->region);
+	assert_non_null(g->local);
+	conf_fill(g->region, REGION, seed);
+	memset(&g->d, 0, sizeof g->d);
+	assert_int_equal(P->rdma->register_rdma_memory(g->a, g->region, REGION,
+						       SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &g->d), 0);
+	pass_desc(g->a, g->c, &g->d, &g->rd);
+}
+
+/* NOPS transfers of REGION/NOPS each, reads and writes in turn, ctx
+ * &ops[i] (ops[i].done set for those done at once); how many are in flight. */
+static int start_mixed(struct rdma_rig *g, struct op *ops)
+{
+	const struct ssw_rdma_ops *r = P->rdma;
+	int pending = 0;
+	memset(ops, 0, sizeof *ops * NOPS);
+	for (int i = 0; i < NOPS; i++) {
+		struct iovec v = { g->local + i * (REGION / NOPS), REGION / NOPS };
+		uint64_t off = (uint64_t)i * (REGION / NOPS);
+		int rc = (i & 1) ? r->rdma_write(g->c, &v, 1, &g->rd, off, REGION / NOPS, &ops[i])
+				 : r->rdma_read(g->c, &v, 1, &g->rd, off, REGION / NOPS, &ops[i]);
+		assert_true(rc == 0 || rc == -EINPROGRESS);
+		ops[i].done = rc == 0;
+		pending += rc == -EINPROGRESS;
+	}
+	return pending;
+}
+
 void conf_rdma_read_write(void **state)
 {
 	(void)state;
-	struct ssw_ep *c, *a;
-	conf_pair_new(NULL, &c, &a);
-	need_rdma(c, a);
 	const struct ssw_rdma_ops *r = P->rdma;
 	/* the acceptor exposes a region, the connector reads and writes it */
-	uint8_t *region = malloc(REGION), *local = malloc(REGION);
-	assert_non_null(region);
-	assert_non_null(local);
-	conf_fill(region, REGION, 1);
+	struct rdma_rig g;
+	rig_up(&g, 1);
+	struct ssw_ep *c = g.c, *a = g.a;
+	uint8_t *region = g.region, *local = g.local;
 	memset(local, 0, REGION);
-	struct ssw_rdma_desc d, rd;
-	memset(&d, 0, sizeof d);
-	assert_int_equal(r->register_rdma_memory(a, region, REGION, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
-	pass_desc(a, c, &d, &rd);
+	struct ssw_rdma_desc d = g.d, rd = g.rd;
 	struct ssw_mr mr;
 	memset(&mr, 0, sizeof mr);
 	bool reg = CONF_HAS(r, register_memory) && CONF_HAS(r, deregister_memory);
@@ -259,37 +296,20 @@ void conf_rdma_deregistered(void **state)
 void conf_rdma_close_pending(void **state)
 {
 	(void)state;
-	struct ssw_ep *c, *a;
-	conf_pair_new(NULL, &c, &a);
-	need_rdma(c, a);
-	const struct ssw_rdma_ops *r = P->rdma;
-	uint8_t *region = malloc(REGION), *local = malloc(REGION);
-	assert_non_null(region);
-	assert_non_null(local);
-	conf_fill(region, REGION, 3);
-	struct ssw_rdma_desc d, rd;
-	memset(&d, 0, sizeof d);
-	assert_int_equal(r->register_rdma_memory(a, region, REGION, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
-	pass_desc(a, c, &d, &rd);
+	struct rdma_rig g;
+	rig_up(&g, 3);
 	struct op ops[NOPS];
-	int started = 0;
-	for (int i = 0; i < NOPS; i++) {
-		struct iovec v = { local + i * (REGION / NOPS), REGION / NOPS };
-		int rc = (i & 1) ? r->rdma_write(c, &v, 1, &rd, (uint64_t)i * (REGION / NOPS), REGION / NOPS, &ops[i])
-				 : r->rdma_read(c, &v, 1, &rd, (uint64_t)i * (REGION / NOPS), REGION / NOPS, &ops[i]);
-		assert_true(rc == 0 || rc == -EINPROGRESS);
-		started += rc == -EINPROGRESS;
-	}
+	int started = start_mixed(&g, ops);
 	print_message("%d of %d transfers in flight at close\n", started, NOPS);
-	P->conn->close(c, SSW_CLOSE_ABORT);
-	free(local); /* nothing may write there any more */
+	P->conn->close(g.c, SSW_CLOSE_ABORT);
+	free(g.local); /* nothing may write there any more */
 	const void *m;
 	size_t len;
-	int rc = conf_wait(a, NULL, &m, &len, 3000);
+	int rc = conf_wait(g.a, NULL, &m, &len, 3000);
 	assert_true(rc == -ECONNRESET || rc == -EPIPE);
-	r->deregister_rdma_memory(a, &d);
-	P->conn->close(a, SSW_CLOSE_ABORT);
-	free(region);
+	P->rdma->deregister_rdma_memory(g.a, &g.d);
+	P->conn->close(g.a, SSW_CLOSE_ABORT);
+	free(g.region);
 }
 
 /* A local buffer that is not ours: -EFAULT (at once or by its completion),
@@ -342,31 +362,12 @@ void conf_rdma_bad_local(void **state)
 void conf_rdma_peer_gone(void **state)
 {
 	(void)state;
-	struct ssw_ep *c, *a;
-	conf_pair_new(NULL, &c, &a);
-	need_rdma(c, a);
-	const struct ssw_rdma_ops *r = P->rdma;
-	uint8_t *region = malloc(REGION), *local = malloc(REGION);
-	assert_non_null(region);
-	assert_non_null(local);
-	conf_fill(region, REGION, 4);
-	struct ssw_rdma_desc d, rd;
-	memset(&d, 0, sizeof d);
-	assert_int_equal(r->register_rdma_memory(a, region, REGION, SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE, &d), 0);
-	pass_desc(a, c, &d, &rd);
+	struct rdma_rig g;
+	rig_up(&g, 4);
+	struct ssw_ep *c = g.c;
 	struct op ops[NOPS];
-	memset(ops, 0, sizeof ops);
-	int pending = 0;
-	for (int i = 0; i < NOPS; i++) {
-		struct iovec v = { local + i * (REGION / NOPS), REGION / NOPS };
-		uint64_t off = (uint64_t)i * (REGION / NOPS);
-		int rc = (i & 1) ? r->rdma_write(c, &v, 1, &rd, off, REGION / NOPS, &ops[i])
-				 : r->rdma_read(c, &v, 1, &rd, off, REGION / NOPS, &ops[i]);
-		assert_true(rc == 0 || rc == -EINPROGRESS);
-		ops[i].done = rc == 0;
-		pending += rc == -EINPROGRESS;
-	}
-	P->conn->close(a, SSW_CLOSE_ABORT);
+	int pending = start_mixed(&g, ops);
+	P->conn->close(g.a, SSW_CLOSE_ABORT);
 	int failed = 0;
 	for (int64_t end = conf_ms() + 5000; pending;) {
 		assert_true(conf_ms() < end);
@@ -387,6 +388,6 @@ void conf_rdma_peer_gone(void **state)
 	}
 	print_message("peer gone with transfers in flight: all completed, %d with an error\n", failed);
 	P->conn->close(c, SSW_CLOSE_ABORT);
-	free(region);
-	free(local);
+	free(g.region);
+	free(g.local);
 }
