@@ -17,24 +17,19 @@ static size_t fab_max_msg(struct ssw_ep *ep)
 	return FAB_MSG_MAX;
 }
 
-static int fab_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
+/* ctl: the message carries no stream data (the SPI's send_ctl) */
+static int send_msg(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, bool ctl)
 {
 	fab_ep_lock(ep);
-	int rc = fab_send_locked(ep, FAB_T_DATA, iov, iovcnt);
-	fab_ep_unlock(ep);
-	return rc;
-}
-
-/* As fab_send, for a message without stream data (the SPI's send_ctl). */
-static int fab_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt)
-{
-	fab_ep_lock(ep);
-	ep->sending_ctl = true;
+	ep->sending_ctl = ctl;
 	int rc = fab_send_locked(ep, FAB_T_DATA, iov, iovcnt);
 	ep->sending_ctl = false;
 	fab_ep_unlock(ep);
 	return rc;
 }
+
+static int fab_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt) { return send_msg(ep, iov, iovcnt, false); }
+static int fab_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt) { return send_msg(ep, iov, iovcnt, true); }
 
 static int peek_locked(struct ssw_ep *ep, const void **msg, size_t *len)
 {
