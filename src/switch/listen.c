@@ -257,10 +257,14 @@ static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, str
 		if (rc == 0 && !serves(ls, server))
 			rc = -EADDRNOTAVAIL;
 		if (rc == 0) {
-			/* a port below 1024 takes privilege on the connector's host,
-			 * which its word does not prove: then the transport's own
-			 * source port, which its kernel assigned */
-			if (ssw_addr_port(client) >= 1024 || ssw_addr_port(&n) < 1024)
+			/* the claimed port is believed only where kernel TCP would
+			 * not have checked it either: from another host, and not a
+			 * port below 1024 (privilege there, which a word does not
+			 * prove).  From this host, another user could claim a port
+			 * some other user holds: then the transport's own source
+			 * port, which the kernel assigned to the connector. */
+			bool remote = !ssw_addr_is_local((struct sockaddr *)&n, ssw_addr_len(&n));
+			if (remote && (ssw_addr_port(client) >= 1024 || ssw_addr_port(&n) < 1024))
 				ssw_addr_set_port(&n, ssw_addr_port(client));
 			*client = n;
 			return true;
