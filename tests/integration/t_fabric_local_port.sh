@@ -46,7 +46,8 @@ ssw_wait_file "$T/talked" 20 || ssw_fail "client did not talk"
 sleep 0.2
 seen=$(awk '/^peer/ {print $2}' "$T/srv.out"); mine=$(awk '/^local/ {print $2}' "$T/cli.out")
 owner=$(ip netns exec "$NS" ss -Htnp state established "sport = :${seen:-0}" | grep -o 'pid=[0-9]*' | head -1)
-clipid=$(ip netns pids "$NS" | while read -r p; do grep -q cli.py /proc/$p/cmdline 2>/dev/null && echo $p; done | head -1)
+clipid=$(ip netns pids "$NS" | while read -r p; do
+  [ "$(cat /proc/$p/comm 2>/dev/null)" = python3 ] && grep -q cli.py /proc/$p/cmdline 2>/dev/null && echo $p; done | head -1)
 touch "$T/checked"
 wait $cpid; wait $spid
 ssw_assert_eq "the client's connection went over fabric" "$(ssw_stats_sum "$T/cli.stats" switched)" 1
