@@ -38,7 +38,7 @@
 #define EPX_KICK_TAG 0x5353574b49434b21ull  /* "SSWKICK!" */
 #define EPX_INNER_TAG 0x535357494e4e5221ull /* "SSWINNR!" */
 #define ARM_FDS 4
-#define WFD_MAX 2
+#define WFD_MAX 4 /* fabric: CQ, EQ, the CQ's signal and the provider's wake-up (wait_fds) */
 #define HARVEST 64
 #define SETTLE_TRIES 3
 #define HOT_MAX 128     /* recently active members watched by looking while a wait spins */

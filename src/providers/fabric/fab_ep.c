@@ -7,6 +7,8 @@
 #include "common/sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +65,20 @@ int fab_post_recv(struct ssw_ep *ep, uint32_t slot)
 
 /* tcp (libfabric 1.17): the CQ's wait fd is a level-triggered epoll set
  * of the endpoint's socket (its epoll data: the endpoint's fid) and of the
- * CQ's own signal, which libfabric writes at every completion and reads at
- * the next progress.  Seen as news by rx_ready, that signal made every
- * message cost a pump (two system calls and the locks) between its
- * arrival and the application's answer.  The signal's epoll data is
- * learnt here, once, from a signal of our own (fi_cq_signal) on the set
- * before the connection adds its socket; rx_ready then tells the two
- * apart.  Any other provider or version: NULL, the wait fd's readiness as
- * it is. */
+ * CQ's own signal, a socketpair that libfabric writes at a completion
+ * (unless its byte is already there) and reads back at the next progress
+ * that finds it in the set.  On the data path that was two system calls
+ * per completion on each side (a unix socket write and read, about a
+ * sixth of a 4 KiB sender's time), to wake nobody: the caller reads the
+ * CQ itself.  So the signal is taken out of cq_fd's set (detach_cq_signal)
+ * and waited on beside it (wait_fds): progress never sees it, so it stays
+ * set and costs nothing, until arm's fi_trywait reads it, as libfabric
+ * intends before a sleep; then the first completion anyone makes (another
+ * thread, the provider's thread) or a send left queued in libfabric writes
+ * it and wakes the sleeper, as before.  Its epoll data is learnt here,
+ * once, from a signal of our own (fi_cq_signal) on the set before the
+ * connection adds its socket.  Any other provider or version: the wait
+ * fd as it is. */
 static void learn_cq_signal(struct ssw_ep *ep)
 {
 	uint32_t v = fab_version();
@@ -86,6 +94,48 @@ static void learn_cq_signal(struct ssw_ep *ep)
 	(void)fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1);
 }
 
+/* The fd in cq_fd's set whose epoll data is the signal's, as
+ * /proc/self/fdinfo lists the set's members, or -1. */
+static int find_cq_signal_fd(struct ssw_ep *ep)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", ep->cq_fd);
+	int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	FILE *fp = fdopen(f, "r");
+	if (!fp) {
+		sys_close(f);
+		return -1;
+	}
+	int fd = -1, t, found = 0;
+	unsigned ev;
+	unsigned long long data;
+	while (fgets(line, sizeof line, fp))
+		if (sscanf(line, "tfd: %d events: %x data: %llx", &t, &ev, &data) == 3) {
+			found++;
+			if ((uintptr_t)data == (uintptr_t)ep->cq_sig)
+				fd = t;
+		}
+	fclose(fp);
+	/* before the connection the set holds the signal alone */
+	return found == 1 ? fd : -1;
+}
+
+static void detach_cq_signal(struct ssw_ep *ep)
+{
+	if (!ep->cq_sig)
+		return;
+	int fd = find_cq_signal_fd(ep);
+	if (fd < 0)
+		return;
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	/* quiet now (learn_cq_signal took its byte back), or not the signal */
+	if (sys_poll(&pf, 1, 0) != 0 || sys_epoll_ctl(ep->cq_fd, EPOLL_CTL_DEL, fd, NULL) != 0)
+		return;
+	ep->sig_fd = fd;
+}
+
 /* A new endpoint for `info` (a connect's, or a connection request's):
  * everything set up and the receive buffers posted, not yet connected.
  * Takes `info` on success only.  Called inside the gate. */
@@ -97,7 +147,7 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	pthread_mutex_init(&ep->mu, NULL);
 	ep->pid = ssw_pid();
 	ep->fab = fab;
-	ep->eq_fd = ep->cq_fd = -1;
+	ep->eq_fd = ep->cq_fd = ep->sig_fd = -1;
 	ep->wake_fd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	ep->info = info;
 	uint64_t mm = info->domain_attr->mr_mode;
@@ -137,8 +187,10 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 		rc = get_wait_fd(&ep->eq->fid, &ep->eq_fd);
 	if (!rc)
 		rc = get_wait_fd(&ep->cq->fid, &ep->cq_fd);
-	if (!rc)
+	if (!rc) {
 		learn_cq_signal(ep);
+		detach_cq_signal(ep);
+	}
 	if (!rc)
 		rc = reg_buf(ep, ep->rxbuf, FAB_RX_N * FAB_BUF_SIZE, FI_RECV, &ep->rx_mr);
 	if (!rc)
@@ -438,7 +490,11 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 	/* two slots are kept for a credit return and the close */
 	unsigned slots = type == FAB_T_DATA ? FAB_TX_KEEP : 0;
 	if ((!queue && ep->credits <= keep) || ep->ntx_free <= slots) {
-		fab_progress(ep);
+		/* completions only (credits, tx slots): the EQ, one more system
+		 * call, says only that the connection ended, which a send learns
+		 * from its own failure, arm or peer_state */
+		fab_progress_cq(ep);
+		fab_progress_end(ep);
 		if (atomic_load(&ep->broken))
 			return -ECONNRESET;
 		queue = type == FAB_T_DATA && (ep->bl_n || ep->credits <= keep);
@@ -486,9 +542,9 @@ static void drain_tx(struct ssw_ep *ep, int ms)
 	       !atomic_load(&ep->peer_closed) && ssw_now_ns() < end) {
 		fab_progress(ep);
 		if (ep->ntx_free < FAB_TX_N || ep->bl_n) {
-			struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
+			struct pollfd p[2] = { { .fd = ep->cq_fd, .events = POLLIN }, { .fd = ep->sig_fd, .events = POLLIN } };
 			if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1) == 0)
-				sys_poll(&p, 1, 10);
+				sys_poll(p, ep->sig_fd >= 0 ? 2 : 1, 10);
 		}
 	}
 }

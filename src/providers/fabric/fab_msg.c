@@ -114,19 +114,26 @@ static int fab_rx_ready(struct ssw_ep *ep)
 	 * the CQ; its wait fd says whether anything waits there */
 	if (ep->cq_fd < 0)
 		return 0;
+	bool waiting = atomic_load_explicit(&ep->tx_out, memory_order_relaxed) || __atomic_load_n(&ep->all, __ATOMIC_RELAXED);
+	if (ep->sig_fd >= 0) {
+		/* the CQ's signal is out of cq_fd's set (fab_ep.c): it stays set
+		 * between sleeps, so it is news only while sends or one-sided
+		 * operations wait for completions (those may complete inside a
+		 * call that reads no socket) */
+		struct pollfd p[2] = { { .fd = ep->cq_fd, .events = POLLIN }, { .fd = ep->sig_fd, .events = POLLIN } };
+		return sys_poll(p, waiting ? 2 : 1, 0) > 0;
+	}
 	if (!ep->cq_sig) {
 		struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
 		return sys_poll(&p, 1, 0) > 0;
 	}
 	/* the set is level-triggered: looking takes nothing from libfabric.
 	 * The CQ's signal alone is news only while sends or one-sided
-	 * operations wait for completions (those may complete inside a call
-	 * that reads no socket); after a message it is a leftover. */
+	 * operations wait for completions; after a message it is a leftover. */
 	struct epoll_event ev[4];
 	int k = sys_epoll_wait(ep->cq_fd, ev, 4, 0);
 	for (int i = 0; i < k; i++)
-		if (ev[i].data.ptr != ep->cq_sig || atomic_load_explicit(&ep->tx_out, memory_order_relaxed) ||
-		    __atomic_load_n(&ep->all, __ATOMIC_RELAXED))
+		if (ev[i].data.ptr != ep->cq_sig || waiting)
 			return 1;
 	return 0;
 }
@@ -160,6 +167,8 @@ static int fab_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 		pfd[k++] = (struct pollfd){ .fd = ep->cq_fd, .events = POLLIN };
 	if (k < n && ep->eq_fd >= 0)
 		pfd[k++] = (struct pollfd){ .fd = ep->eq_fd, .events = POLLIN };
+	if (k < n && ep->sig_fd >= 0)
+		pfd[k++] = (struct pollfd){ .fd = ep->sig_fd, .events = POLLIN };
 	if (k < n && ep->wake_fd >= 0)
 		pfd[k++] = (struct pollfd){ .fd = ep->wake_fd, .events = POLLIN };
 	return k;
@@ -178,6 +187,12 @@ static void fab_wake_ack(struct ssw_ep *ep)
 		(void)!sys_read(ep->wake_fd, &v, sizeof v);
 	fab_ep_lock(ep);
 	fab_progress_cq(ep);
+	/* the CQ's signal, out of cq_fd's set (fab_ep.c), is not taken by
+	 * progress: fi_trywait takes it, so that the wait fds are quiet again
+	 * once what woke us is read (one system call a wake-up, none a
+	 * message); a completion it finds meanwhile is read now */
+	if (ep->sig_fd >= 0 && fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1) != 0)
+		fab_progress_cq(ep);
 	fab_progress_end(ep);
 	fab_ep_unlock(ep);
 }

@@ -120,6 +120,7 @@ struct ssw_ep {
 	struct fid_ep *ep;
 	int eq_fd, cq_fd;          /* wait objects (FI_GETWAIT) */
 	void *cq_sig;              /* the CQ's own signal in cq_fd's epoll set (fab_ep.c: learn_cq_signal), or NULL */
+	int sig_fd;                /* that signal's fd, taken out of cq_fd's set (fab_ep.c: detach_cq_signal), or -1 */
 	_Atomic unsigned tx_out;   /* sends posted with a completion still to come */
 	bool mr_local, virt_addr, prov_key, mr_endpoint;
 
