@@ -114,7 +114,11 @@ static int fab_rx_ready(struct ssw_ep *ep)
 	 * the CQ; its wait fd says whether anything waits there */
 	if (ep->cq_fd < 0)
 		return 0;
-	bool waiting = atomic_load_explicit(&ep->tx_out, memory_order_relaxed) || __atomic_load_n(&ep->all, __ATOMIC_RELAXED);
+	/* send completions matter only when they give back slots we are short
+	 * of: reading them after every send (a stream) cost a pump a message */
+	bool waiting = (atomic_load_explicit(&ep->tx_out, memory_order_relaxed) &&
+			__atomic_load_n(&ep->ntx_free, __ATOMIC_RELAXED) < FAB_TX_N / 2) ||
+		       __atomic_load_n(&ep->all, __ATOMIC_RELAXED);
 	if (ep->sig_fd >= 0) {
 		/* the CQ's signal is out of cq_fd's set (fab_ep.c): it stays set
 		 * between sleeps, so it is news only while sends or one-sided
