@@ -207,7 +207,14 @@ static uint32_t fab_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 		*urg = 0;
 	if (probe) {
 		fab_ep_lock(ep);
-		fab_progress(ep);
+		/* one system call when nothing happened (the SPI's allowance;
+		 * reading the CQ and the EQ costs two, an epoll_wait each, and
+		 * the session probes before sends and polls: four a request of
+		 * an epoll server).  Only where cq_fd is quiet between messages:
+		 * the CQ's signal out of its set (fab_ep.c) */
+		struct pollfd p[2] = { { .fd = ep->cq_fd, .events = POLLIN }, { .fd = ep->eq_fd, .events = POLLIN } };
+		if (ep->sig_fd < 0 || ep->eq_fd < 0 || sys_poll(p, 2, 0) != 0)
+			fab_progress(ep);
 		fab_ep_unlock(ep);
 	}
 	if (atomic_load(&ep->peer_reset) || atomic_load(&ep->broken))
