@@ -204,18 +204,17 @@ static void test_credits(void **st)
 	(void)st;
 	struct pair p;
 	make_pair(&p, base_port + 2);
-	/* the peer reads nothing: the sender runs out of the peer's buffers */
-	int sent = 0, rc;
-	while ((rc = sendstr(p.c, &sent, sizeof sent)) == 0 && sent < 1000)
-		sent++;
-	assert_int_equal(rc, -EAGAIN);
-	/* more than the peer's buffers: the rest waits in the sender's backlog */
-	assert_true(sent > 16 && sent < 64);
-	assert_int_equal(P->msg->send_room(p.c), 0);
+	/* the peer reads nothing: small messages beyond its buffers join a
+	 * pack in the sender's backlog (1000 of them: one buffer a message
+	 * would stop at its 16 buffers and our 30 slots) */
+	int n = 1000;
+	for (int i = 0; i < n; i++)
+		assert_int_equal(sendstr(p.c, &i, sizeof i), 0);
+	assert_true(P->msg->send_room(p.c) > 0);
 	/* each arrives once, in order; consuming them returns the credits, and
 	 * the backlog leaves without the sender calling in (the provider's
 	 * thread sends it, as a kernel socket's buffer drains by itself) */
-	for (int i = 0; i < sent; i++) {
+	for (int i = 0; i < n; i++) {
 		const void *m;
 		size_t len;
 		assert_int_equal(recv_wait(p.s, &m, &len), 0);
@@ -223,6 +222,26 @@ static void test_credits(void **st)
 		assert_memory_equal(m, &i, sizeof i);
 		P->msg->recv_done(p.s);
 	}
+	/* messages too big to share a buffer: the sender runs out of the
+	 * peer's buffers, then of its own slots */
+	size_t big = 40000;
+	uint8_t *b = calloc(1, big);
+	int sent = 0, rc;
+	struct iovec v = { b, big };
+	while (memcpy(b, &sent, sizeof sent), (rc = P->msg->send(p.c, &v, 1)) == 0 && sent < 1000)
+		sent++;
+	assert_int_equal(rc, -EAGAIN);
+	assert_true(sent > 16 && sent < 64);
+	assert_int_equal(P->msg->send_room(p.c), 0);
+	for (int i = 0; i < sent; i++) {
+		const void *m;
+		size_t len;
+		assert_int_equal(recv_wait(p.s, &m, &len), 0);
+		assert_int_equal(len, big);
+		assert_memory_equal(m, &i, sizeof i);
+		P->msg->recv_done(p.s);
+	}
+	free(b);
 	WAIT_FOR(P->msg->send_room(p.c) > 0, p.c, p.s);
 	assert_int_equal(sendstr(p.c, "again", 5), 0);
 	const void *m;

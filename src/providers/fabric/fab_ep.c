@@ -2,6 +2,7 @@
  * queues, registered message buffers, pre-posted receives, the provider
  * header with its credits, reading completions, and closing. */
 #include "providers/fabric/fab_priv.h"
+#include "providers/fabric/fab_pack.h"
 
 #include "common/log.h"
 #include "common/sys.h"
@@ -214,12 +215,15 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	return 0;
 }
 
-static void rxq_push(struct ssw_ep *ep, uint32_t slot, uint32_t len)
+static void rxq_push(struct ssw_ep *ep, uint32_t slot, uint32_t len, bool pack, uint32_t count)
 {
 	ep->rx_len[slot] = len;
+	ep->rx_pack[slot] = pack;
+	ep->rx_off[slot] = 0;
+	ep->rx_left[slot] = count;
 	ep->rxq[(ep->rxq_head + ep->rxq_n) % FAB_RX_N] = slot;
 	ep->rxq_n++;
-	atomic_store_explicit(&ep->rx_avail, ep->rxq_n, memory_order_release);
+	atomic_fetch_add_explicit(&ep->rx_avail, count, memory_order_release);
 }
 
 /* Corrupt input or a transport error: this endpoint is reset, nothing else. */
@@ -233,7 +237,7 @@ static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
 {
 	const struct fab_hdr *h = (const void *)(ep->rxbuf + (size_t)slot * FAB_BUF_SIZE);
 	if (len < sizeof *h || len > FAB_BUF_SIZE || h->magic != FAB_HDR_MAGIC ||
-	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_HELLO) {
+	    h->credits > FAB_RX_N - ep->credits || h->type < FAB_T_DATA || h->type > FAB_T_PACK) {
 		set_broken(ep, "malformed message");
 		return;
 	}
@@ -241,12 +245,19 @@ static void on_recv(struct ssw_ep *ep, uint32_t slot, size_t len)
 	sent_credited(ep, h->credits);
 	switch (h->type) {
 	case FAB_T_DATA:
+	case FAB_T_PACK: {
 		if (ep->hello_wait) {
 			set_broken(ep, "data before the connection's private data");
 			return;
 		}
-		rxq_push(ep, slot, (uint32_t)len);
+		uint32_t count = 1;
+		if (h->type == FAB_T_PACK && fab_pack_check((const uint8_t *)(h + 1), len - sizeof *h, &count) != 0) {
+			set_broken(ep, "malformed packed message");
+			return;
+		}
+		rxq_push(ep, slot, (uint32_t)len, h->type == FAB_T_PACK, count);
 		break;
+	}
 	case FAB_T_HELLO:
 		if (!ep->hello_wait || len - sizeof *h > SSW_CONNECT_PRIV_MAX) {
 			set_broken(ep, "unexpected or oversized private data");
@@ -465,6 +476,31 @@ void fab_flush_backlog(struct ssw_ep *ep)
 	}
 }
 
+/* A message that must wait for the peer's credits joins the backlog's
+ * last slot when that is a pack with room: one buffer of the peer's, and
+ * one send, for many small messages (a stream of small writes to a reader
+ * that fell behind).  Order is kept: nothing leaves before the backlog. */
+static bool pack_onto_backlog(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, size_t plen)
+{
+	uint32_t t = ep->bl[(ep->bl_head + ep->bl_n - 1) % FAB_TX_N];
+	uint8_t *b = ep->txbuf + (size_t)t * FAB_BUF_SIZE;
+	if (((struct fab_hdr *)b)->type != FAB_T_PACK || plen == 0 ||
+	    (size_t)ep->bl_len[t] + FAB_PACK_REC + plen > FAB_BUF_SIZE)
+		return false;
+	size_t off = ep->bl_len[t];
+	uint32_t r = (uint32_t)plen;
+	memcpy(b + off, &r, sizeof r);
+	off += sizeof r;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(b + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	ep->bl_len[t] = (uint32_t)off;
+	if (!ep->sending_ctl)
+		ep->tx_data[t] = 1;
+	return true;
+}
+
 /* Send one message of `type` (called locked).  Credits: data leaves
  * FAB_DATA_RESERVE of the peer's buffers, a credit return
  * FAB_CREDIT_RESERVE, the close or reset may take the last.  Data the peer
@@ -487,6 +523,8 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 		return -EMSGSIZE;
 	uint32_t keep = type == FAB_T_DATA ? FAB_DATA_RESERVE : type == FAB_T_CREDIT ? FAB_CREDIT_RESERVE : 0;
 	bool queue = type == FAB_T_DATA && (ep->bl_n || ep->credits <= keep);
+	if (queue && ep->bl_n && pack_onto_backlog(ep, iov, iovcnt, len - sizeof(struct fab_hdr)))
+		return 0;
 	/* two slots are kept for a credit return and the close */
 	unsigned slots = type == FAB_T_DATA ? FAB_TX_KEEP : 0;
 	if ((!queue && ep->credits <= keep) || ep->ntx_free <= slots) {
@@ -507,6 +545,13 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 	struct fab_hdr *h = (void *)b;
 	*h = (struct fab_hdr){ .magic = FAB_HDR_MAGIC, .type = (uint8_t)type };
 	size_t off = sizeof *h;
+	/* the first of the backlog's slot: a pack that later ones may join */
+	if (queue && len > sizeof *h && len + FAB_PACK_REC <= FAB_BUF_SIZE) {
+		uint32_t r = (uint32_t)(len - sizeof *h);
+		h->type = FAB_T_PACK;
+		memcpy(b + off, &r, sizeof r);
+		off += sizeof r;
+	}
 	for (int i = 0; i < iovcnt; i++) {
 		memcpy(b + off, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;
@@ -571,6 +616,7 @@ static void drop_rx(struct ssw_ep *ep)
 		if (fab_post_recv(ep, slot) == 0)
 			ep->unreported++;
 	}
+	atomic_store(&ep->rx_avail, 0);
 }
 
 /* An orderly close (called inside the gate, nobody else using the

@@ -2,6 +2,7 @@
  * peer's pre-posted buffers under the provider's credits, received
  * messages in order, and the CQ's wait fd (with fi_trywait) to sleep on. */
 #include "providers/fabric/fab_priv.h"
+#include "providers/fabric/fab_pack.h"
 
 #include "common/sys.h"
 
@@ -37,8 +38,15 @@ static int peek_locked(struct ssw_ep *ep, const void **msg, size_t *len)
 		return -ECONNRESET;
 	if (ep->rxq_n) {
 		uint32_t slot = ep->rxq[ep->rxq_head];
-		*msg = ep->rxbuf + (size_t)slot * FAB_BUF_SIZE + sizeof(struct fab_hdr);
-		*len = ep->rx_len[slot] - sizeof(struct fab_hdr);
+		const uint8_t *p = ep->rxbuf + (size_t)slot * FAB_BUF_SIZE + sizeof(struct fab_hdr);
+		if (ep->rx_pack[slot]) {
+			uint32_t r;
+			*msg = fab_pack_rec(p, ep->rx_off[slot], &r); /* checked at arrival (on_recv) */
+			*len = r;
+		} else {
+			*msg = p;
+			*len = ep->rx_len[slot] - sizeof(struct fab_hdr);
+		}
 		atomic_store(&ep->peeked, true);
 		return 0;
 	}
@@ -63,10 +71,20 @@ static void fab_recv_done(struct ssw_ep *ep)
 	fab_ep_lock(ep);
 	if (ep->rxq_n) {
 		uint32_t slot = ep->rxq[ep->rxq_head];
+		atomic_fetch_sub_explicit(&ep->rx_avail, 1, memory_order_release);
+		atomic_store(&ep->peeked, false);
+		if (ep->rx_pack[slot] && ep->rx_left[slot] > 1) {
+			/* the pack's next record; its buffer stays until the last */
+			uint32_t r;
+			(void)fab_pack_rec(ep->rxbuf + (size_t)slot * FAB_BUF_SIZE + sizeof(struct fab_hdr),
+					   ep->rx_off[slot], &r);
+			ep->rx_off[slot] += FAB_PACK_REC + r;
+			ep->rx_left[slot]--;
+			fab_ep_unlock(ep);
+			return;
+		}
 		ep->rxq_head = (ep->rxq_head + 1) % FAB_RX_N;
 		ep->rxq_n--;
-		atomic_store_explicit(&ep->rx_avail, ep->rxq_n, memory_order_release);
-		atomic_store(&ep->peeked, false);
 		if (fab_post_recv(ep, slot) == 0)
 			ep->unreported++;
 		else
@@ -100,7 +118,7 @@ static size_t fab_send_room(struct ssw_ep *ep)
 
 static bool news_locked(struct ssw_ep *ep)
 {
-	return ep->rxq_n > (atomic_load(&ep->peeked) ? 1u : 0u) || atomic_load(&ep->peer_closed) ||
+	return atomic_load(&ep->rx_avail) > (atomic_load(&ep->peeked) ? 1u : 0u) || atomic_load(&ep->peer_closed) ||
 	       atomic_load(&ep->peer_reset) || atomic_load(&ep->broken) || ep->done_head;
 }
 

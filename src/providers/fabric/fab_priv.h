@@ -46,7 +46,10 @@
 
 /* HELLO: the switch's private data, first message of a connection whose
  * request could not carry it (verbs over RDMA CM: 56 bytes) */
-enum { FAB_T_DATA = 1, FAB_T_CREDIT = 2, FAB_T_CLOSE = 3, FAB_T_RESET = 4, FAB_T_HELLO = 5 };
+/* PACK: session messages that waited for the peer's credits, several in
+ * one buffer (fab_pack.h): a sender ahead of its reader fills the peer's
+ * buffers, not one buffer a message */
+enum { FAB_T_DATA = 1, FAB_T_CREDIT = 2, FAB_T_CLOSE = 3, FAB_T_RESET = 4, FAB_T_HELLO = 5, FAB_T_PACK = 6 };
 
 #define FAB_HDR_MAGIC 0x4653u /* "SF" */
 struct fab_hdr {
@@ -128,11 +131,14 @@ struct ssw_ep {
 	struct fid_mr *rx_mr, *tx_mr;
 	struct fab_ctx rxc[FAB_RX_N], txc[FAB_TX_N];
 	uint32_t rx_len[FAB_RX_N];
+	/* a PACK: offset in the payload of its next record, and records left */
+	uint32_t rx_off[FAB_RX_N], rx_left[FAB_RX_N];
+	bool rx_pack[FAB_RX_N];
 	/* completed receives in order: ring of slot numbers */
 	uint32_t rxq[FAB_RX_N];
 	unsigned rxq_head, rxq_n;
 	_Atomic bool peeked;
-	_Atomic unsigned rx_avail; /* rxq_n, for rx_ready */
+	_Atomic unsigned rx_avail; /* session messages in rxq (records of packs count each), for rx_ready */
 	uint32_t tx_free[FAB_TX_N];
 	unsigned ntx_free;
 	/* the backlog: tx slots holding data the peer has no buffer for yet */
