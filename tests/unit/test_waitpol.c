@@ -91,6 +91,19 @@ static void *neighbour(void *arg)
 	return NULL;
 }
 
+static atomic_ulong neighbour_laps;
+
+/* A peer that answers at once and yields, counting its turns. */
+static void *counting_neighbour(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&stop_busy, memory_order_relaxed)) {
+		atomic_fetch_add_explicit(&neighbour_laps, 1, memory_order_relaxed);
+		sched_yield();
+	}
+	return NULL;
+}
+
 static cpu_set_t saved;
 
 /* Run this thread and a new neighbour on one core. */
@@ -140,6 +153,46 @@ static void test_auto_hands_over_to_neighbour(void **st)
 	assert_true(handed >= 2);
 }
 
+/* The peer last seen on our CPU: the first step hands the CPU over (the
+ * peer runs before it returns); elsewhere, the first step is a pause (the
+ * peer, pinned to our core, cannot run during it). */
+static void test_peer_on_our_cpu_first_step_yields(void **st)
+{
+	(void)st;
+	cpu_set_t one;
+	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+	int cpu = 0;
+	while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &saved))
+		cpu++;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+	atomic_store(&stop_busy, 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, counting_neighbour, NULL), 0);
+	usleep(20000);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+	int ran_here = 0, ran_elsewhere = 0;
+	for (int i = 0; i < 20; i++) {
+		struct ssw_spin sp;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		ssw_spin_peer_cpu(&sp, cpu);
+		unsigned long before = atomic_load(&neighbour_laps);
+		assert_true(ssw_spin_step(&sp));
+		ran_here += atomic_load(&neighbour_laps) != before;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		ssw_spin_peer_cpu(&sp, cpu + 1 < CPU_SETSIZE ? cpu + 1 : 0);
+		before = atomic_load(&neighbour_laps);
+		assert_true(ssw_spin_step(&sp));
+		ran_elsewhere += atomic_load(&neighbour_laps) != before;
+	}
+	atomic_store(&stop_busy, 1);
+	pthread_join(t, NULL);
+	sched_setaffinity(0, sizeof saved, &saved);
+	assert_true(ran_here >= 15);
+	assert_true(ran_elsewhere <= 5); /* a tick may preempt a pause now and then */
+}
+
 /* A CPU-bound neighbour takes a whole slice at each yield: after a few
  * such yields the process stops yielding, and a wait then ends after its
  * short busy-poll, well before a slice. */
@@ -171,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_spin_is_wall_time),
 		cmocka_unit_test(test_auto_ends_on_burn_or_wall),
 		cmocka_unit_test(test_auto_hands_over_to_neighbour),
+		cmocka_unit_test(test_peer_on_our_cpu_first_step_yields),
 		cmocka_unit_test(test_auto_stops_yielding_beside_cpu_hog),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
