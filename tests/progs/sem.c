@@ -2772,6 +2772,53 @@ static void backlog_cli(const struct addr *a)
 
 static void sc_backlog_order(void) { pair(AF_INET, backlog_srv, backlog_cli); }
 
+/* ---- backlog_order_epoll: 16 queued, accepted one per epoll wake-up ----- */
+
+enum { BQ = 16 };
+
+static void backlog_epoll_srv(int lfd)
+{
+	int fds[BQ], ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd };
+	RC("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev));
+	await();
+	char got[BQ + 1] = { 0 };
+	for (int i = 0; i < BQ; i++) {
+		struct epoll_event out;
+		if (epoll_wait(ep, &out, 1, 5000) != 1)
+			say("epoll_wait: listener not ready at #%d", i);
+		fds[i] = acc(lfd);
+		char b;
+		if (recv(fds[i], &b, 1, MSG_WAITALL) == 1)
+			got[i] = b;
+	}
+	say("accept order: %s", got);
+	for (int i = 0; i < BQ; i++)
+		close(fds[i]);
+	close(ep);
+	await();
+}
+
+static void backlog_epoll_cli(const struct addr *a)
+{
+	int fds[BQ];
+	for (int i = 0; i < BQ; i++) {
+		fds[i] = conn(a);
+		char b = (char)('a' + i);
+		if (send(fds[i], &b, 1, 0) != 1)
+			say("send #%d failed", i);
+	}
+	say("%d connections made before any accept", BQ);
+	tell();
+	for (int i = 0; i < BQ; i++)
+		RECV(fds[i], 1, 0); /* EOF */
+	tell();
+	for (int i = 0; i < BQ; i++)
+		close(fds[i]);
+}
+
+static void sc_backlog_order_epoll(void) { pair(AF_INET, backlog_epoll_srv, backlog_epoll_cli); }
+
 /* ---- options ----------------------------------------------------------- */
 
 static void opts_srv(int lfd)
@@ -4415,6 +4462,7 @@ static const struct scenario scenarios[] = {
 	{ "loop_drain_poll", sc_loop_drain_poll, "the same with poll" },
 	{ "loop_drain_select", sc_loop_drain_select, "the same with select" },
 	{ "backlog_order", sc_backlog_order, "4 connections queued before accept come out in order" },
+	{ "backlog_order_epoll", sc_backlog_order_epoll, "16 connections queued, accepted one per epoll wake-up: in order" },
 	{ "sockopts", sc_sockopts, "socket options on a connected socket" },
 	{ "tcp_info", sc_tcp_info, "TCP_INFO state, TCP_MAXSEG" },
 	{ "fd_numbers", sc_fd_numbers, "no hidden descriptors between the app's own fd numbers" },
