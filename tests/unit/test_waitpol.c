@@ -106,8 +106,8 @@ static void *counting_neighbour(void *arg)
 
 static cpu_set_t saved;
 
-/* Run this thread and a new neighbour on one core. */
-static pthread_t with_neighbour(bool cooperative)
+/* Run this thread and a new one (fn) on one core, which *cpu names. */
+static pthread_t with_thread(void *(*fn)(void *), void *arg, int *cpu_out)
 {
 	cpu_set_t one;
 	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
@@ -119,9 +119,18 @@ static pthread_t with_neighbour(bool cooperative)
 	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* the new thread inherits it */
 	atomic_store(&stop_busy, 0);
 	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, neighbour, cooperative ? (void *)1 : NULL), 0);
+	assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
 	usleep(20000); /* let it run */
+	if (cpu_out)
+		*cpu_out = cpu;
 	return t;
+}
+
+/* A neighbour on this thread's core: cooperative (works briefly, yields)
+ * or CPU-bound. */
+static pthread_t with_neighbour(bool cooperative)
+{
+	return with_thread(neighbour, cooperative ? (void *)1 : NULL, NULL);
 }
 
 static void without_neighbour(pthread_t t)
@@ -159,18 +168,8 @@ static void test_auto_hands_over_to_neighbour(void **st)
 static void test_peer_on_our_cpu_first_step_yields(void **st)
 {
 	(void)st;
-	cpu_set_t one;
-	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
-	int cpu = 0;
-	while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &saved))
-		cpu++;
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
-	atomic_store(&stop_busy, 0);
-	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, counting_neighbour, NULL), 0);
-	usleep(20000);
+	int cpu;
+	pthread_t t = with_thread(counting_neighbour, NULL, &cpu);
 	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
 	int ran_here = 0, ran_elsewhere = 0;
 	for (int i = 0; i < 20; i++) {
@@ -186,9 +185,7 @@ static void test_peer_on_our_cpu_first_step_yields(void **st)
 		assert_true(ssw_spin_step(&sp));
 		ran_elsewhere += atomic_load(&neighbour_laps) != before;
 	}
-	atomic_store(&stop_busy, 1);
-	pthread_join(t, NULL);
-	sched_setaffinity(0, sizeof saved, &saved);
+	without_neighbour(t);
 	assert_true(ran_here >= 15);
 	assert_true(ran_elsewhere <= 5); /* a tick may preempt a pause now and then */
 }
