@@ -3329,6 +3329,36 @@ static void flisten_cli(const struct addr *a)
 
 static void sc_fork_listener(void) { pair(AF_INET, flisten_srv, flisten_cli); }
 
+/* O_NONBLOCK belongs to the open file: a forked helper that sets it on the
+ * inherited listener makes the parent's accept non-blocking too (a
+ * pre-forked worker switching the shared listener to non-blocking) */
+static void nonblock_listener_child(void *arg)
+{
+	(void)arg;
+	int fl = fcntl(g_lfd, F_GETFL);
+	RC("fcntl(F_SETFL, O_NONBLOCK) in the child", fcntl(g_lfd, F_SETFL, fl | O_NONBLOCK));
+}
+
+static void fnb_srv(int lfd)
+{
+	g_lfd = lfd;
+	struct proc h = spawn("helper", nonblock_listener_child, NULL);
+	reap(&h);
+	int fd = accept(lfd, NULL, NULL);
+	say("accept with nothing queued = %s", rcs(fd, errno));
+	if (fd >= 0)
+		close(fd);
+	RC("fcntl(F_SETFL, 0)", fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) & ~O_NONBLOCK));
+	tell();
+	fd = acc(lfd);
+	recv_exact(fd, 5);
+	SEND(fd, "world", 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sc_fork_nonblock_listener(void) { pair(AF_INET, fnb_srv, flisten_cli); }
+
 /* pre-fork server: two workers accept on one listener, once each */
 static void worker(void *arg)
 {
@@ -4475,6 +4505,8 @@ static const struct scenario scenarios[] = {
 	{ "scm_rights", sc_scm_rights, "a connected socket sent over SCM_RIGHTS: the receiver talks to the peer, sees its names, EOF" },
 	{ "exec_eof", sc_exec_eof, "fork+execlp: the new program sees TCP options and names, then the peer's close as EOF" },
 	{ "fork_listener", sc_fork_listener, "a forked child closes its copy of the listener; the listener lives on" },
+	{ "fork_nonblock_listener", sc_fork_nonblock_listener,
+	  "a forked child sets O_NONBLOCK on the inherited listener: the parent's accept says EAGAIN" },
 	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },
 	{ "prefork_burst", sc_prefork_burst, "8 pre-forked workers accept once each while 8 clients connect at once (4 rounds)" },
 	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },
