@@ -385,6 +385,22 @@ struct ssw_progress_ops {
 	 * moment it sends, since nothing runs at the receiver to act on the
 	 * arrival.  The peer's word: untrusted.  Optional (NULL: none). */
 	int32_t (*peer_tag)(struct ssw_ep *ep);
+
+	/* The CPU the peer last ran on, when the peer shares this host's CPUs
+	 * (-1 otherwise, or not known): a hint for the wait policy, since a
+	 * waiter whose peer runs on the waiter's own CPU cannot see it answer
+	 * by busy-polling, only by handing the CPU over.  Lock-free, any
+	 * thread.  The peer's word, used as a hint only (a wrong value costs
+	 * speed, nothing else).  Optional (NULL: not known). */
+	int (*peer_cpu)(struct ssw_ep *ep);
+
+	/* When the peer sent its latest wake-up (ssw_now_ns()'s clock,
+	 * CLOCK_MONOTONIC; 0: not known), where the peer shares this host's
+	 * clock.  A waiter that slept learns how long the event itself took,
+	 * without the wake-up's own latency (45-90 us on a loaded host): had
+	 * it spun that long, would it have caught it?  Lock-free, any thread;
+	 * the peer's word, a hint only.  Optional (NULL: not known). */
+	uint64_t (*wake_sent_ns)(struct ssw_ep *ep);
 };
 
 enum { SSW_CLOSE_ORDERLY = 0, SSW_CLOSE_ABORT = 1, SSW_CLOSE_DETACH = 2 };

@@ -41,3 +41,10 @@ int ssw_fd_hide(int fd)
 	sys_close(fd);
 	return n;
 }
+
+int ssw_fd_dup_hidden(int fd)
+{
+	int f = hide_floor();
+	int n = f ? (int)SYS_(fcntl, fd, F_DUPFD_CLOEXEC, f) : -1;
+	return n >= 0 ? n : (int)SYS_(fcntl, fd, F_DUPFD_CLOEXEC, 0);
+}

@@ -79,6 +79,9 @@ void ssw_shared_free(void *p, size_t size, bool reuse);
 /* Move one of the switch's own fds above FD_SETSIZE when the limit allows
  * (fdhide.c); returns the fd to use (the old one is closed if moved). */
 int ssw_fd_hide(int fd);
+/* A close-on-exec copy of fd, above FD_SETSIZE when the limit allows (one
+ * system call, where a dup then ssw_fd_hide takes three); -1 on error. */
+int ssw_fd_dup_hidden(int fd);
 
 static inline uint64_t ssw_now_ns(void)
 {

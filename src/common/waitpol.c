@@ -67,6 +67,11 @@ void ssw_spin_start(struct ssw_spin *sp, uint64_t now, uint64_t budget_ns)
 	*sp = (struct ssw_spin){ .t0 = now, .last = now, .budget = mode == SSW_WAITMODE_SLEEP ? 0 : budget_ns };
 }
 
+void ssw_spin_peer_cpu(struct ssw_spin *sp, int cpu)
+{
+	sp->handoff = cpu >= 0 && cpu == sched_getcpu();
+}
+
 bool ssw_spin_step(struct ssw_spin *sp)
 {
 	uint64_t now = ssw_now_ns();
@@ -81,7 +86,7 @@ bool ssw_spin_step(struct ssw_spin *sp)
 			return false;
 	}
 	sp->spun = true;
-	if (mode == SSW_WAITMODE_SPIN || (mode == SSW_WAITMODE_AUTO && elapsed < SSW_SPIN_PAUSE_NS)) {
+	if (mode == SSW_WAITMODE_SPIN || (mode == SSW_WAITMODE_AUTO && elapsed < SSW_SPIN_PAUSE_NS && !sp->handoff)) {
 		for (int j = 0; j < 16; j++)
 			ssw_cpu_relax();
 		sp->last = now;

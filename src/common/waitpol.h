@@ -7,7 +7,9 @@
  * asks the one party that knows whether anyone wants this core right now,
  * the scheduler, at every step:
  *   - the first SSW_SPIN_PAUSE_NS of a wait busy-poll (pause): a hot peer
- *     answers within a microsecond;
+ *     answers within a microsecond; unless the peer was last seen on the
+ *     waiter's own CPU (the provider's peer_cpu hint), where it cannot
+ *     answer before the waiter lets go of the CPU;
  *   - then each step is a sched_yield: when another thread is runnable on
  *     this core (often the peer, or a peer's neighbour) it runs at once —
  *     the hand-off of cooperative user-space stacks, a context switch
@@ -59,10 +61,16 @@ struct ssw_spin {
 	uint64_t burn;    /* CPU held while nobody else wanted it */
 	uint64_t budget;  /* burn allowed (the caller's adaptive spin budget) */
 	bool spun;        /* at least one step taken */
+	bool handoff;     /* the peer runs on our CPU: yield from the first step */
 };
 
 /* Begin (now: ssw_now_ns()); budget 0 or mode sleep: no steps at all. */
 void ssw_spin_start(struct ssw_spin *sp, uint64_t now, uint64_t budget_ns);
+/* The awaited peer was last seen on `cpu` (-1: not known).  On our own CPU
+ * it cannot answer while we busy-poll, only once we yield: skip the pause
+ * (with two processes of a ping-pong pair on one core, the pause cost ~2 us
+ * per hand-off, a third of the round trip). */
+void ssw_spin_peer_cpu(struct ssw_spin *sp, int cpu);
 /* One step (a pause or a yield): true while the budget lasts; false when
  * it is time to sleep.  The caller looks for its event between steps. */
 bool ssw_spin_step(struct ssw_spin *sp);

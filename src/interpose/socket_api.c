@@ -17,9 +17,13 @@ static int fresh(int fd)
 	return fd;
 }
 
+/* A provider's own descriptors (libfabric opens its sockets inheritable) are
+ * close-on-exec: a program the application starts without fork (posix_spawn,
+ * where no fork hook runs) would keep them, and with them the provider's
+ * listening port listening after the application is gone. */
 EXPORT int socket(int domain, int type, int protocol)
 {
-	PROVIDER_PASS(REAL(socket)(domain, type, protocol));
+	PROVIDER_PASS(REAL(socket)(domain, type | SOCK_CLOEXEC, protocol));
 	int fd = fresh(REAL(socket)(domain, type, protocol));
 	if (fd >= 0)
 		ssw_fd_socket(fd, domain, type, protocol);
@@ -37,6 +41,7 @@ EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
 
 EXPORT int socketpair(int d, int t, int p, int sv[2])
 {
+	PROVIDER_PASS(REAL(socketpair)(d, t | SOCK_CLOEXEC, p, sv));
 	int r = REAL(socketpair)(d, t, p, sv);
 	if (r == 0) {
 		fresh(sv[0]);
@@ -63,7 +68,7 @@ EXPORT int listen(int fd, int backlog)
 
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	PROVIDER_PASS(REAL(accept4)(fd, addr, len, flags));
+	PROVIDER_PASS(REAL(accept4)(fd, addr, len, flags | SOCK_CLOEXEC));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -77,7 +82,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	PROVIDER_PASS(REAL(accept)(fd, addr, len));
+	PROVIDER_PASS(REAL(accept4)(fd, addr, len, SOCK_CLOEXEC));
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);

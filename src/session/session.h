@@ -118,6 +118,9 @@ int ssw_session_watch(struct ssw_session *s);
 void ssw_session_unwatch(struct ssw_session *s);
 /* Lock-free hint for busy-polling: something new arrived (the provider's rx_ready). */
 bool ssw_session_rx_ready(struct ssw_session *s);
+/* The CPU the peer was last seen on (a hint for the wait policy), -1 when
+ * not known or the peer is on another host.  Lock-free. */
+int ssw_session_peer_cpu(struct ssw_session *s);
 
 int ssw_session_fionread(struct ssw_session *s);
 int ssw_session_atmark(struct ssw_session *s);

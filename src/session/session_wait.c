@@ -95,6 +95,7 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	uint64_t gen = s->w.rx_gen;
 	struct ssw_spin sp;
 	ssw_spin_start(&sp, t0, s->w.spin_ns);
+	ssw_spin_peer_cpu(&sp, ssw_session_peer_cpu(s));
 
 	sess_unlock(s);
 	for (;;) {
@@ -186,7 +187,16 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	 * stretching the other's wait past its shrinking budget (fabric
 	 * ping-pong across a veth: 70 us round trips, a sleep each, against
 	 * 18 us spinning).  A longer wait: spin less next time. */
-	uint64_t took = ssw_now_ns() - t0;
+	uint64_t now = ssw_now_ns(), took = now - t0;
+	if (r > 0 && pg->wake_sent_ns) {
+		/* the event came when the peer rang, not when we got the CPU back:
+		 * on a busy host the wake-up alone outlasts any spin budget, and
+		 * counting it would shrink the budget of a peer that answers in
+		 * 10 us down to nothing, one sleep per message for good */
+		uint64_t rang = pg->wake_sent_ns(ep);
+		if (rang > t0 && rang <= now)
+			took = rang - t0;
+	}
 	if (r > 0 && took <= ssw_session_cfg.spin_max_ns) {
 		if (s->w.spin_ns < took + took / 2)
 			s->w.spin_ns = took + took / 2 < ssw_session_cfg.spin_max_ns ? took + took / 2
@@ -285,6 +295,12 @@ void ssw_session_unwatch(struct ssw_session *s)
 	if (s->ep)
 		woke(s);
 	sess_unlock(s);
+}
+
+int ssw_session_peer_cpu(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	return ep && s->p->progress->peer_cpu ? s->p->progress->peer_cpu(ep) : -1;
 }
 
 bool ssw_session_rx_ready(struct ssw_session *s)

@@ -688,6 +688,20 @@ static void hot_scan(struct epx *x)
 			q_push(x, x->hot[i]);
 }
 
+/* The CPU every hot member's peer was last seen on, or -1 (mixed, or not
+ * known): a waiter whose peers all share its CPU hands it over at once. */
+static int hot_peers_cpu(struct epx *x)
+{
+	int cpu = -1;
+	for (int i = 0; i < x->nhot; i++) {
+		int c = ssw_session_peer_cpu(x->hot[i]->s->sess);
+		if (c < 0 || (i && c != cpu))
+			return -1;
+		cpu = c;
+	}
+	return cpu;
+}
+
 /* Before a sleep (ours, or a sleeper's outside): every member armed. */
 static void arm_hot(struct epx *x)
 {
@@ -1157,6 +1171,8 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		/* leave room for the kernel's events when both kinds are ready */
 		int side_max = max > 1 ? max - 1 : max;
 		hot_scan(x);
+		if (!sp.spun)
+			ssw_spin_peer_cpu(&sp, hot_peers_cpu(x));
 		int n = collect(x, events, side_max);
 		bool harvested = false;
 		int r = kernel_events(x, events, n, max, n, &harvested);

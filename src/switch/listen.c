@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <netinet/in.h>
@@ -351,6 +352,12 @@ static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, stru
 
 int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
+	/* O_NONBLOCK is the open file's, and the processes sharing a listener
+	 * share it: a pre-forked sibling may have changed it since we looked
+	 * (sem fork_nonblock_listener); one system call per accept */
+	int fl = sys_fcntl(fd, F_GETFL, 0);
+	if (fl >= 0)
+		atomic_store(&s->nonblock, (fl & O_NONBLOCK) != 0);
 	bool nonblock = atomic_load(&s->nonblock);
 	uint64_t dl = s->rcvtimeo_ms > 0 ? ssw_now_ns() + (uint64_t)s->rcvtimeo_ms * 1000000ull : 0;
 	for (;;) {

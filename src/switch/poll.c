@@ -88,6 +88,8 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 	struct ssw_spin sp;
 	ssw_spin_start(&sp, t_start, ssw_ev_spin_ns());
 
+	/* every switched peer in the set on our CPU: hand it over at once */
+	int peer_cpu = -2;
 	for (;;) {
 		/* 1. switched readiness, and the kernel's view of the rest without waiting */
 		int ready = 0;
@@ -121,7 +123,13 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			}
 			fds[i].revents = ev;
 			k[i].fd = -1;
+			if (!sp.spun && peer_cpu != -1 && s->state == SSW_ST_CONNECTED && s->sess) {
+				int c = ssw_session_peer_cpu(s->sess);
+				peer_cpu = peer_cpu == -2 || peer_cpu == c ? c : -1;
+			}
 		}
+		if (!sp.spun)
+			ssw_spin_peer_cpu(&sp, peer_cpu);
 		for (nfds_t i = 0; i < n; i++)
 			if (fds[i].revents)
 				ready++;

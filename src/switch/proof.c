@@ -63,8 +63,7 @@ static void reap(uint64_t now)
 
 int ssw_proof_make(int fd)
 {
-	int d = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	return d < 0 ? -1 : ssw_fd_hide(d);
+	return ssw_fd_dup_hidden(fd);
 }
 
 /* A socket object goes: its proof goes too, unless the acceptor may still

@@ -156,6 +156,7 @@ void conf_room_agrees(void **state);
 void conf_arm_wake(void **state);
 void conf_sleeper_woken(void **state);
 void conf_two_sleepers(void **state);
+void conf_wait_hints(void **state);
 void conf_threads_contract(void **state);
 void conf_reserve_commit(void **state);
 void conf_hold_flush(void **state);

@@ -185,12 +185,11 @@ static int fab_env_corrupt(struct ssw_ep *hostile, int variant)
 }
 
 /* Found by this suite on the fabric provider; each entry runs every time
- * and must fail until fixed.  (Fixed since: a wildcard listen bound a port
+ * and must fail until fixed.  (Fixed since: an RDMA read into memory
+ * that is not ours crashed in libfabric's tcp provider; a wildcard listen bound a port
  * libfabric picked, not P + port-offset; a peer killed with our messages
  * unread ended in order; send after the peer's end waited for ever.) */
 static const char *const fab_deviations[] = {
-	"conf_rdma_bad_local: crash: an RDMA read into memory that is not ours segfaults in libfabric's tcp "
-	"provider (memcpy under fi_cq_read, from fab_progress); the SPI says -EFAULT",
 	NULL,
 };
 

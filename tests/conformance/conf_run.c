@@ -158,6 +158,7 @@ static const struct CMUnitTest all_cases[] = {
 	T(conf_arm_wake),
 	T(conf_sleeper_woken),
 	T(conf_two_sleepers),
+	T(conf_wait_hints),
 	T(conf_threads_contract),
 	T(conf_reserve_commit),
 	T(conf_hold_flush),

@@ -101,9 +101,6 @@ static const char *const shm_deviations[] = {
 	 * transfers by id" -- the SPI says the provider must refuse */
 	"conf_rdma_deregistered: a deregistered descriptor still reads and writes the peer's memory "
 	"(process_vm_readv/writev cannot be revoked)",
-	/* shm_rdma.c cma(): "errno == EFAULT ? -EINVAL" -- process_vm_readv's
-	 * EFAULT does not say which side faulted */
-	"conf_rdma_bad_local: a local buffer that is not ours gives -EINVAL, the SPI says -EFAULT",
 	NULL,
 };
 

@@ -1,9 +1,11 @@
-/* conf_wait.c — conformance of sleeping and waking (arm, wait_fds, wake_ack, wake_leave, sleep)
+/* conf_wait.c — conformance of sleeping and waking (arm, wait_fds, wake_ack, wake_leave, sleep, the wait hints)
  * and of the SPI's thread contract (lock-free hints beside a busy endpoint). */
 #include "conf.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -205,6 +207,56 @@ void conf_threads_contract(void **state)
 		assert_true(s.rc > 0 || s.rc == -ENOSYS);
 		conf_expect_seq(c, a, 4000, 400);
 		conf_expect_seq(a, c, 4001, 41);
+	}
+	close_pair(c, a);
+}
+
+/* The wait policy's optional hints, where a provider offers them (a peer
+ * on this host): peer_cpu names the CPU the peer sent from (-1 before it
+ * sent), wake_sent_ns when it rang a sleeper, on ssw_now_ns()'s clock. */
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t); /* the SPI's clock for wake_sent_ns */
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void conf_wait_hints(void **state)
+{
+	(void)state;
+	const struct ssw_progress_ops *pg = P->progress;
+	if (!pg->peer_cpu && !pg->wake_sent_ns)
+		return; /* not offered: the policy does without */
+	struct ssw_ep *c, *a;
+	conf_pair_new(NULL, &c, &a);
+	cpu_set_t saved, one;
+	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+	if (pg->peer_cpu) {
+		int before = pg->peer_cpu(a);
+		assert_true(before >= -1 && before < CPU_SETSIZE);
+		for (int cpu = 0, rounds = 0; cpu < CPU_SETSIZE && rounds < 4; cpu++) {
+			if (!CPU_ISSET(cpu, &saved))
+				continue;
+			CPU_ZERO(&one);
+			CPU_SET(cpu, &one);
+			assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+			conf_send_seq(c, NULL, 950 + (unsigned)rounds, 64);
+			assert_int_equal(pg->peer_cpu(a), cpu);
+			conf_expect_seq(a, c, 950 + (unsigned)rounds, 64);
+			rounds++;
+		}
+		sched_setaffinity(0, sizeof saved, &saved);
+	}
+	if (pg->wake_sent_ns) {
+		assert_int_equal(pg->arm(a), 0);
+		uint64_t t0 = mono_ns();
+		conf_send_seq(c, NULL, 960, 64);
+		uint64_t t1 = mono_ns();
+		assert_true(conf_wait_readable(a, 2000) > 0);
+		pg->wake_ack(a);
+		uint64_t rang = pg->wake_sent_ns(a);
+		assert_true(rang >= t0 && rang <= t1);
+		conf_expect_seq(a, c, 960, 64);
 	}
 	close_pair(c, a);
 }

@@ -2772,6 +2772,53 @@ static void backlog_cli(const struct addr *a)
 
 static void sc_backlog_order(void) { pair(AF_INET, backlog_srv, backlog_cli); }
 
+/* ---- backlog_order_epoll: 16 queued, accepted one per epoll wake-up ----- */
+
+enum { BQ = 16 };
+
+static void backlog_epoll_srv(int lfd)
+{
+	int fds[BQ], ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = lfd };
+	RC("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev));
+	await();
+	char got[BQ + 1] = { 0 };
+	for (int i = 0; i < BQ; i++) {
+		struct epoll_event out;
+		if (epoll_wait(ep, &out, 1, 5000) != 1)
+			say("epoll_wait: listener not ready at #%d", i);
+		fds[i] = acc(lfd);
+		char b;
+		if (recv(fds[i], &b, 1, MSG_WAITALL) == 1)
+			got[i] = b;
+	}
+	say("accept order: %s", got);
+	for (int i = 0; i < BQ; i++)
+		close(fds[i]);
+	close(ep);
+	await();
+}
+
+static void backlog_epoll_cli(const struct addr *a)
+{
+	int fds[BQ];
+	for (int i = 0; i < BQ; i++) {
+		fds[i] = conn(a);
+		char b = (char)('a' + i);
+		if (send(fds[i], &b, 1, 0) != 1)
+			say("send #%d failed", i);
+	}
+	say("%d connections made before any accept", BQ);
+	tell();
+	for (int i = 0; i < BQ; i++)
+		RECV(fds[i], 1, 0); /* EOF */
+	tell();
+	for (int i = 0; i < BQ; i++)
+		close(fds[i]);
+}
+
+static void sc_backlog_order_epoll(void) { pair(AF_INET, backlog_epoll_srv, backlog_epoll_cli); }
+
 /* ---- options ----------------------------------------------------------- */
 
 static void opts_srv(int lfd)
@@ -3281,6 +3328,36 @@ static void flisten_cli(const struct addr *a)
 }
 
 static void sc_fork_listener(void) { pair(AF_INET, flisten_srv, flisten_cli); }
+
+/* O_NONBLOCK belongs to the open file: a forked helper that sets it on the
+ * inherited listener makes the parent's accept non-blocking too (a
+ * pre-forked worker switching the shared listener to non-blocking) */
+static void nonblock_listener_child(void *arg)
+{
+	(void)arg;
+	int fl = fcntl(g_lfd, F_GETFL);
+	RC("fcntl(F_SETFL, O_NONBLOCK) in the child", fcntl(g_lfd, F_SETFL, fl | O_NONBLOCK));
+}
+
+static void fnb_srv(int lfd)
+{
+	g_lfd = lfd;
+	struct proc h = spawn("helper", nonblock_listener_child, NULL);
+	reap(&h);
+	int fd = accept(lfd, NULL, NULL);
+	say("accept with nothing queued = %s", rcs(fd, errno));
+	if (fd >= 0)
+		close(fd);
+	RC("fcntl(F_SETFL, 0)", fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) & ~O_NONBLOCK));
+	tell();
+	fd = acc(lfd);
+	recv_exact(fd, 5);
+	SEND(fd, "world", 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sc_fork_nonblock_listener(void) { pair(AF_INET, fnb_srv, flisten_cli); }
 
 /* pre-fork server: two workers accept on one listener, once each */
 static void worker(void *arg)
@@ -4415,6 +4492,7 @@ static const struct scenario scenarios[] = {
 	{ "loop_drain_poll", sc_loop_drain_poll, "the same with poll" },
 	{ "loop_drain_select", sc_loop_drain_select, "the same with select" },
 	{ "backlog_order", sc_backlog_order, "4 connections queued before accept come out in order" },
+	{ "backlog_order_epoll", sc_backlog_order_epoll, "16 connections queued, accepted one per epoll wake-up: in order" },
 	{ "sockopts", sc_sockopts, "socket options on a connected socket" },
 	{ "tcp_info", sc_tcp_info, "TCP_INFO state, TCP_MAXSEG" },
 	{ "fd_numbers", sc_fd_numbers, "no hidden descriptors between the app's own fd numbers" },
@@ -4427,6 +4505,8 @@ static const struct scenario scenarios[] = {
 	{ "scm_rights", sc_scm_rights, "a connected socket sent over SCM_RIGHTS: the receiver talks to the peer, sees its names, EOF" },
 	{ "exec_eof", sc_exec_eof, "fork+execlp: the new program sees TCP options and names, then the peer's close as EOF" },
 	{ "fork_listener", sc_fork_listener, "a forked child closes its copy of the listener; the listener lives on" },
+	{ "fork_nonblock_listener", sc_fork_nonblock_listener,
+	  "a forked child sets O_NONBLOCK on the inherited listener: the parent's accept says EAGAIN" },
 	{ "prefork_accept", sc_prefork_accept, "two worker processes accept on one listener, once each" },
 	{ "prefork_burst", sc_prefork_burst, "8 pre-forked workers accept once each while 8 clients connect at once (4 rounds)" },
 	{ "iovec", sc_iovec, "writev/readv/sendmsg/recvmsg with several iovecs, recvfrom address" },

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -19,6 +20,8 @@
 
 #include "common/sys.h"
 #include "providers/shm/shm_priv.h"
+
+extern const struct ssw_provider ssw_provider_shm;
 
 #define RS SHM_RING_MIN /* 16 KiB: small rings wrap often */
 
@@ -281,6 +284,40 @@ static void test_arm_and_wake(void **state)
 	atomic_store(&g->ctl[0]->closed, SHM_CLOSED_ORDERLY);
 	assert_int_equal(shm_ring_arm(&g->c), -EAGAIN);
 	assert_int_equal(atomic_load(&g->ctl[0]->armed), 0);
+}
+
+/* The wait policy's hints: the CPU the sender published from, and when it
+ * rang a sleeper (its clock is ours), each seen by the receiver. */
+static void test_peer_cpu_and_wake_time(void **state)
+{
+	struct rig *g = *state;
+	const struct ssw_progress_ops *pg = ssw_provider_shm.progress;
+	uint8_t out[16];
+	assert_int_equal(pg->peer_cpu(&g->c), -1); /* nothing published yet */
+	assert_int_equal(pg->wake_sent_ns(&g->c), 0);
+	cpu_set_t saved, one;
+	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &saved))
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+		assert_int_equal(send_buf(&g->p, "x", 1), 0);
+		assert_int_equal(pg->peer_cpu(&g->c), cpu);
+		assert_int_equal(pg->peer_cpu(&g->p), -1); /* the other direction: nothing sent */
+		assert_int_equal(recv_buf(&g->c, out, sizeof out), 1);
+	}
+	sched_setaffinity(0, sizeof saved, &saved);
+	/* no sleeper: no ring, no time */
+	assert_int_equal(pg->wake_sent_ns(&g->c), 0);
+	assert_int_equal(shm_ring_arm(&g->c), 0);
+	uint64_t t0 = ssw_now_ns();
+	assert_int_equal(send_buf(&g->p, "y", 1), 0);
+	uint64_t t1 = ssw_now_ns();
+	assert_int_equal(eventfd_count(g->efd_c), 1);
+	uint64_t rang = pg->wake_sent_ns(&g->c);
+	assert_true(rang >= t0 && rang <= t1);
 }
 
 static void test_closed_orderly(void **state)
@@ -658,6 +695,7 @@ int main(void)
 		T(test_wraparound_pad),
 		T(test_full_would_block),
 		T(test_arm_and_wake),
+		T(test_peer_cpu_and_wake_time),
 		T(test_closed_orderly),
 		T(test_peer_died_with_unread_data_resets),
 		T(test_closed_reset),

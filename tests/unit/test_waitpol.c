@@ -91,10 +91,23 @@ static void *neighbour(void *arg)
 	return NULL;
 }
 
+static atomic_ulong neighbour_laps;
+
+/* A peer that answers at once and yields, counting its turns. */
+static void *counting_neighbour(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&stop_busy, memory_order_relaxed)) {
+		atomic_fetch_add_explicit(&neighbour_laps, 1, memory_order_relaxed);
+		sched_yield();
+	}
+	return NULL;
+}
+
 static cpu_set_t saved;
 
-/* Run this thread and a new neighbour on one core. */
-static pthread_t with_neighbour(bool cooperative)
+/* Run this thread and a new one (fn) on one core, which *cpu names. */
+static pthread_t with_thread(void *(*fn)(void *), void *arg, int *cpu_out)
 {
 	cpu_set_t one;
 	assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
@@ -106,9 +119,18 @@ static pthread_t with_neighbour(bool cooperative)
 	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* the new thread inherits it */
 	atomic_store(&stop_busy, 0);
 	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, neighbour, cooperative ? (void *)1 : NULL), 0);
+	assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
 	usleep(20000); /* let it run */
+	if (cpu_out)
+		*cpu_out = cpu;
 	return t;
+}
+
+/* A neighbour on this thread's core: cooperative (works briefly, yields)
+ * or CPU-bound. */
+static pthread_t with_neighbour(bool cooperative)
+{
+	return with_thread(neighbour, cooperative ? (void *)1 : NULL, NULL);
 }
 
 static void without_neighbour(pthread_t t)
@@ -138,6 +160,34 @@ static void test_auto_hands_over_to_neighbour(void **st)
 	}
 	without_neighbour(t);
 	assert_true(handed >= 2);
+}
+
+/* The peer last seen on our CPU: the first step hands the CPU over (the
+ * peer runs before it returns); elsewhere, the first step is a pause (the
+ * peer, pinned to our core, cannot run during it). */
+static void test_peer_on_our_cpu_first_step_yields(void **st)
+{
+	(void)st;
+	int cpu;
+	pthread_t t = with_thread(counting_neighbour, NULL, &cpu);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+	int ran_here = 0, ran_elsewhere = 0;
+	for (int i = 0; i < 20; i++) {
+		struct ssw_spin sp;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		ssw_spin_peer_cpu(&sp, cpu);
+		unsigned long before = atomic_load(&neighbour_laps);
+		assert_true(ssw_spin_step(&sp));
+		ran_here += atomic_load(&neighbour_laps) != before;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		ssw_spin_peer_cpu(&sp, cpu + 1 < CPU_SETSIZE ? cpu + 1 : 0);
+		before = atomic_load(&neighbour_laps);
+		assert_true(ssw_spin_step(&sp));
+		ran_elsewhere += atomic_load(&neighbour_laps) != before;
+	}
+	without_neighbour(t);
+	assert_true(ran_here >= 15);
+	assert_true(ran_elsewhere <= 5); /* a tick may preempt a pause now and then */
 }
 
 /* A CPU-bound neighbour takes a whole slice at each yield: after a few
@@ -171,6 +221,7 @@ int main(void)
 		cmocka_unit_test(test_spin_is_wall_time),
 		cmocka_unit_test(test_auto_ends_on_burn_or_wall),
 		cmocka_unit_test(test_auto_hands_over_to_neighbour),
+		cmocka_unit_test(test_peer_on_our_cpu_first_step_yields),
 		cmocka_unit_test(test_auto_stops_yielding_beside_cpu_hog),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

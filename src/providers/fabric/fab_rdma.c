@@ -3,6 +3,7 @@
  * fi_readmsg/fi_writemsg completing through poll_cq in any order. */
 #include "providers/fabric/fab_priv.h"
 
+#include "common/memcheck.h"
 #include "common/sys.h"
 
 #include <errno.h>
@@ -276,6 +277,10 @@ static int rma(struct ssw_ep *ep, bool rd, const struct iovec *local, int iovcnt
 		return -EINVAL;
 	if (!len)
 		return 0;
+	/* libfabric touches the buffer with plain loads and stores from
+	 * whatever thread drives progress: not ours would kill the application */
+	if (!ssw_mem_usable(local, iovcnt, len, rd))
+		return -EFAULT;
 	struct fab_rma_op *op = calloc(1, sizeof *op);
 	if (!op)
 		return -ENOMEM;

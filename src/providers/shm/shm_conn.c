@@ -359,7 +359,9 @@ static bool unpark(struct ssw_listener *l, int cfd)
 	for (int i = 0; i < l->npending; i++) {
 		if (l->pending[i] != cfd)
 			continue;
-		l->pending[i] = l->pending[--l->npending];
+		/* keep the order they came in: accept hands out the oldest first */
+		memmove(&l->pending[i], &l->pending[i + 1], (size_t)(l->npending - i - 1) * sizeof l->pending[0]);
+		l->npending--;
 		sys_epoll_ctl(l->epfd, EPOLL_CTL_DEL, cfd, NULL);
 		found = true;
 		break;
@@ -502,6 +504,14 @@ static int shm_listener_ready(struct ssw_listener *l)
 	for (int round = 0; round < 8; round++) {
 		int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 		bool moved = false;
+		/* what a sibling handed back was taken off the backlog earlier:
+		 * parked first, so that accept keeps the order (take_request) */
+		for (int i = 1; i < n; i++)
+			if (evs[i].data.fd == l->hb[0]) {
+				struct epoll_event t = evs[0];
+				evs[0] = evs[i];
+				evs[i] = t;
+			}
 		for (int i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;
 			if (fd == l->lfd || fd == l->hb[0]) {
@@ -526,31 +536,44 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 	struct epoll_event evs[16];
 	if (own_epfd(l) < 0)
 		return -EAGAIN;
-	/* nothing half-arrived: the backlog is all there is (a HELLO follows
-	 * its connect at once), no need to ask the set */
+	/* The oldest first, as from the kernel's accept queue: what this
+	 * process holds (in the order it took them), then what a sibling
+	 * handed back (taken off the backlog earlier), then the backlog. */
 	if (!l->npending) {
-		if (accept_all(l, out, priv, priv_len) == 0)
+		/* nothing half-arrived: no need to ask the set (a HELLO follows
+		 * its connect at once) */
+		if (take_handed_back(l, out, priv, priv_len) == 0)
 			return 0;
-		return take_handed_back(l, out, priv, priv_len); /* a sibling's */
+		return accept_all(l, out, priv, priv_len);
 	}
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
+	int held[SHM_MAX_PENDING], nheld;
+	pthread_mutex_lock(&l->mu);
+	nheld = l->npending;
+	memcpy(held, l->pending, (size_t)nheld * sizeof held[0]);
+	pthread_mutex_unlock(&l->mu);
+	bool backlog = false, handed = false;
 	for (int i = 0; i < n; i++) {
-		int fd = evs[i].data.fd;
-		if (fd == l->lfd || fd == l->hb[0]) {
-			int rc = fd == l->lfd ? accept_all(l, out, priv, priv_len) : take_handed_back(l, out, priv, priv_len);
-			if (rc == 0)
-				return 0;
-			continue;
-		}
-		if (!unpark(l, fd))
-			continue;
-		if (evs[i].events & EPOLLIN) {
-			if (take_conn(l, fd, out, priv, priv_len) == 0)
-				return 0;
-			continue;
-		}
-		sys_close(fd); /* the connector went away before its HELLO */
+		backlog |= evs[i].data.fd == l->lfd;
+		handed |= evs[i].data.fd == l->hb[0];
 	}
+	for (int k = 0; k < nheld; k++) {
+		int i = 0;
+		while (i < n && evs[i].data.fd != held[k])
+			i++;
+		if (i == n || !unpark(l, held[k]))
+			continue; /* no HELLO yet, or another thread took it */
+		if (evs[i].events & EPOLLIN) {
+			if (take_conn(l, held[k], out, priv, priv_len) == 0)
+				return 0;
+			continue;
+		}
+		sys_close(held[k]); /* the connector went away before its HELLO */
+	}
+	if (handed && take_handed_back(l, out, priv, priv_len) == 0)
+		return 0;
+	if (backlog && accept_all(l, out, priv, priv_len) == 0)
+		return 0;
 	return -EAGAIN;
 }
 

@@ -212,6 +212,18 @@ static int32_t shm_peer_tag(struct ssw_ep *ep)
 	return ep->rx.ctl ? atomic_load_explicit(&ep->rx.ctl->tag, memory_order_acquire) : 0;
 }
 
+/* Written by the peer at each publication: it shares our CPUs (one host). */
+static int shm_peer_cpu(struct ssw_ep *ep)
+{
+	return ep->rx.ctl ? atomic_load_explicit(&ep->rx.ctl->cpu, memory_order_relaxed) - 1 : -1;
+}
+
+/* The peer's clock is ours (one host). */
+static uint64_t shm_wake_sent_ns(struct ssw_ep *ep)
+{
+	return ep->rx.ctl ? atomic_load_explicit(&ep->rx.ctl->rang_ns, memory_order_relaxed) : 0;
+}
+
 static const struct ssw_progress_ops shm_progress_ops = {
 	.size = sizeof(struct ssw_progress_ops),
 	.poll_cq = shm_rdma_poll_cq,
@@ -224,6 +236,8 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.peer_state = shm_peer_state,
 	.note = shm_note,
 	.peer_tag = shm_peer_tag,
+	.peer_cpu = shm_peer_cpu,
+	.wake_sent_ns = shm_wake_sent_ns,
 };
 
 const struct ssw_provider ssw_provider_shm = {

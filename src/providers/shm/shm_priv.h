@@ -33,9 +33,11 @@ struct shm_ring_ctl {
 	 * SSW_HOLD_MS have passed since held_ns (CLOCK_MONOTONIC) */
 	_Atomic uint64_t held;
 	_Atomic uint64_t held_ns;
+	_Atomic int32_t cpu;                  /* 1 + the CPU the producer last published from (0: not yet; a hint: peer_cpu) */
 	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
 	_Alignas(64) _Atomic uint32_t armed;  /* consumer threads (about to go) asleep: a count */
 	_Atomic uint32_t rung;                /* producer rang since the consumer last woke */
+	_Atomic uint64_t rang_ns;             /* when the producer last rang (a hint: wake_sent_ns) */
 	/* written by the producer only, beside the records (see peer_state) */
 	_Atomic uint32_t closed;              /* SHM_CLOSED_* */
 	_Atomic uint32_t fin;                 /* no more data follows */

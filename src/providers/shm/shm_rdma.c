@@ -5,6 +5,7 @@
  * asynchronous completions). */
 #include "providers/shm/shm_priv.h"
 
+#include "common/memcheck.h"
 #include "common/sys.h"
 
 #include <errno.h>
@@ -101,7 +102,11 @@ static int cma(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const s
 				ep->caps &= ~(uint32_t)(SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE);
 				return -EPERM;
 			}
-			return errno == EFAULT ? -EINVAL : -errno;
+			if (errno != EFAULT)
+				return -errno;
+			/* which side faulted: ours is -EFAULT (as recv() would say),
+			 * the peer's range a bad descriptor */
+			return ssw_mem_usable(liov + li, n - li, len - done, !write) ? -EINVAL : -EFAULT;
 		}
 		if (k == 0)
 			return -EINVAL;

@@ -8,6 +8,7 @@
 #include "common/sys.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #define ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
@@ -51,6 +52,7 @@ void shm_wake_peer(struct ssw_ep *ep)
 	/* one ring per sleep round, however many sleepers (they share the fd) */
 	if (atomic_load_explicit(&ep->tx.ctl->armed, memory_order_relaxed) &&
 	    !atomic_exchange_explicit(&ep->tx.ctl->rung, 1, memory_order_relaxed)) {
+		atomic_store_explicit(&ep->tx.ctl->rang_ns, ssw_now_ns(), memory_order_relaxed);
 		shm_ring_bell(ep);
 	}
 }
@@ -118,6 +120,9 @@ static void publish(struct ssw_ep *ep, int hold)
 		return;
 	}
 	r->pub = r->pos;
+	/* where we run, for a peer deciding how to wait for our next record
+	 * (peer_cpu): on the tail's own cache line, which the peer reads anyway */
+	atomic_store_explicit(&r->ctl->cpu, sched_getcpu() + 1, memory_order_relaxed);
 	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
 	shm_wake_peer(ep);
 }

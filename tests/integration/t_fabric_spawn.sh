@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# t_fabric_spawn — a program a switched server starts without fork
+# (posix_spawn: no fork hooks run) inherits none of libfabric's sockets.
+# libfabric opens its listening socket, its connections and its signalling
+# socketpairs inheritable; a spawned program holding the fabric listening
+# socket kept the port listening after the server was gone, so connects
+# there were taken into a backlog nobody accepts instead of being refused.
+# Route 127.0.0.0/8 over fabric, inside the test's own network namespace.
+source "$(dirname "$0")/lib.sh"
+ssw_setup_preload
+ssw_tmpdir
+NS=ssw-sp-$$
+ip netns add "$NS" 2>"$T/ns.err" && ip -n "$NS" link set lo up ||
+  { echo "FAIL: cannot make a network namespace: $(cat "$T/ns.err")"; exit 1; }
+trap 'ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null; ip netns del "$NS" 2>/dev/null; ssw_cleanup' EXIT
+ROUTES='route 127.0.0.0/8 fabric provider=tcp'
+PORT=7466
+cat >"$T/srv.py" <<'PY'
+import os, socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(4)
+fab = int(sys.argv[1]) + 10000
+def fabric_listening():
+    with open("/proc/net/tcp") as f:
+        return [l.split()[9] for l in f.readlines()[1:]
+                if l.split()[3] == "0A" and int(l.split()[1].split(":")[1], 16) == fab]
+for _ in range(100):  # libfabric loads in ~0.3 s
+    if fabric_listening(): break
+    time.sleep(0.05)
+print("fabric listening", len(fabric_listening()), flush=True)
+# a connection too, so that libfabric's connection sockets exist as well
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+a, _ = s.accept(); c.sendall(b"x"); a.recv(1)
+pid = os.posix_spawn("/bin/sleep", ["sleep", "3"], {"PATH": "/bin"})
+time.sleep(0.2)
+held = [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in os.listdir("/proc/%d/fd" % pid)]
+print("spawned sockets", sum(h.startswith("socket:") for h in held), flush=True)
+c.close(); a.close(); s.close()
+print("server gone", flush=True)
+PY
+ip netns exec "$NS" timeout 20 env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_ROUTES="$ROUTES" \
+  SOCKSWITCH_STATS_FILE="$T/srv.stats" python3 "$T/srv.py" $PORT >"$T/srv.out" 2>"$T/srv.err"
+# the server has exited; the spawned sleep runs on: nothing listens on the fabric port
+refused=$(ip netns exec "$NS" timeout 5 python3 -c '
+import socket, sys
+try: socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2); print("connected")
+except ConnectionRefusedError: print("refused")
+except OSError as e: print(type(e).__name__)' $((PORT + 10000)))
+ssw_assert_eq "the server made its fabric listener" "$(awk '/^fabric listening/ {print $3}' "$T/srv.out")" 1
+ssw_assert_eq "the server's connection went over fabric" "$(ssw_stats_sum "$T/srv.stats" switched)" 2
+ssw_assert_eq "sockets the spawned program inherited" "$(awk '/^spawned sockets/ {print $3}' "$T/srv.out")" 0
+ssw_assert_eq "the fabric port once the server is gone (the spawned program still runs)" "$refused" refused
+ssw_assert_no_sanitizer_report "$T"/*.err
+ssw_finish
