@@ -60,9 +60,12 @@ struct fab_hdr {
 };
 #define FAB_BUF_SIZE (sizeof(struct fab_hdr) + FAB_MSG_MAX)
 
-/* Connection request private data: our header, then the switch's data. */
-#define FAB_CM_MAGIC 0x53534643u /* "SSFC": the data follows in the request */
-#define FAB_CM_MAGIC_MSG 0x53534648u /* "SSFH": the data follows as the first message (FAB_T_HELLO) */
+/* Connection request private data: our header, then the switch's data.
+ * The magic is also the wire's version: a peer that does not know it
+ * rejects the request, and the connector goes to kernel TCP (version 2:
+ * FAB_T_PACK, which a version 1 peer would take for corrupt input). */
+#define FAB_CM_MAGIC 0x53534632u /* "SSF2": the data follows in the request */
+#define FAB_CM_MAGIC_MSG 0x53534832u /* "SSH2": the data follows as the first message (FAB_T_HELLO) */
 struct fab_cm_hdr {
 	uint32_t magic;
 	uint32_t len; /* bytes of the switch's private data that follow */
