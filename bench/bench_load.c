@@ -181,8 +181,10 @@ int load_release(struct load_group *g, const struct bench_params *p, double dead
 		int running = reap(g);
 		for (int i = 0; i < g->n; i++)
 			if (slot_failed(&g->slot[i])) {
+				/* the cause, before kill_all makes more failures */
+				int rc = first_failure(g, r);
 				kill_all(g);
-				return first_failure(g, r);
+				return rc;
 			}
 		if (running < g->n || bench_now() > deadline) {
 			kill_all(g);

@@ -51,8 +51,12 @@
  *    session's process-shared lock); per-process resources (the fds
  *    wait_fds returns) must be valid, or made valid, in each process.
  *    Listeners may be shared too: exactly one process gets each request.
- *  - Without it: the switch closes the provider's listeners in both
- *    processes at fork (later connects fall back to kernel TCP), an
+ *  - Without it: at fork the switch closes the child's copies of the
+ *    provider's listeners (listener_close in the child must free them
+ *    without touching what the parent still uses), and the parent's too
+ *    unless the parent has accepted on (or polled) that socket: a
+ *    fork-per-connection server keeps listening there, a pre-forking
+ *    master's workers take later connects over kernel TCP; an
  *    endpoint is used by one process at a time after fork (the others close
  *    it with SSW_CLOSE_DETACH, which must not touch the wire), and at exit
  *    the switch closes the process's endpoints as the kernel closes a dying

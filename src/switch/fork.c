@@ -9,11 +9,15 @@
  * atfork handler that closes a socket cannot deadlock).
  *
  * A provider without SSW_CAP_SHARED_CONTEXT (fabric) keeps its endpoints in
- * one process: its listeners cannot be shared, so fork closes them in both
- * processes (the socket goes on listening on kernel TCP and the other
- * providers; said once).  The listeners' locks are taken before fork, so
- * that no thread of the parent is inside one of them when the child is
- * made, and released in both processes after the close. */
+ * one process: its listeners cannot be shared, so the child closes its
+ * copies, and the parent closes its own too unless it has accepted on (or
+ * polled) the socket: a fork-per-connection server goes on listening there
+ * (closing at every fork reset the connects in flight, whose fabric
+ * connections the listener had already taken), a pre-forking master whose
+ * workers accept leaves them kernel TCP and the other providers (said
+ * once).  The listeners' locks are taken before fork, so that no thread of
+ * the parent is inside one of them when the child is made, and released in
+ * both processes after the close. */
 #include "switch/switch.h"
 
 #include "common/log.h"
@@ -77,7 +81,9 @@ static void drop_private(bool parent)
 	char names[64] = "";
 	int n = 0;
 	for (int i = 0; i < npriv; i++) {
-		n += ssw_listen_drop_private(priv_ls[i], names, sizeof names) > 0;
+		bool keep = parent && __atomic_load_n(&priv_ls[i]->looked_by, __ATOMIC_RELAXED) == ssw_pid();
+		if (!keep)
+			n += ssw_listen_drop_private(priv_ls[i], names, sizeof names) > 0;
 		pthread_mutex_unlock(&priv_ls[i]->lock);
 	}
 	for (int i = 0; i < npriv; i++)

@@ -139,6 +139,7 @@ bool ssw_listener_ready(struct ssw_sock *s)
 	struct pollfd pf[SSW_MAX_PLISTEN];
 	int n = 0;
 	bool ready = false;
+	__atomic_store_n(&s->looked_by, ssw_pid(), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
 	for (int i = 0; i < s->npl && !ready; i++) {
 		const struct ssw_conn_ops *c = s->pl[i].prov->conn;
@@ -355,6 +356,7 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 	/* O_NONBLOCK is the open file's, and the processes sharing a listener
 	 * share it: a pre-forked sibling may have changed it since we looked
 	 * (sem fork_nonblock_listener); one system call per accept */
+	__atomic_store_n(&s->looked_by, ssw_pid(), __ATOMIC_RELAXED);
 	int fl = sys_fcntl(fd, F_GETFL, 0);
 	if (fl >= 0)
 		atomic_store(&s->nonblock, (fl & O_NONBLOCK) != 0);

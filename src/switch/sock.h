@@ -55,6 +55,7 @@ struct ssw_sock {
 	struct ssw_plisten pl[SSW_MAX_PLISTEN]; /* each with its own provider */
 	int npl;
 	struct ssw_session_opts lopts;
+	pid_t looked_by;             /* the last process to accept on it or poll it (fork.c) */
 
 	void *ep_watch;              /* epoll.c: this socket's epoll entries (under epoll.c's lock) */
 };

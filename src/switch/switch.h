@@ -64,7 +64,7 @@ void ssw_epoll_touch(struct ssw_sock *s);
 /* A listener listens on a provider whose endpoints cannot be shared
  * between processes (no SSW_CAP_SHARED_CONTEXT). */
 bool ssw_listen_has_private(const struct ssw_sock *s);
-/* Close those provider listeners (fork: in both processes), under s->lock;
+/* Close those provider listeners (fork: see fork.c), under s->lock;
  * their names are appended to names.  Returns how many were closed. */
 int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len);
 
