@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 extern const struct ssw_provider ssw_provider_fabric;
+extern _Atomic bool fab_handing_over; /* fab_conn.c: a parent that hands connections to children */
 static const struct ssw_provider *P = &ssw_provider_fabric;
 
 static int base_port;
@@ -506,8 +508,13 @@ static void test_abort_and_detach(void **st)
 		_exit(rc == 0 ? 0 : 3);
 	}
 	close(go[0]);
+	assert_false(atomic_load(&fab_handing_over));
 	P->conn->close(q.c, SSW_CLOSE_DETACH);
 	q.c = NULL;
+	/* closed here unused while a child holds it: a fork-per-connection
+	 * server, whose listeners take no new requests from now on */
+	assert_true(atomic_load(&fab_handing_over));
+	atomic_store(&fab_handing_over, false); /* the next cases listen again */
 	usleep(100000);
 	assert_int_equal(P->progress->peer_state(q.s, 1, NULL), 0);
 	const void *m;

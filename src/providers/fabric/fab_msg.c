@@ -22,6 +22,8 @@ static size_t fab_max_msg(struct ssw_ep *ep)
 static int send_msg(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, bool ctl)
 {
 	fab_ep_lock(ep);
+	if (!ctl)
+		ep->data_sent = true;
 	ep->sending_ctl = ctl;
 	int rc = fab_send_locked(ep, FAB_T_DATA, iov, iovcnt);
 	ep->sending_ctl = false;
