@@ -54,6 +54,12 @@ void ssw_wait_set_mode(int mode);
 /* Are yields off in this process now (CPU-bound neighbours seen)? */
 bool ssw_wait_yields_off(void);
 
+/* After publishing to a consumer last seen on `peer_cpu` (the provider's
+ * hint): yield once if this thread has held its CPU for SSW_CEDE_NS and
+ * the consumer shares it (waitpol.c).  Mode auto only. */
+#define SSW_CEDE_NS 50000ull
+void ssw_wait_cede(int peer_cpu);
+
 /* One wait's look-before-sleeping phase. */
 struct ssw_spin {
 	uint64_t t0;      /* start of the wait */

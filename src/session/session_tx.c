@@ -1,6 +1,8 @@
 /* session_tx.c — send side of the stream: inline DATA within credits, cork and held messages, the send entry points. */
 #include "session/session_priv.h"
 
+#include "common/waitpol.h"
+
 #include "common/log.h"
 #include "common/waitpol.h"
 
@@ -305,6 +307,8 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 			break;
 	}
 	sess_unlock(s);
+	if (sent && !hold)
+		ssw_wait_cede(ssw_session_peer_cpu(s));
 	if (sent)
 		return (ssize_t)sent;
 	return ret;
@@ -322,7 +326,10 @@ ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fil
 	ssize_t r = pre > 0 ? ok : pre;
 	if (!pre)
 		r = send_src(s, &src, count, 0, nonblock, dl, s->cork || (flags & MSG_MORE));
+	bool held = s->cork || (flags & MSG_MORE);
 	sess_unlock(s);
+	if (r > 0 && !held)
+		ssw_wait_cede(ssw_session_peer_cpu(s));
 	return r;
 }
 
@@ -333,6 +340,8 @@ void ssw_session_set_cork(struct ssw_session *s, bool on)
 	if (!on)
 		sess_flush_held(s);
 	sess_unlock(s);
+	if (!on)
+		ssw_wait_cede(ssw_session_peer_cpu(s));
 }
 
 bool ssw_session_cork(struct ssw_session *s)

@@ -190,6 +190,36 @@ static void test_peer_on_our_cpu_first_step_yields(void **st)
 	assert_true(ran_elsewhere <= 5); /* a tick may preempt a pause now and then */
 }
 
+/* After a send: a thread that has held its CPU for SSW_CEDE_NS yields
+ * once to a consumer on its CPU; not right after a yield, and not for a
+ * consumer elsewhere. */
+static void test_cede_after_publish(void **st)
+{
+	(void)st;
+	int cpu;
+	pthread_t t = with_thread(counting_neighbour, NULL, &cpu);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+	int ceded = 0, again = 0, elsewhere = 0;
+	for (int i = 0; i < 20; i++) {
+		uint64_t t0 = ssw_now_ns();
+		while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS) /* hold the CPU */
+			ssw_cpu_relax();
+		unsigned long before = atomic_load(&neighbour_laps);
+		ssw_wait_cede(cpu + 1 < CPU_SETSIZE ? cpu + 1 : 0);
+		elsewhere += atomic_load(&neighbour_laps) != before;
+		before = atomic_load(&neighbour_laps);
+		ssw_wait_cede(cpu);
+		ceded += atomic_load(&neighbour_laps) != before;
+		before = atomic_load(&neighbour_laps);
+		ssw_wait_cede(cpu); /* just yielded */
+		again += atomic_load(&neighbour_laps) != before;
+	}
+	without_neighbour(t);
+	assert_true(ceded >= 15);
+	assert_true(elsewhere <= 5); /* a tick may preempt us now and then */
+	assert_true(again <= 5);
+}
+
 /* A CPU-bound neighbour takes a whole slice at each yield: after a few
  * such yields the process stops yielding, and a wait then ends after its
  * short busy-poll, well before a slice. */
@@ -222,6 +252,7 @@ int main(void)
 		cmocka_unit_test(test_auto_ends_on_burn_or_wall),
 		cmocka_unit_test(test_auto_hands_over_to_neighbour),
 		cmocka_unit_test(test_peer_on_our_cpu_first_step_yields),
+		cmocka_unit_test(test_cede_after_publish),
 		cmocka_unit_test(test_auto_stops_yielding_beside_cpu_hog),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
