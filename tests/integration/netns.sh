@@ -1,6 +1,7 @@
 # netns.sh — two network namespaces joined by a veth pair, for the cross-host tests (source after lib.sh).
 #
-# A test that sources this calls ssw_ns_pair: it makes namespaces A (servers)
+# A test that sources this calls ssw_ns_pair (or ssw_ns_single, below, for one
+# namespace with lo only): ssw_ns_pair makes namespaces A (servers)
 # and B (clients), each with lo and one end of a veth pair up, addresses
 # $SSW_NS_ADDR_A and $SSW_NS_ADDR_B (10.77.N.1 and .2 /24), and removes them
 # at exit.  The test itself stays in the namespace it was started in (not
@@ -285,4 +286,18 @@ ssw_ns_echo_pair() {
   else
     ssw_fail "$name: server failed (rc=$rc_s): $(tail -n 2 "$T/$name-server.err")"
   fi
+}
+
+# ---------------------------------------------------------------- single ----
+
+# ssw_ns_single TAG — one network namespace with only lo up, for a test that
+# routes 127.0.0.0/8 over fabric inside it (both ends on one "host"); sets
+# NS and ROUTES, removes the namespace and its processes at exit.  Call
+# after ssw_tmpdir.
+ssw_ns_single() {
+  NS=ssw-$1-$$
+  ip netns add "$NS" 2>"$T/ns.err" && ip -n "$NS" link set lo up ||
+    { echo "FAIL: cannot make a network namespace: $(cat "$T/ns.err")"; exit 1; }
+  trap 'ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null; ip netns del "$NS" 2>/dev/null; ssw_cleanup' EXIT
+  ROUTES='route 127.0.0.0/8 fabric provider=tcp'
 }

@@ -6,13 +6,10 @@
 # connector: a socket of the client process.  Route 127.0.0.0/8 over fabric,
 # inside the test's own network namespace.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns.sh"
 ssw_setup_preload
 ssw_tmpdir
-NS=ssw-lp-$$
-ip netns add "$NS" 2>"$T/ns.err" && ip -n "$NS" link set lo up ||
-  { echo "FAIL: cannot make a network namespace: $(cat "$T/ns.err")"; exit 1; }
-trap 'ip netns pids "$NS" 2>/dev/null | xargs -r kill 2>/dev/null; ip netns del "$NS" 2>/dev/null; ssw_cleanup' EXIT
-ROUTES='route 127.0.0.0/8 fabric provider=tcp'
+ssw_ns_single lp
 PORT=7455
 cat >"$T/srv.py" <<'PY'
 import socket, sys
