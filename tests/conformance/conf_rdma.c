@@ -46,6 +46,26 @@ struct op {
 
 /* Every transfer started with ctx &ops[i] completes exactly once: at once
  * (0) or through poll_cq, in any order. */
+/* One transfer (write or read) of len bytes at offset 0: its status, at
+ * once or from its completion (bounded wait, the peer kicked meanwhile). */
+static int one_status(struct ssw_ep *c, struct ssw_ep *a, int write, const struct iovec *v,
+		      const struct ssw_rdma_desc *rd, size_t len)
+{
+	const struct ssw_rdma_ops *r = P->rdma;
+	struct op o = { 0, 0 };
+	int rc = write ? r->rdma_write(c, v, 1, rd, 0, len, &o) : r->rdma_read(c, v, 1, rd, 0, len, &o);
+	if (rc != -EINPROGRESS)
+		return rc;
+	struct ssw_completion cq;
+	int64_t end = conf_ms() + 5000;
+	while (P->progress->poll_cq(c, &cq, 1) == 0) {
+		assert_true(conf_ms() < end);
+		conf_kick(a);
+	}
+	assert_ptr_equal(cq.ctx, &o);
+	return cq.status;
+}
+
 static void complete_all(struct ssw_ep *ep, struct ssw_ep *peer, struct op *ops, const int *rc, int n)
 {
 	int pending = 0;
@@ -270,18 +290,7 @@ void conf_rdma_deregistered(void **state)
 	conf_expect_seq(c, a, 51, 5);
 	memset(local, 0x33, SZ);
 	for (int w = 0; w < 2; w++) {
-		struct op o = { 0, 0 };
-		int rc = w ? r->rdma_write(c, &v, 1, &rd, 0, SZ, &o) : r->rdma_read(c, &v, 1, &rd, 0, SZ, &o);
-		if (rc == -EINPROGRESS) {
-			struct ssw_completion cq;
-			int64_t end = conf_ms() + 5000;
-			while (P->progress->poll_cq(c, &cq, 1) == 0) {
-				assert_true(conf_ms() < end);
-				conf_kick(a);
-			}
-			assert_ptr_equal(cq.ctx, &o);
-			rc = cq.status;
-		}
+		int rc = one_status(c, a, w, &v, &rd, SZ);
 		print_message("rdma_%s with a deregistered descriptor: %d\n", w ? "write" : "read", rc);
 		assert_true(rc < 0);
 	}
@@ -332,18 +341,7 @@ void conf_rdma_bad_local(void **state)
 	assert_true(hole != MAP_FAILED);
 	struct iovec v = { hole, SZ };
 	for (int w = 0; w < 2; w++) {
-		struct op o = { 0, 0 };
-		int rc = w ? r->rdma_write(c, &v, 1, &rd, 0, SZ, &o) : r->rdma_read(c, &v, 1, &rd, 0, SZ, &o);
-		if (rc == -EINPROGRESS) {
-			struct ssw_completion cq;
-			int64_t end = conf_ms() + 5000;
-			while (P->progress->poll_cq(c, &cq, 1) == 0) {
-				assert_true(conf_ms() < end);
-				conf_kick(a);
-			}
-			assert_ptr_equal(cq.ctx, &o);
-			rc = cq.status;
-		}
+		int rc = one_status(c, a, w, &v, &rd, SZ);
 		print_message("rdma_%s into memory that is not ours: %d\n", w ? "write" : "read", rc);
 		assert_int_equal(rc, -EFAULT);
 	}
