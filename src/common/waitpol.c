@@ -74,11 +74,12 @@ static __thread uint64_t cpu_held_since; /* this thread's last yield */
  * consumer last seen on its CPU: p99 0.25-1.6 ms, the same throughput. */
 void ssw_wait_cede(int peer_cpu)
 {
-	if (mode != SSW_WAITMODE_AUTO || peer_cpu < 0)
+	/* on every send: the CPU first (rseq, no clock read), the clock only
+	 * when the consumer shares it */
+	if (mode != SSW_WAITMODE_AUTO || peer_cpu < 0 || peer_cpu != sched_getcpu())
 		return;
 	uint64_t now = ssw_now_ns();
-	if (now - cpu_held_since < SSW_CEDE_NS || peer_cpu != sched_getcpu() ||
-	    now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
+	if (now - cpu_held_since < SSW_CEDE_NS || now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
 		return;
 	sched_yield();
 	cpu_held_since = ssw_now_ns();
