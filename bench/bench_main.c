@@ -1,5 +1,6 @@
 /* bench_main.c — `sockswitch bench`: plans the cases, runs each under kernel TCP and switched, reports. */
 #include "bench.h"
+#include "bench_load.h"
 #include "cli.h"
 #include "libpath.h"
 
@@ -65,7 +66,12 @@ void bench_usage(FILE *out)
 		"switched/kernel for rates, kernel/switched for latencies.\n"
 		"\n"
 		"load cases (--load; many processes, never pinned: contention for the CPUs\n"
-		"is part of what they measure; each over a %.1f s window, --quick %.1f s):\n"
+		"is part of what they measure; each over a %.1f s window, --quick %.1f s).\n"
+		"A window of 1 s or more is cut into %d rounds, kernel and switched taking\n"
+		"turns (who goes first alternates); requests/s is the mean of the rounds and\n"
+		"p99 the median of the rounds' p99s: a virtual CPU stalled by its host for\n"
+		"1-5 ms at times (measured on these machines), and one burst of stalls in\n"
+		"one side's window decided a pooled p99 alone.  --quick: one round.\n"
 		"  pingpong      N pairs of processes (a client and a server each) doing\n"
 		"                blocking 64 B ping-pong, N = 1, 2, 4, 8 per CPU allowed;\n"
 		"                round trips/s over all pairs and p99 round trip\n"
@@ -138,7 +144,7 @@ void bench_usage(FILE *out)
 		"1 if any failed or the library is missing, 2 on a usage error (a skipped\n"
 		"case is not a failure).\n",
 		full.rtt_count, full.rtt_warmup, quick.rtt_count, quick.rtt_warmup,
-		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
+		LOAD_FULL_S, LOAD_QUICK_S, LOAD_ROUNDS, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
 		BENCH_NETNS_ROUTES, BENCH_SERVE_PORT, BENCH_WORKER_TIMEOUT_S);
 }
 
@@ -434,13 +440,20 @@ static int parse_peer(const char *arg, struct bench_where *w)
 	return 0;
 }
 
-static void progress(const struct bench_case *c, enum bench_mode m, double secs)
+/* rr: a load case's rounds (n of them), whose p99s are listed */
+static void progress(const struct bench_case *c, enum bench_mode m, double secs, const struct bench_result *rr, int n)
 {
-	char what[64];
+	char what[64], p99s[8 * LOAD_ROUNDS + 16] = "";
 	const struct bench_result *r = &c->r[m];
 	bench_case_label(&c->p, what, sizeof(what));
-	fprintf(stderr, "bench: %-20s %-10s %4.1f s  %s%s\n", what, bench_mode_name(m), secs,
-		r->ok ? "ok" : "FAILED: ", r->ok ? "" : r->error);
+	int lat = 0; /* a case with a p99 (duplex has none) */
+	for (int k = 0; r->ok && k < n; k++)
+		lat |= rr[k].v[1] > 0;
+	for (int k = 0, off = 0; lat && n > 1 && k < n && off < (int)sizeof(p99s); k++)
+		off += snprintf(p99s + off, sizeof(p99s) - (size_t)off, "%s%.0f", k ? " " : "  (p99 us by round: ",
+				rr[k].v[1]);
+	fprintf(stderr, "bench: %-20s %-10s %4.1f s  %s%s%s\n", what, bench_mode_name(m), secs,
+		r->ok ? "ok" : "FAILED: ", r->ok ? "" : r->error, p99s[0] ? strcat(p99s, ")") : "");
 }
 
 int bench_main(int argc, char **argv)
@@ -542,16 +555,32 @@ int bench_main(int argc, char **argv)
 		char serr[256];
 		char **cenv[MODE_COUNT] = { env[MODE_KERNEL],
 					    stats_dir ? bench_stats_env(stats_dir, &cases[i].p, swenv, serr, sizeof(serr)) : swenv };
+		/* a load case: alternating rounds (load_rounds), the side that
+		 * goes first swapped every round */
+		int rounds = bench_is_load(cases[i].p.kind) ? load_rounds(cases[i].p.duration) : 1;
+		struct bench_params rp = cases[i].p;
+		rp.duration /= rounds;
+		struct bench_result rr[MODE_COUNT][LOAD_ROUNDS];
+		double took[MODE_COUNT] = { 0 };
+		for (int k = 0; k < rounds; k++)
+			for (int j = 0; j < MODE_COUNT; j++) {
+				int m = k & 1 ? MODE_COUNT - 1 - j : j;
+				double t0 = bench_now();
+				struct bench_result *r = rounds > 1 ? &rr[m][k] : &cases[i].r[m];
+				memset(r, 0, sizeof(*r));
+				where.mode = m;
+				if (cenv[m])
+					bench_run_case(&rp, cenv[m], pinned ? cpus : NULL, &where, r);
+				else
+					snprintf(r->error, sizeof(r->error), "%s", serr);
+				took[m] += bench_now() - t0;
+			}
 		for (int m = 0; m < MODE_COUNT; m++) {
-			double t0 = bench_now();
-			where.mode = m;
-			if (cenv[m])
-				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &where, &cases[i].r[m]);
-			else
-				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", serr);
+			if (rounds > 1)
+				load_merge_rounds(rr[m], rounds, &cases[i].r[m]);
 			if (m == MODE_SWITCHED && stats_dir)
 				bench_stats_note(stats_dir, &cases[i].p, &cases[i].r[m]);
-			progress(&cases[i], (enum bench_mode)m, bench_now() - t0);
+			progress(&cases[i], (enum bench_mode)m, took[m], rr[m], rounds);
 		}
 		if (cenv[MODE_SWITCHED] != swenv)
 			free(cenv[MODE_SWITCHED]);
