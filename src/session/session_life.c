@@ -194,6 +194,13 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max)
 	return n;
 }
 
+int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max)
+{
+	if (s->ep && s->p->progress->keep_fds)
+		return s->p->progress->keep_fds(s->ep, fds, max);
+	return ssw_session_fds(s, fds, max);
+}
+
 bool ssw_session_last_holder(struct ssw_session *s)
 {
 	return atomic_load(&s->holders) <= 1;

@@ -279,6 +279,7 @@ const struct ssw_progress_ops fab_progress_ops = {
 	.rx_ready = fab_rx_ready,
 	.arm = fab_arm,
 	.wait_fds = fab_wait_fds,
+	.keep_fds = fab_keep_fds,
 	.wake_ack = fab_wake_ack,
 	.peer_state = fab_peer_state,
 };

@@ -255,6 +255,8 @@ void fab_flush_backlog(struct ssw_ep *ep);
 
 /* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
 void fab_unshare_fds(int fd);
+/* SPI keep_fds (fab_fork.c). */
+int fab_keep_fds(struct ssw_ep *ep, int *fds, int max);
 
 /* fab_listen.c: listeners and the accept thread */
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out);
