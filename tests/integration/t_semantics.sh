@@ -64,6 +64,9 @@ case "$SEM_OVER" in
       [kill_blocked]="a killed sender's libfabric socket holds our unread credits: its kernel resets the transport"
       [exit_unclosed]="exit() waits for the peer to take the data, but this peer reads only after the exit"
       [fd_numbers]="a fabric connection holds several descriptors of its own (README: about 9)"
+      [cork]="TCP_CORK holds nothing back over fabric: corked writes leave at once"
+      [cork_inherit]="TCP_CORK holds nothing back over fabric: corked writes leave at once"
+      [epoll_fork]="one process uses a fabric connection after fork: the child's epoll_wait took the data"
     ) ;;
   *) echo "FAIL: SEM_OVER='$SEM_OVER' (expected shm or fabric)"; exit 1 ;;
 esac
