@@ -287,31 +287,3 @@ long load_counter_add(struct load_proc *lp, long delta)
 {
 	return atomic_fetch_add(&lp->g->counter, delta) + delta;
 }
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-void load_merge_rounds(const struct bench_result *rr, int n, struct bench_result *out)
-{
-	double p99[LOAD_ROUNDS];
-	memset(out, 0, sizeof(*out));
-	for (int k = 0; k < n; k++) {
-		if (!rr[k].ok) {
-			*out = rr[k];
-			out->ok = 0;
-			return;
-		}
-		out->v[0] += rr[k].v[0] / n;
-		out->v[2] += rr[k].v[2] / n;
-		out->samples += rr[k].samples;
-		p99[k] = rr[k].v[1];
-		if (!out->note[0] && rr[k].note[0])
-			snprintf(out->note, sizeof(out->note), "%s", rr[k].note);
-	}
-	qsort(p99, (size_t)n, sizeof(p99[0]), cmp_double);
-	out->v[1] = n % 2 ? p99[n / 2] : (p99[n / 2 - 1] + p99[n / 2]) / 2;
-	out->ok = 1;
-}

@@ -58,19 +58,6 @@ void load_record(struct load_proc *lp, double t0, double t1);
 /* A counter shared by the group (e.g. connections closed, over all servers). */
 long load_counter_add(struct load_proc *lp, long delta);
 
-/* A load case whose window is long enough is measured in LOAD_ROUNDS
- * rounds of window/LOAD_ROUNDS each, kernel and switched alternating
- * (bench_main.c): how many for a window of `duration` seconds. */
-#define LOAD_ROUNDS 5
-static inline int load_rounds(double duration)
-{
-	return duration >= 1.0 ? LOAD_ROUNDS : 1;
-}
-/* One side's result over its rounds: rates (v[0], v[2]) their mean (the
- * rounds are equally long), p99 (v[1]) the median of the rounds' p99s,
- * samples their sum; the first failure or note of a round is the result's. */
-void load_merge_rounds(const struct bench_result *rr, int n, struct bench_result *out);
-
 /* The deadline a worker-side wait must respect so that the parent's kill at
  * BENCH_WORKER_TIMEOUT_S never comes first. */
 double load_deadline(void);

@@ -1,6 +1,5 @@
 /* bench_main.c — `sockswitch bench`: plans the cases, runs each under kernel TCP and switched, reports. */
 #include "bench.h"
-#include "bench_load.h"
 #include "cli.h"
 #include "libpath.h"
 
@@ -67,11 +66,13 @@ void bench_usage(FILE *out)
 		"\n"
 		"load cases (--load; many processes, never pinned: contention for the CPUs\n"
 		"is part of what they measure; each over a %.1f s window, --quick %.1f s).\n"
-		"A window of 1 s or more is cut into %d rounds, kernel and switched taking\n"
-		"turns (who goes first alternates); requests/s is the mean of the rounds and\n"
-		"p99 the median of the rounds' p99s: a virtual CPU stalled by its host for\n"
-		"1-5 ms at times (measured on these machines), and one burst of stalls in\n"
-		"one side's window decided a pooled p99 alone.  --quick: one round.\n"
+		"\n"
+		"Rounds: without --quick, each side of a case runs in rounds (3; load cases\n"
+		"%d), kernel TCP and switched taking turns and the side that goes first\n"
+		"alternating; latencies are the median of the rounds, rates their mean, and\n"
+		"the progress lines on stderr list each round's main figure.  A burst of\n"
+		"the host's noise (other jobs; a virtual CPU its host stops for 1-5 ms)\n"
+		"then lands in one round of one side instead of deciding a whole figure.\n"
 		"  pingpong      N pairs of processes (a client and a server each) doing\n"
 		"                blocking 64 B ping-pong, N = 1, 2, 4, 8 per CPU allowed;\n"
 		"                round trips/s over all pairs and p99 round trip\n"
@@ -144,7 +145,7 @@ void bench_usage(FILE *out)
 		"1 if any failed or the library is missing, 2 on a usage error (a skipped\n"
 		"case is not a failure).\n",
 		full.rtt_count, full.rtt_warmup, quick.rtt_count, quick.rtt_warmup,
-		LOAD_FULL_S, LOAD_QUICK_S, LOAD_ROUNDS, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
+		LOAD_FULL_S, LOAD_QUICK_S, BENCH_ROUNDS_MAX, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
 		BENCH_NETNS_ROUTES, BENCH_SERVE_PORT, BENCH_WORKER_TIMEOUT_S);
 }
 
@@ -440,20 +441,23 @@ static int parse_peer(const char *arg, struct bench_where *w)
 	return 0;
 }
 
-/* rr: a load case's rounds (n of them), whose p99s are listed */
+/* rr: the case's rounds (n of them), whose main figure is listed */
 static void progress(const struct bench_case *c, enum bench_mode m, double secs, const struct bench_result *rr, int n)
 {
-	char what[64], p99s[8 * LOAD_ROUNDS + 16] = "";
+	char what[64], list[12 * BENCH_ROUNDS_MAX + 32] = "";
 	const struct bench_result *r = &c->r[m];
 	bench_case_label(&c->p, what, sizeof(what));
-	int lat = 0; /* a case with a p99 (duplex has none) */
+	const char *label;
+	int f = bench_round_figure(c->p.kind, &label);
+	int any = 0; /* a figure there (duplex has no p99) */
 	for (int k = 0; r->ok && k < n; k++)
-		lat |= rr[k].v[1] > 0;
-	for (int k = 0, off = 0; lat && n > 1 && k < n && off < (int)sizeof(p99s); k++)
-		off += snprintf(p99s + off, sizeof(p99s) - (size_t)off, "%s%.0f", k ? " " : "  (p99 us by round: ",
-				rr[k].v[1]);
-	fprintf(stderr, "bench: %-20s %-10s %4.1f s  %s%s%s\n", what, bench_mode_name(m), secs,
-		r->ok ? "ok" : "FAILED: ", r->ok ? "" : r->error, p99s[0] ? strcat(p99s, ")") : "");
+		any |= rr[k].v[f] > 0;
+	for (int k = 0, off = 0; any && n > 1 && k < n && off < (int)sizeof(list); k++)
+		off += snprintf(list + off, sizeof(list) - (size_t)off, "%s%.*f", k ? " " : "", rr[k].v[f] < 100 ? 1 : 0,
+				rr[k].v[f]);
+	fprintf(stderr, "bench: %-20s %-10s %4.1f s  %s%s%s%s%s%s\n", what, bench_mode_name(m), secs, r->ok ? "ok" : "FAILED: ",
+		r->ok ? "" : r->error, list[0] ? "  (" : "", list[0] ? label : "", list[0] ? " by round: " : "",
+		list[0] ? strcat(list, ")") : "");
 }
 
 int bench_main(int argc, char **argv)
@@ -555,18 +559,18 @@ int bench_main(int argc, char **argv)
 		char serr[256];
 		char **cenv[MODE_COUNT] = { env[MODE_KERNEL],
 					    stats_dir ? bench_stats_env(stats_dir, &cases[i].p, swenv, serr, sizeof(serr)) : swenv };
-		/* a load case: alternating rounds (load_rounds), the side that
-		 * goes first swapped every round */
-		int rounds = bench_is_load(cases[i].p.kind) ? load_rounds(cases[i].p.duration) : 1;
-		struct bench_params rp = cases[i].p;
-		rp.duration /= rounds;
-		struct bench_result rr[MODE_COUNT][LOAD_ROUNDS];
+		/* rounds (bench_rounds.c), the side that goes first swapped
+		 * every round */
+		int rounds = bench_rounds(&cases[i].p, o.quick);
+		struct bench_params rp;
+		bench_round_params(&cases[i].p, rounds, &rp);
+		struct bench_result rr[MODE_COUNT][BENCH_ROUNDS_MAX];
 		double took[MODE_COUNT] = { 0 };
 		for (int k = 0; k < rounds; k++)
 			for (int j = 0; j < MODE_COUNT; j++) {
 				int m = k & 1 ? MODE_COUNT - 1 - j : j;
 				double t0 = bench_now();
-				struct bench_result *r = rounds > 1 ? &rr[m][k] : &cases[i].r[m];
+				struct bench_result *r = &rr[m][k];
 				memset(r, 0, sizeof(*r));
 				where.mode = m;
 				if (cenv[m])
@@ -576,8 +580,7 @@ int bench_main(int argc, char **argv)
 				took[m] += bench_now() - t0;
 			}
 		for (int m = 0; m < MODE_COUNT; m++) {
-			if (rounds > 1)
-				load_merge_rounds(rr[m], rounds, &cases[i].r[m]);
+			bench_merge_rounds(cases[i].p.kind, rr[m], rounds, &cases[i].r[m]);
 			if (m == MODE_SWITCHED && stats_dir)
 				bench_stats_note(stats_dir, &cases[i].p, &cases[i].r[m]);
 			progress(&cases[i], (enum bench_mode)m, took[m], rr[m], rounds);

@@ -73,7 +73,7 @@ d = json.load(open(sys.argv[1]))
 p99 = [c.get(side) for c in d["cases"] if c["name"].endswith("_p99") for side in ("kernel", "switched")]
 rounds = []
 for line in open(sys.argv[2]):
-    m = re.search(r"\(p99 us by round: ([0-9 ]+)\)", line)
+    m = re.search(r"\(p99 us by round: ([0-9. ]+)\)", line)
     if m:
         rounds.append([float(x) for x in m.group(1).split()])
 print("lines", len(rounds), "five", sum(len(v) == 5 for v in rounds))
