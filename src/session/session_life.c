@@ -225,11 +225,17 @@ void ssw_session_hold(struct ssw_session *s, int delta)
 	atomic_fetch_add(&s->holders, delta);
 	if (!s->exclusive)
 		return;
-	/* fork: whichever process drives it first takes it (sess_enter); a
-	 * fork that failed gives it back as it was */
+	/* fork (+1): whichever process drives it first takes it (sess_enter).
+	 * A hold dropped (a fork that failed, an exec that does not inherit
+	 * it): this process lets go, if it drove it (its pid lives on in the
+	 * new image, which must not keep the others off) */
 	sess_lock(s);
-	atomic_store(&s->user, delta > 0 ? 0 : ssw_pid());
-	s->touched = delta < 0;
+	if (delta > 0) {
+		atomic_store(&s->user, 0);
+		s->touched = false;
+	} else if (atomic_load(&s->user) == ssw_pid()) {
+		atomic_store(&s->user, 0);
+	}
 	sess_unlock(s);
 }
 
