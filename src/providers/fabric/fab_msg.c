@@ -186,6 +186,32 @@ static int fab_rx_ready(struct ssw_ep *ep)
 	return 0;
 }
 
+/* Is anything pending inside libfabric?  With the CQ's signal detached
+ * (tcp 1.17), what fi_trywait on the CQ does but its first step: it reads
+ * the signal back, which libfabric then writes again at the next
+ * completion, two system calls a sleep for a signal nobody waits on.  Its
+ * other steps are a progress (the endpoint's buffered bytes, its POLLOUT
+ * interest, one epoll_wait) and a look at the queue: a reading of the CQ
+ * does them all.  Any completion read is news here: a writer may wait for
+ * the slot it gives back.  The EQ, whose signal does wake sleepers
+ * (eq_fd), goes through fi_trywait.  Returns whether the caller must look
+ * again; the queues are read then. */
+static bool pending_locked(struct ssw_ep *ep)
+{
+	if (ep->sig_fd < 0) {
+		if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) == 0)
+			return false;
+		fab_progress(ep);
+		return true;
+	}
+	uint64_t n0 = ep->ncomp;
+	fab_progress_cq(ep);
+	if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->eq->fid }, 1) != 0 && fab_read_eq(ep))
+		fab_progress_cq(ep); /* as fab_progress: what came before the connection's end */
+	fab_progress_end(ep);
+	return ep->ncomp != n0 || news_locked(ep);
+}
+
 static int fab_arm(struct ssw_ep *ep)
 {
 	fab_ep_lock(ep);
@@ -195,13 +221,11 @@ static int fab_arm(struct ssw_ep *ep)
 	 * says nothing is pending inside the provider.  It progresses both
 	 * queues itself and fails while a completion or event waits in them,
 	 * so reading them only then saves the two system calls (tcp: an
-	 * epoll_wait each) a read before it would cost every sleep.  With news
-	 * already here the queues are read all the same: that takes the CQ's
-	 * own signal (tcp writes it at every completion), so that the wait
-	 * fds are quiet once the news is taken. */
-	if (news_locked(ep) ||
-	    fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) != 0) {
+	 * epoll_wait each) a read before it would cost every sleep. */
+	if (news_locked(ep)) {
 		fab_progress(ep);
+		rc = -EAGAIN;
+	} else if (pending_locked(ep)) {
 		rc = -EAGAIN;
 	} else {
 		/* from now on, whoever reads news from the CQ rings us (fab_ring) */
