@@ -86,8 +86,9 @@ int fab_post_recv(struct ssw_ep *ep, uint32_t slot)
  * sixth of a 4 KiB sender's time), to wake nobody: the caller reads the
  * CQ itself.  So the signal is taken out of cq_fd's set (detach_cq_signal)
  * and nobody waits on it: progress never sees it, so it stays set and
- * costs nothing (libfabric writes it only when its byte was taken), until
- * arm's fi_trywait reads it before a sleep.  What it was for, waking a
+ * costs nothing (libfabric writes it only when its byte was taken; arm
+ * reads the CQ instead of fi_trywait on it, which would take the byte,
+ * fab_msg.c: pending_locked).  What it was for, waking a
  * sleeper when a completion is read by someone else (another thread, the
  * provider's thread) instead of arriving in the sleeper's socket, is done
  * by whoever reads it: fab_ring on wake_fd, only while a waiter is armed,
