@@ -2,6 +2,7 @@
 #ifndef SSW_BENCH_H
 #define SSW_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,18 @@ static inline int bench_is_load(enum bench_kind k)
 {
 	return k >= BENCH_LOAD_FIRST;
 }
+
+/* Rounds (bench_rounds.c): without --quick, each side of a case runs in
+ * rounds of 1/rounds of its length, kernel TCP and switched taking turns, so
+ * that a burst of the host's noise lands in one round of one side instead
+ * of deciding a whole figure.  Latencies are the median of the rounds,
+ * rates their mean. */
+#define BENCH_ROUNDS_MAX 5
+int bench_rounds(const struct bench_params *p, int quick);
+void bench_round_params(const struct bench_params *p, int rounds, struct bench_params *rp);
+void bench_merge_rounds(enum bench_kind kind, const struct bench_result *rr, int n, struct bench_result *out);
+/* The figure a progress line lists by round: its index in v and its label. */
+int bench_round_figure(enum bench_kind kind, const char **label);
 
 /* Where the two workers meet: the server's address, and the network
  * namespaces of server [0] and client [1] (descriptors; -1 = the bench's own). */

@@ -65,7 +65,14 @@ void bench_usage(FILE *out)
 		"switched/kernel for rates, kernel/switched for latencies.\n"
 		"\n"
 		"load cases (--load; many processes, never pinned: contention for the CPUs\n"
-		"is part of what they measure; each over a %.1f s window, --quick %.1f s):\n"
+		"is part of what they measure; each over a %.1f s window, --quick %.1f s).\n"
+		"\n"
+		"Rounds: without --quick, each side of a case runs in rounds (3; load cases\n"
+		"%d), kernel TCP and switched taking turns and the side that goes first\n"
+		"alternating; latencies are the median of the rounds, rates their mean, and\n"
+		"the progress lines on stderr list each round's main figure.  A burst of\n"
+		"the host's noise (other jobs; a virtual CPU its host stops for 1-5 ms)\n"
+		"then lands in one round of one side instead of deciding a whole figure.\n"
 		"  pingpong      N pairs of processes (a client and a server each) doing\n"
 		"                blocking 64 B ping-pong, N = 1, 2, 4, 8 per CPU allowed;\n"
 		"                round trips/s over all pairs and p99 round trip\n"
@@ -138,7 +145,7 @@ void bench_usage(FILE *out)
 		"1 if any failed or the library is missing, 2 on a usage error (a skipped\n"
 		"case is not a failure).\n",
 		full.rtt_count, full.rtt_warmup, quick.rtt_count, quick.rtt_warmup,
-		LOAD_FULL_S, LOAD_QUICK_S, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
+		LOAD_FULL_S, LOAD_QUICK_S, BENCH_ROUNDS_MAX, quick.duration, LOAD_QUICK_S, full.duration, BENCH_NETNS_NET,
 		BENCH_NETNS_ROUTES, BENCH_SERVE_PORT, BENCH_WORKER_TIMEOUT_S);
 }
 
@@ -434,13 +441,23 @@ static int parse_peer(const char *arg, struct bench_where *w)
 	return 0;
 }
 
-static void progress(const struct bench_case *c, enum bench_mode m, double secs)
+/* rr: the case's rounds (n of them), whose main figure is listed */
+static void progress(const struct bench_case *c, enum bench_mode m, double secs, const struct bench_result *rr, int n)
 {
-	char what[64];
+	char what[64], list[12 * BENCH_ROUNDS_MAX + 32] = "";
 	const struct bench_result *r = &c->r[m];
 	bench_case_label(&c->p, what, sizeof(what));
-	fprintf(stderr, "bench: %-20s %-10s %4.1f s  %s%s\n", what, bench_mode_name(m), secs,
-		r->ok ? "ok" : "FAILED: ", r->ok ? "" : r->error);
+	const char *label;
+	int f = bench_round_figure(c->p.kind, &label);
+	int any = 0; /* a figure there (duplex has no p99) */
+	for (int k = 0; r->ok && k < n; k++)
+		any |= rr[k].v[f] > 0;
+	for (int k = 0, off = 0; any && n > 1 && k < n && off < (int)sizeof(list); k++)
+		off += snprintf(list + off, sizeof(list) - (size_t)off, "%s%.*f", k ? " " : "", rr[k].v[f] < 100 ? 1 : 0,
+				rr[k].v[f]);
+	fprintf(stderr, "bench: %-20s %-10s %4.1f s  %s%s%s%s%s%s\n", what, bench_mode_name(m), secs, r->ok ? "ok" : "FAILED: ",
+		r->ok ? "" : r->error, list[0] ? "  (" : "", list[0] ? label : "", list[0] ? " by round: " : "",
+		list[0] ? strcat(list, ")") : "");
 }
 
 int bench_main(int argc, char **argv)
@@ -542,16 +559,31 @@ int bench_main(int argc, char **argv)
 		char serr[256];
 		char **cenv[MODE_COUNT] = { env[MODE_KERNEL],
 					    stats_dir ? bench_stats_env(stats_dir, &cases[i].p, swenv, serr, sizeof(serr)) : swenv };
+		/* rounds (bench_rounds.c), the side that goes first swapped
+		 * every round */
+		int rounds = bench_rounds(&cases[i].p, o.quick);
+		struct bench_params rp;
+		bench_round_params(&cases[i].p, rounds, &rp);
+		struct bench_result rr[MODE_COUNT][BENCH_ROUNDS_MAX];
+		double took[MODE_COUNT] = { 0 };
+		for (int k = 0; k < rounds; k++)
+			for (int j = 0; j < MODE_COUNT; j++) {
+				int m = k & 1 ? MODE_COUNT - 1 - j : j;
+				double t0 = bench_now();
+				struct bench_result *r = &rr[m][k];
+				memset(r, 0, sizeof(*r));
+				where.mode = m;
+				if (cenv[m])
+					bench_run_case(&rp, cenv[m], pinned ? cpus : NULL, &where, r);
+				else
+					snprintf(r->error, sizeof(r->error), "%s", serr);
+				took[m] += bench_now() - t0;
+			}
 		for (int m = 0; m < MODE_COUNT; m++) {
-			double t0 = bench_now();
-			where.mode = m;
-			if (cenv[m])
-				bench_run_case(&cases[i].p, cenv[m], pinned ? cpus : NULL, &where, &cases[i].r[m]);
-			else
-				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", serr);
+			bench_merge_rounds(cases[i].p.kind, rr[m], rounds, &cases[i].r[m]);
 			if (m == MODE_SWITCHED && stats_dir)
 				bench_stats_note(stats_dir, &cases[i].p, &cases[i].r[m]);
-			progress(&cases[i], (enum bench_mode)m, bench_now() - t0);
+			progress(&cases[i], (enum bench_mode)m, took[m], rr[m], rounds);
 		}
 		if (cenv[MODE_SWITCHED] != swenv)
 			free(cenv[MODE_SWITCHED]);

@@ -344,6 +344,13 @@ struct ssw_progress_ops {
 	 * gone: call recv_peek to learn. */
 	int (*wait_fds)(struct ssw_ep *ep, struct pollfd *pfd, int n);
 
+	/* Every descriptor the endpoint's transport needs in this process (its
+	 * wait fds among them): up to max into fds, returns how many.  For a
+	 * process that keeps one connection and closes all other descriptors
+	 * (the switch's relay, forked before an exec).  Optional (NULL: the
+	 * wait fds are all). */
+	int (*keep_fds)(struct ssw_ep *ep, int *fds, int max);
+
 	/* After waking: clear wake-up state (drain eventfds, disarm). */
 	void (*wake_ack)(struct ssw_ep *ep);
 

@@ -2,6 +2,8 @@
  * that find the switched socket by fd and call the switch, or go to libc. */
 #include "interpose/interpose.h"
 
+#include "common/provfds.h"
+
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
@@ -39,9 +41,19 @@ EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
 	return r;
 }
 
+/* A provider's socketpair: libfabric's completion signal, whose two ends a
+ * relay process must both keep (common/provfds.h). */
+static int provider_socketpair(int d, int t, int p, int sv[2])
+{
+	int r = REAL(socketpair)(d, t | SOCK_CLOEXEC, p, sv);
+	if (r == 0)
+		ssw_provfd_pair(sv[0], sv[1]);
+	return r;
+}
+
 EXPORT int socketpair(int d, int t, int p, int sv[2])
 {
-	PROVIDER_PASS(REAL(socketpair)(d, t | SOCK_CLOEXEC, p, sv));
+	PROVIDER_PASS(provider_socketpair(d, t, p, sv));
 	int r = REAL(socketpair)(d, t, p, sv);
 	if (r == 0) {
 		fresh(sv[0]);
@@ -106,9 +118,16 @@ EXPORT int shutdown(int fd, int how)
 	SSW_RET(r);
 }
 
+static int provider_close(int fd)
+{
+	ssw_provfd_closed(fd);
+	return REAL(close)(fd);
+}
+
 EXPORT int close(int fd)
 {
-	PROVIDER_PASS(REAL(close)(fd));
+	PROVIDER_PASS(provider_close(fd));
+	ssw_provfd_closed(fd); /* one the application closed under the provider */
 	SSW_RET(ssw_fd_close(fd));
 }
 

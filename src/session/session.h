@@ -100,6 +100,10 @@ void ssw_session_close(struct ssw_session *s, bool abort);
 void ssw_session_hold(struct ssw_session *s, int delta);
 /* The provider fds this connection needs in this process (at most max). */
 int ssw_session_fds(struct ssw_session *s, int *fds, int max);
+/* Every descriptor the connection's transport needs in this process (the
+ * provider's keep_fds; its wait fds when it has none): for a relay process
+ * that closes all others. */
+int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */

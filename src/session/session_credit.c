@@ -149,7 +149,8 @@ bool sess_tx_room_ok(struct ssw_session *s)
 
 void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return;
 	s->urg.inline_ = o->oobinline;
 	s->sndbuf = o->sndbuf;
 	if (o->rcvbuf) {

@@ -30,6 +30,37 @@ void sess_lock(struct ssw_session *s)
 	}
 }
 
+/* An exclusive connection is driven by one process at a time: the first to
+ * drive it after a fork takes it, and another may take it over once that
+ * one is gone (exited, or closed its copy).  Never while the other still
+ * drives it: both would read the transport, each taking bytes the other
+ * then misses.  Nor when the one gone left a message held as a view of
+ * its own memory (s->hv): those bytes are not reachable from here; that
+ * process sees a reset instead (sem epoll_fork, where a child only waited
+ * on an inherited epoll set: the parent read a stray byte, then EOF). */
+bool sess_enter(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (!s->exclusive)
+		return true;
+	pid_t me = ssw_pid(), u = atomic_load(&s->user);
+	if (u == me)
+		return true;
+	bool gone = u == 0 || (kill(u, 0) < 0 && errno == ESRCH);
+	if (gone && !(s->touched && s->hv)) {
+		atomic_store(&s->user, me);
+		s->touched = true;
+		return true;
+	}
+	sess_unlock(s);
+	return false;
+}
+
+bool sess_foreign(const struct ssw_session *s)
+{
+	return s->exclusive && atomic_load_explicit(&s->user, memory_order_relaxed) != ssw_pid();
+}
+
 void sess_unlock(struct ssw_session *s)
 {
 	pthread_mutex_unlock(&s->lock);
@@ -122,6 +153,9 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	pthread_condattr_destroy(&ca);
 	s->p = prov;
 	s->ep = ep;
+	s->exclusive = !(prov->caps & SSW_CAP_SHARED_CONTEXT);
+	atomic_store(&s->user, ssw_pid());
+	s->touched = true;
 	size_t mm = prov->msg->max_msg(ep);
 	s->max_payload = mm - sizeof(struct ssw_wire_hdr) - sizeof(struct ssw_wire_rndv);
 	if (s->max_payload > CHUNK_MAX)
@@ -151,6 +185,12 @@ bool sess_rx_pending_data(struct ssw_session *s)
 /* This process lets go of the connection; the others keep it. */
 static void drop_local(struct ssw_session *s)
 {
+	if (s->exclusive) {
+		sess_lock(s);
+		if (atomic_load(&s->user) == ssw_pid())
+			atomic_store(&s->user, 0); /* another holder may take it over */
+		sess_unlock(s);
+	}
 	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
 	ssw_shared_free(s, s->map_size, false); /* another process still maps it */
 }
@@ -183,6 +223,14 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 void ssw_session_hold(struct ssw_session *s, int delta)
 {
 	atomic_fetch_add(&s->holders, delta);
+	if (!s->exclusive)
+		return;
+	/* fork: whichever process drives it first takes it (sess_enter); a
+	 * fork that failed gives it back as it was */
+	sess_lock(s);
+	atomic_store(&s->user, delta > 0 ? 0 : ssw_pid());
+	s->touched = delta < 0;
+	sess_unlock(s);
 }
 
 int ssw_session_fds(struct ssw_session *s, int *fds, int max)
@@ -194,6 +242,13 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max)
 	return n;
 }
 
+int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max)
+{
+	if (s->ep && s->p->progress->keep_fds)
+		return s->p->progress->keep_fds(s->ep, fds, max);
+	return ssw_session_fds(s, fds, max);
+}
+
 bool ssw_session_last_holder(struct ssw_session *s)
 {
 	return atomic_load(&s->holders) <= 1;
@@ -201,7 +256,8 @@ bool ssw_session_last_holder(struct ssw_session *s)
 
 int ssw_session_shutdown(struct ssw_session *s, int how)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return -ENOTCONN;
 	if (s->p->progress->rx_ready(s->ep))
 		sess_pump(s, false);
 	sess_peer_check(s, false);
@@ -223,7 +279,8 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 
 int ssw_session_take_error(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return ECONNRESET;
 	if (s->p->progress->rx_ready(s->ep))
 		sess_pump(s, false);
 	sess_peer_check(s, true);
@@ -246,7 +303,8 @@ void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
 
 int ssw_session_tcp_state(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return TCP_CLOSE;
 	if (s->p->progress->rx_ready(s->ep))
 		sess_pump(s, false);
 	sess_peer_check(s, false);
@@ -292,7 +350,8 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 	 * message (and a wake-up of the connector) is saved. */
 	if (me.caps == s->peer_caps && me.window >= sess_window_cap(s->p, s->ep))
 		return 0;
-	sess_lock(s);
+	if (!sess_enter(s))
+		return -ECONNRESET;
 	int rc = sess_send_ctl(s, SSW_MSG_INIT, &me, sizeof me);
 	sess_unlock(s);
 	return rc;

@@ -84,6 +84,12 @@ struct ssw_session {
 	/* lifetime */
 	pthread_mutex_t lock;      /* process-shared and robust: the session is fork-shared */
 	_Atomic int holders;       /* processes holding the connection (fork adds one) */
+	/* A provider without SSW_CAP_SHARED_CONTEXT (fabric) keeps the
+	 * transport's state in each process's private memory: after fork only
+	 * one process may drive it (session_life.c: sess_enter) */
+	bool exclusive;
+	_Atomic pid_t user;        /* exclusive: the process driving it; 0: nobody since the fork */
+	bool touched;              /* exclusive: driven since the fork (by user, or by a process gone) */
 	size_t map_size;           /* the session's own mapping: this struct, then the queue */
 	const struct ssw_provider *p;
 	struct ssw_ep *ep;
@@ -189,6 +195,13 @@ struct tx_src {
 
 /* session_life.c */
 void sess_lock(struct ssw_session *s);
+/* sess_lock for a public op: false (unlocked again) when this process may
+ * not drive the connection (exclusive, and another process drives it or
+ * did since the fork: what it took from the transport is in its memory);
+ * the op then acts as on a reset socket, in this process only. */
+bool sess_enter(struct ssw_session *s);
+/* Lock-free: is the connection another process's now (exclusive)? */
+bool sess_foreign(const struct ssw_session *s);
 /* Unlock, then raise the SIGURGs owed (a handler may use the socket). */
 void sess_unlock(struct ssw_session *s);
 void sess_on_reset(struct ssw_session *s);

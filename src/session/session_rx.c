@@ -344,7 +344,8 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 	uint64_t dl = deadline_of(timeout_ms);
 	ssize_t got = 0;
 
-	sess_lock(s);
+	if (!sess_enter(s))
+		return -ECONNRESET;
 	if (flags & MSG_OOB) {
 		got = sess_recv_oob(s, iov, iovcnt, want, flags);
 		sess_unlock(s);
@@ -412,7 +413,8 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 
 int ssw_session_fionread(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return 0;
 	sess_pump(s, true);
 	uint64_t n = s->q.len;
 	if (s->rr.active)

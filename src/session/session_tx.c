@@ -241,7 +241,10 @@ ssize_t sess_send_inline(struct ssw_session *s, const struct iovec *iov, int iov
  * send_precheck. */
 static int send_enter(struct ssw_session *s, size_t total, ssize_t *ok)
 {
-	sess_lock(s);
+	if (!sess_enter(s)) {
+		sess_lock(s); /* the callers unlock */
+		return -ECONNRESET;
+	}
 	/* Another thread's rendezvous send is in progress (it sleeps without
 	 * the lock): our bytes go after all of its bytes, not between. */
 	while (s->txr.id && !s->reset)
@@ -335,7 +338,8 @@ ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fil
 
 void ssw_session_set_cork(struct ssw_session *s, bool on)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return;
 	s->cork = on;
 	if (!on)
 		sess_flush_held(s);
@@ -351,7 +355,8 @@ bool ssw_session_cork(struct ssw_session *s)
 
 void ssw_session_flush(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return;
 	sess_flush_held(s);
 	sess_unlock(s);
 }

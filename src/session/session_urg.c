@@ -139,7 +139,8 @@ ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 
 int ssw_session_atmark(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return 0;
 	sess_pump(s, true);
 	int r = s->urg.mark_valid && s->rx_pos == s->urg.mark;
 	sess_unlock(s);
@@ -148,7 +149,8 @@ int ssw_session_atmark(struct ssw_session *s)
 
 void ssw_session_set_owner(struct ssw_session *s, int owner)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return;
 	s->urg.owner = owner;
 	if (s->p->progress->note && s->ep)
 		s->p->progress->note(s->ep, SSW_NOTE_TAG, owner); /* for a sender that raises it (above) */

@@ -248,7 +248,8 @@ static short poll_bits(struct ssw_session *s)
 
 short ssw_session_poll(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s)) /* a reset socket's bits, in this process */
+		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR | POLLHUP | POLLRDHUP;
 	short ev = poll_bits(s);
 	sess_unlock(s);
 	return ev;
@@ -257,7 +258,8 @@ short ssw_session_poll(struct ssw_session *s)
 int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout)
 {
 	int rc = 0;
-	sess_lock(s);
+	if (!sess_enter(s))
+		return -EAGAIN; /* ready: poll_bits says reset */
 	/* credits the transport had no room for: the peer may wait for them
 	 * while the application only polls (as wait_peer: retry, then nap) */
 	bool owed = s->credit_owed && sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
@@ -276,14 +278,16 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 void ssw_session_sleep_done(struct ssw_session *s)
 {
 	atomic_fetch_sub(&s->w.sleepers, 1);
-	sess_lock(s);
+	if (!sess_enter(s))
+		return;
 	woke(s);
 	sess_unlock(s);
 }
 
 int ssw_session_watch(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return -EAGAIN;
 	int rc = s->ep ? s->p->progress->arm(s->ep) : -EAGAIN;
 	sess_unlock(s);
 	return rc;
@@ -291,7 +295,8 @@ int ssw_session_watch(struct ssw_session *s)
 
 void ssw_session_unwatch(struct ssw_session *s)
 {
-	sess_lock(s);
+	if (!sess_enter(s))
+		return;
 	if (s->ep)
 		woke(s);
 	sess_unlock(s);
@@ -300,11 +305,15 @@ void ssw_session_unwatch(struct ssw_session *s)
 int ssw_session_peer_cpu(struct ssw_session *s)
 {
 	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	if (sess_foreign(s))
+		return -1;
 	return ep && s->p->progress->peer_cpu ? s->p->progress->peer_cpu(ep) : -1;
 }
 
 bool ssw_session_rx_ready(struct ssw_session *s)
 {
 	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	if (sess_foreign(s))
+		return true; /* not ours to look at: the next locked op says (and may take it) */
 	return ep && s->p->progress->rx_ready(ep);
 }

@@ -714,6 +714,21 @@ static void arm_hot(struct epx *x)
 }
 
 /* Look at one entry: its events to report now (0: none); peek looks only. */
+/* e's socket was found ready: its other entries (a dup in this set, or
+ * the socket in other sets) look too.  Looking drained what their doorbell
+ * was (fabric: the CQ's socket), so the inner sets would not tell them.
+ * Called with epx_lock. */
+static void touch_siblings(struct epx_entry *e)
+{
+	for (struct epx_entry *o = e->s->ep_watch; o; o = o->snext) {
+		if (o == e)
+			continue;
+		q_push(o->x, o);
+		if (o->x != e->x && o->x->waiters)
+			kick(o->x);
+	}
+}
+
 static uint32_t look(struct epx *x, struct epx_entry *e, bool peek, bool *gone)
 {
 	*gone = false;
@@ -725,6 +740,8 @@ static uint32_t look(struct epx *x, struct epx_entry *e, bool peek, bool *gone)
 		*gone = true;
 		return 0;
 	}
+	if (ev & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		touch_siblings(e);
 	if ((e->events & EPOLLET) && !entry_edge(e, ev, peek))
 		ev = 0;
 	return ev;

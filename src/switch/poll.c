@@ -32,8 +32,15 @@ static short switched_revents(struct ssw_sock *s, int fd, short events)
 		if (s->state != SSW_ST_CONNECTED)
 			return POLLOUT | POLLERR | POLLHUP; /* final error: SO_ERROR tells */
 	}
-	if (s->state == SSW_ST_CONNECTED && s->sess)
+	if (s->state == SSW_ST_CONNECTED && s->sess) {
 		ev = ssw_session_poll(s->sess);
+		/* looking may have taken an epoll set's doorbell: a provider
+		 * whose wait fds are its transport's (fabric: the CQ's socket)
+		 * is drained by any progress, and a set that holds this socket
+		 * would sleep through what we just found */
+		if (ev & (POLLIN | POLLPRI | POLLHUP | POLLERR | POLLRDHUP))
+			ssw_epoll_touch(s);
+	}
 	return ev & (events | POLLERR | POLLHUP | POLLNVAL);
 }
 

@@ -32,6 +32,7 @@
 
 #define RELAY_BUF (256u << 10)
 #define MAXFDS 64
+#define RELAY_KEEP_FDS 32 /* the transport's own descriptors a relay keeps (keep_fds) */
 
 struct held {
 	struct ssw_sock *s;
@@ -235,11 +236,11 @@ static _Noreturn void relay_main(struct held *h, int u)
 	pthread_sigmask(SIG_SETMASK, &none, NULL);
 
 	int n = h->fds[0];
-	int k[8], nk = 0;
+	int k[3 + RELAY_KEEP_FDS], nk = 0;
 	k[nk++] = n;
 	k[nk++] = u;
 	k[nk++] = ssw_log_fd();
-	nk += ssw_session_fds(h->s->sess, k + nk, 4);
+	nk += ssw_session_keep_fds(h->s->sess, k + nk, RELAY_KEEP_FDS);
 	/* the table forgets the rest; the other copies of this one close normally */
 	ssw_fdtab_forget_except(n);
 	close_others(k, nk);

@@ -62,5 +62,28 @@ for id in $(awk '$5 == "-" {print $1}' "$T/rows.txt" | sort -u); do
   ssw_assert_gt "$id: bytes sent over shm" "$(ssw_stats_sum "$st" bytes_sent)" 0
 done
 
+# A window of 1 s or more: 5 alternating rounds per side, p99 the median of
+# the rounds' p99s (the progress line lists them), throughput their mean.
+timeout -k 5 60 "$CLI" bench --load --case duplex,pingpong --duration 1 --json >"$T/rounds.json" 2>"$T/rounds.err"
+ssw_assert_eq "bench --load --duration 1: exit" "$?" 0
+"$SSW_PYTHON" - "$T/rounds.json" "$T/rounds.err" >"$T/rounds.txt" <<'PY'
+import json, re, statistics, sys
+d = json.load(open(sys.argv[1]))
+# the p99 rows in case order, kernel then switched, as the progress lines come
+p99 = [c.get(side) for c in d["cases"] if c["name"].endswith("_p99") for side in ("kernel", "switched")]
+rounds = []
+for line in open(sys.argv[2]):
+    m = re.search(r"\(p99 us by round: ([0-9. ]+)\)", line)
+    if m:
+        rounds.append([float(x) for x in m.group(1).split()])
+print("lines", len(rounds), "five", sum(len(v) == 5 for v in rounds))
+bad = sum(1 for r, v in zip(rounds, p99) if abs(statistics.median(r) - v) > 1) + abs(len(rounds) - len(p99))
+print("median_mismatch", bad, "p99_rows", len(p99))
+PY
+ssw_assert_eq "progress lines with 5 rounds each" "$(awk '$1 == "lines" {print $2 == $4}' "$T/rounds.txt")" 1
+ssw_assert_ge "progress lines with rounds" "$(awk '$1 == "lines" {print $2}' "$T/rounds.txt")" 8
+ssw_assert_ge "p99 rows checked" "$(awk '$1 == "median_mismatch" {print $4}' "$T/rounds.txt")" 8
+ssw_assert_eq "p99 = median of the rounds' p99s" "$(awk '$1 == "median_mismatch" {print $2}' "$T/rounds.txt")" 0
+
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish

@@ -45,7 +45,6 @@ void fab_ep_unlock(struct ssw_ep *ep)
 
 
 static void sent_credited(struct ssw_ep *ep, uint32_t n);
-static bool data_uncredited(const struct ssw_ep *ep);
 static int get_wait_fd(struct fid *f, int *fd)
 {
 	int rc = fi_control(f, FI_GETWAIT, fd);
@@ -400,7 +399,7 @@ void fab_progress_end(struct ssw_ep *ep)
 		 * a reset either way (the SPI allows it for a peer that read
 		 * everything; an orderly end for one that did not would hide
 		 * the loss).  Unread control messages alone end in order. */
-		if (data_uncredited(ep))
+		if (fab_data_uncredited(ep))
 			atomic_store(&ep->peer_reset, 1);
 		else
 			atomic_store(&ep->peer_closed, 1);
@@ -510,8 +509,7 @@ static void sent_credited(struct ssw_ep *ep, uint32_t n)
 		ep->sent_head = (ep->sent_head + 1) % FAB_RX_N;
 }
 
-/* Does the peer hold stream data of ours it has not credited back? */
-static bool data_uncredited(const struct ssw_ep *ep)
+bool fab_data_uncredited(const struct ssw_ep *ep)
 {
 	for (unsigned i = 0; i < ep->sent_n; i++)
 		if (ep->sent_data[(ep->sent_head + i) % FAB_RX_N])

@@ -1,5 +1,7 @@
-/* fab_fork.c — freeing this process's copy of libfabric objects that another
- * process (a fork) still uses, without disturbing it: the epoll sets they
+/* fab_fork.c — libfabric objects across fork: which descriptors a connection's
+ * transport holds (for a relay process that closes all others), and freeing
+ * this process's copy of objects that another process (a fork) still uses,
+ * without disturbing it: the epoll sets they
  * hold are kernel objects shared across fork, and libfabric's close takes
  * its sockets out of them (epoll_ctl DEL), which would silence the other
  * process.  So each such epoll fd is first replaced, in our fd table only,
@@ -7,6 +9,7 @@
  * only drops our references (a socket closed here is not shut down). */
 #include "providers/fabric/fab_priv.h"
 
+#include "common/provfds.h"
 #include "common/sys.h"
 
 #include <fcntl.h>
@@ -66,3 +69,40 @@ static void neuter(int fd, int depth)
 }
 
 void fab_unshare_fds(int fd) { neuter(fd, 0); }
+
+static bool have(const int *fds, int n, int fd)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] == fd)
+			return true;
+	return false;
+}
+
+static int add(int *fds, int n, int max, int fd)
+{
+	if (fd >= 0 && n < max && !have(fds, n, fd))
+		fds[n++] = fd;
+	return n;
+}
+
+/* Its wait fds, what their epoll sets watch (the endpoint's socket, the
+ * queues' signals), each nested set's members, and the other end of every
+ * signal socketpair (libfabric writes the one that is in no set). */
+int fab_keep_fds(struct ssw_ep *ep, int *fds, int max)
+{
+	int n = 0;
+	n = add(fds, n, max, ep->cq_fd);
+	n = add(fds, n, max, ep->eq_fd);
+	n = add(fds, n, max, ep->sig_fd);
+	n = add(fds, n, max, ep->wake_fd);
+	for (int i = 0; i < n; i++) { /* n grows: a breadth-first walk */
+		if (is_epoll(fds[i])) {
+			int t[16];
+			int k = epoll_targets(fds[i], t, 16);
+			for (int j = 0; j < k; j++)
+				n = add(fds, n, max, t[j]);
+		}
+		n = add(fds, n, max, ssw_provfd_partner(fds[i]));
+	}
+	return n;
+}

@@ -237,10 +237,14 @@ static void exit_flush(void)
 		bool busy = false;
 		if (thr_pid == ssw_pid())
 			for (struct ssw_ep *ep = watched; ep && !busy; ep = ep->wnext)
-				/* sent into the kernel's socket: the rest is the kernel's
-				 * (the peer's own close is not waited for here) */
+				/* sent, and taken by the peer's switch (credited back):
+				 * our exit closes the socket, and a close over unread
+				 * bytes (the peer's credits) resets the transport, which
+				 * throws away what the peer's kernel still holds of ours
+				 * (the peer's own close is not waited for) */
 				busy = ep->bl_n || (ep->lingering && !atomic_load(&ep->broken) && !ep->shutdown_seen &&
-						    (!ep->close_sent || ep->ntx_free < FAB_TX_N));
+						    !atomic_load(&ep->peer_closed) &&
+						    (!ep->close_sent || ep->ntx_free < FAB_TX_N || fab_data_uncredited(ep)));
 		pthread_mutex_unlock(&lmu);
 		if (!busy || ssw_now_ns() > end)
 			return;

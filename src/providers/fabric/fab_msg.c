@@ -108,8 +108,12 @@ static void fab_recv_done(struct ssw_ep *ep)
 			ep->unreported++;
 		else
 			atomic_store(&ep->broken, 1);
-		/* a reader that sends nothing returns its buffers by itself */
-		if (ep->unreported >= FAB_CREDIT_BATCH)
+		/* a reader that sends nothing returns its buffers by itself; each
+		 * one at once after the peer's close: it lingers (at its exit too)
+		 * until its data is taken, since closing its socket over our
+		 * unread credits resets the transport and drops what our kernel
+		 * still holds of its data */
+		if (ep->unreported >= FAB_CREDIT_BATCH || atomic_load(&ep->peer_closed))
 			fab_send_locked(ep, FAB_T_CREDIT, NULL, 0);
 	}
 	fab_ep_unlock(ep);
@@ -333,6 +337,7 @@ const struct ssw_progress_ops fab_progress_ops = {
 	.rx_ready = fab_rx_ready,
 	.arm = fab_arm,
 	.wait_fds = fab_wait_fds,
+	.keep_fds = fab_keep_fds,
 	.wake_ack = fab_wake_ack,
 	.peer_state = fab_peer_state,
 };

@@ -264,6 +264,10 @@ void fab_flush_backlog(struct ssw_ep *ep);
 
 /* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
 void fab_unshare_fds(int fd);
+/* Does the peer hold stream data of ours it has not credited back (fab_ep.c)? */
+bool fab_data_uncredited(const struct ssw_ep *ep);
+/* SPI keep_fds (fab_fork.c). */
+int fab_keep_fds(struct ssw_ep *ep, int *fds, int max);
 
 /* fab_listen.c: listeners and the accept thread */
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out);
