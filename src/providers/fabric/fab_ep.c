@@ -24,6 +24,19 @@ void fab_ep_lock(struct ssw_ep *ep)
 		atomic_store_explicit(&ep->app_ns, ssw_now_ns(), memory_order_relaxed);
 }
 
+/* As fab_ep_lock, but false at once when another thread holds the endpoint. */
+bool fab_ep_trylock(struct ssw_ep *ep)
+{
+	fab_gate_enter();
+	if (pthread_mutex_trylock(&ep->mu) != 0) {
+		fab_gate_leave();
+		return false;
+	}
+	if (ep->watched)
+		atomic_store_explicit(&ep->app_ns, ssw_now_ns(), memory_order_relaxed);
+	return true;
+}
+
 void fab_ep_unlock(struct ssw_ep *ep)
 {
 	pthread_mutex_unlock(&ep->mu);
@@ -71,14 +84,18 @@ int fab_post_recv(struct ssw_ep *ep, uint32_t slot)
  * per completion on each side (a unix socket write and read, about a
  * sixth of a 4 KiB sender's time), to wake nobody: the caller reads the
  * CQ itself.  So the signal is taken out of cq_fd's set (detach_cq_signal)
- * and waited on beside it (wait_fds): progress never sees it, so it stays
- * set and costs nothing, until arm's fi_trywait reads it, as libfabric
- * intends before a sleep; then the first completion anyone makes (another
- * thread, the provider's thread) or a send left queued in libfabric writes
- * it and wakes the sleeper, as before.  Its epoll data is learnt here,
- * once, from a signal of our own (fi_cq_signal) on the set before the
- * connection adds its socket.  Any other provider or version: the wait
- * fd as it is. */
+ * and nobody waits on it: progress never sees it, so it stays set and
+ * costs nothing (libfabric writes it only when its byte was taken; arm
+ * reads the CQ instead of fi_trywait on it, which would take the byte,
+ * fab_msg.c: pending_locked).  What it was for, waking a
+ * sleeper when a completion is read by someone else (another thread, the
+ * provider's thread) instead of arriving in the sleeper's socket, is done
+ * by whoever reads it: fab_ring on wake_fd, only while a waiter is armed,
+ * so that an epoll set (which registers the wait fds for good) is not
+ * woken by the completions of its owner's own sends.  Its epoll data is
+ * learnt here, once, from a signal of our own (fi_cq_signal) on the set
+ * before the connection adds its socket.  Any other provider or version:
+ * the wait fd as it is. */
 static void learn_cq_signal(struct ssw_ep *ep)
 {
 	uint32_t v = fab_version();
@@ -122,14 +139,12 @@ static int find_cq_signal_fd(struct ssw_ep *ep)
 	return found == 1 ? fd : -1;
 }
 
-/* Off for now: the signal then stays set between sleeps, and an epoll set
- * watches it for good (epoll.c registers a connection's wait fds once), so
- * every completion of our own sends woke an epoll server for nothing: one
- * server with 100 connections across the veth went from 1.7-1.9x kernel
- * TCP to 0.3-0.5x (bench --netns --load --case manyconns), for a gain of
- * 10-30% on streams.  Taking it out only while nobody watches the
- * endpoint through an epoll set would keep both. */
-#define FAB_DETACH_CQ_SIGNAL 0
+/* The detached signal stays set between sleeps: it must never be among
+ * the wait fds (epoll.c registers them for good, and a set watching it
+ * woke an epoll server at every completion of its own sends: manyconns
+ * across the veth 1.7-1.9x kernel TCP -> 0.3-0.5x).  fab_ring does its
+ * job.  A switch for measuring the attached signal against it. */
+#define FAB_DETACH_CQ_SIGNAL 1
 
 static void detach_cq_signal(struct ssw_ep *ep)
 {
@@ -298,6 +313,10 @@ static void on_completion(struct ssw_ep *ep, struct fab_ctx *c, size_t len, int 
 	ep->ncomp++;
 	if (!c)
 		return;
+	/* what an armed waiter may wait for: anything but the completion of a
+	 * send while slots are plenty (no writer waits for those) */
+	if (c->kind != FAB_CTX_TX || err || ep->ntx_free <= FAB_TX_N / 2)
+		ep->comp_news = true;
 	switch (c->kind) {
 	case FAB_CTX_RX:
 		if (err) {
@@ -397,6 +416,7 @@ void fab_progress_cq(struct ssw_ep *ep)
 	if (!ep->ep)
 		return;
 	struct fi_cq_data_entry c[16];
+	bool drained = false;
 	for (int round = 0; round < 8; round++) {
 		ssize_t n = fi_cq_read(ep->cq, c, 16);
 		if (n == -FI_EAVAIL) {
@@ -405,13 +425,36 @@ void fab_progress_cq(struct ssw_ep *ep)
 				on_completion(ep, ee.op_context, 0, ee.err == FI_ECANCELED ? -ECANCELED : -ECONNRESET);
 			continue;
 		}
-		if (n <= 0)
+		if (n <= 0) {
+			drained = n == -FI_EAGAIN;
 			break;
+		}
 		for (ssize_t i = 0; i < n; i++)
 			on_completion(ep, c[i].op_context, c[i].len, 0);
-		if (n < 16)
+		if (n < 16) {
+			drained = true;
 			break;
+		}
 	}
+	/* rx_ready then takes the socket's silence as read (fab_msg.c) */
+	atomic_store_explicit(&ep->quiet_ns, drained ? ssw_now_ns() : 0, memory_order_relaxed);
+	if (ep->comp_news) {
+		ep->comp_news = false;
+		fab_ring(ep);
+	}
+}
+
+/* The wake-up the CQ's signal gave before it was detached: a waiter armed
+ * on this endpoint sleeps on its socket, which the completions just read
+ * (by another thread, the provider's, a send's) no longer show.  Written
+ * before `woken` is set (see fab_wake_ack). */
+void fab_ring(struct ssw_ep *ep)
+{
+	if (atomic_load(&ep->armed) <= 0 || ep->wake_fd < 0 || atomic_load(&ep->woken))
+		return;
+	uint64_t one = 1;
+	(void)!sys_write(ep->wake_fd, &one, sizeof one);
+	atomic_store(&ep->woken, true);
 }
 
 /* Post the message in tx slot `slot` (its header written, `len` bytes in
@@ -447,6 +490,15 @@ static int post_slot(struct ssw_ep *ep, uint32_t slot, size_t len)
 	ep->credits--;
 	if (ep->sent_n < FAB_RX_N)
 		ep->sent_data[(ep->sent_head + ep->sent_n++) % FAB_RX_N] = ep->tx_data[slot];
+	/* libfabric completes queued sends inside a send, into the CQ: a
+	 * writer armed for room (slots short) is rung to read them itself.
+	 * Not read here: taking the peer's messages in the middle of a send
+	 * or a backlog's flush left both ends of a duplex stream at their
+	 * last credit with their returns unsent (bench --load duplex hung in
+	 * 4 runs of 10) */
+	if (atomic_load(&ep->armed) > 0 && atomic_load_explicit(&ep->tx_out, memory_order_relaxed) &&
+	    ep->ntx_free <= FAB_TX_N / 2)
+		fab_ring(ep);
 	return 0;
 }
 

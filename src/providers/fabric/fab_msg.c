@@ -55,11 +55,28 @@ static int peek_locked(struct ssw_ep *ep, const void **msg, size_t *len)
 	return atomic_load(&ep->peer_closed) ? -EPIPE : -EAGAIN;
 }
 
+/* How long a reading of the CQ that left it empty stands for the socket's
+ * silence.  A round trip read the CQ five times on each side, an
+ * epoll_wait each (tcp), four of them within microseconds of the one
+ * before and finding what it found: after the message is taken, the
+ * session's receive looks for another; the application's send looks
+ * (send_enter), its next receive reads, its wait looks at once and spins.
+ * Data that arrives meanwhile is read at most this much later (once a
+ * look or arm reads for real: a sleep never misses it), far below a round
+ * trip between hosts. */
+#define FAB_QUIET_NS 5000u
+
+static bool quiet(struct ssw_ep *ep)
+{
+	uint64_t q = atomic_load_explicit(&ep->quiet_ns, memory_order_relaxed);
+	return q && ssw_now_ns() - q < FAB_QUIET_NS;
+}
+
 static int fab_recv_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 {
 	fab_ep_lock(ep);
 	int rc = peek_locked(ep, msg, len);
-	if (rc == -EAGAIN) {
+	if (rc == -EAGAIN && !quiet(ep)) {
 		fab_progress_cq(ep);
 		fab_progress_end(ep);
 		rc = peek_locked(ep, msg, len);
@@ -135,35 +152,68 @@ static int fab_rx_ready(struct ssw_ep *ep)
 	    atomic_load(&ep->broken))
 		return 1;
 	/* manual progress: what arrived is in the socket until someone reads
-	 * the CQ; its wait fd says whether anything waits there */
+	 * the CQ */
 	if (ep->cq_fd < 0)
+		return 0;
+	if (quiet(ep))
 		return 0;
 	/* send completions matter only when they give back slots we are short
 	 * of: reading them after every send (a stream) cost a pump a message */
 	bool waiting = (atomic_load_explicit(&ep->tx_out, memory_order_relaxed) &&
-			__atomic_load_n(&ep->ntx_free, __ATOMIC_RELAXED) < FAB_TX_N / 2) ||
+			__atomic_load_n(&ep->ntx_free, __ATOMIC_RELAXED) <= FAB_TX_N / 2) ||
 		       __atomic_load_n(&ep->all, __ATOMIC_RELAXED);
-	if (ep->sig_fd >= 0) {
-		/* the CQ's signal is out of cq_fd's set (fab_ep.c): it stays set
-		 * between sleeps, so it is news only while sends or one-sided
-		 * operations wait for completions (those may complete inside a
-		 * call that reads no socket) */
-		struct pollfd p[2] = { { .fd = ep->cq_fd, .events = POLLIN }, { .fd = ep->sig_fd, .events = POLLIN } };
-		return sys_poll(p, waiting ? 2 : 1, 0) > 0;
+	if (fab_ep_trylock(ep)) {
+		/* read the CQ itself: for tcp that costs the one epoll_wait a
+		 * look at cq_fd costs, and what it finds is taken, not looked at
+		 * here and read by the caller with a second one */
+		unsigned f0 = ep->ntx_free;
+		fab_progress_cq(ep);
+		fab_progress_end(ep);
+		bool r = news_locked(ep) || (waiting && ep->ntx_free != f0);
+		if (!r) /* a look that found nothing: the next one is real (a spin's) */
+			atomic_store_explicit(&ep->quiet_ns, 0, memory_order_relaxed);
+		fab_ep_unlock(ep);
+		return r;
 	}
-	if (!ep->cq_sig) {
+	/* another thread reads it: a look at the wait fd.  The CQ's signal
+	 * is out of cq_fd's set (fab_ep.c), or alone is no news unless sends
+	 * or one-sided operations wait for completions */
+	if (!ep->cq_sig || ep->sig_fd >= 0) {
 		struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
 		return sys_poll(&p, 1, 0) > 0;
 	}
-	/* the set is level-triggered: looking takes nothing from libfabric.
-	 * The CQ's signal alone is news only while sends or one-sided
-	 * operations wait for completions; after a message it is a leftover. */
 	struct epoll_event ev[4];
 	int k = sys_epoll_wait(ep->cq_fd, ev, 4, 0);
 	for (int i = 0; i < k; i++)
 		if (ev[i].data.ptr != ep->cq_sig || waiting)
 			return 1;
 	return 0;
+}
+
+/* Is anything pending inside libfabric?  With the CQ's signal detached
+ * (tcp 1.17), what fi_trywait on the CQ does but its first step: it reads
+ * the signal back, which libfabric then writes again at the next
+ * completion, two system calls a sleep for a signal nobody waits on.  Its
+ * other steps are a progress (the endpoint's buffered bytes, its POLLOUT
+ * interest, one epoll_wait) and a look at the queue: a reading of the CQ
+ * does them all.  Any completion read is news here: a writer may wait for
+ * the slot it gives back.  The EQ, whose signal does wake sleepers
+ * (eq_fd), goes through fi_trywait.  Returns whether the caller must look
+ * again; the queues are read then. */
+static bool pending_locked(struct ssw_ep *ep)
+{
+	if (ep->sig_fd < 0) {
+		if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) == 0)
+			return false;
+		fab_progress(ep);
+		return true;
+	}
+	uint64_t n0 = ep->ncomp;
+	fab_progress_cq(ep);
+	if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->eq->fid }, 1) != 0 && fab_read_eq(ep))
+		fab_progress_cq(ep); /* as fab_progress: what came before the connection's end */
+	fab_progress_end(ep);
+	return ep->ncomp != n0 || news_locked(ep);
 }
 
 static int fab_arm(struct ssw_ep *ep)
@@ -175,14 +225,15 @@ static int fab_arm(struct ssw_ep *ep)
 	 * says nothing is pending inside the provider.  It progresses both
 	 * queues itself and fails while a completion or event waits in them,
 	 * so reading them only then saves the two system calls (tcp: an
-	 * epoll_wait each) a read before it would cost every sleep.  With news
-	 * already here the queues are read all the same: that takes the CQ's
-	 * own signal (tcp writes it at every completion), so that the wait
-	 * fds are quiet once the news is taken. */
-	if (news_locked(ep) ||
-	    fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) != 0) {
+	 * epoll_wait each) a read before it would cost every sleep. */
+	if (news_locked(ep)) {
 		fab_progress(ep);
 		rc = -EAGAIN;
+	} else if (pending_locked(ep)) {
+		rc = -EAGAIN;
+	} else {
+		/* from now on, whoever reads news from the CQ rings us (fab_ring) */
+		atomic_fetch_add(&ep->armed, 1);
 	}
 	fab_ep_unlock(ep);
 	return rc;
@@ -195,32 +246,29 @@ static int fab_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 		pfd[k++] = (struct pollfd){ .fd = ep->cq_fd, .events = POLLIN };
 	if (k < n && ep->eq_fd >= 0)
 		pfd[k++] = (struct pollfd){ .fd = ep->eq_fd, .events = POLLIN };
-	if (k < n && ep->sig_fd >= 0)
-		pfd[k++] = (struct pollfd){ .fd = ep->sig_fd, .events = POLLIN };
 	if (k < n && ep->wake_fd >= 0)
 		pfd[k++] = (struct pollfd){ .fd = ep->wake_fd, .events = POLLIN };
 	return k;
 }
 
 /* After a sleep, on the critical path of a round trip: no system call
- * that is not needed.  The eventfd is read only when the thread wrote it
- * (it sets `woken` after the write: a flag seen late costs one more
- * wake-up, never a count left behind); completions only, as recv_peek
- * reads them: the EQ (a connection's end) is read by arm's fi_trywait,
- * which fails while an event waits there, and by peer_state's probe. */
+ * that is not needed.  Disarmed first, so that our own reading rings
+ * nobody but a fellow sleeper.  The eventfd is read only when someone
+ * wrote it (`woken` is set after the write: a flag seen late costs one
+ * more wake-up, never a count left behind); completions only, as
+ * recv_peek reads them: the EQ (a connection's end) is read by arm's
+ * fi_trywait, which fails while an event waits there, and by
+ * peer_state's probe. */
 static void fab_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
+	int a = atomic_load(&ep->armed);
+	while (a > 0 && !atomic_compare_exchange_weak(&ep->armed, &a, a - 1))
+		;
 	if (ep->wake_fd >= 0 && atomic_exchange(&ep->woken, false))
 		(void)!sys_read(ep->wake_fd, &v, sizeof v);
 	fab_ep_lock(ep);
 	fab_progress_cq(ep);
-	/* the CQ's signal, out of cq_fd's set (fab_ep.c), is not taken by
-	 * progress: fi_trywait takes it, so that the wait fds are quiet again
-	 * once what woke us is read (one system call a wake-up, none a
-	 * message); a completion it finds meanwhile is read now */
-	if (ep->sig_fd >= 0 && fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1) != 0)
-		fab_progress_cq(ep);
 	fab_progress_end(ep);
 	fab_ep_unlock(ep);
 }
@@ -237,8 +285,14 @@ static uint32_t fab_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 		 * an epoll server).  Only where cq_fd is quiet between messages:
 		 * the CQ's signal out of its set (fab_ep.c) */
 		struct pollfd p[2] = { { .fd = ep->cq_fd, .events = POLLIN }, { .fd = ep->eq_fd, .events = POLLIN } };
-		if (ep->sig_fd < 0 || ep->eq_fd < 0 || sys_poll(p, 2, 0) != 0)
+		if (ep->sig_fd < 0 || ep->eq_fd < 0 || sys_poll(p, 2, 0) != 0) {
 			fab_progress(ep);
+			/* the EQ's signal (an event was written: the connection's
+			 * start, say) stays set until a trywait takes it: once
+			 * taken, the next probes cost the one poll again */
+			if (ep->sig_fd >= 0 && ep->eq_fd >= 0 && (p[1].revents & POLLIN))
+				(void)fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->eq->fid }, 1);
+		}
 		fab_ep_unlock(ep);
 	}
 	if (atomic_load(&ep->peer_reset) || atomic_load(&ep->broken))

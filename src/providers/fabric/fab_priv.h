@@ -127,6 +127,12 @@ struct ssw_ep {
 	int eq_fd, cq_fd;          /* wait objects (FI_GETWAIT) */
 	void *cq_sig;              /* the CQ's own signal in cq_fd's epoll set (fab_ep.c: learn_cq_signal), or NULL */
 	int sig_fd;                /* that signal's fd, taken out of cq_fd's set (fab_ep.c: detach_cq_signal), or -1 */
+	/* Waiters between a successful arm and their wake_ack: while there are
+	 * any, whoever reads news from the CQ rings wake_fd (fab_ring), since
+	 * the CQ's own signal wakes nobody once detached */
+	_Atomic int armed;
+	bool comp_news;            /* the CQ reading under way took something a waiter may need */
+	_Atomic uint64_t quiet_ns; /* the last reading of the CQ that left it empty (ssw_now_ns), 0: taken */
 	_Atomic unsigned tx_out;   /* sends posted with a completion still to come */
 	bool mr_local, virt_addr, prov_key, mr_endpoint;
 
@@ -244,10 +250,13 @@ bool fab_ep_linger(struct ssw_ep *ep);
 bool fab_linger_step(struct ssw_ep *ep);
 void fab_ep_lock(struct ssw_ep *ep);
 void fab_ep_unlock(struct ssw_ep *ep);
+bool fab_ep_trylock(struct ssw_ep *ep);
 /* Read the EQ and the CQ (called with the endpoint locked). */
 void fab_progress(struct ssw_ep *ep);
 void fab_progress_cq(struct ssw_ep *ep);
 void fab_progress_end(struct ssw_ep *ep);
+/* Wake the endpoint's armed waiters (wake_fd), if it has any. */
+void fab_ring(struct ssw_ep *ep);
 bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
