@@ -92,6 +92,16 @@ static void *neighbour(void *arg)
 	return NULL;
 }
 
+/* Times this thread gave its CPU away without sleeping (a yield that
+ * switched counts as an involuntary switch): whoever took the CPU, the
+ * neighbour or another program beside the test (CI runs tests at once). */
+static long switched_away(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_nivcsw;
+}
+
 static atomic_ulong neighbour_laps;
 
 /* A peer that answers at once and yields, counting its turns. */
@@ -177,28 +187,18 @@ static void test_peer_on_our_cpu_first_step_yields(void **st)
 		struct ssw_spin sp;
 		ssw_spin_start(&sp, ssw_now_ns(), 50000);
 		ssw_spin_peer_cpu(&sp, cpu);
-		unsigned long before = atomic_load(&neighbour_laps);
+		long before = switched_away();
 		assert_true(ssw_spin_step(&sp));
-		ran_here += atomic_load(&neighbour_laps) != before;
+		ran_here += switched_away() != before;
 		ssw_spin_start(&sp, ssw_now_ns(), 50000);
 		ssw_spin_peer_cpu(&sp, cpu + 1 < CPU_SETSIZE ? cpu + 1 : 0);
-		before = atomic_load(&neighbour_laps);
+		before = switched_away();
 		assert_true(ssw_spin_step(&sp));
-		ran_elsewhere += atomic_load(&neighbour_laps) != before;
+		ran_elsewhere += switched_away() != before;
 	}
 	without_neighbour(t);
 	assert_true(ran_here >= 15);
 	assert_true(ran_elsewhere <= 5); /* a tick may preempt a pause now and then */
-}
-
-/* Times this thread gave its CPU away without sleeping (a yield that
- * switched counts as an involuntary switch): whoever took the CPU, the
- * neighbour or another program beside the test (CI runs tests at once). */
-static long switched_away(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_THREAD, &ru);
-	return ru.ru_nivcsw;
 }
 
 /* One round of test_cede_after_publish: 20 sends after holding the CPU. */
