@@ -22,17 +22,6 @@
 #include <sys/un.h>
 #include <pthread.h>
 
-/* SOCKSWITCH_SHM_RING, validated by the settings table (a power of two
- * within SHM_RING_MIN..SHM_RING_MAX, checked again here: the table is
- * edited by hand). */
-static uint64_t ring_size_setting(void)
-{
-	uint64_t r = ssw_param_num(SSW_P_SHM_RING);
-	if (!r || (r & (r - 1)) || r < SHM_RING_MIN || r > SHM_RING_MAX)
-		r = ssw_params[SSW_P_SHM_RING].dnum;
-	return r;
-}
-
 /* Abstract socket names are private to the network namespace, like ports. */
 static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int wildcard)
 {
@@ -190,10 +179,11 @@ static void ep_release(struct ssw_ep *ep, bool detach)
 {
 	if (!ep)
 		return;
+	shm_seg_release(ep, false); /* the memfd a connector kept, this process's copy */
 	if (ep->seg)
 		munmap(ep->seg, ep->seg_size);
-	int fds[4] = { ep->ctl_fd, ep->my_efd, ep->peer_efd, ep->seg_fd };
-	close_fds(fds, 4);
+	int fds[3] = { ep->ctl_fd, ep->my_efd, ep->peer_efd };
+	close_fds(fds, 3);
 	ssw_shared_free(ep, sizeof *ep, !detach);
 }
 
@@ -639,77 +629,6 @@ static void shm_listener_close(struct ssw_listener *l)
 
 /* ---- connecting side --------------------------------------------------- */
 
-/* A connection's segment, made before the rendezvous connect so that the
- * HELLO follows the connect at once (the listener, woken by the connect,
- * finds it on its first look instead of sleeping again).  One segment is
- * kept when a connect finds no listener, for the next attempt: connects
- * that fall back to kernel TCP pay for it once, not each time.  A forked
- * child never uses its parent's spare. */
-struct seg {
-	int memfd;
-	void *p;
-	uint64_t ring;
-};
-
-static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct seg spare = { .memfd = -1 };
-static pid_t spare_pid;
-
-/* The spare inherited from the parent (fork): our copies of its fd and
- * mapping go, the parent keeps its own.  Called with spare_lock. */
-static void spare_drop_foreign(void)
-{
-	if (spare.memfd < 0 || spare_pid == ssw_pid())
-		return;
-	munmap(spare.p, shm_seg_size(spare.ring));
-	sys_close(spare.memfd);
-	spare.memfd = -1;
-}
-
-static int seg_make(struct seg *g)
-{
-	pthread_mutex_lock(&spare_lock);
-	spare_drop_foreign();
-	bool mine = spare.memfd >= 0;
-	if (mine) {
-		*g = spare;
-		spare.memfd = -1;
-	}
-	pthread_mutex_unlock(&spare_lock);
-	if (mine)
-		return 0;
-	g->ring = ring_size_setting();
-	uint64_t size = shm_seg_size(g->ring);
-	g->memfd = shm_seg_create("sockswitch", size); /* sealed: kept as spare, it stays so */
-	if (g->memfd < 0)
-		return g->memfd;
-	g->p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g->memfd, 0);
-	if (g->p == MAP_FAILED) {
-		int rc = -errno;
-		sys_close(g->memfd);
-		return rc;
-	}
-	return 0;
-}
-
-/* A segment nobody else has seen: kept for the next connect, or freed.  A
- * forked child's copy of the spare is the parent's: never used there. */
-static void seg_unused(struct seg *g)
-{
-	pthread_mutex_lock(&spare_lock);
-	spare_drop_foreign();
-	bool keep = spare.memfd < 0;
-	if (keep) {
-		spare = *g;
-		spare_pid = ssw_pid();
-	}
-	pthread_mutex_unlock(&spare_lock);
-	if (!keep) {
-		munmap(g->p, shm_seg_size(g->ring));
-		sys_close(g->memfd);
-	}
-}
-
 /* Who owns the kernel listening socket a SYN to dst would reach: the only
  * process a switched connection may reach (the trust model, README
  * "Security").  -ENOENT: nobody listens; -EACCES: doubt (noted). */
@@ -736,7 +655,7 @@ static int listener_owner(const struct sockaddr *dst, uid_t *owner)
  * anyway, so the pid is not checked).  A peer of our own user needs no
  * asking: it could read our memory anyway (README "Security").  Nothing has
  * been sent yet: a squatter sees a connection and its end, never a byte. */
-static bool rdv_peer_ok(int ctl, const struct sockaddr *dst)
+static bool rdv_peer_ok(int ctl, const struct sockaddr *dst, struct ucred *peer)
 {
 	struct ucred uc;
 	socklen_t l = sizeof uc;
@@ -746,6 +665,7 @@ static bool rdv_peer_ok(int ctl, const struct sockaddr *dst)
 		ssw_diag_note("rendezvous for %s: no peer credentials", addr_txt(dst, a, sizeof a));
 		return false;
 	}
+	*peer = uc;
 	if (uc.uid == geteuid())
 		return true;
 	int rc = listener_owner(dst, &owner);
@@ -768,7 +688,7 @@ static bool rdv_peer_ok(int ctl, const struct sockaddr *dst)
  * passed over (a squatter on the specific name does not hide the real
  * wildcard listener).  0, -ENOENT (nobody switched there), -EAGAIN (backlog
  * full), -EACCES (only impostors answered), or -errno. */
-static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst)
+static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, struct ucred *peer)
 {
 	struct sockaddr_un un;
 	int rc = -ENOENT;
@@ -779,7 +699,7 @@ static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst)
 			return -errno;
 		socklen_t ul = rv_name(&un, dst, wild);
 		if (sys_connect(ep->ctl_fd, (struct sockaddr *)&un, ul) == 0) {
-			if (rdv_peer_ok(ep->ctl_fd, dst))
+			if (rdv_peer_ok(ep->ctl_fd, dst, peer))
 				return 0;
 			sys_close(ep->ctl_fd);
 			ep->ctl_fd = -1;
@@ -803,35 +723,40 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	struct ssw_ep *ep = ep_new();
 	if (!ep)
 		return -ENOMEM;
-	struct seg g;
-	int rc = seg_make(&g);
+	struct shm_seg g;
+	struct ucred peer = { .pid = 0 };
+	int rc = shm_seg_get(&g, dst);
 	if (rc < 0) {
 		shm_ep_free(ep);
 		return rc;
 	}
-	rc = rdv_connect(ep, dst);
+	rc = rdv_connect(ep, dst, &peer);
+	if (rc == 0)
+		rc = shm_seg_settle(&g, peer.pid, peer.uid);
 	if (rc < 0)
 		goto unused;
 
-	struct shm_seg_hdr *h = g.p;
-	shm_seg_init(h, g.ring);
+	shm_seg_prepare(&g);
 	ep->seg = g.p;
 	ep->seg_size = shm_seg_size(g.ring);
-	shm_ring_attach(ep, h, g.ring, 1);
+	ep->seg_key = g.key;
+	shm_ring_attach(ep, g.p, g.ring, 1);
 	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = g.ring, .priv_len = (uint32_t)priv_len };
 	memcpy(hs.priv, priv, priv_len);
 	rc = hs_send(ep->ctl_fd, &hs, sizeof hs, &g.memfd, 1);
-	sys_close(g.memfd);
+	if (rc == 0)
+		shm_seg_retain(&g, ep); /* keeps the memfd, or closes it */
+	else
+		sys_close(g.memfd);
 	if (rc < 0)
 		goto fail;
 	/* One trip: the segment and our INIT are in the
 	 * listener's backlog now, as a SYN would be; nothing to wait for (the
-	 * acceptor's INIT comes first on its ring).  SO_PEERCRED (it names the
-	 * listening process) is asked when needed. */
+	 * acceptor's INIT comes first on its ring). */
 	*out = ep;
 	return 0;
 unused:
-	seg_unused(&g);
+	shm_seg_unused(&g);
 fail:
 	shm_ep_free(ep);
 	return rc;
@@ -862,6 +787,13 @@ static void shm_close(struct ssw_ep *ep, int how)
 				      memory_order_seq_cst);
 		shm_wake_peer(ep);
 	}
+	if (ep->seg && how != SSW_CLOSE_DETACH) {
+		struct shm_seg_hdr *h = ep->seg;
+		if (ep->tx.ctl == &h->ring[1]) /* the acceptor's last touch: its connector may recycle it */
+			atomic_store_explicit(&h->released, 1, memory_order_release);
+		else
+			shm_seg_release(ep, true); /* the cache takes the mapping and the memfd, if it kept them */
+	}
 	/* Detached (another process still holds it): the peer sees the
 	 * rendezvous connection hang up once every holder has closed it. */
 	ep_release(ep, how == SSW_CLOSE_DETACH);
@@ -877,6 +809,11 @@ static uint32_t shm_ep_caps(struct ssw_ep *ep)
  * reads as uid 0 when SO_PEERCRED failed. */
 static int shm_ep_peer_cred(struct ssw_ep *ep, uint32_t *uid, int32_t *pid)
 {
+	if (ep->seg_key.pid > 0) { /* a connector: its rendezvous check asked already (the answer stays) */
+		*uid = ep->seg_key.uid;
+		*pid = ep->seg_key.pid;
+		return 0;
+	}
 	struct ucred uc;
 	socklen_t l = sizeof uc;
 	if (sys_getsockopt(ep->ctl_fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -54,6 +55,9 @@ struct shm_seg_hdr {
 	uint64_t ring_size;
 	uint64_t seg_size;
 	struct shm_ring_ctl ring[2]; /* [0] connector->acceptor, [1] acceptor->connector */
+	/* written by the acceptor's last holder as its last touch of the
+	 * segment: the connector may recycle it (shm_seg.c) */
+	_Atomic uint32_t released;
 };
 
 /* A ring record: header then payload, padded to 8 bytes. */
@@ -97,10 +101,21 @@ struct shm_hs {
 	uint8_t priv[SSW_CONNECT_PRIV_MAX];
 };
 
+/* Who a connector's segment went to: the destination and the listening
+ * process that answered its rendezvous (shm_seg.c). */
+struct shm_seg_key {
+	uint8_t addr[16];
+	uint16_t port;    /* network order */
+	uint16_t family;
+	int32_t pid;
+	uint32_t uid;
+};
+
 struct ssw_ep {
 	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
 			    * bytes both ways (1 byte each; anything longer is a refusal) */
-	int seg_fd;        /* agent side only: the memfd, handed to the acceptor */
+	int seg_fd;        /* connector only: the memfd it handed over, kept to recycle it (shm_seg.c), or -1 */
+	struct shm_seg_key seg_key; /* connector: where that segment went */
 	int my_efd;        /* eventfd doorbells instead (test rigs), else -1 */
 	int peer_efd;
 	void *seg;
@@ -148,6 +163,35 @@ int shm_rdma_queued(void);
 int shm_seg_create(const char *name, uint64_t size);
 /* A peer's memfd may be mapped for `want` bytes: 0, or -EPROTO (logged at info). */
 int shm_seg_check(int fd, uint64_t want);
+
+/* shm_seg.c: the connector's segments (new, the spare, recycled) */
+struct shm_seg {
+	int memfd;
+	void *p;
+	uint64_t ring;
+	int recycled;             /* from the cache: key.pid/uid say who had it */
+	struct shm_seg_key key;
+};
+uint64_t shm_ring_size_setting(void);
+void shm_seg_key_dst(struct shm_seg_key *k, const struct sockaddr *dst);
+/* A segment for a connection to dst: a released one that last went there,
+ * the spare, or a new one.  0 or -errno. */
+int shm_seg_get(struct shm_seg *g, const struct sockaddr *dst);
+/* The rendezvous was answered by pid/uid: a recycled segment that went to
+ * another process is put back and a new one made.  0 or -errno. */
+int shm_seg_settle(struct shm_seg *g, int32_t pid, uint32_t uid);
+/* Header written for the new connection (a recycled one's old state cleared). */
+void shm_seg_prepare(struct shm_seg *g);
+/* Not handed over after all: kept (spare or cache) or freed. */
+void shm_seg_unused(struct shm_seg *g);
+/* Handed over: the connection keeps the memfd (hidden) to recycle the
+ * segment at its end (the newest LIVE_MAX connections do, shm_seg.c). */
+void shm_seg_retain(struct shm_seg *g, struct ssw_ep *ep);
+/* The connector's memfd, when it kept one: into the cache (recycle: its
+ * last holder closes, the mapping goes too) or this process's copy closed. */
+void shm_seg_release(struct ssw_ep *ep, bool recycle);
+/* Segments in this process's cache (tests). */
+int shm_seg_cached(void);
 
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);

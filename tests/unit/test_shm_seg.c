@@ -1,0 +1,275 @@
+/* test_shm_seg.c — the connector's segment recycling (shm_seg.c): a segment is reused only for the same listening process, only once its acceptor released it, starts clean, and a forked child never uses its parent's. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "providers/shm/shm_priv.h"
+
+extern const struct ssw_provider ssw_provider_shm;
+#define CONN (ssw_provider_shm.conn)
+
+static struct sockaddr_in addr; /* where the test's listener is */
+
+/* A listener on a name nobody else uses; the same address each call once found. */
+static struct ssw_listener *listener(void)
+{
+	struct ssw_listener *l = NULL;
+	if (addr.sin_port) {
+		assert_int_equal(CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, &l), 0);
+		return l;
+	}
+	addr.sin_family = AF_INET;
+	inet_pton(AF_INET, "127.211.9.3", &addr.sin_addr);
+	for (int i = 0; i < 20 && !l; i++) {
+		addr.sin_port = htons((uint16_t)(20000 + (getpid() * 11 + i) % 40000));
+		if (CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, &l) < 0)
+			l = NULL;
+	}
+	assert_non_null(l);
+	return l;
+}
+
+static struct ssw_ep *connect_ep(void)
+{
+	struct ssw_ep *ep = NULL;
+	assert_int_equal(CONN->connect((struct sockaddr *)&addr, sizeof addr, "p", 1, &ep), 0);
+	return ep;
+}
+
+static struct ssw_ep *accept_ep(struct ssw_listener *l)
+{
+	uint8_t priv[SSW_CONNECT_PRIV_MAX];
+	size_t plen = sizeof priv;
+	struct ssw_ep *ep = NULL;
+	assert_int_equal(CONN->accept(l, &ep, priv, &plen), 0);
+	return ep;
+}
+
+/* The segment a connector handed over, named by its memfd's inode (the
+ * connector keeps the memfd while it lives). */
+static ino_t seg_ino(struct ssw_ep *c)
+{
+	struct stat st;
+	assert_true(c->seg_fd >= 0);
+	assert_int_equal(fstat(c->seg_fd, &st), 0);
+	return st.st_ino;
+}
+
+static void send_str(struct ssw_ep *ep, const char *s)
+{
+	struct iovec v = { (void *)s, strlen(s) };
+	assert_int_equal(ssw_provider_shm.msg->send(ep, &v, 1), 0);
+}
+
+/* The next message on ep, as a string. */
+static const char *recv_str(struct ssw_ep *ep, char *buf, size_t len)
+{
+	const void *m;
+	size_t n;
+	assert_int_equal(ssw_provider_shm.msg->recv_peek(ep, &m, &n), 0);
+	assert_true(n < len);
+	memcpy(buf, m, n);
+	buf[n] = 0;
+	ssw_provider_shm.msg->recv_done(ep);
+	return buf;
+}
+
+/* One whole connection: connect, accept, close (the acceptor first when
+ * acceptor_first); returns the segment's inode. */
+static ino_t one_conn(struct ssw_listener *l, bool acceptor_first)
+{
+	struct ssw_ep *c = connect_ep(), *a = accept_ep(l);
+	ino_t ino = seg_ino(c);
+	CONN->close(acceptor_first ? a : c, SSW_CLOSE_ORDERLY);
+	CONN->close(acceptor_first ? c : a, SSW_CLOSE_ORDERLY);
+	return ino;
+}
+
+static void test_reused_once_released(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	ino_t first = one_conn(l, true);
+	assert_true(shm_seg_cached() >= 1);
+	/* the listener's process had it and released it: the same segment */
+	assert_true(one_conn(l, false) == first);
+	/* the connector closed first: the acceptor released it after, at its close */
+	assert_true(one_conn(l, true) == first);
+	CONN->listener_close(l);
+}
+
+static void test_not_reused_while_acceptor_holds_it(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	ino_t first = one_conn(l, true); /* one released segment in the cache */
+	struct ssw_ep *c1 = connect_ep(), *a1 = accept_ep(l);
+	ino_t s1 = seg_ino(c1);
+	assert_true(s1 == first);
+	CONN->close(c1, SSW_CLOSE_ORDERLY); /* a1 still holds (and could write) it */
+	struct ssw_ep *c2 = connect_ep(), *a2 = accept_ep(l);
+	ino_t s2 = seg_ino(c2);
+	assert_true(s2 != s1); /* a new one */
+	CONN->close(a2, SSW_CLOSE_ORDERLY);
+	CONN->close(c2, SSW_CLOSE_ORDERLY);
+	/* s2 is released, s1 is not: s2 */
+	struct ssw_ep *c3 = connect_ep(), *a3 = accept_ep(l);
+	assert_true(seg_ino(c3) == s2);
+	CONN->close(a1, SSW_CLOSE_ORDERLY); /* s1 released now */
+	struct ssw_ep *c4 = connect_ep(), *a4 = accept_ep(l);
+	assert_true(seg_ino(c4) == s1);
+	CONN->close(a3, SSW_CLOSE_ABORT);
+	CONN->close(c3, SSW_CLOSE_ABORT);
+	CONN->close(a4, SSW_CLOSE_ORDERLY);
+	CONN->close(c4, SSW_CLOSE_ORDERLY);
+	CONN->listener_close(l);
+}
+
+/* A recycled segment carries nothing of its last connection: no data, no
+ * end, no reset. */
+static void test_reused_starts_clean(void **state)
+{
+	(void)state;
+	char buf[64];
+	struct ssw_listener *l = listener();
+	struct ssw_ep *c = connect_ep(), *a = accept_ep(l);
+	ino_t ino = seg_ino(c);
+	send_str(c, "old unread"); /* never read */
+	send_str(a, "old reply");
+	CONN->close(a, SSW_CLOSE_ABORT);
+	CONN->close(c, SSW_CLOSE_ABORT);
+	c = connect_ep();
+	a = accept_ep(l);
+	assert_true(seg_ino(c) == ino);
+	assert_int_equal(ssw_provider_shm.progress->peer_state(a, 0, NULL), 0);
+	assert_int_equal(ssw_provider_shm.progress->peer_state(c, 0, NULL), 0);
+	send_str(c, "new");
+	send_str(a, "new reply");
+	assert_string_equal(recv_str(a, buf, sizeof buf), "new");
+	assert_string_equal(recv_str(c, buf, sizeof buf), "new reply");
+	CONN->close(a, SSW_CLOSE_ORDERLY);
+	CONN->close(c, SSW_CLOSE_ORDERLY);
+	CONN->listener_close(l);
+}
+
+/* Another process listening on the same address: it never gets a segment
+ * the first listener had. */
+static void test_not_reused_for_another_listener(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	ino_t first = one_conn(l, true);
+	CONN->listener_close(l);
+	int go[2], done[2];
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(done), 0);
+	int before = shm_seg_cached();
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* the other listener: accepts one connection, then waits (5 s at most) */
+		char b;
+		close(go[0]);
+		close(done[1]);
+		alarm(5);
+		struct ssw_listener *l2 = NULL;
+		if (CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, &l2) < 0)
+			_exit(2);
+		(void)!write(go[1], "g", 1);
+		uint8_t priv[SSW_CONNECT_PRIV_MAX];
+		size_t plen = sizeof priv;
+		struct ssw_ep *a = NULL;
+		for (int i = 0; i < 2000 && CONN->accept(l2, &a, priv, &plen) < 0; i++)
+			usleep(1000);
+		(void)!read(done[0], &b, 1);
+		if (a)
+			CONN->close(a, SSW_CLOSE_ORDERLY);
+		_exit(a ? 0 : 3);
+	}
+	char b;
+	close(go[1]);
+	close(done[0]);
+	assert_int_equal(read(go[0], &b, 1), 1);
+	struct ssw_ep *c = connect_ep();
+	ino_t got = seg_ino(c);
+	int after = shm_seg_cached();
+	assert_int_equal(write(done[1], "d", 1), 1);
+	close(go[0]);
+	close(done[1]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(got != first);
+	assert_int_equal(after, before); /* the first listener's is kept for it */
+	CONN->close(c, SSW_CLOSE_ORDERLY);
+	l = listener(); /* ours again, in this process: a new pid is not needed for the cached one */
+	(void)one_conn(l, true);
+	CONN->listener_close(l);
+}
+
+/* Only the newest connections keep their memfd: a process with many
+ * connections does not pay a descriptor for each. */
+static void test_only_newest_keep_memfd(void **state)
+{
+	(void)state;
+	enum { N = 40 };
+	struct ssw_listener *l = listener();
+	struct ssw_ep *c[N], *a[N];
+	for (int i = 0; i < N; i++) {
+		c[i] = connect_ep();
+		a[i] = accept_ep(l);
+	}
+	int kept = 0;
+	for (int i = 0; i < N; i++)
+		kept += c[i]->seg_fd >= 0;
+	assert_true(kept > 0 && kept <= 16);
+	assert_true(c[N - 1]->seg_fd >= 0);
+	assert_true(c[0]->seg_fd < 0);
+	for (int i = 0; i < N; i++) {
+		CONN->close(a[i], SSW_CLOSE_ORDERLY);
+		CONN->close(c[i], SSW_CLOSE_ORDERLY);
+	}
+	assert_true(shm_seg_cached() <= 8); /* RECYCLE_MAX */
+	CONN->listener_close(l);
+}
+
+/* A forked child has none of its parent's cached segments. */
+static void test_child_forgets_cache(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	(void)one_conn(l, true);
+	assert_true(shm_seg_cached() >= 1);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(shm_seg_cached() == 0 ? 0 : 1);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(shm_seg_cached() >= 1);
+	CONN->listener_close(l);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reused_once_released),
+		cmocka_unit_test(test_not_reused_while_acceptor_holds_it),
+		cmocka_unit_test(test_reused_starts_clean),
+		cmocka_unit_test(test_not_reused_for_another_listener),
+		cmocka_unit_test(test_only_newest_keep_memfd),
+		cmocka_unit_test(test_child_forgets_cache),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
