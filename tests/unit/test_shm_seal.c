@@ -62,7 +62,7 @@ static void test_create_is_sealed(void **state)
 	assert_true(p != MAP_FAILED);
 	memset(p, 1, SEG);
 	munmap(p, SEG);
-	assert_int_equal(shm_seg_check(fd, SEG), 0);
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), 0);
 	close(fd);
 }
 
@@ -70,7 +70,7 @@ static void test_check_takes_sealed(void **state)
 {
 	(void)state;
 	int fd = memfd_with(SEG + 4096, SHM_SEALS);
-	assert_int_equal(shm_seg_check(fd, SEG), 0); /* bigger is harmless */
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), 0); /* bigger is harmless */
 	close(fd);
 }
 
@@ -92,7 +92,7 @@ static void test_check_refuses_other_seals(void **state)
 	};
 	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
 		int fd = memfd_with(SEG, sets[i]);
-		assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+		assert_int_equal(shm_seg_check(fd, SEG, NULL), -EPROTO);
 		close(fd);
 	}
 }
@@ -101,10 +101,10 @@ static void test_check_refuses_small(void **state)
 {
 	(void)state;
 	int fd = memfd_with(SEG - 4096, SHM_SEALS);
-	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), -EPROTO);
 	close(fd);
 	fd = memfd_with(0, SHM_SEALS);
-	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), -EPROTO);
 	close(fd);
 }
 
@@ -114,16 +114,16 @@ static void test_check_refuses_other_files(void **state)
 	(void)state;
 	int pfd[2];
 	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-	assert_int_equal(shm_seg_check(pfd[0], SEG), -EPROTO);
+	assert_int_equal(shm_seg_check(pfd[0], SEG, NULL), -EPROTO);
 	close(pfd[0]);
 	close(pfd[1]);
 	int fd = open("/dev/zero", O_RDWR | O_CLOEXEC);
 	assert_true(fd >= 0);
-	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), -EPROTO);
 	close(fd);
 	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
-	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), -EPROTO);
 	close(fd);
 }
 
@@ -142,7 +142,7 @@ static void test_check_refuses_hugetlb(void **state)
 		close(fd);
 		return;
 	}
-	assert_int_equal(shm_seg_check(fd, SEG), -EPROTO);
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), -EPROTO);
 	close(fd);
 }
 
@@ -159,7 +159,7 @@ static void test_check_ignores_exec_seal(void **state)
 	assert_int_equal(ftruncate(fd, (off_t)SEG), 0);
 	assert_int_equal(fcntl(fd, F_ADD_SEALS, SHM_SEALS), 0);
 	assert_true(fcntl(fd, F_GET_SEALS) & F_SEAL_EXEC);
-	assert_int_equal(shm_seg_check(fd, SEG), 0);
+	assert_int_equal(shm_seg_check(fd, SEG, NULL), 0);
 	close(fd);
 }
 

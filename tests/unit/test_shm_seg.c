@@ -1,4 +1,4 @@
-/* test_shm_seg.c — the connector's segment recycling (shm_seg.c): a segment is reused only for the same listening process, only once its acceptor released it, starts clean, and a forked child never uses its parent's. */
+/* test_shm_seg.c — segment recycling (shm_seg.c): a connector reuses a segment only for the same listening process, only once its acceptor released it, and clean; an acceptor reuses its mapping only for the connector that sent it; a forked child never uses its parent's. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -15,6 +15,12 @@
 #include <unistd.h>
 
 #include "providers/shm/shm_priv.h"
+#include "session/wire.h"
+#include "switch/addr.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 extern const struct ssw_provider ssw_provider_shm;
 #define CONN (ssw_provider_shm.conn)
@@ -240,6 +246,7 @@ static void test_only_newest_keep_memfd(void **state)
 		CONN->close(c[i], SSW_CLOSE_ORDERLY);
 	}
 	assert_true(shm_seg_cached() <= 8); /* RECYCLE_MAX */
+	assert_true(shm_seg_maps_kept() <= 8); /* MAPS_MAX */
 	CONN->listener_close(l);
 }
 
@@ -261,6 +268,108 @@ static void test_child_forgets_cache(void **state)
 	CONN->listener_close(l);
 }
 
+/* The acceptor maps a recycled segment once: the mapping it kept serves
+ * the same connector again. */
+static void test_acceptor_keeps_mapping(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	(void)one_conn(l, true);
+	int kept = shm_seg_maps_kept();
+	assert_true(kept >= 1);
+	struct ssw_ep *c = connect_ep(), *a = accept_ep(l);
+	assert_int_equal(shm_seg_maps_kept(), kept - 1); /* taken by this connection */
+	CONN->close(a, SSW_CLOSE_ORDERLY);
+	CONN->close(c, SSW_CLOSE_ORDERLY);
+	assert_int_equal(shm_seg_maps_kept(), kept);
+	CONN->listener_close(l);
+}
+
+/* A connector's HELLO made by hand, with `memfd` (its header written as
+ * the switch does); returns the rendezvous socket. */
+static int raw_hello(struct ssw_listener *l, int memfd)
+{
+	uint64_t seg = shm_seg_size(SHM_RING_MIN);
+	void *p = mmap(NULL, seg, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	assert_true(p != MAP_FAILED);
+	memset(p, 0, sizeof(struct shm_seg_hdr));
+	shm_seg_init(p, SHM_RING_MIN);
+	munmap(p, seg);
+	struct sockaddr_un un;
+	socklen_t ul = sizeof un;
+	assert_int_equal(getsockname(l->lfd, (struct sockaddr *)&un, &ul), 0);
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&un, ul), 0);
+	struct sockaddr_storage me = { 0 }, srv = { 0 };
+	me.ss_family = srv.ss_family = AF_INET;
+	struct ssw_wire_init init = { .version = SSW_WIRE_VERSION, .window = 1u << 20, .pid = getpid() };
+	struct ssw_conn_priv priv;
+	ssw_conn_priv_make(&priv, &me, &srv, &init);
+	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = SHM_RING_MIN, .priv_len = sizeof priv };
+	memcpy(hs.priv, &priv, sizeof priv);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct iovec iov = { &hs, sizeof hs };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
+	assert_int_equal(sendmsg(c, &mh, MSG_NOSIGNAL), (ssize_t)sizeof hs);
+	return c;
+}
+
+/* Another process handing over the same memfd (it got a copy) does not get
+ * the mapping the acceptor kept for the first one: it is mapped anew, and
+ * the kept one waits for its own connector. */
+static void test_acceptor_mapping_only_for_its_connector(void **state)
+{
+	(void)state;
+	struct ssw_listener *l = listener();
+	int memfd = shm_seg_create("t", shm_seg_size(SHM_RING_MIN));
+	assert_true(memfd >= 0);
+	int c = raw_hello(l, memfd);
+	struct ssw_ep *a = accept_ep(l);
+	CONN->close(a, SSW_CLOSE_ORDERLY);
+	close(c);
+	int kept = shm_seg_maps_kept();
+	assert_true(kept >= 1);
+	int sync[2];
+	assert_int_equal(pipe(sync), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* another process, same memfd */
+		alarm(5);
+		int c2 = raw_hello(l, memfd);
+		char b;
+		close(sync[1]);
+		(void)!read(sync[0], &b, 1); /* until the parent accepted */
+		close(c2);
+		_exit(0);
+	}
+	close(sync[0]);
+	struct ssw_ep *a2 = NULL;
+	uint8_t priv[SSW_CONNECT_PRIV_MAX];
+	for (int i = 0; i < 2000; i++) {
+		size_t plen = sizeof priv;
+		if (CONN->accept(l, &a2, priv, &plen) == 0)
+			break;
+		usleep(1000);
+	}
+	assert_non_null(a2);
+	assert_int_equal(shm_seg_maps_kept(), kept); /* not taken */
+	close(sync[1]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	CONN->close(a2, SSW_CLOSE_ABORT);
+	close(memfd);
+	CONN->listener_close(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +379,8 @@ int main(void)
 		cmocka_unit_test(test_not_reused_for_another_listener),
 		cmocka_unit_test(test_only_newest_keep_memfd),
 		cmocka_unit_test(test_child_forgets_cache),
+		cmocka_unit_test(test_acceptor_keeps_mapping),
+		cmocka_unit_test(test_acceptor_mapping_only_for_its_connector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

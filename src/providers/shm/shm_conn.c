@@ -8,6 +8,7 @@
 #include "common/params.h"
 #include "common/sockdiag.h"
 #include "common/sys.h"
+#include "common/waitpol.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -143,9 +144,10 @@ void shm_peer_cred(struct ssw_ep *ep)
 		return;
 	struct ucred uc;
 	socklen_t l = sizeof uc;
-	if (sys_getsockopt(ep->ctl_fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0) {
+	if (sys_getsockopt(ep->ctl_fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0 && l >= sizeof uc) {
 		ep->peer_pid = uc.pid;
 		ep->peer_uid = uc.uid;
+		atomic_store(&ep->cred_ok, 1);
 	}
 	/* One-sided access needs the same user (ptrace rules); the rest is
 	 * discovered on first use (shm_rdma.c falls back on -EPERM). */
@@ -199,19 +201,25 @@ static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int con
 	uint64_t want = shm_seg_size(ring_size);
 	if (ring_size < SHM_RING_MIN || ring_size > SHM_RING_MAX || (ring_size & (ring_size - 1)))
 		return -EPROTO;
-	if (shm_seg_check(memfd, want) < 0)
+	struct stat st;
+	if (shm_seg_check(memfd, want, &st) < 0)
 		return -EPROTO;
-	void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	struct shm_seg_hdr *h = p;
-	if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != SHM_MAGIC ||
-	    __atomic_load_n(&h->version, __ATOMIC_RELAXED) != SHM_VERSION) {
-		munmap(p, want);
-		return -EPROTO;
+	/* the same connector sending the same segment again: our mapping of it */
+	shm_peer_cred(ep);
+	void *p = atomic_load(&ep->cred_ok) ? shm_seg_map_take(st.st_dev, st.st_ino, want, ep->peer_pid, ep->peer_uid) : NULL;
+	if (!p) {
+		p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+		if (p == MAP_FAILED)
+			return -errno;
 	}
 	ep->seg = p;
 	ep->seg_size = want;
+	ep->seg_dev = st.st_dev;
+	ep->seg_ino = st.st_ino;
+	struct shm_seg_hdr *h = p;
+	if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != SHM_MAGIC ||
+	    __atomic_load_n(&h->version, __ATOMIC_RELAXED) != SHM_VERSION)
+		return -EPROTO; /* the caller frees ep, and the mapping with it */
 	shm_ring_attach(ep, h, ring_size, connector);
 	return 0;
 }
@@ -409,19 +417,38 @@ static int take_hello(int cfd, struct ssw_ep **out, void *priv, size_t *priv_len
 	return 0;
 }
 
-/* The connector sends its HELLO right after connecting: waiting a few µs
- * for it costs less than parking the request and waking up for it (a server
- * spinning in accept catches most connections before their HELLO). */
+/* A pending connection hung up: ready only if its HELLO came first. */
+static bool hello_waits(int fd)
+{
+	char b;
+	return SYS_(recvfrom, fd, &b, 1, MSG_DONTWAIT | MSG_PEEK, NULL, NULL) > 0;
+}
+
+/* The connector sends its HELLO right after its connect, which woke us: a
+ * short wait for it costs less than parking the request and waking up for
+ * it again (a server spinning in accept catches most connections before
+ * their HELLO).  The wait policy's steps (waitpol.h): a brief pause, then
+ * yields, since the connector may be the very thread our wake-up preempted
+ * on this CPU, and it sends nothing until we let it run (measured, an epoll
+ * server and its client on one CPU: every connection was parked, then
+ * woken again by the HELLO). */
 #define HELLO_WAIT_NS 20000u
+static bool hello_wait(int fd)
+{
+	struct ssw_spin sp;
+	ssw_spin_start(&sp, ssw_now_ns(), HELLO_WAIT_NS);
+	while (ssw_spin_step(&sp))
+		if (hello_waits(fd))
+			return true;
+	return false;
+}
 
 /* A request this process now owns: its HELLO, or it waits in the set. */
 static int take_conn(struct ssw_listener *l, int cfd, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	int rc = take_hello(cfd, out, priv, priv_len);
-	for (uint64_t t0 = ssw_now_ns(); rc == -EAGAIN && ssw_now_ns() - t0 < HELLO_WAIT_NS;) {
-		ssw_cpu_relax();
+	if (rc == -EAGAIN && hello_wait(cfd))
 		rc = take_hello(cfd, out, priv, priv_len);
-	}
 	if (rc == -EAGAIN)
 		park(l, ssw_fd_hide(cfd));
 	else if (rc < 0)
@@ -452,13 +479,6 @@ static int take_handed_back(struct ssw_listener *l, struct ssw_ep **out, void *p
 	return -EAGAIN;
 }
 
-/* A pending connection hung up: ready only if its HELLO came first. */
-static bool hello_waits(int fd)
-{
-	char b;
-	return SYS_(recvfrom, fd, &b, 1, MSG_DONTWAIT | MSG_PEEK, NULL, NULL) > 0;
-}
-
 /* Take requests waiting in the backlog (from == lfd) or handed back
  * (from == hb[0]) into the pending set, each after the short wait for its
  * HELLO, until one has its HELLO (true: accept will succeed) or none is
@@ -470,11 +490,7 @@ static bool park_incoming(struct ssw_listener *l, int from)
 	while (l->npending < SHM_MAX_PENDING &&
 	       (from == l->lfd ? (c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0
 			       : hs_recv(l->hb[0], &b, 1, &c, 1) == 1)) {
-		bool hello = hello_waits(c);
-		for (uint64_t t0 = ssw_now_ns(); !hello && ssw_now_ns() - t0 < HELLO_WAIT_NS;) {
-			ssw_cpu_relax();
-			hello = hello_waits(c);
-		}
+		bool hello = hello_waits(c) || hello_wait(c);
 		park(l, ssw_fd_hide(c));
 		if (hello)
 			return true;
@@ -789,8 +805,10 @@ static void shm_close(struct ssw_ep *ep, int how)
 	}
 	if (ep->seg && how != SSW_CLOSE_DETACH) {
 		struct shm_seg_hdr *h = ep->seg;
-		if (ep->tx.ctl == &h->ring[1]) /* the acceptor's last touch: its connector may recycle it */
+		if (ep->tx.ctl == &h->ring[1]) { /* the acceptor's last touch: its connector may recycle it */
 			atomic_store_explicit(&h->released, 1, memory_order_release);
+			shm_seg_map_keep(ep);
+		}
 		else
 			shm_seg_release(ep, true); /* the cache takes the mapping and the memfd, if it kept them */
 	}
@@ -805,13 +823,19 @@ static uint32_t shm_ep_caps(struct ssw_ep *ep)
 	return ep->caps;
 }
 
-/* Asked of the kernel each time, not from shm_peer_cred's copy: that one
- * reads as uid 0 when SO_PEERCRED failed. */
+/* From the kernel (SO_PEERCRED), asked once: shm_peer_cred's copy only
+ * when it answered (its fields read as uid 0 when it did not). */
 static int shm_ep_peer_cred(struct ssw_ep *ep, uint32_t *uid, int32_t *pid)
 {
 	if (ep->seg_key.pid > 0) { /* a connector: its rendezvous check asked already (the answer stays) */
 		*uid = ep->seg_key.uid;
 		*pid = ep->seg_key.pid;
+		return 0;
+	}
+	shm_peer_cred(ep);
+	if (atomic_load(&ep->cred_ok)) { /* a connected socket's peer credentials never change */
+		*uid = ep->peer_uid;
+		*pid = ep->peer_pid;
 		return 0;
 	}
 	struct ucred uc;

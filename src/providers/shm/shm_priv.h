@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* seals older headers may lack (the kernel's values) */
@@ -130,6 +131,8 @@ struct ssw_ep {
 	uid_t peer_uid;
 	uint32_t caps;
 	_Atomic int cred_done;
+	_Atomic int cred_ok;  /* peer_pid/peer_uid came from the kernel (SO_PEERCRED answered) */
+	uint64_t seg_dev, seg_ino; /* acceptor: the segment's memfd (shm_seg_map_keep) */
 };
 
 #define SHM_MAX_PENDING 1024
@@ -162,7 +165,7 @@ int shm_rdma_queued(void);
 /* A new memfd of `size` bytes, sealed: its fd, or -errno. */
 int shm_seg_create(const char *name, uint64_t size);
 /* A peer's memfd may be mapped for `want` bytes: 0, or -EPROTO (logged at info). */
-int shm_seg_check(int fd, uint64_t want);
+int shm_seg_check(int fd, uint64_t want, struct stat *st);
 
 /* shm_seg.c: the connector's segments (new, the spare, recycled) */
 struct shm_seg {
@@ -190,8 +193,14 @@ void shm_seg_retain(struct shm_seg *g, struct ssw_ep *ep);
 /* The connector's memfd, when it kept one: into the cache (recycle: its
  * last holder closes, the mapping goes too) or this process's copy closed. */
 void shm_seg_release(struct ssw_ep *ep, bool recycle);
-/* Segments in this process's cache (tests). */
+/* The acceptor's side: a mapping kept of the segment (device, inode) of
+ * that size that the connector pid/uid sent before, or NULL. */
+void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uint32_t uid);
+/* The acceptor's last holder closes: its mapping is kept (ep->seg cleared). */
+void shm_seg_map_keep(struct ssw_ep *ep);
+/* Segments in this process's cache, mappings kept (tests). */
 int shm_seg_cached(void);
+int shm_seg_maps_kept(void);
 
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);

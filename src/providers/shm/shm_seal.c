@@ -45,7 +45,7 @@ int shm_seg_create(const char *name, uint64_t size)
  * stay, so checking in this order leaves no window.  hugetlbfs memfds can be
  * sealed too, but a hole punched in one faults with SIGBUS when the huge page
  * pool is empty: only tmpfs (plain memfd) segments are taken. */
-int shm_seg_check(int fd, uint64_t want)
+int shm_seg_check(int fd, uint64_t want, struct stat *stp)
 {
 	const char *why = NULL;
 	struct stat st;
@@ -61,8 +61,11 @@ int shm_seg_check(int fd, uint64_t want)
 		why = "smaller than its ring size needs";
 	else if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
 		why = "not plain shared memory";
-	if (!why)
+	if (!why) {
+		if (stp)
+			*stp = st;
 		return 0;
+	}
 	SSW_INFO("shm: refused a peer's segment: %s (seals %#x)", why, seals < 0 ? 0 : (unsigned)seals);
 	return -EPROTO;
 }

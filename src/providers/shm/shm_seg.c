@@ -20,7 +20,15 @@
  * new one.  An acceptor that lies about it can only corrupt its own
  * connections.  A segment the acceptor never released (its process died, or
  * it refused the request) is never reused: it leaves the cache when newer
- * ones push it out. */
+ * ones push it out.
+ *
+ * The acceptor's side keeps the mapping of a segment whose connection ended
+ * the same way (mapping a segment and faulting its pages in, then unmapping
+ * it, cost the acceptor about 15 us a connection): when the same connector
+ * process (pid and uid of the rendezvous connection, SO_PEERCRED) hands the
+ * same memfd over again (device and inode; the kept mapping holds the inode
+ * alive, so its number is not reused meanwhile), the mapping serves again.
+ * Another process never gets a mapping it did not send. */
 #include "providers/shm/shm_priv.h"
 
 #include "common/params.h"
@@ -54,6 +62,18 @@ static pid_t owner;                     /* the process the spare, cache and live
 static struct ssw_ep *live[LIVE_MAX];   /* oldest first; endpoints no other process holds */
 static int nlive;
 
+/* The acceptor's kept mappings. */
+#define MAPS_MAX 8
+static struct {
+	void *p;
+	size_t size;
+	uint64_t dev, ino;
+	int32_t pid;
+	uint32_t uid;
+	uint64_t age;
+} maps[MAPS_MAX];
+static int nmaps;
+
 /* SOCKSWITCH_SHM_RING, validated by the settings table (a power of two
  * within SHM_RING_MIN..SHM_RING_MAX, checked again here: the table is
  * edited by hand). */
@@ -84,6 +104,9 @@ static void drop_foreign(void)
 	for (int i = 0; i < ncache; i++)
 		seg_free(&cache[i]);
 	ncache = 0;
+	for (int i = 0; i < nmaps; i++)
+		munmap(maps[i].p, maps[i].size);
+	nmaps = 0;
 	nlive = 0; /* the parent's: its fds are closed as the connections end */
 	owner = me;
 }
@@ -298,11 +321,69 @@ void shm_seg_release(struct ssw_ep *ep, bool recycle)
 		seg_free(&out);
 }
 
+void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uint32_t uid)
+{
+	void *p = NULL;
+	pthread_mutex_lock(&seg_lock);
+	drop_foreign();
+	for (int i = 0; i < nmaps; i++)
+		if (maps[i].dev == dev && maps[i].ino == ino && maps[i].size == size && maps[i].pid == pid &&
+		    maps[i].uid == uid) {
+			p = maps[i].p;
+			maps[i] = maps[--nmaps];
+			break;
+		}
+	pthread_mutex_unlock(&seg_lock);
+	return p;
+}
+
+void shm_seg_map_keep(struct ssw_ep *ep)
+{
+	void *old = NULL;
+	size_t oldsz = 0;
+	if (!ep->seg || !ep->seg_ino || !atomic_load(&ep->cred_ok))
+		return;
+	pthread_mutex_lock(&seg_lock);
+	if (owner == ssw_pid()) {
+		int slot = nmaps;
+		if (nmaps == MAPS_MAX) {
+			slot = 0;
+			for (int i = 1; i < nmaps; i++)
+				if (maps[i].age < maps[slot].age)
+					slot = i;
+			old = maps[slot].p;
+			oldsz = maps[slot].size;
+		} else {
+			nmaps++;
+		}
+		maps[slot].p = ep->seg;
+		maps[slot].size = ep->seg_size;
+		maps[slot].dev = ep->seg_dev;
+		maps[slot].ino = ep->seg_ino;
+		maps[slot].pid = ep->peer_pid;
+		maps[slot].uid = ep->peer_uid;
+		maps[slot].age = ++age_next;
+		ep->seg = NULL; /* kept */
+	}
+	pthread_mutex_unlock(&seg_lock);
+	if (old)
+		munmap(old, oldsz);
+}
+
 int shm_seg_cached(void)
 {
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
 	int n = ncache;
+	pthread_mutex_unlock(&seg_lock);
+	return n;
+}
+
+int shm_seg_maps_kept(void)
+{
+	pthread_mutex_lock(&seg_lock);
+	drop_foreign();
+	int n = nmaps;
 	pthread_mutex_unlock(&seg_lock);
 	return n;
 }
