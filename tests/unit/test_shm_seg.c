@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -250,21 +251,37 @@ static void test_only_newest_keep_memfd(void **state)
 	CONN->listener_close(l);
 }
 
-/* A forked child has none of its parent's cached segments. */
+/* Mappings of segments in this process (/proc/self/maps). */
+static int seg_mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		n += strstr(line, "/memfd:sockswitch") != NULL;
+	fclose(f);
+	return n;
+}
+
+/* A forked child has none of its parent's kept segments or mappings, from
+ * the fork on: they serve the parent's next connections. */
 static void test_child_forgets_cache(void **state)
 {
 	(void)state;
 	struct ssw_listener *l = listener();
 	(void)one_conn(l, true);
-	assert_true(shm_seg_cached() >= 1);
+	assert_true(shm_seg_cached() >= 1 && shm_seg_maps_kept() >= 1);
+	assert_true(seg_mappings() >= 2);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(shm_seg_cached() == 0 ? 0 : 1);
+	if (pid == 0) /* before any call of ours: gone already */
+		_exit(seg_mappings() == 0 && shm_seg_cached() == 0 && shm_seg_maps_kept() == 0 ? 0 : 1);
 	int st;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_true(shm_seg_cached() >= 1);
+	assert_true(shm_seg_cached() >= 1 && shm_seg_maps_kept() >= 1);
 	CONN->listener_close(l);
 }
 

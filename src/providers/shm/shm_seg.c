@@ -93,12 +93,13 @@ static void seg_free(struct shm_seg *g)
 }
 
 /* What a forked child inherited is its parent's: our copies of the fds and
- * mappings go, the parent keeps its own.  Called with seg_lock. */
-static void drop_foreign(void)
+ * mappings go at once (atfork_child), the parent keeps its own.  A kept
+ * segment serves the parent's next connections: a child that kept a
+ * mapping of it (and then dropped privileges, or runs something else) could
+ * read them.  drop_foreign is the same for a child made without libc's
+ * fork (a raw clone): at its first use.  Called with seg_lock. */
+static void forget_all(void)
 {
-	pid_t me = ssw_pid();
-	if (owner == me)
-		return;
 	if (spare.memfd >= 0)
 		seg_free(&spare);
 	for (int i = 0; i < ncache; i++)
@@ -108,6 +109,14 @@ static void drop_foreign(void)
 		munmap(maps[i].p, maps[i].size);
 	nmaps = 0;
 	nlive = 0; /* the parent's: its fds are closed as the connections end */
+}
+
+static void drop_foreign(void)
+{
+	pid_t me = ssw_pid();
+	if (owner == me)
+		return;
+	forget_all();
 	owner = me;
 }
 
@@ -120,7 +129,12 @@ static void atfork_parent(void)
 	nlive = 0;
 	pthread_mutex_unlock(&seg_lock);
 }
-static void atfork_child(void) { pthread_mutex_init(&seg_lock, NULL); }
+static void atfork_child(void)
+{
+	pthread_mutex_init(&seg_lock, NULL);
+	forget_all();
+	owner = 0; /* drop_foreign takes the child's pid at the next use */
+}
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void atfork_install(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
 
@@ -217,6 +231,7 @@ int shm_seg_get(struct shm_seg *g, const struct sockaddr *dst)
 	g->memfd = -1;
 	shm_seg_key_dst(&k, dst);
 	uint64_t ring = shm_ring_size_setting();
+	pthread_once(&atfork_once, atfork_install); /* before anything is kept */
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
 	int i = find_recycled(&k, ring);
@@ -282,7 +297,6 @@ void shm_seg_prepare(struct shm_seg *g)
 
 void shm_seg_retain(struct shm_seg *g, struct ssw_ep *ep)
 {
-	pthread_once(&atfork_once, atfork_install);
 	int fd = g->recycled ? g->memfd : ssw_fd_hide(g->memfd); /* a recycled one is hidden already */
 	int victim = -1;
 	pthread_mutex_lock(&seg_lock);
@@ -343,6 +357,7 @@ void shm_seg_map_keep(struct ssw_ep *ep)
 	size_t oldsz = 0;
 	if (!ep->seg || !ep->seg_ino || !atomic_load(&ep->cred_ok))
 		return;
+	pthread_once(&atfork_once, atfork_install);
 	pthread_mutex_lock(&seg_lock);
 	if (owner == ssw_pid()) {
 		int slot = nmaps;
