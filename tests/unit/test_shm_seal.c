@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "providers/shm/shm_priv.h"
+#include "shm_hello.h"
 #include "session/wire.h"
 #include "switch/addr.h"
 
@@ -179,41 +180,6 @@ static struct ssw_listener *listener(void)
 	return l;
 }
 
-/* A connector's HELLO with `memfd` (its header written as the switch does). */
-static int hello(struct ssw_listener *l, int memfd)
-{
-	void *p = mmap(NULL, SEG, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	assert_true(p != MAP_FAILED);
-	shm_seg_init(p, SHM_RING_MIN);
-	munmap(p, SEG);
-	struct sockaddr_un un;
-	socklen_t ul = sizeof un;
-	assert_int_equal(getsockname(l->lfd, (struct sockaddr *)&un, &ul), 0);
-	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	assert_int_equal(connect(c, (struct sockaddr *)&un, ul), 0);
-	struct sockaddr_storage me = { 0 }, srv = { 0 };
-	me.ss_family = srv.ss_family = AF_INET;
-	struct ssw_wire_init init = { .version = SSW_WIRE_VERSION, .window = 1u << 20, .pid = getpid() };
-	struct ssw_conn_priv priv;
-	ssw_conn_priv_make(&priv, &me, &srv, &init);
-	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = SHM_RING_MIN, .priv_len = sizeof priv };
-	memcpy(hs.priv, &priv, sizeof priv);
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof u);
-	struct iovec iov = { &hs, sizeof hs };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
-	assert_int_equal(sendmsg(c, &mh, MSG_NOSIGNAL), (ssize_t)sizeof hs);
-	return c;
-}
-
 static int try_accept(struct ssw_listener *l, struct ssw_ep **ep)
 {
 	uint8_t priv[SSW_CONNECT_PRIV_MAX];
@@ -235,7 +201,7 @@ static void test_accept_refuses_unsealed(void **state)
 	(void)state;
 	struct ssw_listener *l = listener();
 	int memfd = memfd_with(SEG, -1);
-	int c = hello(l, memfd);
+	int c = shm_test_hello(l, memfd);
 	struct ssw_ep *ep = NULL;
 	assert_int_equal(try_accept(l, &ep), -EAGAIN);
 	assert_true(refused(c));
@@ -251,7 +217,7 @@ static void test_accept_takes_sealed(void **state)
 	struct ssw_listener *l = listener();
 	int memfd = shm_seg_create("t", SEG);
 	assert_true(memfd >= 0);
-	int c = hello(l, memfd);
+	int c = shm_test_hello(l, memfd);
 	struct ssw_ep *ep = NULL;
 	assert_int_equal(try_accept(l, &ep), 0);
 	assert_int_equal(ftruncate(memfd, 0), -1);

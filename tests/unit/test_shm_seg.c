@@ -16,17 +16,26 @@
 #include <unistd.h>
 
 #include "providers/shm/shm_priv.h"
-#include "session/wire.h"
-#include "switch/addr.h"
-
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include "shm_hello.h"
 
 extern const struct ssw_provider ssw_provider_shm;
 #define CONN (ssw_provider_shm.conn)
 
 static struct sockaddr_in addr; /* where the test's listener is */
+
+static int shm_seg_cached(void)
+{
+	int segs, maps;
+	shm_seg_kept(&segs, &maps);
+	return segs;
+}
+
+static int shm_seg_maps_kept(void)
+{
+	int segs, maps;
+	shm_seg_kept(&segs, &maps);
+	return maps;
+}
 
 /* A listener on a name nobody else uses; the same address each call once found. */
 static struct ssw_listener *listener(void)
@@ -302,44 +311,6 @@ static void test_acceptor_keeps_mapping(void **state)
 	CONN->listener_close(l);
 }
 
-/* A connector's HELLO made by hand, with `memfd` (its header written as
- * the switch does); returns the rendezvous socket. */
-static int raw_hello(struct ssw_listener *l, int memfd)
-{
-	uint64_t seg = shm_seg_size(SHM_RING_MIN);
-	void *p = mmap(NULL, seg, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	assert_true(p != MAP_FAILED);
-	memset(p, 0, sizeof(struct shm_seg_hdr));
-	shm_seg_init(p, SHM_RING_MIN);
-	munmap(p, seg);
-	struct sockaddr_un un;
-	socklen_t ul = sizeof un;
-	assert_int_equal(getsockname(l->lfd, (struct sockaddr *)&un, &ul), 0);
-	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	assert_int_equal(connect(c, (struct sockaddr *)&un, ul), 0);
-	struct sockaddr_storage me = { 0 }, srv = { 0 };
-	me.ss_family = srv.ss_family = AF_INET;
-	struct ssw_wire_init init = { .version = SSW_WIRE_VERSION, .window = 1u << 20, .pid = getpid() };
-	struct ssw_conn_priv priv;
-	ssw_conn_priv_make(&priv, &me, &srv, &init);
-	struct shm_hs hs = { .magic = SHM_MAGIC, .type = SHM_HS_HELLO, .ring_size = SHM_RING_MIN, .priv_len = sizeof priv };
-	memcpy(hs.priv, &priv, sizeof priv);
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof u);
-	struct iovec iov = { &hs, sizeof hs };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
-	assert_int_equal(sendmsg(c, &mh, MSG_NOSIGNAL), (ssize_t)sizeof hs);
-	return c;
-}
-
 /* Another process handing over the same memfd (it got a copy) does not get
  * the mapping the acceptor kept for the first one: it is mapped anew, and
  * the kept one waits for its own connector. */
@@ -349,7 +320,7 @@ static void test_acceptor_mapping_only_for_its_connector(void **state)
 	struct ssw_listener *l = listener();
 	int memfd = shm_seg_create("t", shm_seg_size(SHM_RING_MIN));
 	assert_true(memfd >= 0);
-	int c = raw_hello(l, memfd);
+	int c = shm_test_hello(l, memfd);
 	struct ssw_ep *a = accept_ep(l);
 	CONN->close(a, SSW_CLOSE_ORDERLY);
 	close(c);
@@ -361,7 +332,7 @@ static void test_acceptor_mapping_only_for_its_connector(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) { /* another process, same memfd */
 		alarm(5);
-		int c2 = raw_hello(l, memfd);
+		int c2 = shm_test_hello(l, memfd);
 		char b;
 		close(sync[1]);
 		(void)!read(sync[0], &b, 1); /* until the parent accepted */

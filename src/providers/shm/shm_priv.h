@@ -199,8 +199,7 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 /* The acceptor's last holder closes: its mapping is kept (ep->seg cleared). */
 void shm_seg_map_keep(struct ssw_ep *ep);
 /* Segments in this process's cache, mappings kept (tests). */
-int shm_seg_cached(void);
-int shm_seg_maps_kept(void);
+void shm_seg_kept(int *segs, int *maps);
 
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);

@@ -385,20 +385,11 @@ void shm_seg_map_keep(struct ssw_ep *ep)
 		munmap(old, oldsz);
 }
 
-int shm_seg_cached(void)
+void shm_seg_kept(int *segs, int *maps)
 {
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
-	int n = ncache;
+	*segs = ncache;
+	*maps = nmaps;
 	pthread_mutex_unlock(&seg_lock);
-	return n;
-}
-
-int shm_seg_maps_kept(void)
-{
-	pthread_mutex_lock(&seg_lock);
-	drop_foreign();
-	int n = nmaps;
-	pthread_mutex_unlock(&seg_lock);
-	return n;
 }
