@@ -85,18 +85,30 @@ static int add(int *fds, int n, int max, int fd)
 	return n;
 }
 
-/* Its wait fds, what their epoll sets watch (the endpoint's socket, the
- * queues' signals), each nested set's members, and the other end of every
- * signal socketpair (libfabric writes the one that is in no set). */
+/* Its socket and wake_fd, the hub's and the event queue's wait sets with
+ * their signals (both ends: libfabric writes the one that is in no set),
+ * and, for a hub of its own, what that set watches.  Not the members of a
+ * shared hub's set: other connections' sockets (the process keeping this
+ * one must let them go). */
 int fab_keep_fds(struct ssw_ep *ep, int *fds, int max)
 {
 	int n = 0;
-	n = add(fds, n, max, ep->cq_fd);
-	n = add(fds, n, max, ep->eq_fd);
-	n = add(fds, n, max, ep->sig_fd);
+	n = add(fds, n, max, fab_data_fd(ep));
 	n = add(fds, n, max, ep->wake_fd);
+	struct fab_hub *h = ep->hub;
+	if (h) {
+		n = add(fds, n, max, h->cq_fd);
+		n = add(fds, n, max, h->sig_fd);
+		n = add(fds, n, max, ssw_provfd_partner(h->sig_fd));
+	}
+	if (ep->fab && ep->fab->eq) {
+		n = add(fds, n, max, ep->fab->eq_fd);
+		n = add(fds, n, max, ep->fab->eq_sig);
+		n = add(fds, n, max, ssw_provfd_partner(ep->fab->eq_sig));
+	}
 	for (int i = 0; i < n; i++) { /* n grows: a breadth-first walk */
-		if (is_epoll(fds[i])) {
+		bool shared_set = h && h->shared && fds[i] == h->cq_fd;
+		if (!shared_set && is_epoll(fds[i])) {
 			int t[16];
 			int k = epoll_targets(fds[i], t, 16);
 			for (int j = 0; j < k; j++)
