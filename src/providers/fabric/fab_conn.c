@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 /* A fabric connect that has not completed after this long goes to kernel
  * TCP (a firewall dropping the fabric port; the kernel's own connect then
@@ -81,6 +82,8 @@ static void forget_info(const struct sockaddr_storage *dst, size_t al)
 		}
 	pthread_mutex_unlock(&info_mu);
 }
+
+static void conn_set(struct ssw_ep *ep);
 
 static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
 		       struct ssw_ep **out)
@@ -176,13 +179,32 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	}
 	ep->conn_deadline = ssw_now_ns() + FAB_CONNECT_NS;
 	fab_gate_leave();
+	conn_set(ep);
 	*out = ep;
 	return -EINPROGRESS;
 }
 
-/* The thread reads the shared event queue and kicks wake_fd when the
- * connection's event comes (fab_eq.c). */
-static int fab_connect_fd(struct ssw_ep *ep) { return ep->wake_fd; }
+/* What a connect's waiter sleeps on: the shared event queue's fd, which
+ * is readable while the connection manager has work (our socket takes the
+ * request, the answer came), so that the waiter drives the connection
+ * itself (connect_complete reads the queue) instead of waiting for the
+ * provider's thread to do it and kick wake_fd; and wake_fd, since the
+ * thread (or another connect) may read our event and take the queue's
+ * signal back before we look.  One epoll fd while the connect lasts;
+ * wake_fd alone if it cannot be made. */
+static void conn_set(struct ssw_ep *ep)
+{
+	int e = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (e >= 0 && (sys_epoll_ctl(e, EPOLL_CTL_ADD, ep->wake_fd, &ev) != 0 ||
+		       sys_epoll_ctl(e, EPOLL_CTL_ADD, ep->fab->eq_fd, &ev) != 0)) {
+		sys_close(e);
+		e = -1;
+	}
+	ep->conn_fd = e;
+}
+
+static int fab_connect_fd(struct ssw_ep *ep) { return ep->conn_fd >= 0 ? ep->conn_fd : ep->wake_fd; }
 
 static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_len)
 {
@@ -205,6 +227,12 @@ static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_le
 	}
 	if (rc == -EINPROGRESS && ssw_now_ns() > ep->conn_deadline)
 		rc = -ETIMEDOUT;
+	/* done: its waiters were kicked (wake_fd stays readable until the
+	 * next arm's look), the set goes */
+	if (rc != -EINPROGRESS && ep->conn_fd >= 0) {
+		sys_close(ep->conn_fd);
+		ep->conn_fd = -1;
+	}
 	fab_ep_unlock(ep);
 	/* Refused on the fabric port says nothing certain of the application's
 	 * port: a host without the switch refuses every fabric connect while

@@ -80,6 +80,45 @@ int fab_post_recv(struct ssw_ep *ep, uint32_t slot)
 	return (int)rc;
 }
 
+/* Message buffers of closed endpoints, kept for the next ones: a connect
+ * and close each mapped and unmapped 3 MiB (and faulted its pages in
+ * again).  A few only: a kept buffer keeps the pages its stream touched. */
+#define FAB_BUF_KEEP 4
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *pool_rx[FAB_BUF_KEEP], *pool_tx[FAB_BUF_KEEP];
+static unsigned pool_nrx, pool_ntx;
+
+static void *buf_get(bool rx)
+{
+	void *b = NULL;
+	pthread_mutex_lock(&pool_mu);
+	if (rx && pool_nrx)
+		b = pool_rx[--pool_nrx];
+	else if (!rx && pool_ntx)
+		b = pool_tx[--pool_ntx];
+	pthread_mutex_unlock(&pool_mu);
+	/* page-aligned: registered memory (verbs pins pages) */
+	if (!b && posix_memalign(&b, 4096, (rx ? FAB_RX_N : FAB_TX_N) * FAB_BUF_SIZE))
+		b = NULL;
+	return b;
+}
+
+static void buf_put(void *b, bool rx)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&pool_mu);
+	if (rx && pool_nrx < FAB_BUF_KEEP) {
+		pool_rx[pool_nrx++] = b;
+		b = NULL;
+	} else if (!rx && pool_ntx < FAB_BUF_KEEP) {
+		pool_tx[pool_ntx++] = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	free(b);
+}
+
 /* A new endpoint for `info` (a connect's, or a connection request's):
  * everything set up and the receive buffers posted, not yet connected.
  * Takes `info` on success only.  Called inside the gate. */
@@ -92,6 +131,7 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->pid = ssw_pid();
 	ep->fab = fab;
 	atomic_store(&ep->sock_fd, -1);
+	ep->conn_fd = -1;
 	ep->wake_fd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	ep->info = info;
 	uint64_t mm = info->domain_attr->mr_mode;
@@ -100,14 +140,9 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->prov_key = (mm & FI_MR_PROV_KEY) != 0;
 	ep->mr_endpoint = (mm & FI_MR_ENDPOINT) != 0;
 	ep->credits = FAB_RX_N;
-	void *rb = NULL, *tb = NULL;
-	/* page-aligned: registered memory (verbs pins pages) */
-	int rc = ep->wake_fd < 0 || posix_memalign(&rb, 4096, FAB_RX_N * FAB_BUF_SIZE) ||
-			 posix_memalign(&tb, 4096, FAB_TX_N * FAB_BUF_SIZE)
-		 ? -FI_ENOMEM
-		 : 0;
-	ep->rxbuf = rb;
-	ep->txbuf = tb;
+	ep->rxbuf = buf_get(true);
+	ep->txbuf = buf_get(false);
+	int rc = ep->wake_fd < 0 || !ep->rxbuf || !ep->txbuf ? -FI_ENOMEM : 0;
 	for (uint32_t i = 0; i < FAB_TX_N; i++) {
 		ep->txc[i] = (struct fab_ctx){ .kind = FAB_CTX_TX, .idx = (int)i, .ep = ep };
 		ep->tx_free[ep->ntx_free++] = FAB_TX_N - 1 - i;
@@ -638,8 +673,10 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 		fab_freeinfo(ep->info);
 	if (ep->wake_fd >= 0)
 		sys_close(ep->wake_fd);
-	free(ep->rxbuf);
-	free(ep->txbuf);
+	if (ep->conn_fd >= 0)
+		sys_close(ep->conn_fd);
+	buf_put(ep->rxbuf, true);
+	buf_put(ep->txbuf, false);
 	free(ep->regs);
 	pthread_mutex_destroy(&ep->mu);
 	free(ep);

@@ -353,9 +353,13 @@ static bool hub_drain(struct fab_hub *h, const struct ssw_ep *quiet)
 	for (int round = 0; round < 8; round++) {
 		ssize_t n = fi_cq_read(h->cq, c, 16);
 		if (n == -FI_EAVAIL) {
+			/* every error at the head (a closed endpoint's receives,
+			 * cancelled), without a progress (an epoll_wait) each */
 			struct fi_cq_err_entry ee = { 0 };
-			if (fi_cq_readerr(h->cq, &ee, 0) > 0)
+			for (int k = 0; k < 64 && fi_cq_readerr(h->cq, &ee, 0) > 0; k++) {
 				deliver(ee.op_context, 0, ee.err == FI_ECANCELED ? -ECANCELED : -ECONNRESET, quiet);
+				ee = (struct fi_cq_err_entry){ 0 };
+			}
 			continue;
 		}
 		if (n <= 0)

@@ -251,6 +251,7 @@ struct ssw_ep {
 	uint8_t priv[SSW_CONNECT_PRIV_MAX];
 	size_t priv_len;
 	bool connector;            /* made by connect: its waiter sleeps on wake_fd until connected */
+	int conn_fd;               /* connector until connected: an epoll set of wake_fd and the event queue's fd, or -1 */
 	bool hello_out;            /* connector: HELLO still to send once connected */
 	bool hello_wait;           /* acceptor: HELLO still to come (not accepted before) */
 	struct ssw_ep *qnext;      /* listener queues */
