@@ -412,6 +412,8 @@ extern const struct ssw_progress_ops fab_progress_ops;
 
 /* fab_rdma.c */
 extern const struct ssw_rdma_ops fab_rdma_ops;
+/* A descriptor's integrity check (not a secret: the key is what guards it). */
+uint64_t fab_rdesc_check(const struct fab_rdesc *d);
 void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int status);
 void fab_rma_release(struct ssw_ep *ep);
 void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op);

@@ -14,7 +14,7 @@
 #define FAB_MAX_REGS 4096u
 #define FAB_SYNC_WAIT_NS (10000ull * 1000000ull)
 
-static uint64_t rdesc_check(const struct fab_rdesc *d)
+uint64_t fab_rdesc_check(const struct fab_rdesc *d)
 {
 	uint64_t v[5] = { ((uint64_t)d->magic << 32) | d->id, d->base, d->len, d->key, 0x9e3779b97f4a7c15ull };
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -33,7 +33,7 @@ static const struct fab_rdesc *rdesc_ok(const struct ssw_rdma_desc *desc, uint64
 	if (!desc || desc->len != sizeof *out)
 		return NULL;
 	memcpy(out, desc->data, sizeof *out);
-	if (out->magic != FAB_RDESC_MAGIC || out->check != rdesc_check(out))
+	if (out->magic != FAB_RDESC_MAGIC || out->check != fab_rdesc_check(out))
 		return NULL;
 	if (offset > out->len || len > out->len - offset || out->base + offset < out->base)
 		return NULL;
@@ -117,7 +117,7 @@ static int fab_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, u
 			       .base = ep->virt_addr ? (uint64_t)(uintptr_t)addr : 0,
 			       .len = len,
 			       .key = fi_mr_key(mr) };
-	d.check = rdesc_check(&d);
+	d.check = fab_rdesc_check(&d);
 	ep->regs[id] = (struct fab_reg){ .mr = mr, .check = d.check };
 	/* the peer's reads and writes of it need our progress (tcp: the
 	 * target serves them in fi_cq_read): the thread gives it while we
