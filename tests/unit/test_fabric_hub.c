@@ -144,29 +144,6 @@ static void test_descriptors_per_endpoint(void **st)
 
 /* ---- another reader rings ---------------------------------------------------- */
 
-struct sleeper {
-	struct ssw_ep *ep;
-	atomic_int stage; /* 1: armed; 2: go to sleep */
-	int armed, woke;
-	uint64_t slept_ns;
-};
-
-static void *sleeper_main(void *arg)
-{
-	struct sleeper *z = arg;
-	z->armed = P->progress->arm(z->ep);
-	atomic_store(&z->stage, 1);
-	while (atomic_load(&z->stage) != 2)
-		usleep(100);
-	struct pollfd pf[4];
-	int n = P->progress->wait_fds(z->ep, pf, 4);
-	uint64_t t0 = ssw_now_ns();
-	z->woke = poll(pf, (nfds_t)n, 3000);
-	z->slept_ns = ssw_now_ns() - t0;
-	P->progress->wake_ack(z->ep);
-	return NULL;
-}
-
 /* A waiter sleeps on its own socket; a message for it that another
  * endpoint's reader of the shared queue took leaves that socket quiet:
  * the reader must ring it (before, each endpoint's queue was its own). */

@@ -29,24 +29,8 @@ static int n_with_eq;
 /* The one member of a fresh set: the queue's signal (tcp), or -1. */
 static int only_member(int epfd)
 {
-	char p[64], line[256];
-	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", epfd);
-	int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -1;
-	FILE *fp = fdopen(f, "r");
-	if (!fp) {
-		sys_close(f);
-		return -1;
-	}
-	int fd = -1, t, n = 0;
-	while (fgets(line, sizeof line, fp))
-		if (sscanf(line, "tfd: %d", &t) == 1) {
-			n++;
-			fd = t;
-		}
-	fclose(fp);
-	return n == 1 ? fd : -1;
+	struct fab_member m[2];
+	return fab_epoll_members(epfd, m, 2) == 1 ? m[0].fd : -1;
 }
 
 int fab_eq_open(struct fab_fabric *fab)
@@ -204,25 +188,14 @@ static void eq_unshare(struct fab_fabric *fab, void *arg)
 		return;
 	struct epoll_event sev = { .events = EPOLLIN };
 	bool have_sig = false;
-	if (fab->eq_sig >= 0) {
-		char p[64], line[256];
-		snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fab->eq_fd);
-		int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
-		FILE *fp = f >= 0 ? fdopen(f, "r") : NULL;
-		int t;
-		unsigned evs;
-		unsigned long long data;
-		while (fp && fgets(line, sizeof line, fp))
-			if (sscanf(line, "tfd: %d events: %x data: %llx", &t, &evs, &data) == 3 && t == fab->eq_sig) {
-				sev.events = evs;
-				sev.data.u64 = data;
-				have_sig = true;
-			}
-		if (fp)
-			fclose(fp);
-		else if (f >= 0)
-			sys_close(f);
-	}
+	struct fab_member m[64];
+	int n = fab->eq_sig >= 0 ? fab_epoll_members(fab->eq_fd, m, 64) : 0;
+	for (int i = 0; i < n; i++)
+		if (m[i].fd == fab->eq_sig) {
+			sev.events = m[i].events;
+			sev.data.u64 = m[i].data;
+			have_sig = true;
+		}
 	int e = sys_epoll_create1(EPOLL_CLOEXEC);
 	if (e < 0)
 		return;

@@ -30,11 +30,10 @@ static bool is_epoll(int fd)
 	return strcmp(t, "anon_inode:[eventpoll]") == 0;
 }
 
-/* The fds an epoll set watches, as /proc/self/fdinfo lists them. */
-static int epoll_targets(int fd, int *out, int max)
+int fab_epoll_members(int epfd, struct fab_member *out, int max)
 {
 	char p[64], line[256];
-	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fd);
+	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", epfd);
 	int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
 	if (f < 0)
 		return 0;
@@ -44,10 +43,22 @@ static int epoll_targets(int fd, int *out, int max)
 		return 0;
 	}
 	int n = 0, t;
+	unsigned ev;
+	unsigned long long data;
 	while (n < max && fgets(line, sizeof line, fp))
-		if (sscanf(line, "tfd: %d", &t) == 1 && t >= 0)
-			out[n++] = t;
+		if (sscanf(line, "tfd: %d events: %x data: %llx", &t, &ev, &data) == 3 && t >= 0)
+			out[n++] = (struct fab_member){ .fd = t, .events = ev, .data = data };
 	fclose(fp);
+	return n;
+}
+
+/* The fds an epoll set watches. */
+static int epoll_targets(int fd, int *out, int max)
+{
+	struct fab_member m[64];
+	int n = fab_epoll_members(fd, m, max < 64 ? max : 64);
+	for (int i = 0; i < n; i++)
+		out[i] = m[i].fd;
 	return n;
 }
 

@@ -40,7 +40,6 @@
 #include "common/sys.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,32 +115,13 @@ static void learn_cq_signal(struct fab_hub *h)
 	(void)fi_trywait(h->fab->fabric, (struct fid *[]){ &h->cq->fid }, 1);
 }
 
-/* The fd in cq_fd's set whose epoll data is the signal's, as
- * /proc/self/fdinfo lists the set's members, or -1. */
+/* The fd in cq_fd's set whose epoll data is the signal's, or -1. */
 static int find_cq_signal_fd(struct fab_hub *h)
 {
-	char p[64], line[256];
-	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", h->cq_fd);
-	int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -1;
-	FILE *fp = fdopen(f, "r");
-	if (!fp) {
-		sys_close(f);
-		return -1;
-	}
-	int fd = -1, t, found = 0;
-	unsigned ev;
-	unsigned long long data;
-	while (fgets(line, sizeof line, fp))
-		if (sscanf(line, "tfd: %d events: %x data: %llx", &t, &ev, &data) == 3) {
-			found++;
-			if ((uintptr_t)data == (uintptr_t)h->cq_sig)
-				fd = t;
-		}
-	fclose(fp);
+	struct fab_member m[2];
+	int n = fab_epoll_members(h->cq_fd, m, 2);
 	/* before any endpoint joins the set holds the signal alone */
-	return found == 1 ? fd : -1;
+	return n == 1 && (uintptr_t)m[0].data == (uintptr_t)h->cq_sig ? m[0].fd : -1;
 }
 
 static void detach_cq_signal(struct fab_hub *h)
@@ -388,6 +368,10 @@ struct fab_ctx *fab_hub_read(struct ssw_ep *ep, bool quiet_self, bool *drained)
 	pthread_mutex_lock(&h->mu);
 	*drained = hub_drain(h, quiet_self ? ep : NULL);
 	struct fab_ctx *c = take_inbox(ep);
+	if (*drained) {
+		atomic_store_explicit(&h->quiet_ns, ssw_now_ns(), memory_order_relaxed);
+		atomic_store_explicit(&h->quiet_by, ep, memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&h->mu);
 	return c;
 }

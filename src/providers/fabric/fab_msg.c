@@ -70,6 +70,16 @@ static int peek_locked(struct ssw_ep *ep, const void **msg, size_t *len)
 static bool quiet(struct ssw_ep *ep)
 {
 	uint64_t q = atomic_load_explicit(&ep->quiet_ns, memory_order_relaxed);
+	/* another member's reading of the shared queue read our socket too
+	 * (an epoll server's looks at its hot members: one reading a hub,
+	 * not one a member); ours alone stands for a spin's next look only
+	 * while it is not reset (fab_rx_ready) */
+	struct fab_hub *h = ep->hub;
+	if (h && h->shared && atomic_load_explicit(&h->quiet_by, memory_order_relaxed) != ep) {
+		uint64_t hq = atomic_load_explicit(&h->quiet_ns, memory_order_relaxed);
+		if (hq > q)
+			q = hq;
+	}
 	return q && ssw_now_ns() - q < FAB_QUIET_NS;
 }
 
@@ -270,11 +280,13 @@ static uint32_t fab_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 		/* one system call when nothing happened (the SPI's allowance;
 		 * the session probes before sends and polls: four a request of
 		 * an epoll server): the socket shows the peer's data and end,
-		 * wake_fd what another reader took, eqev what the event queue's
-		 * reader found */
+		 * in_n what another reader of the hub took, eqev what the event
+		 * queue's reader found.  Not wake_fd: a ring is for a waiter,
+		 * and one left unread (a connect's, until the first sleep)
+		 * made every probe a full progress, two epoll_waits */
 		int fd = fab_data_fd(ep);
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = ep->wake_fd, .events = POLLIN } };
-		if (fd < 0 || atomic_load(&ep->eqev) || atomic_load(&ep->in_n) || sys_poll(p, 2, 0) != 0)
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (fd < 0 || atomic_load(&ep->eqev) || atomic_load(&ep->in_n) || sys_poll(&p, 1, 0) != 0)
 			fab_progress(ep);
 		fab_ep_unlock(ep);
 	}

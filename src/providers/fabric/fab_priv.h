@@ -145,6 +145,10 @@ struct fab_hub {
 	void *cq_sig;              /* the CQ's own signal in cq_fd's set (learn_cq_signal), or NULL */
 	int sig_fd;                /* that signal's fd, taken out of cq_fd's set, or -1 */
 	unsigned cap, nep;
+	/* the last reading that left the queue empty (ssw_now_ns), and whose:
+	 * every member's socket was read then (fab_msg.c: quiet) */
+	_Atomic uint64_t quiet_ns;
+	struct ssw_ep *_Atomic quiet_by;
 	int hello_wait;            /* pending accepted endpoints awaiting their first message (fab_listen.c) */
 	struct ssw_ep *eps;        /* members, through hnext */
 	struct fab_hub *next;
@@ -370,6 +374,14 @@ void fab_eq_atfork_child(void);
 /* libfabric 1.17's tcp provider (the tricks of fab_hub.c and fab_eq.c) */
 bool fab_is_tcp117(void);
 
+/* fab_fork.c: an epoll set's members as /proc/self/fdinfo lists them (up to
+ * max; how many) */
+struct fab_member {
+	int fd;
+	uint32_t events;
+	uint64_t data;
+};
+int fab_epoll_members(int epfd, struct fab_member *out, int max);
 /* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
 void fab_unshare_fds(int fd);
 /* Does the peer hold stream data of ours it has not credited back (fab_ep.c)? */
