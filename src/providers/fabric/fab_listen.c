@@ -236,11 +236,32 @@ static void run_watched(void)
 	}
 }
 
+static void exit_flush(void);
+
+/* exit_flush registered, and not run yet.  Registered when an endpoint
+ * first needs it (not when the thread starts, at a process's first
+ * connect): atexit handlers run last registered first, and the switch's
+ * own, registered at start-up, closes the connections the program left
+ * open at exit (switch/exit.c).  Registered at a connect, ours ran before
+ * it: nothing lingered yet, and what that close handed over was cut off
+ * at the exit (socat's last 176 KiB of 10 MiB).  A linger during exit
+ * registers it again: it then runs after the handler that closed. */
+static bool exit_hook;
+
+static void exit_hook_arm(void)
+{
+	if (!exit_hook) {
+		exit_hook = true;
+		atexit(exit_flush);
+	}
+}
+
 void fab_watch(struct ssw_ep *ep)
 {
 	if (ep->watched && ep->watch_pid == ssw_pid())
 		return; /* (a fork child's copy says watched: the list was the parent's) */
 	pthread_mutex_lock(&lmu);
+	exit_hook_arm();
 	if (thread_start() == 0) {
 		ep->watched = true;
 		ep->watch_pid = ssw_pid();
@@ -253,6 +274,7 @@ void fab_watch(struct ssw_ep *ep)
 int fab_linger(struct ssw_ep *ep)
 {
 	pthread_mutex_lock(&lmu);
+	exit_hook_arm();
 	int rc = thread_start();
 	if (rc == 0 && !(ep->watched && ep->watch_pid == ssw_pid())) {
 		ep->watched = true;
@@ -269,6 +291,9 @@ int fab_linger(struct ssw_ep *ep)
  * backlogs and finish the closes. */
 static void exit_flush(void)
 {
+	pthread_mutex_lock(&lmu);
+	exit_hook = false;
+	pthread_mutex_unlock(&lmu);
 	uint64_t end = ssw_now_ns() + FAB_EXIT_NS;
 	for (;;) {
 		pthread_mutex_lock(&lmu);
@@ -418,11 +443,6 @@ static int thread_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	thr_pid = ssw_pid();
-	static bool exit_hook;
-	if (!exit_hook) {
-		exit_hook = true;
-		atexit(exit_flush);
-	}
 	int rc = pthread_create(&t, &a, accept_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
