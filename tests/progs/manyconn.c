@@ -35,10 +35,11 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <dirent.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "fdcount.h"
 
 #define MSG 64
 #define FDS_SPARE 256
@@ -93,17 +94,6 @@ static long outsegs(void)
 	if (f)
 		fclose(f);
 	return r;
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n - 1; /* the directory's own */
 }
 
 static volatile sig_atomic_t stop;

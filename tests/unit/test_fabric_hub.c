@@ -13,11 +13,11 @@
 #include <cmocka.h>
 
 #include "fabric_pair.h"
+#include "../progs/fdcount.h"
 
 #include "common/provfds.h"
 #include "providers/fabric/fab_priv.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,17 +49,6 @@ int socketpair(int d, int t, int p, int sv[2])
 /* ---- helpers ---------------------------------------------------------------- */
 
 static int base_port;
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return n;
-}
 
 /* One more connection to listener l (port), accepted. */
 static void connect_one(struct ssw_listener *l, int port, struct ssw_ep **c, struct ssw_ep **s)
