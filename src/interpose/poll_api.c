@@ -2,6 +2,8 @@
  * epoll.  Calls that involve no switched fd go straight to libc. */
 #include "interpose/interpose.h"
 
+#include "common/provfds.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,7 +146,14 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct times
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	PROVIDER_PASS(REAL(epoll_ctl)(epfd, op, fd, ev));
+	if (__builtin_expect(ssw_provider_calls != 0, 0)) {
+		/* a provider's own set: straight to the kernel, then told to the
+		 * provider (which socket is whose, libfabric's interest in output) */
+		int r = REAL(epoll_ctl)(epfd, op, fd, ev);
+		if (r == 0)
+			ssw_provfd_epoll(epfd, op, fd, ev);
+		return r;
+	}
 	bool handled = false;
 	int r = ssw_epoll_ctl(epfd, op, fd, ev, &handled);
 	if (!handled)

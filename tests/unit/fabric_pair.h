@@ -1,7 +1,7 @@
 /* fabric_pair.h — the fabric provider's unit tests' fixture: a connected
  * pair of endpoints over libfabric's tcp provider on loopback, and the
- * sending and sleeping-receive helpers they share (test_fabric*.c; after
- * cmocka.h). */
+ * sending, sleeping-receive and armed-sleeper helpers they share
+ * (test_fabric*.c; after cmocka.h). */
 #ifndef SSW_TEST_FABRIC_PAIR_H
 #define SSW_TEST_FABRIC_PAIR_H
 
@@ -11,6 +11,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
@@ -108,6 +111,32 @@ static inline int recv_wait(struct ssw_ep *ep, const void **m, size_t *len)
 		}
 	}
 	return -ETIMEDOUT;
+}
+
+/* A thread that arms an endpoint, waits until told (stage 2), then sleeps
+ * on its wait fds (3 s at most) as a blocking receive does. */
+struct sleeper {
+	struct ssw_ep *ep;
+	atomic_int stage; /* 1: armed; 2: go to sleep */
+	int armed;        /* arm()'s result */
+	int woke;         /* poll's result */
+	uint64_t slept_ns;
+};
+
+static inline void *sleeper_main(void *arg)
+{
+	struct sleeper *z = arg;
+	z->armed = P->progress->arm(z->ep);
+	atomic_store(&z->stage, 1);
+	while (atomic_load(&z->stage) != 2)
+		usleep(100);
+	struct pollfd pf[4];
+	int n = P->progress->wait_fds(z->ep, pf, 4);
+	uint64_t t0 = ssw_now_ns();
+	z->woke = poll(pf, (nfds_t)n, 3000);
+	z->slept_ns = ssw_now_ns() - t0;
+	P->progress->wake_ack(z->ep);
+	return NULL;
 }
 
 #endif

@@ -26,32 +26,6 @@ static bool readable_within(int fd, int ms)
 	return poll(&pf, 1, ms) == 1;
 }
 
-struct sleeper {
-	struct ssw_ep *ep;
-	atomic_int stage; /* 1: armed; 2: the message was taken by the other thread */
-	int armed;        /* arm()'s result */
-	int woke;         /* poll's result */
-	uint64_t slept_ns;
-};
-
-/* Arms, lets the main thread take the message, then sleeps on the wait
- * fds as a blocking receive does. */
-static void *sleeper_main(void *arg)
-{
-	struct sleeper *z = arg;
-	z->armed = P->progress->arm(z->ep);
-	atomic_store(&z->stage, 1);
-	while (atomic_load(&z->stage) != 2)
-		usleep(100);
-	struct pollfd pf[4];
-	int n = P->progress->wait_fds(z->ep, pf, 4);
-	uint64_t t0 = ssw_now_ns();
-	z->woke = poll(pf, (nfds_t)n, 3000);
-	z->slept_ns = ssw_now_ns() - t0;
-	P->progress->wake_ack(z->ep);
-	return NULL;
-}
-
 /* A thread armed for a message that arrives and is read by another thread
  * before it sleeps: the socket it sleeps on is quiet by then, so it must
  * be rung (before, the CQ's signal in its wait fds did it). */

@@ -11,11 +11,79 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 /* A fabric connect that has not completed after this long goes to kernel
  * TCP (a firewall dropping the fabric port; the kernel's own connect then
  * has its usual time). */
 #define FAB_CONNECT_NS (3000ull * 1000000ull)
+
+/* fi_getinfo took half of a connect's time (it lists the interfaces and
+ * asks every provider): its answer for a destination host (whatever the
+ * port) is kept and copied.  A failed connect forgets it (the route may
+ * have changed). */
+#define INFO_CACHE 16
+static pthread_mutex_t info_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	struct sockaddr_storage host; /* port 0 */
+	struct fi_info *info;
+} cache[INFO_CACHE];
+static unsigned cache_next;
+
+static void host_of(const struct sockaddr_storage *a, size_t al, struct sockaddr_storage *h)
+{
+	memset(h, 0, sizeof *h);
+	memcpy(h, a, al);
+	((struct sockaddr_in *)h)->sin_port = 0; /* sin6_port is at the same place */
+}
+
+static struct fi_info *cached_info(const struct sockaddr_storage *dst, size_t al)
+{
+	struct sockaddr_storage h;
+	host_of(dst, al, &h);
+	struct fi_info *info = NULL;
+	pthread_mutex_lock(&info_mu);
+	for (unsigned i = 0; i < INFO_CACHE && !info; i++)
+		if (cache[i].info && memcmp(&cache[i].host, &h, sizeof h) == 0)
+			info = fab_dupinfo(cache[i].info);
+	pthread_mutex_unlock(&info_mu);
+	if (info && info->dest_addr && info->dest_addrlen >= al)
+		((struct sockaddr_in *)info->dest_addr)->sin_port = ((const struct sockaddr_in *)dst)->sin_port;
+	else if (info) {
+		fab_freeinfo(info);
+		info = NULL;
+	}
+	return info;
+}
+
+static void cache_info(const struct sockaddr_storage *dst, size_t al, const struct fi_info *info)
+{
+	struct fi_info *copy = fab_dupinfo(info);
+	if (!copy)
+		return;
+	pthread_mutex_lock(&info_mu);
+	unsigned i = cache_next++ % INFO_CACHE;
+	struct fi_info *old = cache[i].info;
+	host_of(dst, al, &cache[i].host);
+	cache[i].info = copy;
+	pthread_mutex_unlock(&info_mu);
+	fab_freeinfo(old);
+}
+
+static void forget_info(const struct sockaddr_storage *dst, size_t al)
+{
+	struct sockaddr_storage h;
+	host_of(dst, al, &h);
+	pthread_mutex_lock(&info_mu);
+	for (unsigned i = 0; i < INFO_CACHE; i++)
+		if (cache[i].info && memcmp(&cache[i].host, &h, sizeof h) == 0) {
+			fab_freeinfo(cache[i].info);
+			cache[i].info = NULL;
+		}
+	pthread_mutex_unlock(&info_mu);
+}
+
+static void conn_set(struct ssw_ep *ep);
 
 static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
 		       struct ssw_ep **out)
@@ -34,19 +102,31 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	if (port < 0)
 		return -EINVAL;
 	((struct sockaddr_in *)&a)->sin_port = htons((uint16_t)port);
+	/* the thread reads the shared event queue: the connection's progress */
+	int rc = fab_thread_ensure();
+	if (rc)
+		return rc;
 
-	struct fi_info *h = fab_hints(), *info = NULL;
-	if (!h)
-		return -ENOMEM;
-	h->dest_addr = malloc(al);
-	h->dest_addrlen = al;
-	h->addr_format = dst->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
-	if (h->dest_addr)
-		memcpy(h->dest_addr, &a, al);
 	struct ssw_ep *ep = NULL;
 	struct fab_fabric *fab = NULL;
 	fab_gate_enter();
-	int rc = h->dest_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &info) : -FI_ENOMEM;
+	struct fi_info *info = cached_info(&a, al);
+	if (!info) {
+		struct fi_info *h = fab_hints();
+		if (!h) {
+			fab_gate_leave();
+			return -ENOMEM;
+		}
+		h->dest_addr = malloc(al);
+		h->dest_addrlen = al;
+		h->addr_format = dst->sa_family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
+		if (h->dest_addr)
+			memcpy(h->dest_addr, &a, al);
+		rc = h->dest_addr ? fab_getinfo(FAB_API, NULL, NULL, 0, h, &info) : -FI_ENOMEM;
+		fab_freeinfo(h);
+		if (!rc)
+			cache_info(&a, al, info);
+	}
 	if (!rc)
 		rc = fab_fabric_get(info, &fab);
 	if (!rc)
@@ -55,10 +135,9 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		fab_gate_leave();
 		SSW_DEBUG("fabric: no endpoint for the connect: %s", fab_strerror(-rc));
 		fab_freeinfo(info);
-		fab_freeinfo(h);
+		forget_info(&a, al);
 		return rc == -FI_ENODATA ? -ENETUNREACH : fab_errno(rc);
 	}
-	fab_freeinfo(h);
 	/* The switch's data rides in the connection request when it fits
 	 * (tcp: 256 bytes).  A provider whose request carries less (verbs over
 	 * RDMA CM: 56 bytes, less libfabric's own header) gets only our header
@@ -90,24 +169,51 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		ep->priv_len = priv_len;
 		ep->hello_out = true;
 	}
+	ep->connector = true;
 	rc = fi_connect(ep->ep, ep->info->dest_addr, &data, dl);
 	if (rc) {
 		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
 		fab_gate_leave();
+		forget_info(&a, al);
 		return rc == -FI_ECONNREFUSED ? -ENOENT : fab_errno(rc);
 	}
 	ep->conn_deadline = ssw_now_ns() + FAB_CONNECT_NS;
 	fab_gate_leave();
+	conn_set(ep);
 	*out = ep;
 	return -EINPROGRESS;
 }
 
-static int fab_connect_fd(struct ssw_ep *ep) { return ep->eq_fd; }
+/* What a connect's waiter sleeps on: the shared event queue's fd, which
+ * is readable while the connection manager has work (our socket takes the
+ * request, the answer came), so that the waiter drives the connection
+ * itself (connect_complete reads the queue) instead of waiting for the
+ * provider's thread to do it and kick wake_fd; and wake_fd, since the
+ * thread (or another connect) may read our event and take the queue's
+ * signal back before we look.  One epoll fd while the connect lasts;
+ * wake_fd alone if it cannot be made. */
+static void conn_set(struct ssw_ep *ep)
+{
+	int e = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (e >= 0 && (sys_epoll_ctl(e, EPOLL_CTL_ADD, ep->wake_fd, &ev) != 0 ||
+		       sys_epoll_ctl(e, EPOLL_CTL_ADD, ep->fab->eq_fd, &ev) != 0)) {
+		sys_close(e);
+		e = -1;
+	}
+	ep->conn_fd = e;
+}
+
+static int fab_connect_fd(struct ssw_ep *ep) { return ep->conn_fd >= 0 ? ep->conn_fd : ep->wake_fd; }
 
 static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_len)
 {
 	(void)reply;
 	*reply_len = 0; /* the acceptor's answer travels in-band (its INIT comes first) */
+	if (atomic_exchange(&ep->woken, false)) {
+		uint64_t v;
+		(void)!sys_read(ep->wake_fd, &v, sizeof v);
+	}
 	fab_ep_lock(ep);
 	fab_progress(ep);
 	int rc = ep->connected ? 0 : ep->conn_err ? ep->conn_err : -EINPROGRESS;
@@ -121,6 +227,12 @@ static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_le
 	}
 	if (rc == -EINPROGRESS && ssw_now_ns() > ep->conn_deadline)
 		rc = -ETIMEDOUT;
+	/* done: its waiters were kicked (wake_fd stays readable until the
+	 * next arm's look), the set goes */
+	if (rc != -EINPROGRESS && ep->conn_fd >= 0) {
+		sys_close(ep->conn_fd);
+		ep->conn_fd = -1;
+	}
 	fab_ep_unlock(ep);
 	/* Refused on the fabric port says nothing certain of the application's
 	 * port: a host without the switch refuses every fabric connect while

@@ -82,3 +82,5 @@ int fab_open_fabric(struct fi_fabric_attr *attr, struct fid_fabric **f)
 const char *fab_strerror(int e) { return p_strerror ? p_strerror(e) : "libfabric not loaded"; }
 
 uint32_t fab_version(void) { return fab_dl_load() || !p_version ? 0 : p_version(); }
+
+struct fi_info *fab_dupinfo(const struct fi_info *info) { return fab_dl_load() ? NULL : p_dupinfo(info); }

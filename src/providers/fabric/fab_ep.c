@@ -1,6 +1,7 @@
-/* fab_ep.c — life of one fabric endpoint: its domain, event and completion
- * queues, registered message buffers, pre-posted receives, the provider
- * header with its credits, reading completions, and closing. */
+/* fab_ep.c — life of one fabric endpoint: its place on the shared queues
+ * (fab_hub.c, fab_eq.c), registered message buffers, pre-posted receives,
+ * the provider header with its credits, taking its completions, and
+ * closing. */
 #include "providers/fabric/fab_priv.h"
 #include "providers/fabric/fab_pack.h"
 
@@ -16,17 +17,23 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
+/* The owner's ops (the session's): this process drives the endpoint
+ * (fab_hub_claim: after a fork, the first to use it), and has the thread
+ * that reads the shared event queue (a fork child has none yet). */
 void fab_ep_lock(struct ssw_ep *ep)
 {
+	fab_thread_ensure();
 	fab_gate_enter();
 	pthread_mutex_lock(&ep->mu);
 	if (ep->watched)
 		atomic_store_explicit(&ep->app_ns, ssw_now_ns(), memory_order_relaxed);
+	fab_hub_claim(ep);
 }
 
 /* As fab_ep_lock, but false at once when another thread holds the endpoint. */
 bool fab_ep_trylock(struct ssw_ep *ep)
 {
+	fab_thread_ensure();
 	fab_gate_enter();
 	if (pthread_mutex_trylock(&ep->mu) != 0) {
 		fab_gate_leave();
@@ -34,6 +41,7 @@ bool fab_ep_trylock(struct ssw_ep *ep)
 	}
 	if (ep->watched)
 		atomic_store_explicit(&ep->app_ns, ssw_now_ns(), memory_order_relaxed);
+	fab_hub_claim(ep);
 	return true;
 }
 
@@ -45,18 +53,14 @@ void fab_ep_unlock(struct ssw_ep *ep)
 
 
 static void sent_credited(struct ssw_ep *ep, uint32_t n);
-static int get_wait_fd(struct fid *f, int *fd)
-{
-	int rc = fi_control(f, FI_GETWAIT, fd);
-	return rc ? rc : *fd >= 0 ? 0 : -FI_EINVAL;
-}
 
 static int reg_buf(struct ssw_ep *ep, void *buf, size_t len, uint64_t access, struct fid_mr **mr)
 {
 	*mr = NULL;
 	if (!ep->mr_local)
 		return 0; /* the provider needs no descriptor for local buffers (tcp) */
-	int rc = fi_mr_reg(ep->domain, buf, len, access, 0, ep->next_key++, 0, mr, NULL);
+	/* (the domain is shared: a key another peer could not guess) */
+	int rc = fi_mr_reg(ep->domain, buf, len, access, 0, ep->prov_key ? 0 : fab_random_key(), 0, mr, NULL);
 	if (rc == 0 && ep->mr_endpoint) {
 		rc = fi_mr_bind(*mr, &ep->ep->fid, 0);
 		if (rc == 0)
@@ -76,88 +80,43 @@ int fab_post_recv(struct ssw_ep *ep, uint32_t slot)
 	return (int)rc;
 }
 
-/* tcp (libfabric 1.17): the CQ's wait fd is a level-triggered epoll set
- * of the endpoint's socket (its epoll data: the endpoint's fid) and of the
- * CQ's own signal, a socketpair that libfabric writes at a completion
- * (unless its byte is already there) and reads back at the next progress
- * that finds it in the set.  On the data path that was two system calls
- * per completion on each side (a unix socket write and read, about a
- * sixth of a 4 KiB sender's time), to wake nobody: the caller reads the
- * CQ itself.  So the signal is taken out of cq_fd's set (detach_cq_signal)
- * and nobody waits on it: progress never sees it, so it stays set and
- * costs nothing (libfabric writes it only when its byte was taken; arm
- * reads the CQ instead of fi_trywait on it, which would take the byte,
- * fab_msg.c: pending_locked).  What it was for, waking a
- * sleeper when a completion is read by someone else (another thread, the
- * provider's thread) instead of arriving in the sleeper's socket, is done
- * by whoever reads it: fab_ring on wake_fd, only while a waiter is armed,
- * so that an epoll set (which registers the wait fds for good) is not
- * woken by the completions of its owner's own sends.  Its epoll data is
- * learnt here, once, from a signal of our own (fi_cq_signal) on the set
- * before the connection adds its socket.  Any other provider or version:
- * the wait fd as it is. */
-static void learn_cq_signal(struct ssw_ep *ep)
+/* Message buffers of closed endpoints, kept for the next ones: a connect
+ * and close each mapped and unmapped 3 MiB (and faulted its pages in
+ * again).  A few only: a kept buffer keeps the pages its stream touched. */
+#define FAB_BUF_KEEP 4
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *pool_rx[FAB_BUF_KEEP], *pool_tx[FAB_BUF_KEEP];
+static unsigned pool_nrx, pool_ntx;
+
+static void *buf_get(bool rx)
 {
-	uint32_t v = fab_version();
-	if (strcmp(fab_prov_name, "tcp") != 0 || FI_MAJOR(v) != 1 || FI_MINOR(v) != 17 || ep->cq_fd < 0)
-		return;
-	if (fi_cq_signal(ep->cq) != 0)
-		return;
-	struct epoll_event ev[2];
-	int n = sys_epoll_wait(ep->cq_fd, ev, 2, 0);
-	if (n == 1 && ev[0].data.ptr && ev[0].data.ptr != (void *)&ep->ep->fid)
-		ep->cq_sig = ev[0].data.ptr;
-	/* our signal back: fi_trywait reads it */
-	(void)fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1);
+	void *b = NULL;
+	pthread_mutex_lock(&pool_mu);
+	if (rx && pool_nrx)
+		b = pool_rx[--pool_nrx];
+	else if (!rx && pool_ntx)
+		b = pool_tx[--pool_ntx];
+	pthread_mutex_unlock(&pool_mu);
+	/* page-aligned: registered memory (verbs pins pages) */
+	if (!b && posix_memalign(&b, 4096, (rx ? FAB_RX_N : FAB_TX_N) * FAB_BUF_SIZE))
+		b = NULL;
+	return b;
 }
 
-/* The fd in cq_fd's set whose epoll data is the signal's, as
- * /proc/self/fdinfo lists the set's members, or -1. */
-static int find_cq_signal_fd(struct ssw_ep *ep)
+static void buf_put(void *b, bool rx)
 {
-	char p[64], line[256];
-	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", ep->cq_fd);
-	int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -1;
-	FILE *fp = fdopen(f, "r");
-	if (!fp) {
-		sys_close(f);
-		return -1;
+	if (!b)
+		return;
+	pthread_mutex_lock(&pool_mu);
+	if (rx && pool_nrx < FAB_BUF_KEEP) {
+		pool_rx[pool_nrx++] = b;
+		b = NULL;
+	} else if (!rx && pool_ntx < FAB_BUF_KEEP) {
+		pool_tx[pool_ntx++] = b;
+		b = NULL;
 	}
-	int fd = -1, t, found = 0;
-	unsigned ev;
-	unsigned long long data;
-	while (fgets(line, sizeof line, fp))
-		if (sscanf(line, "tfd: %d events: %x data: %llx", &t, &ev, &data) == 3) {
-			found++;
-			if ((uintptr_t)data == (uintptr_t)ep->cq_sig)
-				fd = t;
-		}
-	fclose(fp);
-	/* before the connection the set holds the signal alone */
-	return found == 1 ? fd : -1;
-}
-
-/* The detached signal stays set between sleeps: it must never be among
- * the wait fds (epoll.c registers them for good, and a set watching it
- * woke an epoll server at every completion of its own sends: manyconns
- * across the veth 1.7-1.9x kernel TCP -> 0.3-0.5x).  fab_ring does its
- * job.  A switch for measuring the attached signal against it. */
-#define FAB_DETACH_CQ_SIGNAL 1
-
-static void detach_cq_signal(struct ssw_ep *ep)
-{
-	if (!FAB_DETACH_CQ_SIGNAL || !ep->cq_sig)
-		return;
-	int fd = find_cq_signal_fd(ep);
-	if (fd < 0)
-		return;
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	/* quiet now (learn_cq_signal took its byte back), or not the signal */
-	if (sys_poll(&pf, 1, 0) != 0 || sys_epoll_ctl(ep->cq_fd, EPOLL_CTL_DEL, fd, NULL) != 0)
-		return;
-	ep->sig_fd = fd;
+	pthread_mutex_unlock(&pool_mu);
+	free(b);
 }
 
 /* A new endpoint for `info` (a connect's, or a connection request's):
@@ -171,7 +130,8 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	pthread_mutex_init(&ep->mu, NULL);
 	ep->pid = ssw_pid();
 	ep->fab = fab;
-	ep->eq_fd = ep->cq_fd = ep->sig_fd = -1;
+	atomic_store(&ep->sock_fd, -1);
+	ep->conn_fd = -1;
 	ep->wake_fd = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	ep->info = info;
 	uint64_t mm = info->domain_attr->mr_mode;
@@ -179,56 +139,38 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 	ep->virt_addr = (mm & FI_MR_VIRT_ADDR) != 0;
 	ep->prov_key = (mm & FI_MR_PROV_KEY) != 0;
 	ep->mr_endpoint = (mm & FI_MR_ENDPOINT) != 0;
-	ep->next_key = 1;
 	ep->credits = FAB_RX_N;
-	void *rb = NULL, *tb = NULL;
-	/* page-aligned: registered memory (verbs pins pages) */
-	int rc = ep->wake_fd < 0 || posix_memalign(&rb, 4096, FAB_RX_N * FAB_BUF_SIZE) ||
-			 posix_memalign(&tb, 4096, FAB_TX_N * FAB_BUF_SIZE)
-		 ? -FI_ENOMEM
-		 : 0;
-	ep->rxbuf = rb;
-	ep->txbuf = tb;
-	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_FD };
-	struct fi_cq_attr ca = { .size = 4 * (FAB_RX_N + FAB_TX_N) + 64,
-				 .format = FI_CQ_FORMAT_DATA,
-				 .wait_obj = FI_WAIT_FD };
+	ep->rxbuf = buf_get(true);
+	ep->txbuf = buf_get(false);
+	int rc = ep->wake_fd < 0 || !ep->rxbuf || !ep->txbuf ? -FI_ENOMEM : 0;
+	for (uint32_t i = 0; i < FAB_TX_N; i++) {
+		ep->txc[i] = (struct fab_ctx){ .kind = FAB_CTX_TX, .idx = (int)i, .ep = ep };
+		ep->tx_free[ep->ntx_free++] = FAB_TX_N - 1 - i;
+	}
+	for (uint32_t i = 0; i < FAB_RX_N; i++)
+		ep->rxc[i] = (struct fab_ctx){ .kind = FAB_CTX_RX, .idx = (int)i, .ep = ep };
+	/* the domain and the queues are the process's (fab_hub.c, fab_eq.c);
+	 * the endpoint's context is itself: the queues' readers find it so */
 	if (!rc)
-		rc = fi_domain(fab->fabric, info, &ep->domain, NULL);
+		rc = fab_eq_open(fab);
 	if (!rc)
-		rc = fi_eq_open(fab->fabric, &ea, &ep->eq, NULL);
+		rc = fab_hub_join(ep, info, fab);
 	if (!rc)
-		rc = fi_cq_open(ep->domain, &ca, &ep->cq, NULL);
+		rc = fi_endpoint(ep->domain, info, &ep->ep, ep);
 	if (!rc)
-		rc = fi_endpoint(ep->domain, info, &ep->ep, NULL);
+		rc = fi_ep_bind(ep->ep, &fab->eq->fid, 0);
 	if (!rc)
-		rc = fi_ep_bind(ep->ep, &ep->eq->fid, 0);
-	if (!rc)
-		rc = fi_ep_bind(ep->ep, &ep->cq->fid, FI_TRANSMIT | FI_RECV);
+		rc = fi_ep_bind(ep->ep, &ep->hub->cq->fid, FI_TRANSMIT | FI_RECV);
 	if (!rc)
 		rc = fi_enable(ep->ep);
-	if (!rc)
-		rc = get_wait_fd(&ep->eq->fid, &ep->eq_fd);
-	if (!rc)
-		rc = get_wait_fd(&ep->cq->fid, &ep->cq_fd);
-	if (!rc) {
-		learn_cq_signal(ep);
-		detach_cq_signal(ep);
-	}
 	if (!rc)
 		rc = reg_buf(ep, ep->rxbuf, FAB_RX_N * FAB_BUF_SIZE, FI_RECV, &ep->rx_mr);
 	if (!rc)
 		rc = reg_buf(ep, ep->txbuf, FAB_TX_N * FAB_BUF_SIZE, FI_SEND, &ep->tx_mr);
-	for (uint32_t i = 0; i < FAB_TX_N; i++) {
-		ep->txc[i] = (struct fab_ctx){ FAB_CTX_TX, (int)i };
-		ep->tx_free[ep->ntx_free++] = FAB_TX_N - 1 - i;
-	}
 	/* receives are posted before the connection exists: the peer may send
 	 * the moment it is established (and counts on FAB_RX_N buffers) */
-	for (uint32_t i = 0; !rc && i < FAB_RX_N; i++) {
-		ep->rxc[i] = (struct fab_ctx){ FAB_CTX_RX, (int)i };
+	for (uint32_t i = 0; !rc && i < FAB_RX_N; i++)
 		rc = fab_post_recv(ep, i);
-	}
 	if (rc) {
 		ep->info = NULL; /* the caller's still */
 		fab_ep_destroy(ep, SSW_CLOSE_DETACH);
@@ -341,40 +283,14 @@ static void on_completion(struct ssw_ep *ep, struct fab_ctx *c, size_t len, int 
 	}
 }
 
-/* Returns whether anything was read. */
+/* The shared event queue read (fab_eq.c), and what it holds for us taken:
+ * whether there was anything. */
 bool fab_read_eq(struct ssw_ep *ep)
 {
-	bool any = false;
-	if (!ep->eq)
+	if (!ep->fab)
 		return false;
-	for (;; any = true) {
-		uint32_t ev;
-		struct fi_eq_cm_entry e;
-		ssize_t n = fi_eq_read(ep->eq, &ev, &e, sizeof e, 0);
-		if (n == -FI_EAVAIL) {
-			struct fi_eq_err_entry ee = { 0 };
-			if (fi_eq_readerr(ep->eq, &ee, 0) < 0)
-				return any;
-			if (!ep->connected) {
-				/* refused or unreachable: the caller decides what it means */
-				ep->conn_err = ee.err == FI_ECONNREFUSED ? -ECONNREFUSED : -(ee.err ? ee.err : EIO);
-			} else {
-				set_broken(ep, "connection error event");
-			}
-			continue;
-		}
-		if (n < 0)
-			return any;
-		if (ev == FI_CONNECTED) {
-			ep->connected = true;
-		} else if (ev == FI_SHUTDOWN) {
-			/* the peer's process ended the connection without a word of
-			 * ours (it died, or exited without closing): as a kernel FIN */
-			ep->shutdown_seen = true;
-			if (!ep->connected)
-				ep->conn_err = -ECONNREFUSED;
-		}
-	}
+	fab_eq_poll(ep->fab);
+	return fab_eq_fold(ep);
 }
 
 void fab_progress(struct ssw_ep *ep)
@@ -408,49 +324,48 @@ void fab_progress_end(struct ssw_ep *ep)
 		fab_rma_fail_all(ep);
 }
 
-/* Completions only: the fast path of a receive (the EQ, which only says
- * a connection came or went, is read by fab_progress: before a sleep, and
- * when the peer's state is asked). */
-void fab_progress_cq(struct ssw_ep *ep)
+/* Completions only: the fast path of a receive (the event queue, which
+ * only says a connection came or went, is read by fab_progress: before a
+ * sleep, and when the peer's state is asked).  quiet_self: an arm's last
+ * look, which finds our news itself (rings only another waiter). */
+static void progress_cq(struct ssw_ep *ep, bool quiet_self)
 {
-	if (!ep->ep)
+	if (!ep->ep || !ep->hub)
 		return;
-	struct fi_cq_data_entry c[16];
-	bool drained = false;
-	for (int round = 0; round < 8; round++) {
-		ssize_t n = fi_cq_read(ep->cq, c, 16);
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee = { 0 };
-			if (fi_cq_readerr(ep->cq, &ee, 0) > 0)
-				on_completion(ep, ee.op_context, 0, ee.err == FI_ECANCELED ? -ECANCELED : -ECONNRESET);
-			continue;
-		}
-		if (n <= 0) {
-			drained = n == -FI_EAGAIN;
-			break;
-		}
-		for (ssize_t i = 0; i < n; i++)
-			on_completion(ep, c[i].op_context, c[i].len, 0);
-		if (n < 16) {
-			drained = true;
-			break;
-		}
+	bool drained;
+	struct fab_ctx *c = fab_hub_read(ep, quiet_self, &drained);
+	while (c) {
+		struct fab_ctx *next = c->inext; /* before: a receive reposted may complete again */
+		on_completion(ep, c, c->ilen, c->ierr);
+		c = next;
 	}
 	/* rx_ready then takes the socket's silence as read (fab_msg.c) */
 	atomic_store_explicit(&ep->quiet_ns, drained ? ssw_now_ns() : 0, memory_order_relaxed);
 	if (ep->comp_news) {
 		ep->comp_news = false;
-		fab_ring(ep);
+		if (!quiet_self)
+			fab_ring(ep);
 	}
 }
 
+void fab_progress_cq(struct ssw_ep *ep) { progress_cq(ep, false); }
+void fab_progress_cq_quiet(struct ssw_ep *ep) { progress_cq(ep, true); }
+
 /* The wake-up the CQ's signal gave before it was detached: a waiter armed
  * on this endpoint sleeps on its socket, which the completions just read
- * (by another thread, the provider's, a send's) no longer show.  Written
- * before `woken` is set (see fab_wake_ack). */
+ * (by another thread, the provider's, a send's, another endpoint's reader
+ * of the hub) no longer show.  Written before `woken` is set (see
+ * fab_wake_ack). */
 void fab_ring(struct ssw_ep *ep)
 {
-	if (atomic_load(&ep->armed) <= 0 || ep->wake_fd < 0 || atomic_load(&ep->woken))
+	if (atomic_load(&ep->armed) <= 0)
+		return;
+	fab_kick(ep);
+}
+
+void fab_kick(struct ssw_ep *ep)
+{
+	if (ep->wake_fd < 0 || atomic_load(&ep->woken))
 		return;
 	uint64_t one = 1;
 	(void)!sys_write(ep->wake_fd, &one, sizeof one);
@@ -646,9 +561,19 @@ static void drain_tx(struct ssw_ep *ep, int ms)
 	       !atomic_load(&ep->peer_closed) && ssw_now_ns() < end) {
 		fab_progress(ep);
 		if (ep->ntx_free < FAB_TX_N || ep->bl_n) {
-			struct pollfd p[2] = { { .fd = ep->cq_fd, .events = POLLIN }, { .fd = ep->sig_fd, .events = POLLIN } };
-			if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1) == 0)
-				sys_poll(p, ep->sig_fd >= 0 ? 2 : 1, 10);
+			/* its socket taking more, the peer's credits, or another
+			 * reader of the hub ringing (we count as armed meanwhile) */
+			int fd = fab_data_fd(ep);
+			struct pollfd p[2] = { { .fd = ep->wake_fd, .events = POLLIN },
+					       { .fd = fd, .events = POLLIN | (atomic_load(&ep->want_out) ? POLLOUT : 0) } };
+			atomic_fetch_add(&ep->armed, 1);
+			if (!atomic_load(&ep->in_n))
+				sys_poll(p, fd >= 0 ? 2 : 1, 10);
+			atomic_fetch_sub(&ep->armed, 1);
+			if (atomic_exchange(&ep->woken, false)) {
+				uint64_t v;
+				(void)!sys_read(ep->wake_fd, &v, sizeof v);
+			}
 		}
 	}
 }
@@ -720,9 +645,10 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 		return;
 	if (how != FAB_CLOSE_FINAL)
 		fab_unwatch(ep);
+	/* DETACH: after a fork the hub's and the queue's sets are this
+	 * process's own (fab_hub.c, fab_eq.c): closing touches nothing the
+	 * other process uses, and a socket closed here is not shut down */
 	if (how == SSW_CLOSE_DETACH) {
-		fab_unshare_fds(ep->cq_fd);
-		fab_unshare_fds(ep->eq_fd);
 	} else if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
 		/* a peer that closed (or reset) reads nothing more from us */
 		if (how != FAB_CLOSE_FINAL && !atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
@@ -737,25 +663,20 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 			drain_tx(ep, 100); /* our close message, when the peer went first */
 		fi_shutdown(ep->ep, 0);
 	}
-	if (ep->ep)
-		fi_close(&ep->ep->fid);
+	fab_hub_close_ep(ep, how == SSW_CLOSE_DETACH);
 	fab_rma_release(ep); /* after the endpoint: nothing can complete any more */
 	if (ep->rx_mr)
 		fi_close(&ep->rx_mr->fid);
 	if (ep->tx_mr)
 		fi_close(&ep->tx_mr->fid);
-	if (ep->cq)
-		fi_close(&ep->cq->fid);
-	if (ep->eq)
-		fi_close(&ep->eq->fid);
-	if (ep->domain)
-		fi_close(&ep->domain->fid);
 	if (ep->info)
 		fab_freeinfo(ep->info);
 	if (ep->wake_fd >= 0)
 		sys_close(ep->wake_fd);
-	free(ep->rxbuf);
-	free(ep->txbuf);
+	if (ep->conn_fd >= 0)
+		sys_close(ep->conn_fd);
+	buf_put(ep->rxbuf, true);
+	buf_put(ep->txbuf, false);
 	free(ep->regs);
 	pthread_mutex_destroy(&ep->mu);
 	free(ep);

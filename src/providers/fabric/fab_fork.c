@@ -30,11 +30,10 @@ static bool is_epoll(int fd)
 	return strcmp(t, "anon_inode:[eventpoll]") == 0;
 }
 
-/* The fds an epoll set watches, as /proc/self/fdinfo lists them. */
-static int epoll_targets(int fd, int *out, int max)
+int fab_epoll_members(int epfd, struct fab_member *out, int max)
 {
 	char p[64], line[256];
-	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", fd);
+	snprintf(p, sizeof p, "/proc/self/fdinfo/%d", epfd);
 	int f = (int)SYS_(openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
 	if (f < 0)
 		return 0;
@@ -44,10 +43,22 @@ static int epoll_targets(int fd, int *out, int max)
 		return 0;
 	}
 	int n = 0, t;
+	unsigned ev;
+	unsigned long long data;
 	while (n < max && fgets(line, sizeof line, fp))
-		if (sscanf(line, "tfd: %d", &t) == 1 && t >= 0)
-			out[n++] = t;
+		if (sscanf(line, "tfd: %d events: %x data: %llx", &t, &ev, &data) == 3 && t >= 0)
+			out[n++] = (struct fab_member){ .fd = t, .events = ev, .data = data };
 	fclose(fp);
+	return n;
+}
+
+/* The fds an epoll set watches. */
+static int epoll_targets(int fd, int *out, int max)
+{
+	struct fab_member m[64];
+	int n = fab_epoll_members(fd, m, max < 64 ? max : 64);
+	for (int i = 0; i < n; i++)
+		out[i] = m[i].fd;
 	return n;
 }
 
@@ -85,18 +96,30 @@ static int add(int *fds, int n, int max, int fd)
 	return n;
 }
 
-/* Its wait fds, what their epoll sets watch (the endpoint's socket, the
- * queues' signals), each nested set's members, and the other end of every
- * signal socketpair (libfabric writes the one that is in no set). */
+/* Its socket and wake_fd, the hub's and the event queue's wait sets with
+ * their signals (both ends: libfabric writes the one that is in no set),
+ * and, for a hub of its own, what that set watches.  Not the members of a
+ * shared hub's set: other connections' sockets (the process keeping this
+ * one must let them go). */
 int fab_keep_fds(struct ssw_ep *ep, int *fds, int max)
 {
 	int n = 0;
-	n = add(fds, n, max, ep->cq_fd);
-	n = add(fds, n, max, ep->eq_fd);
-	n = add(fds, n, max, ep->sig_fd);
+	n = add(fds, n, max, fab_data_fd(ep));
 	n = add(fds, n, max, ep->wake_fd);
+	struct fab_hub *h = ep->hub;
+	if (h) {
+		n = add(fds, n, max, h->cq_fd);
+		n = add(fds, n, max, h->sig_fd);
+		n = add(fds, n, max, ssw_provfd_partner(h->sig_fd));
+	}
+	if (ep->fab && ep->fab->eq) {
+		n = add(fds, n, max, ep->fab->eq_fd);
+		n = add(fds, n, max, ep->fab->eq_sig);
+		n = add(fds, n, max, ssw_provfd_partner(ep->fab->eq_sig));
+	}
 	for (int i = 0; i < n; i++) { /* n grows: a breadth-first walk */
-		if (is_epoll(fds[i])) {
+		bool shared_set = h && h->shared && fds[i] == h->cq_fd;
+		if (!shared_set && is_epoll(fds[i])) {
 			int t[16];
 			int k = epoll_targets(fds[i], t, 16);
 			for (int j = 0; j < k; j++)

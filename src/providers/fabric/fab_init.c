@@ -3,6 +3,7 @@
 #include "providers/fabric/fab_priv.h"
 
 #include "common/log.h"
+#include "common/provfds.h"
 #include "common/sys.h"
 
 #include <ctype.h>
@@ -103,12 +104,21 @@ static void gate_init(void)
 	pthread_rwlockattr_destroy(&a);
 }
 
-static void fork_prepare(void) { pthread_rwlock_wrlock(&gate); }
+/* The gate held, no libfabric call is under way: the shared queues'
+ * state is what both processes' memory says (fab_hub.c, fab_eq.c). */
+static void fork_prepare(void)
+{
+	pthread_rwlock_wrlock(&gate);
+	fab_hub_atfork_prepare();
+	fab_eq_atfork_prepare();
+}
 static void fork_parent(void) { pthread_rwlock_unlock(&gate); }
 static void fork_child(void)
 {
 	gate_init(); /* held by the forking thread, which is us: start afresh */
 	fab_listen_atfork_child();
+	fab_hub_atfork_child();
+	fab_eq_atfork_child();
 }
 
 /* ---- fabrics ------------------------------------------------------------ */
@@ -129,12 +139,14 @@ int fab_fabric_get(struct fi_info *info, struct fab_fabric **out)
 	int rc = 0;
 	if (!f) {
 		f = calloc(1, sizeof *f);
-		if (!f)
+		if (!f) {
 			rc = -ENOMEM;
-		else if ((rc = fab_open_fabric(info->fabric_attr, &f->fabric)) != 0) {
+		} else if ((rc = fab_open_fabric(info->fabric_attr, &f->fabric)) != 0) {
 			free(f);
 			f = NULL;
 		} else {
+			pthread_mutex_init(&f->eqmu, NULL);
+			f->eq_fd = f->eq_sig = -1;
 			snprintf(f->name, sizeof f->name, "%s", name);
 			f->next = fabrics;
 			fabrics = f;
@@ -187,6 +199,8 @@ static int fab_init(void)
 	snprintf(describe_buf, sizeof describe_buf, "fabric (libfabric %s, port-offset %d)", fab_prov_name,
 		 fab_map_port(1) - 1);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	/* which of libfabric's sockets is whose (fab_hub.c) */
+	ssw_provfd_epoll_hook(fab_hub_epoll_note);
 	return 0;
 }
 

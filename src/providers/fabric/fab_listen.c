@@ -1,7 +1,10 @@
 /* fab_listen.c — fabric listeners: a passive endpoint on the mapped port,
  * and one thread per process that accepts connection requests itself (a
  * connect must complete without the application calling accept) and
- * queues the connected endpoints for accept(). */
+ * queues the connected endpoints for accept(); the same thread reads the
+ * shared event queues (fab_eq.c: connections set up and ended), serves a
+ * hub whose member's socket can take the output libfabric holds for it
+ * (fab_hub.c), and progresses endpoints whose owner is away. */
 #include "providers/fabric/fab_priv.h"
 
 #include "common/log.h"
@@ -21,7 +24,8 @@
  * Lock order: the gate (fab_gate_enter), then lmu, then an endpoint's mu. */
 static pthread_mutex_t lmu = PTHREAD_MUTEX_INITIALIZER;
 static struct ssw_listener *listeners;
-static int thr_epfd = -1;   /* wait fds of listeners, pending and watched endpoints */
+/* wait fds of listeners and event queues (epoll data 0), hubs (a hub) */
+static _Atomic int thr_epfd = -1;
 static pid_t thr_pid;       /* the process whose thread runs (0: none) */
 static struct ssw_ep *watched; /* endpoints with a backlog (fab_watch) */
 /* The ready queues, under their own lock, never held across a libfabric
@@ -35,8 +39,35 @@ static int thread_start(void);
 static void ep_watch(int fd, int op)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	if (thr_epfd >= 0 && fd >= 0)
-		sys_epoll_ctl(thr_epfd, op, fd, &ev);
+	int e = atomic_load(&thr_epfd);
+	if (e >= 0 && fd >= 0)
+		sys_epoll_ctl(e, op, fd, &ev);
+}
+
+void fab_thread_add_fd(int fd) { ep_watch(fd, EPOLL_CTL_ADD); }
+
+void fab_thread_watch_out(int fd, struct fab_hub *h)
+{
+	int e = atomic_load(&thr_epfd);
+	if (e < 0 || fd < 0 || thr_pid != ssw_pid())
+		return;
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLONESHOT, .data.ptr = h };
+	if (sys_epoll_ctl(e, EPOLL_CTL_MOD, fd, &ev) != 0)
+		(void)sys_epoll_ctl(e, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* (lmu held) */
+void fab_thread_watch_hub(struct fab_hub *h, bool on)
+{
+	int e = atomic_load(&thr_epfd);
+	if (!h || h->cq_fd < 0)
+		return;
+	if (on && h->hello_wait++ == 0 && e >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = h };
+		(void)sys_epoll_ctl(e, EPOLL_CTL_ADD, h->cq_fd, &ev);
+	} else if (!on && h->hello_wait > 0 && --h->hello_wait == 0 && e >= 0) {
+		(void)sys_epoll_ctl(e, EPOLL_CTL_DEL, h->cq_fd, NULL);
+	}
 }
 
 static void ready_push(struct ssw_listener *l, struct ssw_ep *ep)
@@ -95,8 +126,10 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	}
 	ep->qnext = l->pending;
 	l->pending = ep;
-	ep_watch(ep->eq_fd, EPOLL_CTL_ADD);
-	ep_watch(ep->cq_fd, EPOLL_CTL_ADD); /* a HELLO, or the connection's end */
+	/* its connection comes through the shared event queue, which the
+	 * thread sleeps on; a HELLO through the hub's queue */
+	if (ep->hello_wait)
+		fab_thread_watch_hub(ep->hub, true);
 }
 
 static void read_pep(struct ssw_listener *l)
@@ -129,6 +162,7 @@ static void read_pending(struct ssw_listener *l)
 	while (*pp) {
 		struct ssw_ep *ep = *pp;
 		pthread_mutex_lock(&ep->mu);
+		bool waited = ep->hello_wait;
 		fab_progress(ep);
 		/* connected, and its private data here (in the request, or the
 		 * first message): accept() can take it */
@@ -140,8 +174,8 @@ static void read_pending(struct ssw_listener *l)
 			continue;
 		}
 		*pp = ep->qnext;
-		ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
-		ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
+		if (waited)
+			fab_thread_watch_hub(ep->hub, false);
 		if (up && !atomic_load(&ep->broken))
 			ready_push(l, ep); /* one that ended at once too, as TCP accepts it */
 		else
@@ -163,12 +197,15 @@ static void run_watched(void)
 		/* an owner at work flushes its backlog itself: the thread only
 		 * steps in after it has been away a while (one core less taken
 		 * from a busy sender) */
+		/* nor one another process drives since a fork (its owner here
+		 * takes it back first: fab_hub_claim) */
 		if ((!ep->lingering && now - atomic_load_explicit(&ep->app_ns, memory_order_relaxed) < FAB_IDLE_NS) ||
-		    pthread_mutex_trylock(&ep->mu) != 0) {
+		    (!ep->lingering && !fab_hub_live(ep)) || pthread_mutex_trylock(&ep->mu) != 0) {
 			pp = &ep->wnext;
 			continue;
 		}
 		if (ep->lingering) {
+			fab_hub_claim(ep); /* closed by its owner here */
 			bool end = fab_linger_step(ep);
 			pthread_mutex_unlock(&ep->mu);
 			if (!end) {
@@ -181,6 +218,7 @@ static void run_watched(void)
 			continue;
 		}
 		uint64_t n0 = ep->ncomp;
+		fab_hub_claim(ep); /* lingering: closed by its owner here */
 		fab_progress(ep);
 		if (ep->ncomp != n0) {
 			uint64_t one = 1;
@@ -198,11 +236,32 @@ static void run_watched(void)
 	}
 }
 
+static void exit_flush(void);
+
+/* exit_flush registered, and not run yet.  Registered when an endpoint
+ * first needs it (not when the thread starts, at a process's first
+ * connect): atexit handlers run last registered first, and the switch's
+ * own, registered at start-up, closes the connections the program left
+ * open at exit (switch/exit.c).  Registered at a connect, ours ran before
+ * it: nothing lingered yet, and what that close handed over was cut off
+ * at the exit (socat's last 176 KiB of 10 MiB).  A linger during exit
+ * registers it again: it then runs after the handler that closed. */
+static bool exit_hook;
+
+static void exit_hook_arm(void)
+{
+	if (!exit_hook) {
+		exit_hook = true;
+		atexit(exit_flush);
+	}
+}
+
 void fab_watch(struct ssw_ep *ep)
 {
 	if (ep->watched && ep->watch_pid == ssw_pid())
 		return; /* (a fork child's copy says watched: the list was the parent's) */
 	pthread_mutex_lock(&lmu);
+	exit_hook_arm();
 	if (thread_start() == 0) {
 		ep->watched = true;
 		ep->watch_pid = ssw_pid();
@@ -215,6 +274,7 @@ void fab_watch(struct ssw_ep *ep)
 int fab_linger(struct ssw_ep *ep)
 {
 	pthread_mutex_lock(&lmu);
+	exit_hook_arm();
 	int rc = thread_start();
 	if (rc == 0 && !(ep->watched && ep->watch_pid == ssw_pid())) {
 		ep->watched = true;
@@ -231,6 +291,9 @@ int fab_linger(struct ssw_ep *ep)
  * backlogs and finish the closes. */
 static void exit_flush(void)
 {
+	pthread_mutex_lock(&lmu);
+	exit_hook = false;
+	pthread_mutex_unlock(&lmu);
 	uint64_t end = ssw_now_ns() + FAB_EXIT_NS;
 	for (;;) {
 		pthread_mutex_lock(&lmu);
@@ -267,17 +330,29 @@ void fab_unwatch(struct ssw_ep *ep)
 	pthread_mutex_unlock(&lmu);
 }
 
-/* Can the thread sleep?  fi_trywait on every object it waits for. */
+static void poll_eq(struct fab_fabric *fab, void *arg)
+{
+	if (fab_eq_poll(fab))
+		*(bool *)arg = true;
+}
+
+static void eq_quiet(struct fab_fabric *fab, void *arg)
+{
+	if (*(bool *)arg && fi_trywait(fab->fabric, (struct fid *[]){ &fab->eq->fid }, 1) != 0)
+		*(bool *)arg = false;
+}
+
+/* Can the thread sleep?  fi_trywait on every queue it waits for (the
+ * hubs' members awaiting a first message: their hub serves them when it
+ * wakes us). */
 static bool all_quiet(void)
 {
-	for (struct ssw_listener *l = listeners; l; l = l->next) {
+	for (struct ssw_listener *l = listeners; l; l = l->next)
 		if (fi_trywait(l->fab->fabric, (struct fid *[]){ &l->eq->fid }, 1) != 0)
 			return false;
-		for (struct ssw_ep *ep = l->pending; ep; ep = ep->qnext)
-			if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->eq->fid, &ep->cq->fid }, 2) != 0)
-				return false;
-	}
-	return true;
+	bool quiet = true;
+	fab_eq_each(eq_quiet, &quiet);
+	return quiet;
 }
 
 static void *accept_thread(void *arg)
@@ -294,6 +369,8 @@ static void *accept_thread(void *arg)
 		}
 		bool quiet = false;
 		for (int round = 0; round < 4 && !quiet; round++) {
+			bool any = false;
+			fab_eq_each(poll_eq, &any); /* connections set up and ended first */
 			for (struct ssw_listener *l = listeners; l; l = l->next) {
 				read_pep(l);
 				read_pending(l);
@@ -304,18 +381,43 @@ static void *accept_thread(void *arg)
 		pthread_mutex_unlock(&lmu);
 		fab_gate_leave();
 		struct epoll_event evs[16];
+		int n;
 		/* bounded: a wake-up lost to a provider's quirk costs a second;
 		 * watched endpoints are looked at every FAB_WATCH_NS (their wait
 		 * fds would wake us for every message their owner handles) */
 		if (quiet && !watched) {
-			sys_epoll_wait(epfd, evs, 16, 1000);
+			n = sys_epoll_wait(epfd, evs, 16, 1000);
 		} else {
 			struct pollfd pf = { .fd = epfd, .events = POLLIN };
 			struct timespec ts = { 0, quiet ? (long)FAB_WATCH_NS : 1000000L };
-			(void)SYS_(ppoll, &pf, 1, &ts, NULL, 8);
+			n = (int)SYS_(ppoll, &pf, 1, &ts, NULL, 8) > 0 ? sys_epoll_wait(epfd, evs, 16, 0) : 0;
 		}
+		/* a hub named: a member's socket can take libfabric's output, or
+		 * a member awaits its first message */
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.ptr) {
+				fab_gate_enter();
+				fab_hub_service(evs[i].data.ptr);
+				fab_gate_leave();
+			}
 	}
 	return NULL;
+}
+
+static void add_eq_fd(struct fab_fabric *fab, void *arg)
+{
+	(void)arg;
+	ep_watch(fab->eq_fd, EPOLL_CTL_ADD);
+}
+
+int fab_thread_ensure(void)
+{
+	if (thr_pid == ssw_pid())
+		return 0;
+	pthread_mutex_lock(&lmu);
+	int rc = thread_start();
+	pthread_mutex_unlock(&lmu);
+	return rc;
 }
 
 /* Start the thread of this process (with lmu held). */
@@ -323,9 +425,14 @@ static int thread_start(void)
 {
 	if (thr_pid == ssw_pid())
 		return 0;
-	thr_epfd = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
-	if (thr_epfd < 0)
+	int e = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
+	if (e < 0)
 		return -errno;
+	atomic_store(&thr_epfd, e);
+	/* (in a fork child: the queues opened before, and the listeners) */
+	fab_eq_each(add_eq_fd, NULL);
+	for (struct ssw_listener *l = listeners; l; l = l->next)
+		ep_watch(l->eq_fd, EPOLL_CTL_ADD);
 	pthread_t t;
 	pthread_attr_t a;
 	pthread_attr_init(&a);
@@ -336,18 +443,13 @@ static int thread_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	thr_pid = ssw_pid();
-	static bool exit_hook;
-	if (!exit_hook) {
-		exit_hook = true;
-		atexit(exit_flush);
-	}
 	int rc = pthread_create(&t, &a, accept_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
 	if (rc) {
 		thr_pid = 0;
-		sys_close(thr_epfd);
-		thr_epfd = -1;
+		sys_close(e);
+		atomic_store(&thr_epfd, -1);
 		return -rc;
 	}
 	return 0;
@@ -361,9 +463,9 @@ void fab_listen_atfork_child(void)
 	pthread_mutex_init(&lmu, NULL);
 	pthread_mutex_init(&qmu, NULL);
 	thr_pid = 0;
-	if (thr_epfd >= 0)
-		sys_close(thr_epfd); /* our copy of the parent's set (the parent keeps it) */
-	thr_epfd = -1;
+	if (atomic_load(&thr_epfd) >= 0)
+		sys_close(atomic_load(&thr_epfd)); /* our copy of the parent's set (the parent keeps it) */
+	atomic_store(&thr_epfd, -1);
 	listeners = NULL;
 	watched = NULL;
 }
@@ -538,10 +640,8 @@ void fab_listener_close(struct ssw_listener *l)
 	for (int i = 0; i < 2; i++)
 		for (struct ssw_ep *ep = lists[i], *nx; ep; ep = nx) {
 			nx = ep->qnext;
-			if (i == 0) {
-				ep_watch(ep->eq_fd, EPOLL_CTL_DEL);
-				ep_watch(ep->cq_fd, EPOLL_CTL_DEL);
-			}
+			if (i == 0 && ep->hello_wait)
+				fab_thread_watch_hub(ep->hub, false);
 			pthread_mutex_lock(&ep->mu);
 			pthread_mutex_unlock(&ep->mu);
 			/* never accepted: reset, as the kernel resets a closed listener's queue */

@@ -1,6 +1,7 @@
 /* fab_msg.c — messages and waiting on the fabric provider: sends into the
  * peer's pre-posted buffers under the provider's credits, received
- * messages in order, and the CQ's wait fd (with fi_trywait) to sleep on. */
+ * messages in order, and what a waiter sleeps on (the endpoint's socket
+ * and wake_fd, which whoever takes our news from the shared queue rings). */
 #include "providers/fabric/fab_priv.h"
 #include "providers/fabric/fab_pack.h"
 
@@ -69,6 +70,16 @@ static int peek_locked(struct ssw_ep *ep, const void **msg, size_t *len)
 static bool quiet(struct ssw_ep *ep)
 {
 	uint64_t q = atomic_load_explicit(&ep->quiet_ns, memory_order_relaxed);
+	/* another member's reading of the shared queue read our socket too
+	 * (an epoll server's looks at its hot members: one reading a hub,
+	 * not one a member); ours alone stands for a spin's next look only
+	 * while it is not reset (fab_rx_ready) */
+	struct fab_hub *h = ep->hub;
+	if (h && h->shared && atomic_load_explicit(&h->quiet_by, memory_order_relaxed) != ep) {
+		uint64_t hq = atomic_load_explicit(&h->quiet_ns, memory_order_relaxed);
+		if (hq > q)
+			q = hq;
+	}
 	return q && ssw_now_ns() - q < FAB_QUIET_NS;
 }
 
@@ -151,9 +162,13 @@ static int fab_rx_ready(struct ssw_ep *ep)
 	if (n > (atomic_load(&ep->peeked) ? 1u : 0u) || atomic_load(&ep->peer_closed) || atomic_load(&ep->peer_reset) ||
 	    atomic_load(&ep->broken))
 		return 1;
+	/* another reader of the hub took news for us (fab_hub.c) */
+	if (atomic_load_explicit(&ep->in_news, memory_order_relaxed))
+		return 1;
 	/* manual progress: what arrived is in the socket until someone reads
 	 * the CQ */
-	if (ep->cq_fd < 0)
+	int fd = fab_data_fd(ep);
+	if (fd < 0)
 		return 0;
 	if (quiet(ep))
 		return 0;
@@ -164,8 +179,8 @@ static int fab_rx_ready(struct ssw_ep *ep)
 		       __atomic_load_n(&ep->all, __ATOMIC_RELAXED);
 	if (fab_ep_trylock(ep)) {
 		/* read the CQ itself: for tcp that costs the one epoll_wait a
-		 * look at cq_fd costs, and what it finds is taken, not looked at
-		 * here and read by the caller with a second one */
+		 * look at the socket costs, and what it finds is taken, not
+		 * looked at here and read by the caller with a second one */
 		unsigned f0 = ep->ntx_free;
 		fab_progress_cq(ep);
 		fab_progress_end(ep);
@@ -175,42 +190,24 @@ static int fab_rx_ready(struct ssw_ep *ep)
 		fab_ep_unlock(ep);
 		return r;
 	}
-	/* another thread reads it: a look at the wait fd.  The CQ's signal
-	 * is out of cq_fd's set (fab_ep.c), or alone is no news unless sends
-	 * or one-sided operations wait for completions */
-	if (!ep->cq_sig || ep->sig_fd >= 0) {
-		struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
-		return sys_poll(&p, 1, 0) > 0;
-	}
-	struct epoll_event ev[4];
-	int k = sys_epoll_wait(ep->cq_fd, ev, 4, 0);
-	for (int i = 0; i < k; i++)
-		if (ev[i].data.ptr != ep->cq_sig || waiting)
-			return 1;
-	return 0;
+	/* another thread reads it: a look at the socket */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return sys_poll(&p, 1, 0) > 0;
 }
 
-/* Is anything pending inside libfabric?  With the CQ's signal detached
- * (tcp 1.17), what fi_trywait on the CQ does but its first step: it reads
- * the signal back, which libfabric then writes again at the next
- * completion, two system calls a sleep for a signal nobody waits on.  Its
- * other steps are a progress (the endpoint's buffered bytes, its POLLOUT
- * interest, one epoll_wait) and a look at the queue: a reading of the CQ
- * does them all.  Any completion read is news here: a writer may wait for
- * the slot it gives back.  The EQ, whose signal does wake sleepers
- * (eq_fd), goes through fi_trywait.  Returns whether the caller must look
- * again; the queues are read then. */
+/* Is anything pending inside libfabric?  Reading the CQ does what
+ * fi_trywait on it would but its first step, which reads the CQ's signal
+ * back (libfabric then writes it again at the next completion: two system
+ * calls a sleep for a signal nobody waits on), and it walks every endpoint
+ * of the hub (fab_hub.c).  Any completion read is news here: a writer may
+ * wait for the slot it gives back.  The event queue is the thread's: what
+ * it found for us waits in eqev (and rang us once armed).  Returns whether
+ * the caller must look again; the queues are read then. */
 static bool pending_locked(struct ssw_ep *ep)
 {
-	if (ep->sig_fd < 0) {
-		if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid, &ep->eq->fid }, 2) == 0)
-			return false;
-		fab_progress(ep);
-		return true;
-	}
 	uint64_t n0 = ep->ncomp;
-	fab_progress_cq(ep);
-	if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->eq->fid }, 1) != 0 && fab_read_eq(ep))
+	fab_progress_cq_quiet(ep);
+	if (fab_eq_fold(ep))
 		fab_progress_cq(ep); /* as fab_progress: what came before the connection's end */
 	fab_progress_end(ep);
 	return ep->ncomp != n0 || news_locked(ep);
@@ -221,31 +218,33 @@ static int fab_arm(struct ssw_ep *ep)
 	fab_ep_lock(ep);
 	fab_progress_end(ep);
 	int rc = 0;
-	/* libfabric: sleeping on the wait fds is safe only after fi_trywait
-	 * says nothing is pending inside the provider.  It progresses both
-	 * queues itself and fails while a completion or event waits in them,
-	 * so reading them only then saves the two system calls (tcp: an
-	 * epoll_wait each) a read before it would cost every sleep. */
-	if (news_locked(ep)) {
+	/* armed before the last look: whoever takes news for us after it
+	 * (another reader of the hub, the event queue's) rings us; news it
+	 * took before, the look finds in our inbox */
+	atomic_fetch_add(&ep->armed, 1);
+	/* libfabric: sleeping on the wait fds is safe only once nothing is
+	 * pending inside the provider: the look reads the queue itself */
+	if (news_locked(ep) || atomic_load(&ep->in_n) || atomic_load(&ep->eqev)) {
 		fab_progress(ep);
 		rc = -EAGAIN;
 	} else if (pending_locked(ep)) {
 		rc = -EAGAIN;
-	} else {
-		/* from now on, whoever reads news from the CQ rings us (fab_ring) */
-		atomic_fetch_add(&ep->armed, 1);
 	}
+	if (rc)
+		atomic_fetch_sub(&ep->armed, 1);
 	fab_ep_unlock(ep);
 	return rc;
 }
 
+/* The endpoint's socket (its data, its end; its room while libfabric has
+ * output waiting for it), and wake_fd.  A hub of its own: the hub's wait
+ * fd, libfabric's set of the socket with its own interests. */
 static int fab_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 {
 	int k = 0;
-	if (k < n && ep->cq_fd >= 0)
-		pfd[k++] = (struct pollfd){ .fd = ep->cq_fd, .events = POLLIN };
-	if (k < n && ep->eq_fd >= 0)
-		pfd[k++] = (struct pollfd){ .fd = ep->eq_fd, .events = POLLIN };
+	int fd = fab_data_fd(ep);
+	if (k < n && fd >= 0)
+		pfd[k++] = (struct pollfd){ .fd = fd, .events = POLLIN | (atomic_load(&ep->want_out) ? POLLOUT : 0) };
 	if (k < n && ep->wake_fd >= 0)
 		pfd[k++] = (struct pollfd){ .fd = ep->wake_fd, .events = POLLIN };
 	return k;
@@ -256,9 +255,8 @@ static int fab_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
  * nobody but a fellow sleeper.  The eventfd is read only when someone
  * wrote it (`woken` is set after the write: a flag seen late costs one
  * more wake-up, never a count left behind); completions only, as
- * recv_peek reads them: the EQ (a connection's end) is read by arm's
- * fi_trywait, which fails while an event waits there, and by
- * peer_state's probe. */
+ * recv_peek reads them: the event queue (a connection's end) is the
+ * thread's, and peer_state's probe folds what it found. */
 static void fab_wake_ack(struct ssw_ep *ep)
 {
 	uint64_t v;
@@ -280,19 +278,16 @@ static uint32_t fab_peer_state(struct ssw_ep *ep, int probe, uint32_t *urg)
 	if (probe) {
 		fab_ep_lock(ep);
 		/* one system call when nothing happened (the SPI's allowance;
-		 * reading the CQ and the EQ costs two, an epoll_wait each, and
 		 * the session probes before sends and polls: four a request of
-		 * an epoll server).  Only where cq_fd is quiet between messages:
-		 * the CQ's signal out of its set (fab_ep.c) */
-		struct pollfd p[2] = { { .fd = ep->cq_fd, .events = POLLIN }, { .fd = ep->eq_fd, .events = POLLIN } };
-		if (ep->sig_fd < 0 || ep->eq_fd < 0 || sys_poll(p, 2, 0) != 0) {
+		 * an epoll server): the socket shows the peer's data and end,
+		 * in_n what another reader of the hub took, eqev what the event
+		 * queue's reader found.  Not wake_fd: a ring is for a waiter,
+		 * and one left unread (a connect's, until the first sleep)
+		 * made every probe a full progress, two epoll_waits */
+		int fd = fab_data_fd(ep);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (fd < 0 || atomic_load(&ep->eqev) || atomic_load(&ep->in_n) || sys_poll(&p, 1, 0) != 0)
 			fab_progress(ep);
-			/* the EQ's signal (an event was written: the connection's
-			 * start, say) stays set until a trywait takes it: once
-			 * taken, the next probes cost the one poll again */
-			if (ep->sig_fd >= 0 && ep->eq_fd >= 0 && (p[1].revents & POLLIN))
-				(void)fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->eq->fid }, 1);
-		}
 		fab_ep_unlock(ep);
 	}
 	if (atomic_load(&ep->peer_reset) || atomic_load(&ep->broken))

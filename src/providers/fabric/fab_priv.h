@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/types.h>
 
 #include <rdma/fabric.h>
@@ -82,11 +83,18 @@ struct fab_rdesc {
 	uint64_t check; /* fab_rdesc_check(): catches a corrupted or forged-by-accident descriptor */
 };
 
-/* What a completion's op_context points to. */
+/* What a completion's op_context points to.  Endpoints share completion
+ * queues (fab_hub.c): whoever reads one hands each completion to the
+ * endpoint it names, in its inbox (the fields after ep, under the hub's
+ * lock), where its owner takes it. */
 enum { FAB_CTX_RX = 1, FAB_CTX_TX = 2, FAB_CTX_RMA = 3 };
 struct fab_ctx {
 	int kind;
 	int idx; /* RX/TX: buffer slot */
+	struct ssw_ep *ep;
+	struct fab_ctx *inext;
+	uint32_t ilen;
+	int ierr;
 };
 
 struct fab_rma_op {
@@ -108,11 +116,42 @@ struct fab_reg {
 	uint64_t check;
 };
 
-/* One libfabric fabric, shared by the endpoints of this process that use it. */
+/* One libfabric fabric, shared by the endpoints of this process that use
+ * it, with the event queue all of them report to (fab_eq.c). */
 struct fab_fabric {
 	char name[128];
 	struct fid_fabric *fabric;
+	pthread_mutex_t eqmu;      /* reading eq, and closing an endpoint bound to it */
+	struct fid_eq *eq;         /* opened with the first endpoint */
+	int eq_fd;                 /* its wait fd (an epoll set, tcp) */
+	int eq_sig;                /* the read end of its signal in eq_fd's set (tcp), or -1 */
+	bool eq_sig_byte;          /* fork: the signal held its byte (fab_eq_atfork_prepare) */
 	struct fab_fabric *next;
+};
+
+/* Up to FAB_HUB_EPS endpoints of one domain on one completion queue
+ * (fab_hub.c).  The struct lives until exit (the provider's thread may
+ * name it in an event); its libfabric objects go with its last endpoint. */
+#define FAB_HUB_EPS 16u
+struct fab_hub {
+	pthread_mutex_t mu;        /* reading cq, the inboxes of its endpoints, its member list */
+	struct fab_fabric *fab;
+	char dom_name[64];
+	struct fid_domain *domain; /* the process's domain (shared hubs), or the hub's own */
+	bool own_domain;
+	bool shared;               /* endpoints wait on their own sockets (tcp 1.17), cap > 1 */
+	struct fid_cq *cq;         /* NULL: closed */
+	int cq_fd;                 /* its wait fd: an epoll set of the members' sockets (tcp) */
+	void *cq_sig;              /* the CQ's own signal in cq_fd's set (learn_cq_signal), or NULL */
+	int sig_fd;                /* that signal's fd, taken out of cq_fd's set, or -1 */
+	unsigned cap, nep;
+	/* the last reading that left the queue empty (ssw_now_ns), and whose:
+	 * every member's socket was read then (fab_msg.c: quiet) */
+	_Atomic uint64_t quiet_ns;
+	struct ssw_ep *_Atomic quiet_by;
+	int hello_wait;            /* pending accepted endpoints awaiting their first message (fab_listen.c) */
+	struct ssw_ep *eps;        /* members, through hnext */
+	struct fab_hub *next;
 };
 
 struct ssw_ep {
@@ -120,16 +159,36 @@ struct ssw_ep {
 	pid_t pid;                 /* the process that made it */
 	struct fi_info *info;
 	struct fab_fabric *fab;
-	struct fid_domain *domain; /* one per endpoint: its progress and wait fd are its own */
-	struct fid_eq *eq;
-	struct fid_cq *cq;
+	/* The domain, event queue and completion queue are shared with other
+	 * endpoints of this process (fab_hub.c, fab_eq.c): a connection's own
+	 * descriptors are its socket (tcp) and wake_fd. */
+	struct fab_hub *hub;
+	struct ssw_ep *hnext;      /* the hub's members */
+	struct fid_domain *domain; /* hub->domain */
 	struct fid_ep *ep;
-	int eq_fd, cq_fd;          /* wait objects (FI_GETWAIT) */
-	void *cq_sig;              /* the CQ's own signal in cq_fd's epoll set (fab_ep.c: learn_cq_signal), or NULL */
-	int sig_fd;                /* that signal's fd, taken out of cq_fd's set (fab_ep.c: detach_cq_signal), or -1 */
+	/* tcp 1.17: the endpoint's socket, learnt from libfabric's own
+	 * epoll_ctl on the hub's set (fab_hub.c: fab_hub_epoll_note), -1
+	 * before; what its waiters sleep on for its data */
+	_Atomic int sock_fd;
+	/* libfabric waits for that socket to take more (its POLLOUT interest
+	 * in the hub's set): waiters must wake when it can */
+	_Atomic bool want_out;
+	/* The process whose hub set holds the socket: after a fork, neither
+	 * process progresses an endpoint through its hub until it uses it
+	 * itself (fab_hub.c: fab_hub_claim), 0 meanwhile */
+	pid_t live;
+	/* completions another reader of the hub took for us, in order (under
+	 * hub->mu); in_n of them, in_news that a waiter may need */
+	struct fab_ctx *in_head, *in_tail;
+	_Atomic unsigned in_n, in_news;
+	/* the shared event queue's reader found these for us (fab_eq.c) */
+	_Atomic unsigned eqev;     /* FAB_EV_* */
+	unsigned ev_seen;          /* every FAB_EV_* dispatched so far (under fab->eqmu) */
+	int eqerr;                 /* the first error event's error (positive, libfabric's) */
+	bool eqerr_conn;           /* it came after the connection was established */
 	/* Waiters between a successful arm and their wake_ack: while there are
-	 * any, whoever reads news from the CQ rings wake_fd (fab_ring), since
-	 * the CQ's own signal wakes nobody once detached */
+	 * any, whoever reads news for this endpoint rings wake_fd (fab_ring),
+	 * since its socket no longer shows what another reader took */
 	_Atomic int armed;
 	bool comp_news;            /* the CQ reading under way took something a waiter may need */
 	_Atomic uint64_t quiet_ns; /* the last reading of the CQ that left it empty (ssw_now_ns), 0: taken */
@@ -190,12 +249,13 @@ struct ssw_ep {
 	struct fab_reg *regs;
 	uint32_t nregs;
 	uint32_t nexposed;         /* registrations the peer may use now */
-	uint64_t next_key;
 
 	/* the switch's private data: the connector's to send in a HELLO, the
 	 * acceptor's as received */
 	uint8_t priv[SSW_CONNECT_PRIV_MAX];
 	size_t priv_len;
+	bool connector;            /* made by connect: its waiter sleeps on wake_fd until connected */
+	int conn_fd;               /* connector until connected: an epoll set of wake_fd and the event queue's fd, or -1 */
 	bool hello_out;            /* connector: HELLO still to send once connected */
 	bool hello_wait;           /* acceptor: HELLO still to come (not accepted before) */
 	struct ssw_ep *qnext;      /* listener queues */
@@ -238,6 +298,8 @@ void fab_gate_leave(void);
 int fab_map_port(int port);
 struct fi_info *fab_hints(void);
 int fab_fabric_get(struct fi_info *info, struct fab_fabric **out);
+/* fi_dupinfo (fab_dl.c) */
+struct fi_info *fab_dupinfo(const struct fi_info *info);
 int fab_errno(int fi_err); /* a libfabric error as a negative errno */
 
 /* fab_ep.c: endpoint life */
@@ -245,6 +307,9 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
 /* how: SSW_CLOSE_*, or FAB_CLOSE_FINAL (the end of a linger: nothing more
  * to send, the thread's list already left) */
 #define FAB_CLOSE_FINAL 99
+/* The descriptor its waiters sleep on for data (its socket, or the hub's
+ * wait fd when the hub is its alone), or -1. */
+int fab_data_fd(const struct ssw_ep *ep);
 void fab_ep_destroy(struct ssw_ep *ep, int how);
 bool fab_ep_linger(struct ssw_ep *ep);
 bool fab_linger_step(struct ssw_ep *ep);
@@ -254,14 +319,69 @@ bool fab_ep_trylock(struct ssw_ep *ep);
 /* Read the EQ and the CQ (called with the endpoint locked). */
 void fab_progress(struct ssw_ep *ep);
 void fab_progress_cq(struct ssw_ep *ep);
+/* As fab_progress_cq, for an arm's last look: news for this endpoint
+ * rings only another waiter (the caller learns of it by itself). */
+void fab_progress_cq_quiet(struct ssw_ep *ep);
 void fab_progress_end(struct ssw_ep *ep);
 /* Wake the endpoint's armed waiters (wake_fd), if it has any. */
 void fab_ring(struct ssw_ep *ep);
+/* Wake whoever waits on wake_fd, armed or not (a connect's completion). */
+void fab_kick(struct ssw_ep *ep);
 bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
 void fab_flush_backlog(struct ssw_ep *ep);
 
+/* fab_hub.c: shared domains and completion queues */
+/* Put the endpoint on a hub for `info` (sets ep->hub, ep->domain). */
+int fab_hub_join(struct ssw_ep *ep, struct fi_info *info, struct fab_fabric *fab);
+/* Close the endpoint's libfabric endpoint and leave its hub: what the hub
+ * still holds for it is dropped.  detach: another process keeps the
+ * connection (fork).  Called inside the gate, unlocked. */
+void fab_hub_close_ep(struct ssw_ep *ep, bool detach);
+/* Read the endpoint's hub (locked endpoint): every completion to its
+ * endpoint's inbox, armed endpoints rung; returns this endpoint's inbox
+ * (oldest first) and whether the queue was left empty. */
+struct fab_ctx *fab_hub_read(struct ssw_ep *ep, bool quiet_self, bool *drained);
+/* The provider's thread: read a hub for its members (an event named it). */
+void fab_hub_service(struct fab_hub *h);
+/* This process drives the endpoint from now on (after a fork): its socket
+ * back in this process's hub set.  Called with the endpoint locked. */
+void fab_hub_claim(struct ssw_ep *ep);
+/* Is the endpoint progressed through its hub in this process? */
+bool fab_hub_live(const struct ssw_ep *ep);
+/* The interposed epoll_ctl reports libfabric's own calls (common/provfds.h). */
+void fab_hub_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev);
+void fab_hub_atfork_prepare(void);
+void fab_hub_atfork_child(void);
+/* A random 64-bit memory key for a domain several peers share: one peer
+ * must not guess another's (fab_rdma.c). */
+uint64_t fab_random_key(void);
+
+/* fab_eq.c: the fabric's shared event queue */
+enum { FAB_EV_CONNECTED = 1u, FAB_EV_SHUTDOWN = 2u, FAB_EV_ERR = 4u };
+int fab_eq_open(struct fab_fabric *fab);
+/* Read the queue and hand each event to its endpoint (any thread; skipped
+ * while another reads it).  Returns whether it read anything. */
+bool fab_eq_poll(struct fab_fabric *fab);
+/* Take the endpoint's events into its state (locked endpoint); true when
+ * there were any. */
+bool fab_eq_fold(struct ssw_ep *ep);
+/* Every fabric with an event queue, for the thread and fork. */
+void fab_eq_each(void (*fn)(struct fab_fabric *fab, void *arg), void *arg);
+void fab_eq_atfork_prepare(void);
+void fab_eq_atfork_child(void);
+/* libfabric 1.17's tcp provider (the tricks of fab_hub.c and fab_eq.c) */
+bool fab_is_tcp117(void);
+
+/* fab_fork.c: an epoll set's members as /proc/self/fdinfo lists them (up to
+ * max; how many) */
+struct fab_member {
+	int fd;
+	uint32_t events;
+	uint64_t data;
+};
+int fab_epoll_members(int epfd, struct fab_member *out, int max);
 /* fab_fork.c: make the epoll sets reachable from this wait fd ours alone */
 void fab_unshare_fds(int fd);
 /* Does the peer hold stream data of ours it has not credited back (fab_ep.c)? */
@@ -284,6 +404,16 @@ void fab_unwatch(struct ssw_ep *ep);
 /* Hand a closed endpoint to the thread (fab_ep_linger): 0, or -errno (then
  * the caller destroys it itself). */
 int fab_linger(struct ssw_ep *ep);
+/* The thread of this process, started if need be (not with lmu held). */
+int fab_thread_ensure(void);
+/* Have the thread sleep on fd too (a fabric's event queue). */
+void fab_thread_add_fd(int fd);
+/* Have the thread serve hub h once socket fd can take more (libfabric's
+ * POLLOUT interest: its owner may sleep on the socket's input only). */
+void fab_thread_watch_out(int fd, struct fab_hub *h);
+/* ... or when hub h's set shows anything (its members await a first
+ * message: fab_listen.c), on = false to stop. */
+void fab_thread_watch_hub(struct fab_hub *h, bool on);
 
 /* fab_conn.c */
 extern const struct ssw_conn_ops fab_conn_ops;
@@ -294,6 +424,8 @@ extern const struct ssw_progress_ops fab_progress_ops;
 
 /* fab_rdma.c */
 extern const struct ssw_rdma_ops fab_rdma_ops;
+/* A descriptor's integrity check (not a secret: the key is what guards it). */
+uint64_t fab_rdesc_check(const struct fab_rdesc *d);
 void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int status);
 void fab_rma_release(struct ssw_ep *ep);
 void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op);

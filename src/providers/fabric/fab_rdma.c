@@ -14,7 +14,7 @@
 #define FAB_MAX_REGS 4096u
 #define FAB_SYNC_WAIT_NS (10000ull * 1000000ull)
 
-static uint64_t rdesc_check(const struct fab_rdesc *d)
+uint64_t fab_rdesc_check(const struct fab_rdesc *d)
 {
 	uint64_t v[5] = { ((uint64_t)d->magic << 32) | d->id, d->base, d->len, d->key, 0x9e3779b97f4a7c15ull };
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -33,7 +33,7 @@ static const struct fab_rdesc *rdesc_ok(const struct ssw_rdma_desc *desc, uint64
 	if (!desc || desc->len != sizeof *out)
 		return NULL;
 	memcpy(out, desc->data, sizeof *out);
-	if (out->magic != FAB_RDESC_MAGIC || out->check != rdesc_check(out))
+	if (out->magic != FAB_RDESC_MAGIC || out->check != fab_rdesc_check(out))
 		return NULL;
 	if (offset > out->len || len > out->len - offset || out->base + offset < out->base)
 		return NULL;
@@ -42,7 +42,9 @@ static const struct fab_rdesc *rdesc_ok(const struct ssw_rdma_desc *desc, uint64
 
 static int reg_mr(struct ssw_ep *ep, void *addr, size_t len, uint64_t access, struct fid_mr **mr)
 {
-	uint64_t key = ep->prov_key ? 0 : ep->next_key++;
+	/* the domain is shared with other peers' connections: a key they
+	 * could not guess (fab_hub.c) */
+	uint64_t key = ep->prov_key ? 0 : fab_random_key();
 	int rc = fi_mr_reg(ep->domain, addr, len, access, 0, key, 0, mr, NULL);
 	if (rc == 0 && ep->mr_endpoint) {
 		rc = fi_mr_bind(*mr, &ep->ep->fid, 0);
@@ -115,7 +117,7 @@ static int fab_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, u
 			       .base = ep->virt_addr ? (uint64_t)(uintptr_t)addr : 0,
 			       .len = len,
 			       .key = fi_mr_key(mr) };
-	d.check = rdesc_check(&d);
+	d.check = fab_rdesc_check(&d);
 	ep->regs[id] = (struct fab_reg){ .mr = mr, .check = d.check };
 	/* the peer's reads and writes of it need our progress (tcp: the
 	 * target serves them in fi_cq_read): the thread gives it while we
@@ -285,6 +287,7 @@ static int rma(struct ssw_ep *ep, bool rd, const struct iovec *local, int iovcnt
 	if (!op)
 		return -ENOMEM;
 	op->c.kind = FAB_CTX_RMA;
+	op->c.ep = ep;
 	op->ctx = ctx;
 	op->sync = ctx == NULL;
 	fab_ep_lock(ep);
@@ -314,17 +317,25 @@ static int rma(struct ssw_ep *ep, bool rd, const struct iovec *local, int iovcnt
 		fab_ep_unlock(ep);
 		return -EINPROGRESS;
 	}
-	/* No completion context: the caller waits here (bounded) */
+	/* No completion context: the caller waits here (bounded), on its
+	 * socket and wake_fd (armed: another reader of the hub rings it) */
 	uint64_t end = ssw_now_ns() + FAB_SYNC_WAIT_NS;
 	while (!op->done && ssw_now_ns() < end) {
 		fab_progress(ep);
 		if (op->done)
 			break;
-		struct pollfd p = { .fd = ep->cq_fd, .events = POLLIN };
-		if (fi_trywait(ep->fab->fabric, (struct fid *[]){ &ep->cq->fid }, 1) == 0) {
-			pthread_mutex_unlock(&ep->mu);
-			sys_poll(&p, 1, 10);
-			pthread_mutex_lock(&ep->mu);
+		int fd = fab_data_fd(ep);
+		struct pollfd p[2] = { { .fd = ep->wake_fd, .events = POLLIN },
+				       { .fd = fd, .events = POLLIN | (atomic_load(&ep->want_out) ? POLLOUT : 0) } };
+		atomic_fetch_add(&ep->armed, 1);
+		pthread_mutex_unlock(&ep->mu);
+		if (!atomic_load(&ep->in_n))
+			sys_poll(p, fd >= 0 ? 2 : 1, 10);
+		pthread_mutex_lock(&ep->mu);
+		atomic_fetch_sub(&ep->armed, 1);
+		if (atomic_exchange(&ep->woken, false)) {
+			uint64_t v;
+			(void)!sys_read(ep->wake_fd, &v, sizeof v);
 		}
 	}
 	if (!op->done) {

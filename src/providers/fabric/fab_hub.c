@@ -1,0 +1,551 @@
+/* fab_hub.c — the libfabric objects a process's fabric endpoints share: one
+ * domain, and completion queues ("hubs") of up to FAB_HUB_EPS endpoints.
+ *
+ * Why: a domain, an event queue and a completion queue of their own cost a
+ * connection 9 descriptors with libfabric 1.17's tcp provider (each queue's
+ * wait object is an epoll set and a socketpair), and a connect opened all of
+ * them.  Sharing leaves a connection the application's socket, the
+ * provider's socket and our eventfd (wake_fd).
+ *
+ * What sharing implies (tcp 1.17, prov/tcp/src/tcpx_cq.c): reading a
+ * completion queue progresses every endpoint on it (a walk of its list and
+ * an epoll_wait over the set of their sockets), so whoever reads a hub
+ * takes the data of all its endpoints and writes their completions.  So:
+ *  - a completion goes to the endpoint its context names (fab_ctx.ep), into
+ *    that endpoint's inbox, which its owner takes under its own lock
+ *    (fab_hub_read); an armed endpoint with news is rung (wake_fd), since
+ *    the socket its waiters sleep on no longer shows what another took;
+ *  - the walk is why a hub holds few endpoints (each read walks them all);
+ *  - an endpoint's waiters sleep on its own socket: which socket is whose,
+ *    and when libfabric waits for one to take more output, come from
+ *    libfabric's own epoll_ctl on the hub's set, which the interposition
+ *    reports (fab_hub_epoll_note).  Without that report (a program linking
+ *    the provider without the interposition) a hub is one endpoint's and
+ *    its waiters sleep on the hub's wait fd, as before sharing;
+ *  - memory keys are random: peers of one process share the domain's key
+ *    space (fab_random_key);
+ *  - after fork both processes hold the hub's endpoints, and reading the
+ *    hub in one would take the data of a connection the other drives: the
+ *    child gets sets of its own, and in both processes an endpoint joins
+ *    its hub's progress again only when that process uses it (fab_hub_claim;
+ *    the session lets one process at a time drive a connection).
+ * Providers that choose their own keys (verbs: FI_MR_PROV_KEY), and any
+ * other version of the tcp provider, keep a hub (and a domain) per
+ * endpoint: a protection domain is what keeps one peer's keys from
+ * another's. */
+#include "providers/fabric/fab_priv.h"
+
+#include "common/log.h"
+#include "common/provfds.h"
+#include "common/sys.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+static pthread_mutex_t hubs_mu = PTHREAD_MUTEX_INITIALIZER; /* the lists below */
+static struct fab_hub *hubs;
+struct fab_dom {
+	struct fab_fabric *fab;
+	char name[64];
+	struct fid_domain *domain;
+	struct fab_dom *next;
+};
+static struct fab_dom *doms;
+
+/* Hub sets by fd, for the epoll_ctl report (untouched pages cost nothing). */
+#define HUBFD_MAX 65536
+static struct fab_hub *_Atomic hub_of_fd[HUBFD_MAX];
+/* the interposition reports libfabric's epoll_ctl (seen once: then hubs are shared) */
+static _Atomic bool hook_seen;
+static __thread int last_add_epfd = -1;
+
+/* ---- keys --------------------------------------------------------------- */
+
+uint64_t fab_random_key(void)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t pool[32];
+	static unsigned left;
+	pthread_mutex_lock(&mu);
+	if (!left) {
+		ssize_t n = getrandom(pool, sizeof pool, 0);
+		left = n == (ssize_t)sizeof pool ? 32 : 0;
+		if (!left) { /* no entropy: the clock, at worst (logged once) */
+			SSW_WARN_ONCE("fabric: getrandom failed: memory keys of shared domains are guessable");
+			pool[0] = ssw_now_ns() * 0x9e3779b97f4a7c15ull;
+			left = 1;
+		}
+	}
+	uint64_t k = pool[--left];
+	pthread_mutex_unlock(&mu);
+	return k ? k : 1;
+}
+
+/* ---- the CQ's own signal ------------------------------------------------- */
+
+/* tcp (libfabric 1.17): the CQ's wait fd is a level-triggered epoll set
+ * of its endpoints' sockets (epoll data: each endpoint's fid) and of the
+ * CQ's own signal, a socketpair that libfabric writes at a completion
+ * (unless its byte is already there) and reads back at the next progress
+ * that finds it in the set.  On the data path that was two system calls
+ * per completion on each side (a unix socket write and read, about a
+ * sixth of a 4 KiB sender's time), to wake nobody: the caller reads the
+ * CQ itself.  So the signal is taken out of cq_fd's set (detach_cq_signal)
+ * and nobody waits on it: progress never sees it, so it stays set and
+ * costs nothing (libfabric writes it only when its byte was taken; nobody
+ * calls fi_trywait on the CQ, which would take it).  What it was for,
+ * waking a sleeper when a completion is read by someone else, is done by
+ * whoever reads it: fab_ring on wake_fd, only while a waiter is armed, so
+ * that an epoll set (which registers the wait fds for good) is not woken
+ * by the completions of its owner's own sends.  Its epoll data is learnt
+ * here, once, from a signal of our own (fi_cq_signal) on the set before
+ * any endpoint joins. */
+static void learn_cq_signal(struct fab_hub *h)
+{
+	if (!fab_is_tcp117() || h->cq_fd < 0 || fi_cq_signal(h->cq) != 0)
+		return;
+	struct epoll_event ev[2];
+	int n = sys_epoll_wait(h->cq_fd, ev, 2, 0);
+	if (n == 1 && ev[0].data.ptr)
+		h->cq_sig = ev[0].data.ptr;
+	/* our signal back: fi_trywait reads it */
+	(void)fi_trywait(h->fab->fabric, (struct fid *[]){ &h->cq->fid }, 1);
+}
+
+/* The fd in cq_fd's set whose epoll data is the signal's, or -1. */
+static int find_cq_signal_fd(struct fab_hub *h)
+{
+	struct fab_member m[2];
+	int n = fab_epoll_members(h->cq_fd, m, 2);
+	/* before any endpoint joins the set holds the signal alone */
+	return n == 1 && (uintptr_t)m[0].data == (uintptr_t)h->cq_sig ? m[0].fd : -1;
+}
+
+static void detach_cq_signal(struct fab_hub *h)
+{
+	if (!h->cq_sig)
+		return;
+	int fd = find_cq_signal_fd(h);
+	if (fd < 0)
+		return;
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	/* quiet now (learn_cq_signal took its byte back), or not the signal */
+	if (sys_poll(&pf, 1, 0) != 0 || sys_epoll_ctl(h->cq_fd, EPOLL_CTL_DEL, fd, NULL) != 0)
+		return;
+	h->sig_fd = fd;
+}
+
+/* ---- hubs ----------------------------------------------------------------- */
+
+bool fab_is_tcp117(void)
+{
+	uint32_t v = fab_version();
+	return strcmp(fab_prov_name, "tcp") == 0 && FI_MAJOR(v) == 1 && FI_MINOR(v) == 17;
+}
+
+static const char *dom_name(const struct fi_info *info)
+{
+	return info->domain_attr && info->domain_attr->name ? info->domain_attr->name : "";
+}
+
+/* The process's domain for info's fabric and domain name (hubs_mu held). */
+static int shared_domain(struct fab_fabric *fab, struct fi_info *info, struct fid_domain **out)
+{
+	struct fab_dom *d;
+	for (d = doms; d; d = d->next)
+		if (d->fab == fab && strcmp(d->name, dom_name(info)) == 0) {
+			*out = d->domain;
+			return 0;
+		}
+	d = calloc(1, sizeof *d);
+	if (!d)
+		return -FI_ENOMEM;
+	int rc = fi_domain(fab->fabric, info, &d->domain, NULL);
+	if (rc) {
+		free(d);
+		return rc;
+	}
+	d->fab = fab;
+	snprintf(d->name, sizeof d->name, "%s", dom_name(info));
+	d->next = doms;
+	doms = d;
+	*out = d->domain;
+	return 0;
+}
+
+static int get_wait_fd(struct fid *f, int *fd)
+{
+	int rc = fi_control(f, FI_GETWAIT, fd);
+	return rc ? rc : *fd >= 0 ? 0 : -FI_EINVAL;
+}
+
+/* Open the hub's completion queue (hubs_mu held). */
+static int hub_open(struct fab_hub *h, struct fi_info *info)
+{
+	int rc = 0;
+	if (h->own_domain)
+		rc = fi_domain(h->fab->fabric, info, &h->domain, NULL);
+	else
+		rc = shared_domain(h->fab, info, &h->domain);
+	if (rc)
+		return rc;
+	struct fi_cq_attr ca = { .size = h->cap * (4 * (FAB_RX_N + FAB_TX_N)) + 64,
+				 .format = FI_CQ_FORMAT_DATA,
+				 .wait_obj = FI_WAIT_FD };
+	h->cq_fd = h->sig_fd = -1;
+	h->cq_sig = NULL;
+	last_add_epfd = -1;
+	rc = fi_cq_open(h->domain, &ca, &h->cq, NULL);
+	if (!rc)
+		rc = get_wait_fd(&h->cq->fid, &h->cq_fd);
+	if (rc) {
+		if (h->cq)
+			fi_close(&h->cq->fid);
+		h->cq = NULL;
+		if (h->own_domain)
+			fi_close(&h->domain->fid);
+		h->domain = NULL;
+		return rc;
+	}
+	/* its wait set was made just now, its signal added: reported? */
+	if (last_add_epfd == h->cq_fd)
+		atomic_store(&hook_seen, true);
+	learn_cq_signal(h);
+	detach_cq_signal(h);
+	if (h->cq_fd < HUBFD_MAX)
+		atomic_store_explicit(&hub_of_fd[h->cq_fd], h, memory_order_release);
+	return 0;
+}
+
+static void hub_close(struct fab_hub *h)
+{
+	if (h->cq_fd >= 0 && h->cq_fd < HUBFD_MAX)
+		atomic_store(&hub_of_fd[h->cq_fd], NULL);
+	if (h->cq)
+		fi_close(&h->cq->fid);
+	if (h->own_domain && h->domain)
+		fi_close(&h->domain->fid);
+	h->cq = NULL;
+	h->domain = NULL;
+	h->cq_fd = h->sig_fd = -1;
+}
+
+int fab_hub_join(struct ssw_ep *ep, struct fi_info *info, struct fab_fabric *fab)
+{
+	/* shared only where the tricks above are known to hold, libfabric's
+	 * epoll_ctl is reported (or not yet known: the first hub tells), and
+	 * we choose the keys */
+	bool share = fab_is_tcp117() && !(info->domain_attr->mr_mode & FI_MR_PROV_KEY);
+	pthread_mutex_lock(&hubs_mu);
+	struct fab_hub *h = NULL, *idle = NULL;
+	/* (a hub of one on the process's domain when libfabric's epoll_ctl
+	 * is not reported: reused once its endpoint left) */
+	bool shared = share && atomic_load(&hook_seen);
+	for (struct fab_hub *x = hubs; x; x = x->next) {
+		if (!x->cq && !x->nep) {
+			if (!idle)
+				idle = x;
+			continue;
+		}
+		if (x->cq && !x->own_domain && x->shared == shared && x->fab == fab && x->nep < x->cap &&
+		    strcmp(x->dom_name, dom_name(info)) == 0) {
+			h = x;
+			break;
+		}
+	}
+	int rc = 0;
+	if (!h) {
+		h = idle;
+		if (!h) {
+			h = calloc(1, sizeof *h);
+			if (!h) {
+				pthread_mutex_unlock(&hubs_mu);
+				return -FI_ENOMEM;
+			}
+			pthread_mutex_init(&h->mu, NULL);
+			h->cq_fd = h->sig_fd = -1;
+			h->next = hubs;
+			hubs = h;
+		}
+		h->fab = fab;
+		snprintf(h->dom_name, sizeof h->dom_name, "%s", dom_name(info));
+		h->shared = share;
+		h->own_domain = !share;
+		h->cap = share ? FAB_HUB_EPS : 1;
+		rc = hub_open(h, info);
+		/* not reported: the sockets cannot be told apart, one endpoint a hub */
+		if (!rc && share && !atomic_load(&hook_seen)) {
+			h->shared = false;
+			h->cap = 1;
+		}
+	}
+	if (!rc) {
+		pthread_mutex_lock(&h->mu);
+		h->nep++;
+		ep->hnext = h->eps;
+		h->eps = ep;
+		pthread_mutex_unlock(&h->mu);
+		ep->hub = h;
+		ep->domain = h->domain;
+	}
+	pthread_mutex_unlock(&hubs_mu);
+	return rc;
+}
+
+/* ---- completions ---------------------------------------------------------- */
+
+/* A completion for its endpoint's inbox (h->mu held).  quiet: the reader
+ * arming this endpoint, which learns of it by itself (ring only another
+ * waiter). */
+static void deliver(struct fab_ctx *c, size_t len, int err, const struct ssw_ep *quiet)
+{
+	if (!c || !c->ep)
+		return;
+	struct ssw_ep *t = c->ep;
+	c->ilen = (uint32_t)len;
+	c->ierr = err;
+	c->inext = NULL;
+	if (t->in_tail)
+		t->in_tail->inext = c;
+	else
+		t->in_head = c;
+	t->in_tail = c;
+	/* news: anything but the completion of a send while slots are
+	 * plenty (no writer waits for those: fab_ep.c, on_completion) */
+	bool news = c->kind != FAB_CTX_TX || err || __atomic_load_n(&t->ntx_free, __ATOMIC_RELAXED) <= FAB_TX_N / 2;
+	atomic_fetch_add(&t->in_n, 1);
+	if (!news)
+		return;
+	atomic_fetch_add(&t->in_news, 1);
+	if (t != quiet || atomic_load(&t->armed) > 1)
+		fab_ring(t);
+}
+
+/* Read the queue (h->mu held): true when it was left empty. */
+static bool hub_drain(struct fab_hub *h, const struct ssw_ep *quiet)
+{
+	if (!h->cq)
+		return true;
+	struct fi_cq_data_entry c[16];
+	for (int round = 0; round < 8; round++) {
+		ssize_t n = fi_cq_read(h->cq, c, 16);
+		if (n == -FI_EAVAIL) {
+			/* every error at the head (a closed endpoint's receives,
+			 * cancelled), without a progress (an epoll_wait) each */
+			struct fi_cq_err_entry ee = { 0 };
+			for (int k = 0; k < 64 && fi_cq_readerr(h->cq, &ee, 0) > 0; k++) {
+				deliver(ee.op_context, 0, ee.err == FI_ECANCELED ? -ECANCELED : -ECONNRESET, quiet);
+				ee = (struct fi_cq_err_entry){ 0 };
+			}
+			continue;
+		}
+		if (n <= 0)
+			return n == -FI_EAGAIN;
+		for (ssize_t i = 0; i < n; i++)
+			deliver(c[i].op_context, c[i].len, 0, quiet);
+		if (n < 16)
+			return true;
+	}
+	return false;
+}
+
+static struct fab_ctx *take_inbox(struct ssw_ep *ep)
+{
+	struct fab_ctx *c = ep->in_head;
+	ep->in_head = ep->in_tail = NULL;
+	atomic_store(&ep->in_n, 0);
+	atomic_store(&ep->in_news, 0);
+	return c;
+}
+
+struct fab_ctx *fab_hub_read(struct ssw_ep *ep, bool quiet_self, bool *drained)
+{
+	struct fab_hub *h = ep->hub;
+	fab_hub_claim(ep);
+	pthread_mutex_lock(&h->mu);
+	*drained = hub_drain(h, quiet_self ? ep : NULL);
+	struct fab_ctx *c = take_inbox(ep);
+	if (*drained) {
+		atomic_store_explicit(&h->quiet_ns, ssw_now_ns(), memory_order_relaxed);
+		atomic_store_explicit(&h->quiet_by, ep, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return c;
+}
+
+/* Re-arm the thread's watch of the members' sockets libfabric still waits
+ * to write (h->mu held; a oneshot registration fired). */
+static void rearm_out(struct fab_hub *h)
+{
+	pid_t me = ssw_pid();
+	for (struct ssw_ep *ep = h->eps; ep; ep = ep->hnext) {
+		int fd = atomic_load(&ep->sock_fd);
+		if (fd >= 0 && ep->live == me && atomic_load(&ep->want_out))
+			fab_thread_watch_out(fd, h);
+	}
+}
+
+void fab_hub_service(struct fab_hub *h)
+{
+	pthread_mutex_lock(&h->mu);
+	if (h->cq) {
+		hub_drain(h, NULL);
+		rearm_out(h);
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* ---- the endpoint's socket ------------------------------------------------- */
+
+/* Called by the interposed epoll_ctl for every call libfabric makes.  On a
+ * hub's set, an ADD or MOD names an endpoint's socket (epoll data: the
+ * endpoint's fid, whose context is the endpoint) and whether libfabric
+ * waits for it to take more output (EPOLLOUT: tcp keeps it only while a
+ * send is unfinished). */
+void fab_hub_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	if (op == EPOLL_CTL_ADD)
+		last_add_epfd = epfd;
+	if (epfd < 0 || epfd >= HUBFD_MAX || op == EPOLL_CTL_DEL || !ev)
+		return;
+	struct fab_hub *h = atomic_load_explicit(&hub_of_fd[epfd], memory_order_acquire);
+	struct fid *f = ev->data.ptr;
+	if (!h || !f || f->fclass != FI_CLASS_EP || !f->context)
+		return;
+	struct ssw_ep *ep = f->context;
+	if (ep->hub != h)
+		return;
+	atomic_store(&ep->sock_fd, fd);
+	bool out = (ev->events & EPOLLOUT) != 0;
+	if (out && !atomic_exchange(&ep->want_out, true))
+		fab_thread_watch_out(fd, h);
+	else if (!out)
+		atomic_store(&ep->want_out, false);
+}
+
+int fab_data_fd(const struct ssw_ep *ep)
+{
+	if (!ep->hub)
+		return -1;
+	if (!ep->hub->shared)
+		return ep->hub->cq_fd;
+	return atomic_load(&((struct ssw_ep *)ep)->sock_fd);
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+bool fab_hub_live(const struct ssw_ep *ep)
+{
+	return !ep->hub || !ep->hub->shared || atomic_load(&((struct ssw_ep *)ep)->sock_fd) < 0 || ep->live == ssw_pid();
+}
+
+void fab_hub_claim(struct ssw_ep *ep)
+{
+	pid_t me = ssw_pid();
+	if (ep->live == me || !ep->hub || !ep->hub->shared)
+		return;
+	int fd = atomic_load(&ep->sock_fd);
+	if (fd < 0)
+		return; /* not connected yet: libfabric adds it where it connects */
+	struct fab_hub *h = ep->hub;
+	/* as libfabric left it: its output interest too, or a send it had
+	 * not finished would wait for ever */
+	struct epoll_event ev = { .events = EPOLLIN | (atomic_load(&ep->want_out) ? EPOLLOUT : 0),
+				  .data.ptr = &ep->ep->fid };
+	if (sys_epoll_ctl(h->cq_fd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
+		SSW_DEBUG("fabric: cannot take a connection back after fork: %s", strerror(errno));
+	ep->live = me;
+	if (atomic_load(&ep->want_out))
+		fab_thread_watch_out(fd, h);
+}
+
+/* Before fork (the gate held for writing: no libfabric call under way):
+ * every endpoint leaves its hub's progress, in this process and the
+ * child alike, until a process uses it (fab_hub_claim). */
+void fab_hub_atfork_prepare(void)
+{
+	pthread_mutex_lock(&hubs_mu);
+	for (struct fab_hub *h = hubs; h; h = h->next) {
+		if (!h->cq || !h->shared)
+			continue;
+		for (struct ssw_ep *ep = h->eps; ep; ep = ep->hnext) {
+			/* (connected but not yet taken in: libfabric added it) */
+			int fd = atomic_load(&ep->sock_fd);
+			if (fd >= 0)
+				(void)sys_epoll_ctl(h->cq_fd, EPOLL_CTL_DEL, fd, NULL);
+			ep->live = 0;
+		}
+	}
+	pthread_mutex_unlock(&hubs_mu);
+}
+
+/* In the child: a set of its own for every shared hub (the parent's sets
+ * are kernel objects it keeps changing, with fids that are not ours),
+ * holding what the parent's held but the endpoints' sockets (none: prepare
+ * took them out).  A hub of one keeps the set it shares with the parent,
+ * as an endpoint's own queue always did: the process that lets go of the
+ * endpoint empties its copy first (fab_hub_close_ep). */
+void fab_hub_atfork_child(void)
+{
+	pthread_mutex_init(&hubs_mu, NULL);
+	for (struct fab_hub *h = hubs; h; h = h->next) {
+		pthread_mutex_init(&h->mu, NULL);
+		if (h->cq && h->cq_fd >= 0 && h->shared)
+			fab_unshare_fds(h->cq_fd);
+	}
+}
+
+/* ---- closing ----------------------------------------------------------------- */
+
+void fab_hub_close_ep(struct ssw_ep *ep, bool detach)
+{
+	struct fab_hub *h = ep->hub;
+	if (!h) {
+		if (ep->ep)
+			fi_close(&ep->ep->fid);
+		ep->ep = NULL;
+		return;
+	}
+	/* the event queue's reader hands events to endpoints under eqmu: none
+	 * to this one once its libfabric endpoint (and its events) are gone */
+	struct fab_fabric *fab = ep->fab;
+	pthread_mutex_lock(&fab->eqmu);
+	pthread_mutex_lock(&h->mu);
+	/* another process may hold the endpoint (fork) and share a hub of
+	 * one's set: ours emptied first, or libfabric's close would take the
+	 * socket out of theirs (a shared hub's set is ours alone after fork) */
+	if (detach && !h->shared && h->cq_fd >= 0)
+		fab_unshare_fds(h->cq_fd);
+	if (ep->ep)
+		fi_close(&ep->ep->fid); /* its receives complete as cancelled, into the queue */
+	ep->ep = NULL;
+	/* what the queue holds for it must not reach it once freed */
+	for (int i = 0; i < 64 && !hub_drain(h, NULL); i++)
+		;
+	(void)take_inbox(ep);
+	for (struct ssw_ep **pp = &h->eps; *pp; pp = &(*pp)->hnext)
+		if (*pp == ep) {
+			*pp = ep->hnext;
+			break;
+		}
+	h->nep--;
+	pthread_mutex_unlock(&h->mu);
+	pthread_mutex_unlock(&fab->eqmu);
+	ep->hub = NULL;
+	if (h->nep)
+		return;
+	/* an empty hub keeps its queue while it is the only one that is (a
+	 * connect-and-close loop would open and close one each time) */
+	pthread_mutex_lock(&hubs_mu);
+	bool spare = false;
+	for (struct fab_hub *x = hubs; x && !spare; x = x->next)
+		spare = x != h && x->cq && !x->nep && x->fab == h->fab && x->shared == h->shared;
+	pthread_mutex_lock(&h->mu);
+	if (!h->nep && (spare || h->own_domain))
+		hub_close(h);
+	pthread_mutex_unlock(&h->mu);
+	pthread_mutex_unlock(&hubs_mu);
+}
