@@ -392,6 +392,35 @@ static void test_fork_child_and_parent_share_a_hub(void **st)
 	P->conn->listener_close(l);
 }
 
+/* A forked child draws memory keys of its own: with the parent's pool
+ * copied, both would hand out the same next keys. */
+static void test_fork_child_draws_its_own_keys(void **st)
+{
+	(void)st;
+	(void)fab_random_key(); /* a pool drawn from */
+	int pfd[2];
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		uint64_t k[4];
+		for (int i = 0; i < 4; i++)
+			k[i] = fab_random_key();
+		_exit(write(pfd[1], k, sizeof k) == sizeof k ? 0 : 1);
+	}
+	uint64_t mine[4], child[4];
+	for (int i = 0; i < 4; i++)
+		mine[i] = fab_random_key();
+	assert_int_equal(read(pfd[0], child, sizeof child), sizeof child);
+	int st2;
+	assert_int_equal(waitpid(pid, &st2, 0), pid);
+	close(pfd[0]);
+	close(pfd[1]);
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 4; j++)
+			assert_true(mine[i] != child[j]);
+}
+
 int main(void)
 {
 	char err[160];
@@ -408,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_output_leaves_without_its_owner),
 		cmocka_unit_test(test_neighbour_key_is_refused),
 		cmocka_unit_test(test_fork_child_and_parent_share_a_hub),
+		cmocka_unit_test(test_fork_child_draws_its_own_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

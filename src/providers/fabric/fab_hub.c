@@ -64,23 +64,33 @@ static __thread int last_add_epfd = -1;
 
 /* ---- keys --------------------------------------------------------------- */
 
+static pthread_mutex_t key_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t key_pool[32];
+static unsigned key_left;
+
+/* A forked child draws keys of its own (the parent goes on with the pool) */
+static void keys_atfork_child(void)
+{
+	pthread_mutex_init(&key_mu, NULL);
+	memset(key_pool, 0, sizeof key_pool);
+	key_left = 0;
+}
+
 uint64_t fab_random_key(void)
 {
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static uint64_t pool[32];
-	static unsigned left;
-	pthread_mutex_lock(&mu);
-	if (!left) {
-		ssize_t n = getrandom(pool, sizeof pool, 0);
-		left = n == (ssize_t)sizeof pool ? 32 : 0;
-		if (!left) { /* no entropy: the clock, at worst (logged once) */
+	pthread_mutex_lock(&key_mu);
+	if (!key_left) {
+		ssize_t n = getrandom(key_pool, sizeof key_pool, 0);
+		key_left = n == (ssize_t)sizeof key_pool ? 32 : 0;
+		if (!key_left) { /* no entropy: the clock, at worst (logged once) */
 			SSW_WARN_ONCE("fabric: getrandom failed: memory keys of shared domains are guessable");
-			pool[0] = ssw_now_ns() * 0x9e3779b97f4a7c15ull;
-			left = 1;
+			key_pool[0] = ssw_now_ns() * 0x9e3779b97f4a7c15ull;
+			key_left = 1;
 		}
 	}
-	uint64_t k = pool[--left];
-	pthread_mutex_unlock(&mu);
+	uint64_t k = key_pool[--key_left];
+	key_pool[key_left] = 0; /* drawn keys do not stay in memory */
+	pthread_mutex_unlock(&key_mu);
 	return k ? k : 1;
 }
 
@@ -490,6 +500,7 @@ void fab_hub_atfork_prepare(void)
  * endpoint empties its copy first (fab_hub_close_ep). */
 void fab_hub_atfork_child(void)
 {
+	keys_atfork_child();
 	pthread_mutex_init(&hubs_mu, NULL);
 	for (struct fab_hub *h = hubs; h; h = h->next) {
 		pthread_mutex_init(&h->mu, NULL);
