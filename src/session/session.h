@@ -39,6 +39,7 @@ struct ssw_session_opts {
 	uint32_t sndbuf;           /* cap on bytes in flight */
 	bool oobinline;
 	bool cork;                 /* TCP_CORK set before the connection (or on its listener) */
+	bool ask_proof;            /* acceptor: tell the connector to make listening proofs (wire.h SSW_INIT_ASK_PROOF) */
 };
 
 /* Session negotiation (seed 001): each side's INIT (window, capabilities,
@@ -89,6 +90,8 @@ void ssw_session_set_cork(struct ssw_session *s, bool on);
 bool ssw_session_cork(struct ssw_session *s);
 /* The peer's INIT arrived (a connector: the acceptor took the connection). */
 bool ssw_session_peer_init_seen(struct ssw_session *s);
+/* ... and asked for listening proofs (SSW_INIT_ASK_PROOF). */
+bool ssw_session_peer_asks_proof(struct ssw_session *s);
 void ssw_session_flush(struct ssw_session *s);
 
 int ssw_session_shutdown(struct ssw_session *s, int how);

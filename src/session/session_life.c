@@ -114,7 +114,7 @@ void ssw_session_make_init(const struct ssw_session_opts *o, void *buf)
 		.version = SSW_WIRE_VERSION,
 		/* the transport clamps it to what it can hold (window_cap) */
 		.window = o && o->rcvbuf ? o->rcvbuf : UINT32_MAX,
-		.caps = my_caps(),
+		.caps = my_caps() | (o && o->ask_proof ? SSW_INIT_ASK_PROOF : 0),
 		.pid = (int32_t)ssw_pid(),
 	};
 	memcpy(buf, &in, sizeof in);
@@ -171,7 +171,8 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	s->cork = o && o->cork;
 	s->w.spin_ns = ssw_session_cfg.spin_max_ns;
 	s->peer_window = peer->window < cap ? peer->window : cap;
-	s->peer_caps = peer->caps;
+	s->peer_caps = peer->caps & ~SSW_INIT_ASK_PROOF;
+	s->peer_asks_proof = (peer->caps & SSW_INIT_ASK_PROOF) != 0;
 	s->peer_pid = peer->pid;
 	return s;
 }
@@ -366,4 +367,9 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 bool ssw_session_peer_init_seen(struct ssw_session *s)
 {
 	return __atomic_load_n(&s->init_rcvd, __ATOMIC_ACQUIRE);
+}
+
+bool ssw_session_peer_asks_proof(struct ssw_session *s)
+{
+	return ssw_session_peer_init_seen(s) && s->peer_asks_proof;
 }

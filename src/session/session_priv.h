@@ -103,6 +103,7 @@ struct ssw_session {
 	uint32_t sndbuf;
 	uint32_t peer_caps;
 	int32_t peer_pid;
+	bool peer_asks_proof;      /* its INIT said SSW_INIT_ASK_PROOF */
 	bool cork;                 /* TCP_CORK: DATA messages are held (provider send_commit) */
 	uint64_t held;             /* stream bytes of DATA messages held since the last publication */
 	struct sess_txr txr;

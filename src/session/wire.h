@@ -43,9 +43,14 @@ struct ssw_wire_hdr {
 struct ssw_wire_init {
 	uint32_t version;
 	uint32_t window;   /* credit bytes the peer may have outstanding */
-	uint32_t caps;     /* SSW_CAP_* this side can serve as the target of */
+	uint32_t caps;     /* SSW_CAP_* this side can serve as the target of, and SSW_INIT_* */
 	int32_t pid;
 };
+/* In an acceptor's INIT caps: it had to check the connector's address
+ * (another user), and a listening proof would let it do so in O(1)
+ * (switch/proof.c): the connector makes one for its next connects here.
+ * A peer that does not know it ignores it. */
+#define SSW_INIT_ASK_PROOF (1u << 31)
 
 struct ssw_wire_rndv {     /* RNDV_READ and SINK */
 	uint64_t id;

@@ -160,6 +160,7 @@ static int fallback_connect(struct ssw_sock *s, int fd, const struct sockaddr *a
 	SSW_INFO("fd %d: connect %s: kernel TCP (%s)", fd, ssw_addr_str(addr), why);
 	ssw_statreg_kernel(fd, addr, len, why);
 	if (s) {
+		ssw_proof_undo(s, fd);
 		struct ssw_sock *t = ssw_fdtab_take(fd);
 		if (t)
 			ssw_sock_put(t);
@@ -336,16 +337,32 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	uint8_t init[SSW_SESSION_INIT_BYTES];
 	ssw_session_make_init(&s->opts, init);
 	ssw_conn_priv_make(&priv, &s->local, &dst, init);
-	int proof = ssw_proof_make(fd);
+	/* a listener of another user checks the proof (listen.c claim_check):
+	 * one it finds in O(1) when the last connect there met such a listener */
+	int proof = ssw_proof_hint(&dst) ? ssw_proof_make_listening(s, fd) : -1;
+	bool listening = proof >= 0;
+	if (listening)
+		SSW_DEBUG("fd %d: connect %s: a listening proof (the acceptor checks our address)", fd, ssw_addr_str(addr));
+	if (proof < 0)
+		proof = ssw_proof_make(fd);
 	priv.cfd = proof >= 0 ? proof : fd;
 	priv.cdomain = (uint16_t)family;
 	struct ssw_ep *ep = NULL;
 	rc = p->conn->connect((struct sockaddr *)&dst, ssw_addr_len(&dst), &priv, sizeof priv, &ep);
 	const char *note = ssw_diag_take_note(); /* also after a success: a squatter passed over */
-	if ((rc == 0 || rc == -EINPROGRESS) && needs_proof(p, ep))
+	bool started = rc == 0 || rc == -EINPROGRESS;
+	bool other = started && needs_proof(p, ep);
+	if (other)
+		ssw_proof_learn(&dst, true);
+	/* kept while the acceptor may check it: another user's listener, or
+	 * one whose workers changed user (the hint came from their INIT) */
+	if (started && (other || listening)) {
 		s->proof_fd = proof;
-	else if (proof >= 0)
-		sys_close(proof);
+	} else {
+		if (proof >= 0)
+			sys_close(proof);
+		ssw_proof_undo(s, fd);
+	}
 	if (rc != 0 && rc != -EINPROGRESS) {
 		ssw_sock_put(s);
 		if (final_error(rc))

@@ -327,6 +327,10 @@ int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *v
 	pthread_mutex_lock(&s->lock);
 	bool changed = true;
 	switch (opt) {
+	case SO_REUSEPORT:
+		s->reuseport_ours = false; /* the application's own setting now */
+		changed = false;
+		break;
 	case SO_RCVBUF:
 		s->opts.rcvbuf = iv > 0 ? (uint32_t)iv : 0;
 		break;
@@ -401,6 +405,12 @@ int ssw_getsockopt(struct ssw_sock *s, int fd, int level, int opt, void *val, so
 {
 	if (level == IPPROTO_TCP)
 		return tcp_getsockopt(s, fd, opt, val, len);
+	if (level == SOL_SOCKET && opt == SO_REUSEPORT && s->reuseport_ours && val && len && *len >= sizeof(int)) {
+		int zero = 0; /* set for the listening proof (proof.c), not by the application */
+		memcpy(val, &zero, sizeof zero);
+		*len = sizeof zero;
+		return 0;
+	}
 	if (level != SOL_SOCKET || opt != SO_ERROR || !val || !len || *len < sizeof(int))
 		return SSW_PASS;
 	int e = 0;

@@ -204,16 +204,18 @@ static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *ser
 /* The connector's word on its own address is taken only when the kernel
  * backs it, as TCP's peer address comes from the kernel: the connector's
  * user holds a TCP socket bound to exactly that address (the switch binds
- * every connecting socket: connect.c bind_local).  Seen in the socket the
- * connector names (its fd, taken with pidfd_getfd: a root server), else in
- * the kernel's list of bound sockets (sock_diag; a walk of the bind table).
+ * every connecting socket: connect.c bind_local).  Seen as the connector's
+ * listening proof (proof.c: the kernel's lookup of a listener, 9 us), in
+ * the socket the connector names (its fd, taken with pidfd_getfd: a root
+ * server), else in the kernel's list of bound sockets (sock_diag; a walk of
+ * the bind table, 1.5 ms on this VM).
  * A connector of our own user is not asked: it could read our memory
  * anyway.  A refused request is reset; a genuine connector is not refused
  * (connect.c falls back to kernel TCP first when its socket belongs to
  * another user). */
 static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
 		       const struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd,
-		       int cdomain, uint32_t *uid)
+		       int cdomain, uint32_t *uid, bool *ask_proof)
 {
 	const struct ssw_conn_ops *c = p->conn;
 	int32_t pid = 0;
@@ -226,8 +228,20 @@ static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, 
 		return -EADDRNOTAVAIL;
 	if (*uid == geteuid())
 		return 0;
-	if (ssw_diag_fd_bound(pid, cfd, client, *uid) == 0)
+	/* a listening proof (proof.c): the kernel's O(1) lookup finds a socket
+	 * of that user listening on the claimed address, which only that user
+	 * can hold while the proof is there */
+	uid_t luid;
+	*ask_proof = true; /* unless the connector's descriptor answers (a root server) */
+	if (ssw_diag_listener_uid(client, &luid) == 0 && luid == *uid) {
+		SSW_DEBUG("fd %d: %s (uid %u) proven by its listening proof", ls->fd,
+			  ssw_addr_str((const struct sockaddr *)client), (unsigned)*uid);
 		return 0;
+	}
+	if (ssw_diag_fd_bound(pid, cfd, client, *uid) == 0) {
+		*ask_proof = false;
+		return 0;
+	}
 	/* the descriptor moved (dup2), or we have no rights over the process;
 	 * a kernel that cannot list bound sockets (Linux < 6.8): refused */
 	return ssw_diag_bound_by(client, cdomain, *uid);
@@ -245,7 +259,8 @@ static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, 
  * peer_addr the claim must pass claim_check.  Either way the listener must
  * serve the address the connector says it dialed. */
 static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
-		    struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd, int cdomain)
+		    struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd, int cdomain,
+		    bool *ask_proof)
 {
 	uint32_t uid = (uint32_t)-1;
 	int rc;
@@ -276,7 +291,7 @@ static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, str
 			      ssw_addr_str((const struct sockaddr *)server), strerror(-rc));
 		return false;
 	}
-	rc = claim_check(ls, p, ep, client, server, cfd, cdomain, &uid);
+	rc = claim_check(ls, p, ep, client, server, cfd, cdomain, &uid, ask_proof);
 	if (rc == 0)
 		return true;
 	const char *why = rc == -ENOENT ? "that user holds no socket bound there" : strerror(-rc);
@@ -293,8 +308,9 @@ static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, stru
 	struct sockaddr_storage client, server;
 	uint8_t peer[SSW_SESSION_INIT_BYTES];
 	int cfd, cdom;
+	bool ask_proof = false;
 	if (ssw_conn_priv_parse(priv, plen, &client, &server, peer, &cfd, &cdom) < 0 ||
-	    !peer_ok(ls, p, ep, &client, &server, cfd, cdom)) {
+	    !peer_ok(ls, p, ep, &client, &server, cfd, cdom, &ask_proof)) {
 		p->conn->close(ep, SSW_CLOSE_ABORT);
 		return -EAGAIN;
 	}
@@ -312,6 +328,7 @@ static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, stru
 	}
 	s->prov = p;
 	s->opts = ls->lopts;
+	s->opts.ask_proof = ask_proof; /* in our INIT: a listening proof next time (proof.c) */
 	s->linger_on = ls->linger_on;
 	s->linger_s = ls->linger_s;
 	if (s->opts.oobinline) {

@@ -49,7 +49,8 @@ struct ssw_sock {
 	_Atomic bool connect_unseen; /* completed after EINPROGRESS, no connect() since */
 	struct sockaddr_storage dst;
 	socklen_t dst_len;
-	int proof_fd;                /* proof.c: the kernel socket's hidden duplicate, or -1 */
+	int proof_fd;                /* proof.c: the kernel socket's hidden duplicate or listening proof, or -1 */
+	bool reuseport_ours;         /* proof.c set SO_REUSEPORT on the kernel socket (getsockopt says 0) */
 
 	/* listening */
 	struct ssw_plisten pl[SSW_MAX_PLISTEN]; /* each with its own provider */
@@ -98,6 +99,16 @@ void ssw_sock_destroy(struct ssw_sock *s);
  * end with the socket object (kept a while if the acceptor may not have
  * checked the address yet). */
 int ssw_proof_make(int fd);
+/* A proof the acceptor checks in O(1): a socket of ours listening on the
+ * connecting socket's address (proof.c), or -1. */
+int ssw_proof_make_listening(struct ssw_sock *s, int fd);
+/* The listening proof was not needed after all (or the connection goes to
+ * kernel TCP): the kernel socket's SO_REUSEPORT back as the application left it. */
+void ssw_proof_undo(struct ssw_sock *s, int fd);
 void ssw_proof_release(struct ssw_sock *s);
+/* Was dst's listener another user's at the last connect there (make the
+ * listening proof)?  And what this connect found. */
+bool ssw_proof_hint(const struct sockaddr_storage *dst);
+void ssw_proof_learn(const struct sockaddr_storage *dst, bool other);
 
 #endif

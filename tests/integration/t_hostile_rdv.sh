@@ -58,7 +58,7 @@ PYEOF
 
 # server HOST PORT OUT: root's switched server; logs each accepted peer and what it read
 server() {
-  "${SERVER_AS[@]}" env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_LOG=info timeout 20 "$PY" - "$1" "$2" "$3" 2>"$3.err" <<'PYEOF' &
+  "${SERVER_AS[@]}" env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_LOG="${SERVER_LOG:-info}" timeout 20 "$PY" - "$1" "$2" "$3" 2>"$3.err" <<'PYEOF' &
 import select, socket, sys, time
 host, port, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -135,12 +135,18 @@ import socket, time, sys
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(12)' >"$T/held" &
 SSW_BG_PIDS+=($!)
 ssw_wait_file "$T/held" 5; held=$(head -1 "$T/held")
+# a port root listens on (a listening proof is looked up there: root's, not nobody's)
+"$PY" -c '
+import socket, time, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); print(s.getsockname()[1], flush=True); time.sleep(12)' >"$T/heldl" &
+SSW_BG_PIDS+=($!)
+ssw_wait_file "$T/heldl" 5; heldl=$(head -1 "$T/heldl")
 
 spoof() { # NAME PORT [RUN-AS…]: the server runs as RUN-AS (default root)
   local n=$1 port=$2; shift 2
   SERVER_AS=("$@"); server 127.0.0.1 "$port" "$T/n/$n.srv"; SERVER_AS=()
   ssw_check "spoof $n: the server is up" ssw_wait_file "$T/n/$n.srv.ready" 10
-  for claim in "127.0.0.1 0" "10.9.9.9 1023" "127.0.0.1 $held"; do
+  for claim in "127.0.0.1 0" "10.9.9.9 1023" "127.0.0.1 $held" "127.0.0.1 $heldl"; do
     set -- $claim
     ssw_step "spoof $n: nobody claims $1:$2"
     "${NOBODY[@]}" timeout 10 "$SSW_BUILD/tests/rdv_spoof" "$port" "$1" "$2" >"$T/$n-$1-$2.out" 2>&1
@@ -151,6 +157,7 @@ spoof() { # NAME PORT [RUN-AS…]: the server runs as RUN-AS (default root)
   ssw_check "spoof $n: the honest claim ($honest) was accepted" grep -q "peer=$honest " "$T/n/$n.srv"
   ssw_check "spoof $n: accept never returned 10.9.9.9" bash -c "[ -f '$T/n/$n.srv' ] && ! grep -q 10.9.9.9 '$T/n/$n.srv'"
   ssw_check "spoof $n: accept never returned root's port $held" bash -c "[ -f '$T/n/$n.srv' ] && ! grep -q ':$held ' '$T/n/$n.srv'"
+  ssw_check "spoof $n: nor root's listening port $heldl" bash -c "[ -f '$T/n/$n.srv' ] && ! grep -q ':$heldl ' '$T/n/$n.srv'"
   ssw_check "spoof $n: the server warned of the refusal" grep -q "refused a switched connection" "$T/n/$n.srv.err"
 }
 spoof root-server 7201
@@ -173,5 +180,34 @@ late=$(sed -n 's/^local=//p' "$T/late.cli")
 ssw_check "the early-closing client went over shm" grep -q "over shm" "$T/late.cli.err"
 ssw_check "root's server got its data" grep -q "data=early-bird" "$T/n/late.srv"
 ssw_check "and its real address ($late)" grep -q "peer=$late " "$T/n/late.srv"
+
+# (c) listening proofs: a genuine client of another user than the server's
+# workers connects again and again; after the first connection (checked by
+# walking the bind table) the server's INIT asks for a listening proof, and
+# the next ones are proven by the kernel's O(1) lookup of it
+ssw_step "nobody's switched client connects three times to the daemon user's server"
+SERVER_AS=(setpriv --reuid=daemon --regid="$(id -g daemon)" --clear-groups)
+SERVER_LOG=debug server 127.0.0.1 7401 "$T/n/lp.srv"; SERVER_AS=()
+ssw_wait_file "$T/n/lp.srv.ready" 10
+"${NOBODY[@]}" env LD_PRELOAD="$SSW_PRELOAD" SOCKSWITCH_LOG=debug timeout 10 "$PY" -c '
+import socket, time
+for i in range(3):
+    c = socket.create_connection(("127.0.0.1", 7401)); print("local=%s:%d" % c.getsockname(), flush=True)
+    print("reuseport=%d" % c.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT), flush=True)
+    c.sendall(b"lp%d" % i); c.shutdown(socket.SHUT_WR); c.recv(1); c.close()
+' >"$T/lp.cli" 2>"$T/lp.cli.err"
+sleep 0.5
+for i in 1 2 3; do
+  a=$(sed -n 's/^local=//p' "$T/lp.cli" | sed -n "${i}p")
+  ssw_check "connection $i arrived with its real address ($a)" grep -q "peer=$a " "$T/n/lp.srv"
+done
+for i in 0 1 2; do ssw_check "its data lp$i arrived" grep -q "data=lp$i" "$T/n/lp.srv"; done
+ssw_check "the client made listening proofs (after the first connection)" \
+  bash -c "[ \$(grep -c 'a listening proof' '$T/lp.cli.err') -ge 2 ]"
+ssw_check "the server proved them by the lookup" \
+  bash -c "[ \$(grep -c 'proven by its listening proof' '$T/n/lp.srv.err') -ge 2 ]"
+ssw_check "the proof's SO_REUSEPORT is not seen by the application" \
+  bash -c "[ \$(grep -c '^reuseport=0' '$T/lp.cli') -eq 3 ]"
+ssw_check "the client went over shm each time" bash -c "[ \$(grep -c 'over shm' '$T/lp.cli.err') -ge 3 ]"
 
 ssw_finish
