@@ -9,6 +9,7 @@ PKGS=(
   libfabric-dev rdma-core                                     # fabric provider (later issues)
   python3 socat curl iproute2 procps util-linux strace        # integration tests
   redis-server redis-tools iperf3 sockperf                    # real programs under the switch
+  postgresql                                                  # a fork-per-connection server (t_postgres)
   gnuplot-nox                                                 # bench --plot
 )
 missing=()
@@ -19,5 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# redis-server's package starts a system instance; the tests run their own.
-if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+# redis-server's and postgresql's packages start a system instance; the tests run their own.
+if command -v systemctl >/dev/null 2>&1; then
+  $SUDO systemctl disable --now redis-server postgresql >/dev/null 2>&1 || true
+fi

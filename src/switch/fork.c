@@ -113,6 +113,7 @@ void ssw_fork_end(pid_t pid)
 	forking = false;
 	if (pid == 0) { /* the child: the parent's other threads are gone */
 		ssw_pid_forget();
+		ssw_stats_forget();
 		drop_private(false);
 		pthread_rwlock_init(&fork_lock, NULL);
 		return;

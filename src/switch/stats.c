@@ -42,6 +42,14 @@ static void add_live(int fd, struct ssw_sock *s, void *arg)
 	l->received += st.bytes_received;
 }
 
+void ssw_stats_forget(void)
+{
+	atomic_store(&ssw_counters.switched, 0);
+	atomic_store(&ssw_counters.fallback, 0);
+	atomic_store(&ssw_counters.bytes_sent, 0);
+	atomic_store(&ssw_counters.bytes_received, 0);
+}
+
 /* Set once the file was found unusable and said so: one warning per process. */
 static bool stats_warned;
 

@@ -80,6 +80,10 @@ struct ssw_counters {
 extern struct ssw_counters ssw_counters;
 void ssw_stats_account_closed(struct ssw_sock *s);
 void ssw_stats_dump_at_exit(void);
+/* A forked child starts its counts at zero: what the parent counted is the
+ * parent's, and a fork-per-connection server's children would otherwise
+ * each report every connection accepted before them. */
+void ssw_stats_forget(void);
 /* Tries SOCKSWITCH_STATS_FILE at start-up: an unusable one is said once, then. */
 void ssw_stats_check_file(void);
 
