@@ -173,32 +173,48 @@ static void test_auto_hands_over_to_neighbour(void **st)
 	assert_true(handed >= 2);
 }
 
+/* One round of test_peer_on_our_cpu_first_step_yields: 20 waits each way. */
+static void first_step_round(int cpu, int *ran_here, int *ran_elsewhere)
+{
+	*ran_here = *ran_elsewhere = 0;
+	for (int i = 0; i < 20; i++) {
+		struct ssw_spin sp;
+		/* CPU-bound neighbours (tests side by side) may switch yields
+		 * off (hog_seen): each pair of waits starts from a clean state */
+		ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		ssw_spin_peer_cpu(&sp, cpu);
+		long before = switched_away();
+		bool stepped = ssw_spin_step(&sp); /* false only when preempted past the wall cap */
+		*ran_here += stepped && switched_away() != before;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		ssw_spin_peer_cpu(&sp, cpu + 1 < CPU_SETSIZE ? cpu + 1 : 0);
+		before = switched_away();
+		stepped = ssw_spin_step(&sp);
+		*ran_elsewhere += stepped && switched_away() != before;
+	}
+}
+
 /* The peer last seen on our CPU: the first step hands the CPU over (the
  * peer runs before it returns); elsewhere, the first step is a pause (the
- * peer, pinned to our core, cannot run during it). */
+ * peer, pinned to our core, cannot run during it).  A tick or a CPU-bound
+ * neighbour may preempt us now and then: up to 10 rounds, the first that
+ * shows the pattern counts. */
 static void test_peer_on_our_cpu_first_step_yields(void **st)
 {
 	(void)st;
 	int cpu;
 	pthread_t t = with_thread(counting_neighbour, NULL, &cpu);
-	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
 	int ran_here = 0, ran_elsewhere = 0;
-	for (int i = 0; i < 20; i++) {
-		struct ssw_spin sp;
-		ssw_spin_start(&sp, ssw_now_ns(), 50000);
-		ssw_spin_peer_cpu(&sp, cpu);
-		long before = switched_away();
-		assert_true(ssw_spin_step(&sp));
-		ran_here += switched_away() != before;
-		ssw_spin_start(&sp, ssw_now_ns(), 50000);
-		ssw_spin_peer_cpu(&sp, cpu + 1 < CPU_SETSIZE ? cpu + 1 : 0);
-		before = switched_away();
-		assert_true(ssw_spin_step(&sp));
-		ran_elsewhere += switched_away() != before;
+	for (int round = 0; round < 10; round++) {
+		first_step_round(cpu, &ran_here, &ran_elsewhere);
+		if (ran_here >= 15 && ran_elsewhere <= 5)
+			break;
 	}
 	without_neighbour(t);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
 	assert_true(ran_here >= 15);
-	assert_true(ran_elsewhere <= 5); /* a tick may preempt a pause now and then */
+	assert_true(ran_elsewhere <= 5);
 }
 
 /* One round of test_cede_after_publish: 20 sends after holding the CPU. */
@@ -224,7 +240,8 @@ static void cede_round(int cpu, int *ceded, int *elsewhere, int *again)
 /* After a send: a thread that has held its CPU for SSW_CEDE_NS yields
  * once to a consumer on its CPU (a neighbour thread there is always
  * runnable, so the yield switches); not right after a yield, and not for
- * a consumer elsewhere.  A tick may preempt us now and then: up to 3
+ * a consumer elsewhere.  A tick may preempt us now and then, and CPU-bound
+ * neighbours (the suite runs tests side by side) more often: up to 10
  * rounds, the first that shows the pattern counts (without the yield none
  * would). */
 static void test_cede_after_publish(void **st)
@@ -234,7 +251,7 @@ static void test_cede_after_publish(void **st)
 	pthread_t t = with_thread(counting_neighbour, NULL, &cpu);
 	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
 	int ceded = 0, again = 0, elsewhere = 0;
-	for (int round = 0; round < 3; round++) {
+	for (int round = 0; round < 10; round++) {
 		cede_round(cpu, &ceded, &elsewhere, &again);
 		if (ceded >= 15 && elsewhere <= 5 && again <= 5)
 			break;
