@@ -140,7 +140,12 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		for (nfds_t i = 0; i < n; i++)
 			if (fds[i].revents)
 				ready++;
-		int kr = sys_ppoll(k, n, &(struct timespec){ 0, 0 }, NULL);
+		/* the kernel's view, when it holds any of the set (a spin over
+		 * switched sockets only would pay a system call per step) */
+		bool kfds = false;
+		for (nfds_t i = 0; i < n && !kfds; i++)
+			kfds = k[i].fd >= 0;
+		int kr = kfds ? sys_ppoll(k, n, &(struct timespec){ 0, 0 }, NULL) : 0;
 		if (kr < 0) {
 			ret = -errno;
 			break;
