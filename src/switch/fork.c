@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "common/sys.h"
+#include "switch/statreg.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -96,6 +97,7 @@ static void drop_private(bool parent)
 
 void ssw_fork_begin(void)
 {
+	ssw_statreg_fork_begin(); /* first: statreg.c says why */
 	pthread_rwlock_wrlock(&fork_lock);
 	forking = true;
 	if (++fork_gen == 0)
@@ -114,6 +116,7 @@ void ssw_fork_end(pid_t pid)
 	if (pid == 0) { /* the child: the parent's other threads are gone */
 		ssw_pid_forget();
 		ssw_stats_forget();
+		ssw_statreg_fork_end(true);
 		drop_private(false);
 		pthread_rwlock_init(&fork_lock, NULL);
 		return;
@@ -130,4 +133,5 @@ void ssw_fork_end(pid_t pid)
 		drop_private(true);
 	}
 	pthread_rwlock_unlock(&fork_lock);
+	ssw_statreg_fork_end(false);
 }

@@ -532,6 +532,29 @@ static void refresh(struct collect *c)
 		ssw_sock_put(c->v[i].s);
 }
 
+/* A fork must not catch the refresher inside the allocator: a child would
+ * inherit the allocator's lock held by a thread it does not have (glibc's
+ * malloc guards its locks across fork, the sanitizers' allocators do not:
+ * nginx's workers hung in malloc under ASan, about 1 start in 25).  So the
+ * refresher allocates only inside pass_lock, which fork takes
+ * (ssw_statreg_fork_begin), and its creator waits until it has started (thread
+ * start-up allocates too) before going on to whatever fork comes next. */
+static _Atomic uint32_t refresher_up;
+
+static void refresher_started(void)
+{
+	atomic_store(&refresher_up, 1);
+	SYS_(futex, &refresher_up, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static void refresher_await(void)
+{
+	for (int i = 0; i < 20 && !atomic_load(&refresher_up); i++) { /* at most 0.2 s: never hang */
+		struct timespec ts = { 0, 10000000 };
+		SYS_(futex, &refresher_up, FUTEX_WAIT, 0, &ts, NULL, 0);
+	}
+}
+
 static void *refresher_main(void *arg)
 {
 	(void)arg;
@@ -539,7 +562,10 @@ static void *refresher_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	struct collect c = { .max = SSW_STATREG_SLOTS };
+	pthread_mutex_lock(&pass_lock);
 	c.v = malloc(sizeof *c.v * (size_t)c.max);
+	pthread_mutex_unlock(&pass_lock);
+	refresher_started();
 	if (!c.v)
 		return NULL;
 	int cap_max = SSW_STATREG_MAX_SLOTS;
@@ -669,6 +695,23 @@ static void atfork_parent(void)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+/* The pass lock is taken by fork.c before anything else of a fork: a pass
+ * ends by dropping its references, which may tear a socket down, and that
+ * waits for fork.c's lock; taken after it (in atfork_prepare), the fork
+ * and the pass would wait for each other. */
+void ssw_statreg_fork_begin(void)
+{
+	pthread_mutex_lock(&pass_lock);
+}
+
+void ssw_statreg_fork_end(bool child)
+{
+	if (child) /* its owner is not in the child (atfork_child may not be registered yet) */
+		pthread_mutex_init(&pass_lock, NULL);
+	else
+		pthread_mutex_unlock(&pass_lock);
+}
+
 static void atfork_register(void)
 {
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
@@ -763,8 +806,11 @@ static void create_locked(void)
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&a, 128 << 10);
+	atomic_store(&refresher_up, 0);
 	if (pthread_create(&t, &a, refresher_main, NULL) != 0)
 		SSW_DEBUG("stat registry: no refresher thread: counters shown by sockswitch stat stay at 0");
+	else
+		refresher_await();
 	pthread_attr_destroy(&a);
 	SSW_DEBUG("stat registry: %s", my_path);
 }

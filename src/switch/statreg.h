@@ -24,6 +24,7 @@
 #ifndef SSW_STATREG_H
 #define SSW_STATREG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -111,6 +112,9 @@ const char *ssw_statreg_state_name(int state);
 void ssw_statreg_ensure_slow(void);
 /* Wait (at most 1 s) for a refresh pass in progress to drop its references. */
 void ssw_statreg_quiesce(void);
+/* Around fork (fork.c): no refresher pass runs across it. */
+void ssw_statreg_fork_begin(void);
+void ssw_statreg_fork_end(bool child);
 /* Before exec or _exit: take this process's file away (see statreg.c). */
 void ssw_statreg_leave(void);
 extern int ssw_statreg_ready;
