@@ -9,7 +9,7 @@ PKGS=(
   libfabric-dev rdma-core                                     # fabric provider (later issues)
   python3 socat curl iproute2 procps util-linux strace        # integration tests
   redis-server redis-tools iperf3 sockperf                    # real programs under the switch
-  postgresql                                                  # a fork-per-connection server (t_postgres)
+  nginx-light apache2-utils memcached postgresql              # real programs under the switch
   gnuplot-nox                                                 # bench --plot
 )
 missing=()
@@ -20,7 +20,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# redis-server's and postgresql's packages start a system instance; the tests run their own.
+# redis-server's, nginx's, memcached's and postgresql's packages start system
+# instances; the tests run their own.
 if command -v systemctl >/dev/null 2>&1; then
   $SUDO systemctl disable --now redis-server postgresql >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now nginx memcached >/dev/null 2>&1 || true
 fi
