@@ -171,8 +171,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	s->cork = o && o->cork;
 	s->w.spin_ns = ssw_session_cfg.spin_max_ns;
 	s->peer_window = peer->window < cap ? peer->window : cap;
-	s->peer_caps = peer->caps & ~SSW_INIT_ASK_PROOF;
-	s->peer_asks_proof = (peer->caps & SSW_INIT_ASK_PROOF) != 0;
+	sess_set_peer_caps(s, peer->caps);
 	s->peer_pid = peer->pid;
 	return s;
 }

@@ -160,6 +160,13 @@ static inline uint64_t tx_limit(const struct ssw_session *s)
 
 /* sk_shutdown & RCV_SHUTDOWN, & SEND_SHUTDOWN, and sk_state == TCP_CLOSE.
  * On loopback a FIN is acknowledged at once, so both FINs mean CLOSE. */
+/* The caps of the peer's INIT: what it serves as a target of, and its
+ * request for listening proofs (SSW_INIT_ASK_PROOF), kept apart. */
+static inline void sess_set_peer_caps(struct ssw_session *s, uint32_t caps)
+{
+	s->peer_caps = caps & ~SSW_INIT_ASK_PROOF;
+	s->peer_asks_proof = (caps & SSW_INIT_ASK_PROOF) != 0;
+}
 static inline bool rcv_down(const struct ssw_session *s) { return s->fin_rcvd || s->rd_shut || s->reset; }
 static inline bool snd_down(const struct ssw_session *s) { return s->wr_shut || s->reset; }
 static inline bool tcp_closed(const struct ssw_session *s) { return s->reset || (s->wr_shut && s->fin_rcvd); }

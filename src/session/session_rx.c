@@ -126,8 +126,7 @@ void sess_handle_control(struct ssw_session *s)
 		}
 		s->init_rcvd = true;
 		s->peer_window = m->u.init.window < sess_window_cap(s->p, s->ep) ? m->u.init.window : sess_window_cap(s->p, s->ep);
-		s->peer_caps = m->u.init.caps & ~SSW_INIT_ASK_PROOF;
-		s->peer_asks_proof = (m->u.init.caps & SSW_INIT_ASK_PROOF) != 0;
+		sess_set_peer_caps(s, m->u.init.caps);
 		s->peer_pid = m->u.init.pid;
 		break;
 	case SSW_MSG_WINDOW:
