@@ -93,8 +93,12 @@ void sess_set_broken(struct ssw_session *s, const char *why)
 	sess_on_reset(s);
 }
 
+/* What we let the peer do: nothing one-sided while our own rendezvous is
+ * off (session_rndv.c refuses it anyway; said here, the peer never asks). */
 static uint32_t my_caps(void)
 {
+	if (!sess_rndv_enabled())
+		return 0;
 	switch (ssw_session_cfg.rdma_mode) {
 	case SSW_RDMA_READ_ONLY:
 		return SSW_CAP_RDMA_READ;

@@ -52,10 +52,21 @@ void ssw_fd_setown(int fd, int owner)
 	}
 }
 
-/* connect reads such options back onto the switched socket (SSW_FI_OPTS) */
+#ifndef IPV6_FREEBIND
+#define IPV6_FREEBIND 78
+#endif
+#ifndef IPV6_TRANSPARENT
+#define IPV6_TRANSPARENT 75
+#endif
+
+/* connect reads such options back onto the switched socket (SSW_FI_OPTS),
+ * and checks that a socket bound with a non-local address can prove it
+ * (connect.c provable_source) */
 void ssw_fd_opt_set(int fd, int level, int opt)
 {
-	if (level == SOL_SOCKET || (level == IPPROTO_TCP && opt == TCP_CORK))
+	if (level == SOL_SOCKET || (level == IPPROTO_TCP && opt == TCP_CORK) ||
+	    (level == SOL_IP && (opt == IP_FREEBIND || opt == IP_TRANSPARENT)) ||
+	    (level == SOL_IPV6 && (opt == IPV6_FREEBIND || opt == IPV6_TRANSPARENT)))
 		ssw_fdinfo_update(fd, SSW_FI_OPTS, 0);
 }
 

@@ -138,6 +138,25 @@ static int bind_local(int fd, int family, const struct sockaddr_storage *dst)
 	return 0;
 }
 
+/* Would the acceptor believe our address (listen.c claim_check)?  Only an
+ * address of this namespace, bound without IP_FREEBIND/IP_TRANSPARENT, and
+ * a privileged port only from root's socket.  A socket that cannot prove
+ * its address goes to kernel TCP from the start rather than be refused
+ * (reset) by a listener of another user.  Only a socket the application
+ * bound or set options on can be such a one: ours binds a local address. */
+static bool provable_source(int fd, const struct ssw_sock *s)
+{
+	uint8_t fi = ssw_fdinfo_get(fd);
+	if ((fi & SSW_FI_KNOWN) && !(fi & (SSW_FI_OPTS | SSW_FI_BOUND)))
+		return true;
+	struct sockaddr_storage n;
+	if (ssw_addr_normalize((const struct sockaddr *)&s->local, s->local_len, &n) < 0)
+		return false;
+	if (ssw_diag_fd_nonlocal(fd) || !ssw_addr_is_local((const struct sockaddr *)&n, ssw_addr_len(&n)))
+		return false;
+	return ssw_addr_port(&n) >= ssw_diag_unprivileged_port_start() || geteuid() == 0;
+}
+
 /* A listener of another user checks our address when it accepts (listen.c
  * peer_ok): the proof must outlive our socket until then (proof.c).  One
  * of our own user does not check. */
@@ -332,6 +351,11 @@ int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	s->peer_len = len;
 	memcpy(&s->dst, addr, len < sizeof s->dst ? len : sizeof s->dst);
 	s->dst_len = len;
+
+	if (!p->conn->peer_addr && !provable_source(fd, s)) {
+		ssw_sock_put(s);
+		return fallback_connect(NULL, fd, addr, len, "source address not provable (non-local or privileged)");
+	}
 
 	struct ssw_conn_priv priv;
 	uint8_t init[SSW_SESSION_INIT_BYTES];

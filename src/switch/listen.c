@@ -94,6 +94,7 @@ int ssw_listen(int fd, int backlog)
 	s = ssw_sock_new(SSW_ST_LISTENING, fd, dom);
 	if (!s)
 		return 0;
+	s->v6only = dom == AF_INET6 && wildcard(&a) && !dual;
 	ssw_sock_load_opts(s, fd);
 	s->lopts = s->opts;
 	if (backlog < 16)
@@ -122,6 +123,8 @@ int ssw_listen(int fd, int backlog)
 		ssw_sock_put(s);
 		return 0;
 	}
+	if (note) /* a provider half lost (warned by the provider): `stat` says why */
+		snprintf(s->lnote, sizeof s->lnote, "%s", note);
 	s->local = name;
 	s->local_len = nl;
 	ssw_fdtab_set(fd, s);
@@ -181,7 +184,9 @@ int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len)
 }
 
 /* Does this listener serve `server`, the address the connector says it
- * dialed (the accepted socket's name)? */
+ * dialed (the accepted socket's name)?  A wildcard serves its own family,
+ * and IPv4 too when it is a dual-stack IPv6 one: a v6-only listener on [::]
+ * does not hold the IPv4 port (another user may hold it). */
 static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *server)
 {
 	struct sockaddr_storage a;
@@ -193,7 +198,7 @@ static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *ser
 	if (ssw_addr_port(&a) != ssw_addr_port(server))
 		return false;
 	if (wildcard(&a))
-		return true;
+		return a.ss_family == server->ss_family || (a.ss_family == AF_INET6 && !ls->v6only);
 	if (a.ss_family != server->ss_family)
 		return false;
 	if (a.ss_family == AF_INET)
@@ -201,18 +206,35 @@ static bool serves(const struct ssw_sock *ls, const struct sockaddr_storage *ser
 	return IN6_ARE_ADDR_EQUAL(&((struct sockaddr_in6 *)&a)->sin6_addr, &((const struct sockaddr_in6 *)server)->sin6_addr);
 }
 
+/* May a connector of this host claim `client` at all?  Kernel TCP connects
+ * only from an address of the namespace (IP_FREEBIND lets a socket bind
+ * 10.9.9.9, but its connect fails), never from the unspecified one. */
+static bool claimable(const struct sockaddr_storage *client)
+{
+	struct sockaddr_storage n;
+	if (ssw_addr_normalize((const struct sockaddr *)client, ssw_addr_len(client), &n) < 0 ||
+	    memcmp(&n, client, ssw_addr_len(client)) != 0) /* the unspecified address (or v4-mapped) */
+		return false;
+	return ssw_addr_port(client) != 0 && ssw_addr_is_local((const struct sockaddr *)client, ssw_addr_len(client));
+}
+
 /* The connector's word on its own address is taken only when the kernel
- * backs it, as TCP's peer address comes from the kernel: the connector's
- * user holds a TCP socket bound to exactly that address (the switch binds
- * every connecting socket: connect.c bind_local).  Seen as the connector's
- * listening proof (proof.c: the kernel's lookup of a listener, 9 us), in
- * the socket the connector names (its fd, taken with pidfd_getfd: a root
- * server), else in the kernel's list of bound sockets (sock_diag; a walk of
- * the bind table, 1.5 ms on this VM).
+ * backs it, as TCP's peer address comes from the kernel: the address is
+ * one of this namespace's, and the connector's user holds a plain TCP
+ * socket (no IP_FREEBIND, no IP_TRANSPARENT, in this namespace) bound to
+ * exactly that address (the switch binds every connecting socket: connect.c
+ * bind_local).  Seen as the connector's listening proof (proof.c: the
+ * kernel's lookup of a listener, 9 us; exactly on that address, not a
+ * wildcard), in the socket the connector names (its fd, taken with
+ * pidfd_getfd: a root server), else in the kernel's list of bound sockets
+ * of this namespace (sock_diag; a walk of the bind table, 1.5 ms on this
+ * VM).  A port below net.ipv4.ip_unprivileged_port_start needs a socket of
+ * root's: the kernel let another user bind it only in a namespace of its
+ * own, or with a capability the socket's owner does not show.
  * A connector of our own user is not asked: it could read our memory
- * anyway.  A refused request is reset; a genuine connector is not refused
+ * anyway.  A refused request is dropped; a genuine connector is not refused
  * (connect.c falls back to kernel TCP first when its socket belongs to
- * another user). */
+ * another user or holds an address it could not prove). */
 static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep,
 		       const struct sockaddr_storage *client, const struct sockaddr_storage *server, int cfd,
 		       int cdomain, uint32_t *uid, bool *ask_proof)
@@ -228,17 +250,21 @@ static int claim_check(const struct ssw_sock *ls, const struct ssw_provider *p, 
 		return -EADDRNOTAVAIL;
 	if (*uid == geteuid())
 		return 0;
+	if (!claimable(client))
+		return -EADDRNOTAVAIL;
+	if (ssw_addr_port(client) < ssw_diag_unprivileged_port_start() && *uid != 0)
+		return -EACCES;
 	/* a listening proof (proof.c): the kernel's O(1) lookup finds a socket
 	 * of that user listening on the claimed address, which only that user
 	 * can hold while the proof is there */
-	uid_t luid;
+	struct ssw_diag_listener dl;
 	*ask_proof = true; /* unless the connector's descriptor answers (a root server) */
-	if (ssw_diag_listener_uid(client, &luid) == 0 && luid == *uid) {
+	if (ssw_diag_listener(client, &dl) == 0 && dl.uid == *uid && dl.exact && !dl.nonlocal) {
 		SSW_DEBUG("fd %d: %s (uid %u) proven by its listening proof", ls->fd,
 			  ssw_addr_str((const struct sockaddr *)client), (unsigned)*uid);
 		return 0;
 	}
-	if (ssw_diag_fd_bound(pid, cfd, client, *uid) == 0) {
+	if (ssw_diag_fd_bound(pid, cfd, client, *uid, ls->fd) == 0) {
 		*ask_proof = false;
 		return 0;
 	}
@@ -302,6 +328,22 @@ static bool peer_ok(const struct ssw_sock *ls, const struct ssw_provider *p, str
 	return false;
 }
 
+/* A request that failed the handshake is dropped, as kernel TCP drops a bad
+ * SYN: the connector sees a reset, the application never an error it did
+ * not ask for (an accept loop that treats errors as fatal would die of one
+ * malformed message).  Counted, with the last reason, for `stat`. */
+static void refuse(struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep, const char *why)
+{
+	if (ep)
+		p->conn->close(ep, SSW_CLOSE_ABORT);
+	atomic_fetch_add(&ls->refused, 1);
+	atomic_fetch_add(&ssw_counters.refused, 1);
+	pthread_mutex_lock(&ls->lock);
+	snprintf(ls->lnote, sizeof ls->lnote, "%s", why);
+	pthread_mutex_unlock(&ls->lock);
+	SSW_DEBUG("fd %d: dropped a %s connection request: %s", ls->fd, p->name, why);
+}
+
 static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, struct ssw_ep *ep, const void *priv,
 			 size_t plen, struct sockaddr *addr, socklen_t *alen, int flags)
 {
@@ -309,9 +351,12 @@ static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, stru
 	uint8_t peer[SSW_SESSION_INIT_BYTES];
 	int cfd, cdom;
 	bool ask_proof = false;
-	if (ssw_conn_priv_parse(priv, plen, &client, &server, peer, &cfd, &cdom) < 0 ||
-	    !peer_ok(ls, p, ep, &client, &server, cfd, cdom, &ask_proof)) {
-		p->conn->close(ep, SSW_CLOSE_ABORT);
+	if (ssw_conn_priv_parse(priv, plen, &client, &server, peer, &cfd, &cdom) < 0) {
+		refuse(ls, p, ep, "malformed connection request");
+		return -EAGAIN;
+	}
+	if (!peer_ok(ls, p, ep, &client, &server, cfd, cdom, &ask_proof)) {
+		refuse(ls, p, ep, "address claim not proven");
 		return -EAGAIN;
 	}
 	int nfd = sys_socket(ls->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), IPPROTO_TCP);
@@ -354,10 +399,10 @@ static int make_accepted(struct ssw_sock *ls, const struct ssw_provider *p, stru
 	}
 	if (!s->sess) {
 		ssw_fork_guard_leave();
-		p->conn->close(ep, SSW_CLOSE_ABORT);
 		ssw_sock_put(s);
 		sys_close(nfd);
-		return -ENOMEM;
+		refuse(ls, p, ep, "session refused (wire version, window or memory)");
+		return -EAGAIN;
 	}
 	ssw_fdtab_set(nfd, s);
 	ssw_fork_guard_leave();

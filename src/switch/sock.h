@@ -57,6 +57,9 @@ struct ssw_sock {
 	int npl;
 	struct ssw_session_opts lopts;
 	pid_t looked_by;             /* the last process to accept on it or poll it (fork.c) */
+	bool v6only;                 /* an IPv6 listener that serves IPv6 only (IPV6_V6ONLY) */
+	_Atomic unsigned refused;    /* requests dropped at accept (handshake or address check failed) */
+	char lnote[96];              /* why: the last refusal, or a provider half lost at listen (stat) */
 
 	void *ep_watch;              /* epoll.c: this socket's epoll entries (under epoll.c's lock) */
 };

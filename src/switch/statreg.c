@@ -454,8 +454,13 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 	fmt_addr(&s->local, loc, sizeof loc);
 	if (ss != SSW_ST_LISTENING)
 		fmt_addr(ss == SSW_ST_CONNECTING ? &s->dst : &s->peer, rem, sizeof rem);
-	char pname[sizeof sl->provider] = "?", pdesc[sizeof sl->describe] = "";
+	char pname[sizeof sl->provider] = "?", pdesc[sizeof sl->describe] = "", note[sizeof sl->reason] = "";
+	uint32_t refused = 0;
 	if (ss == SSW_ST_LISTENING) {
+		refused = atomic_load(&s->refused);
+		if (locked) /* written under the lock (listen.c refuse) */
+			memcpy(note, s->lnote, sizeof note < sizeof s->lnote ? sizeof note : sizeof s->lnote);
+		note[sizeof note - 1] = '\0';
 		/* each provider once (a dual-stack wildcard has two listeners each) */
 		size_t k = 0;
 		for (int i = 0; i < s->npl && i < SSW_MAX_PLISTEN; i++) {
@@ -498,7 +503,8 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 	sl->since_ns = 0;
 	memcpy(sl->local, loc, sizeof loc);
 	memcpy(sl->remote, rem, sizeof rem);
-	sl->reason[0] = '\0';
+	memcpy(sl->reason, note, sizeof note);
+	sl->refused = refused;
 	slot_end(sl);
 }
 
@@ -902,6 +908,7 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 	memcpy(sl->local, loc, sizeof loc);
 	memcpy(sl->remote, rem, sizeof rem);
 	snprintf(sl->reason, sizeof sl->reason, "%s", why ? why : "");
+	sl->refused = 0;
 	slot_end(sl);
 	pthread_mutex_unlock(&reg_lock);
 out:

@@ -75,9 +75,11 @@ struct ssw_statreg_slot {
 	uint64_t ino;             /* inode of the kernel socket */
 	uint64_t since_ns;        /* CLOCK_REALTIME when published */
 	char local[64], remote[64];   /* "1.2.3.4:80", "[::1]:80", "*" */
-	char reason[96];          /* why kernel TCP (SSW_SR_KERNEL) */
+	char reason[96];          /* why kernel TCP (SSW_SR_KERNEL); a listener: its note (a provider
+				   * half lost, the last request dropped), or "" */
 	char describe[48];        /* the provider's describe() line ("fabric (libfabric tcp)"), or "" */
-	char pad[16];
+	uint32_t refused;         /* a listener: connection requests dropped at accept */
+	char pad[12];
 };
 
 _Static_assert(sizeof(struct ssw_statreg_slot) == 384, "slot layout");

@@ -48,6 +48,7 @@ void ssw_stats_forget(void)
 	atomic_store(&ssw_counters.fallback, 0);
 	atomic_store(&ssw_counters.bytes_sent, 0);
 	atomic_store(&ssw_counters.bytes_received, 0);
+	atomic_store(&ssw_counters.refused, 0);
 }
 
 /* Set once the file was found unusable and said so: one warning per process. */
@@ -85,9 +86,10 @@ void ssw_stats_dump_at_exit(void)
 	struct live_sum l = { 0, 0 };
 	ssw_fdtab_each(add_live, &l);
 	char line[256];
-	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu\n",
+	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
-			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received);
+			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received,
+			 atomic_load(&ssw_counters.refused));
 	int fd = open_stats(path);
 	if (fd < 0)
 		return;

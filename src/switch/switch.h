@@ -76,6 +76,7 @@ void ssw_fork_guard_leave(void);
 /* Statistics (stats.c) */
 struct ssw_counters {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;
+	_Atomic unsigned long refused; /* connection requests dropped at accept (listen.c refuse) */
 };
 extern struct ssw_counters ssw_counters;
 void ssw_stats_account_closed(struct ssw_sock *s);

@@ -102,8 +102,8 @@ static int hs_send(int fd, const void *msg, size_t len, const int *fds, int nfds
  * others are closed: the sender is untrusted).  Returns bytes, 0 on EOF, -errno. */
 static ssize_t hs_recv(int fd, void *msg, size_t len, int *fds, int want)
 {
-	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
+	union { /* fds, and the credentials SO_PASSCRED adds (shm_vouch.c) */
+		char buf[CMSG_SPACE(8 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { msg, len };
@@ -276,6 +276,9 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	pthread_mutex_init(&l->mu, NULL);
 	int rc;
 	l->lfd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+	/* the connections it accepts inherit SO_PASSCRED: the peer's vouches
+	 * come with its credentials (shm_vouch.c) */
+	shm_vouch_passcred(l->lfd);
 	if (l->lfd >= 0 && sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0) {
 		if (errno == EADDRINUSE && name_squatted(&un, ul, addr))
 			errno = EACCES;
@@ -709,8 +712,10 @@ static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, struct ucr
 	struct sockaddr_un un;
 	int rc = -ENOENT;
 	for (int wild = 0; wild < 2; wild++) {
-		if (ep->ctl_fd < 0)
+		if (ep->ctl_fd < 0) {
 			ep->ctl_fd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+			shm_vouch_passcred(ep->ctl_fd); /* the acceptor's vouches (shm_vouch.c) */
+		}
 		if (ep->ctl_fd < 0)
 			return -errno;
 		socklen_t ul = rv_name(&un, dst, wild);

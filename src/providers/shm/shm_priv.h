@@ -112,6 +112,26 @@ struct shm_seg_key {
 	uint32_t uid;
 };
 
+/* A rendezvous descriptor (shm_rdma.c): whose memory, where, which registration. */
+#define SHM_DESC_MAGIC 0x43534d52u /* "RMSC" */
+struct shm_desc {
+	uint32_t magic;
+	int32_t pid;
+	uint64_t addr;
+	uint64_t len;
+	uint64_t gen;
+};
+
+/* The registering process's word on a descriptor, with the kernel's
+ * credentials beside it (shm_vouch.c). */
+#define SHM_VOUCH_MAGIC 0x48435556u /* "VUCH" */
+struct shm_vouch {
+	uint32_t magic;
+	uint32_t pad;
+	struct shm_desc d;
+};
+#define SHM_VOUCHES 8
+
 struct ssw_ep {
 	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
 			    * bytes both ways (1 byte each; anything longer is a refusal) */
@@ -133,6 +153,10 @@ struct ssw_ep {
 	_Atomic int cred_done;
 	_Atomic int cred_ok;  /* peer_pid/peer_uid came from the kernel (SO_PEERCRED answered) */
 	uint64_t seg_dev, seg_ino; /* acceptor: the segment's memfd (shm_seg_map_keep) */
+	/* descriptors the peer vouched for (shm_vouch.c), the newest SHM_VOUCHES */
+	_Atomic uint32_t vouch_lock;
+	uint32_t nvouch;
+	struct shm_desc vouched[SHM_VOUCHES];
 };
 
 #define SHM_MAX_PENDING 1024
@@ -229,6 +253,24 @@ struct ssw_ep *shm_ep_alloc(void);     /* zeroed, fork-shared */
 
 /* shm_rdma.c */
 extern const struct ssw_rdma_ops shm_rdma_ops;
+
+/* shm_vouch.c: the kernel's word on whose memory a descriptor opens */
+struct msghdr;
+/* SO_PASSCRED on a rendezvous socket (the listener's: accepted ones inherit it). */
+void shm_vouch_passcred(int fd);
+/* Vouch for our descriptor d on the rendezvous connection: 0 or -EPERM. */
+int shm_vouch_send(struct ssw_ep *ep, const struct shm_desc *d);
+/* Is this rendezvous-connection record a vouch? */
+bool shm_vouch_is(const void *rec, size_t n);
+/* Keep a vouch read from the connection (mh: its credentials). */
+void shm_vouch_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
+/* May we copy from or into the peer's d: vouched for by the process it
+ * names, whose uids are ours now?  0 or -EPERM. */
+int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d);
+
+/* shm_init.c: one record read from the rendezvous connection after the
+ * handshake (n its length, 0 at hang-up; mh its credentials, or NULL). */
+void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
 
 /* shm_pair.c (test support): a connected pair without the rendezvous. */
 int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b);
