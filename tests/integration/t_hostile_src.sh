@@ -72,6 +72,10 @@ spoof() {
   ssw_check "$n: the request went out ($(tail -1 "$T/n/$n.out"))" grep -q "^sent" "$T/n/$n.out"
 }
 
+wait_for_socket() { # OUT: the spoofer listens for the namespace's socket
+  for _ in $(seq 50); do grep -q "^waiting for a socket" "$1" 2>/dev/null && return 0; sleep 0.1; done
+}
+
 never() { # NAME SERVER PATTERN WHAT
   ssw_check "$1: accept never returned $4" bash -c "[ -f '$T/n/$2.srv' ] && ! grep -q '$3' '$T/n/$2.srv'"
 }
@@ -90,7 +94,7 @@ ssw_step "(c) a socket bound to 127.0.0.1:22 in nobody's own namespaces, passed 
 rm -f "$T/n/c.sock"
 "${NOBODY[@]}" env SPOOF_FD="$T/n/c.sock" timeout 10 "$SSW_BUILD/tests/rdv_spoof" 7701 127.0.0.1 22 >"$T/n/c-root.out" 2>&1 &
 spoofer=$!
-ssw_wait_file "$T/n/c.sock" 5
+wait_for_socket "$T/n/c-root.out"
 "${NOBODY[@]}" unshare -Urn sh -c "ip link set lo up && exec '$PY' -c '
 import array, socket, sys
 s = socket.socket(); s.bind((\"127.0.0.1\", 22))
@@ -110,7 +114,7 @@ ssw_wait_file "$T/held" 5; held=$(head -1 "$T/held")
 rm -f "$T/n/c2.sock"
 "${NOBODY[@]}" env SPOOF_FD="$T/n/c2.sock" timeout 10 "$SSW_BUILD/tests/rdv_spoof" 7701 127.0.0.1 "$held" >"$T/n/c2-root.out" 2>&1 &
 spoofer=$!
-ssw_wait_file "$T/n/c2.sock" 5
+wait_for_socket "$T/n/c2-root.out"
 "${NOBODY[@]}" unshare -Urn sh -c "ip link set lo up && exec '$PY' -c '
 import array, socket, sys
 s = socket.socket(); s.bind((\"127.0.0.1\", int(sys.argv[2])))
