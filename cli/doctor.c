@@ -9,9 +9,9 @@
 
 #include "common/params.h"
 
-#include "switch/providers.h"
-#include "switch/route.h"
-#include "switch/statreg.h"
+#include "switch/route/providers.h"
+#include "switch/route/route.h"
+#include "switch/stat/statreg.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
