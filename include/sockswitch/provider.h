@@ -68,6 +68,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -437,7 +438,34 @@ struct ssw_provider {
 	/* One line for `sockswitch stat` / `doctor`: what serves the
 	 * connections (e.g. "fabric (libfabric tcp)").  Optional (NULL: name). */
 	const char *(*describe)(void);
+	/* The provider's own library changed one of its epoll sets: an
+	 * epoll_ctl made inside ssw_provider_calls (below) that succeeded,
+	 * reported by the interposition after the kernel's (libfabric's tcp
+	 * provider tells which socket is whose that way).  Any thread; must not
+	 * block.  Optional (NULL: not wanted). */
+	void (*own_epoll_ctl)(int epfd, int op, int fd, const struct epoll_event *ev);
 };
+
+/* ---- What the switch's interposition does for a provider ------------------
+ *
+ * The switch interposes the socket API of the whole process, the provider's
+ * own libraries included.  A provider that calls into a library which uses
+ * sockets itself (libfabric) raises ssw_provider_calls on the calling
+ * thread around those calls (and its own threads while they run that
+ * library): inside, the interposed calls go straight to the C library —
+ * sockets are plain kernel sockets, made close-on-exec (a program exec'd
+ * without fork must not keep the provider's listening port open), IPv6 ones
+ * v6-only (a fabric listener holds the port for the family its application
+ * listener holds: the switch makes an IPv4 one beside a dual-stack one),
+ * connect, accept, close and friends are the kernel's; the socketpairs made
+ * there are remembered (ssw_provfd_partner), and epoll_ctl calls are
+ * reported to own_epoll_ctl. */
+extern __thread int ssw_provider_calls;
+/* The other end of a socketpair the provider's library made (inside
+ * ssw_provider_calls), -1 if none is known (descriptors from 65536 up are
+ * not followed): a process keeping one connection's transport after
+ * closing all else (a relay) keeps both ends. */
+int ssw_provfd_partner(int fd);
 
 #ifdef __cplusplus
 }
