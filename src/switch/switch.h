@@ -64,6 +64,9 @@ int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct 
 void ssw_epoll_touch(struct ssw_sock *s);
 
 /* fork (fork.c; ssw_fork_begin and _end: api.h) */
+/* This process forked (or is a child of a fork) since the switch started:
+ * its open files may be shared with another process. */
+bool ssw_forked(void);
 /* Around creating or closing a session, so a fork sees all or none of it. */
 void ssw_fork_guard_enter(void);
 void ssw_fork_guard_leave(void);

@@ -206,11 +206,14 @@ static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int con
 	if (ring_size < SHM_RING_MIN || ring_size > SHM_RING_MAX || (ring_size & (ring_size - 1)))
 		return -EPROTO;
 	struct stat st;
-	if (shm_seg_check(memfd, want, &st) < 0)
+	if (fstat(memfd, &st) < 0)
 		return -EPROTO;
-	/* the same connector sending the same segment again: our mapping of it */
+	/* the same connector sending the same segment again: our mapping of it,
+	 * checked when it was first mapped (its seals forbid any change since) */
 	shm_peer_cred(ep);
 	void *p = atomic_load(&ep->cred_ok) ? shm_seg_map_take(st.st_dev, st.st_ino, want, ep->peer_pid, ep->peer_uid) : NULL;
+	if (!p && shm_seg_check_stat(memfd, want, &st) < 0)
+		return -EPROTO;
 	if (!p) {
 		p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 		if (p == MAP_FAILED)
@@ -291,6 +294,9 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	}
 	if (l->lfd < 0 || sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
 		goto fail;
+	l->handed = ssw_shared_alloc(4096, 4096); /* the processes sharing the listener count together */
+	if (!l->handed)
+		goto fail;
 	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, l->hb) < 0)
 		goto fail;
 	l->hb[0] = ssw_fd_hide(l->hb[0]);
@@ -305,6 +311,7 @@ fail:
 	rc = -errno;
 	int fds[4] = { l->lfd, l->hb[0], l->hb[1], l->epfd };
 	close_fds(fds, 4);
+	ssw_shared_free((void *)l->handed, 4096, false); /* this process's view: a sibling may still count */
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 	return rc;
@@ -389,8 +396,10 @@ static void hand_back(struct ssw_listener *l)
 	l->npending = 0;
 	pthread_mutex_unlock(&l->mu);
 	for (int i = 0; i < n; i++) {
-		if (hs_send(l->hb[1], "r", 1, &fds[i], 1) == 0)
+		if (hs_send(l->hb[1], "r", 1, &fds[i], 1) == 0) {
+			atomic_fetch_add(l->handed, 1);
 			sys_close(fds[i]);
+		}
 		else
 			park(l, fds[i]);
 	}
@@ -476,14 +485,25 @@ static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 	return -EAGAIN;
 }
 
+/* A handed-back request was taken: one fewer in the pair (a count that
+ * only saves a look at an empty pair, so it never goes below zero). */
+static void taken_back(struct ssw_listener *l)
+{
+	int n = atomic_load(l->handed);
+	while (n > 0 && !atomic_compare_exchange_weak(l->handed, &n, n - 1))
+		;
+}
+
 /* Requests another process handed back, until one has its HELLO. */
 static int take_handed_back(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	char b;
 	int c;
-	while (l->npending < SHM_MAX_PENDING && hs_recv(l->hb[0], &b, 1, &c, 1) == 1)
+	while (l->npending < SHM_MAX_PENDING && hs_recv(l->hb[0], &b, 1, &c, 1) == 1) {
+		taken_back(l);
 		if (take_conn(l, c, out, priv, priv_len) == 0)
 			return 0;
+	}
 	return -EAGAIN;
 }
 
@@ -498,6 +518,8 @@ static bool park_incoming(struct ssw_listener *l, int from)
 	while (l->npending < SHM_MAX_PENDING &&
 	       (from == l->lfd ? (c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0
 			       : hs_recv(l->hb[0], &b, 1, &c, 1) == 1)) {
+		if (from != l->lfd)
+			taken_back(l);
 		bool hello = hello_waits(c) || hello_wait(c);
 		park(l, ssw_fd_hide(c));
 		if (hello)
@@ -555,10 +577,15 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 	 * handed back (taken off the backlog earlier), then the backlog. */
 	if (!l->npending) {
 		/* nothing half-arrived: no need to ask the set (a HELLO follows
-		 * its connect at once) */
-		if (take_handed_back(l, out, priv, priv_len) == 0)
+		 * its connect at once).  What a sibling handed back came off the
+		 * backlog earlier: first, when the count says there is some; and
+		 * looked for after an empty backlog anyway (a count a dead
+		 * sibling left short) */
+		if (atomic_load(l->handed) && take_handed_back(l, out, priv, priv_len) == 0)
 			return 0;
-		return accept_all(l, out, priv, priv_len);
+		if (accept_all(l, out, priv, priv_len) == 0)
+			return 0;
+		return take_handed_back(l, out, priv, priv_len);
 	}
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	int held[SHM_MAX_PENDING], nheld;
@@ -647,6 +674,7 @@ static void shm_listener_close(struct ssw_listener *l)
 		close_fds(l->pending, l->npending); /* copies of the parent's */
 	int fds[4] = { l->lfd, l->hb[0], l->hb[1], l->epfd };
 	close_fds(fds, 4);
+	ssw_shared_free((void *)l->handed, 4096, false); /* this process's view: a sibling may still count */
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 }

@@ -164,6 +164,7 @@ struct ssw_ep {
 struct ssw_listener {
 	int lfd;           /* abstract unix listening socket */
 	int hb[2];         /* handback pair: requests sent on [1] reach any process on [0] */
+	_Atomic int *handed; /* requests in the pair (fork-shared; a hint: see taken_back) */
 	int epfd;          /* lfd + hb[0] + this process's pending requests (listener_fd) */
 	pid_t epfd_pid;    /* epoll sets are shared across fork: one per process */
 	pthread_mutex_t mu; /* pending[] (threads accepting at once) */
@@ -190,6 +191,8 @@ int shm_rdma_queued(void);
 int shm_seg_create(const char *name, uint64_t size);
 /* A peer's memfd may be mapped for `want` bytes: 0, or -EPROTO (logged at info). */
 int shm_seg_check(int fd, uint64_t want, struct stat *st);
+/* The same, for a memfd whose fstat the caller has. */
+int shm_seg_check_stat(int fd, uint64_t want, const struct stat *st);
 
 /* shm_seg.c: the connector's segments (new, the spare, recycled) */
 struct shm_seg {

@@ -178,9 +178,10 @@ int ssw_setup_connect(int fd, int family, const struct sockaddr *addr, socklen_t
 	bool listening = proof >= 0;
 	if (listening)
 		SSW_DEBUG("fd %d: connect %s: a listening proof (the acceptor checks our address)", fd, ssw_addr_str(addr));
-	if (proof < 0)
-		proof = ssw_proof_make(fd);
-	priv.cfd = proof >= 0 ? proof : fd;
+	/* a root acceptor looks at the socket the request names: ours, while
+	 * the application holds it (after a close, the proof below keeps the
+	 * address held for the kernel's bind table) */
+	priv.cfd = listening ? proof : fd;
 	priv.cdomain = (uint16_t)family;
 	struct ssw_ep *ep = NULL;
 	int rc = provider_connect(p, dst, &priv, &ep);
@@ -190,7 +191,10 @@ int ssw_setup_connect(int fd, int family, const struct sockaddr *addr, socklen_t
 	if (other)
 		ssw_proof_learn(dst, true);
 	/* kept while the acceptor may check it: another user's listener, or
-	 * one whose workers changed user (the hint came from their INIT) */
+	 * one whose workers changed user (the hint came from their INIT); a
+	 * listener of our own user checks nothing, and costs no duplicate */
+	if (started && other && !listening)
+		proof = ssw_proof_make(fd);
 	if (started && (other || listening)) {
 		s->proof_fd = proof;
 	} else {

@@ -97,6 +97,11 @@ static void drop_private(bool parent)
 			      "processes: new connections to them use kernel TCP (or another provider)", n, names);
 }
 
+bool ssw_forked(void)
+{
+	return __atomic_load_n(&fork_gen, __ATOMIC_RELAXED) != 0;
+}
+
 void ssw_fork_begin(void)
 {
 	ssw_statreg_fork_begin(); /* first: statreg.c says why */

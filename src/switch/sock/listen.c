@@ -145,11 +145,14 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 {
 	/* O_NONBLOCK is the open file's, and the processes sharing a listener
 	 * share it: a pre-forked sibling may have changed it since we looked
-	 * (sem fork_nonblock_listener); one system call per accept */
+	 * (sem fork_nonblock_listener); one system call per accept, once this
+	 * process has forked (before, fcntl and ioctl here told us) */
 	__atomic_store_n(&s->looked_by, ssw_pid(), __ATOMIC_RELAXED);
-	int fl = sys_fcntl(fd, F_GETFL, 0);
-	if (fl >= 0)
-		atomic_store(&s->nonblock, (fl & O_NONBLOCK) != 0);
+	if (ssw_forked()) {
+		int fl = sys_fcntl(fd, F_GETFL, 0);
+		if (fl >= 0)
+			atomic_store(&s->nonblock, (fl & O_NONBLOCK) != 0);
+	}
 	bool nonblock = atomic_load(&s->nonblock);
 	uint64_t dl = s->rcvtimeo_ms > 0 ? ssw_now_ns() + (uint64_t)s->rcvtimeo_ms * 1000000ull : 0;
 	for (;;) {
