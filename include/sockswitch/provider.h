@@ -141,6 +141,21 @@ struct ssw_conn_ops {
 	/* Stop listening; endpoints already accepted stay valid. */
 	void (*listener_close)(struct ssw_listener *l);
 
+	/* A listener across exec (a listening socket the new program inherits:
+	 * socket activation, a server re-exec'ing itself on upgrade).
+	 * listener_export: the descriptors (at most max) a new image of this
+	 * process needs to go on serving l, requests already waiting in them
+	 * included (none may be lost: a connector would see a reset); the switch
+	 * keeps them open across the exec, and closes nothing of l if the exec
+	 * fails.  listener_import, in the new image: the listener rebuilt from
+	 * those descriptors (checked: they come through the environment) for
+	 * the same address and version; -EINVAL if they are not what they must
+	 * be (the switch then closes them).  Optional, both or none (NULL: l
+	 * ends at exec, and the new image listens on the provider afresh). */
+	int (*listener_export)(struct ssw_listener *l, int *fds, int max);
+	int (*listener_import)(const struct sockaddr *addr, socklen_t addrlen, uint32_t proto, const int *fds, int n,
+			       struct ssw_listener **out);
+
 	/* WSPConnect, non-blocking (WSPEventSelect FD_CONNECT semantics).
 	 * Returns 0 with a connected endpoint; -EINPROGRESS with an endpoint whose
 	 * connect_fd() becomes readable when connect_complete() can tell the

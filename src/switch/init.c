@@ -3,6 +3,8 @@
  * the application on kernel TCP, with one message. */
 #include "switch/switch.h"
 
+#include "switch/setup/setup.h"
+
 #include "common/log.h"
 #include "common/params.h"
 #include "session/session.h"
@@ -104,6 +106,12 @@ bool ssw_init(void)
 {
 	pthread_once(&once, init_once);
 	return active;
+}
+
+void ssw_exec_inherited(const char *spec)
+{
+	if (ssw_init())
+		ssw_setup_exec_import(spec);
 }
 
 void ssw_provider_own_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *ev)

@@ -64,9 +64,9 @@ static struct ssw_sock *make_listener(int fd)
 {
 	struct ssw_sock *s = ssw_sock_new(SSW_ST_LISTENING, fd, AF_INET);
 	assert_non_null(s);
-	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE, SSW_PROTO_MAX };
-	s->pl[s->npl++] = (struct ssw_plisten){ &shared_p.p, L_SHARED, SSW_PROTO_MAX };
-	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE, SSW_PROTO_MAX }; /* dual stack: a second one */
+	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE, SSW_PROTO_MAX, false };
+	s->pl[s->npl++] = (struct ssw_plisten){ &shared_p.p, L_SHARED, SSW_PROTO_MAX, false };
+	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE, SSW_PROTO_MAX, false }; /* dual stack: a second one */
 	return s;
 }
 

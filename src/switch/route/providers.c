@@ -107,6 +107,9 @@ static const struct op progress_required[] = {
 	OP(ssw_progress_ops, wake_ack),
 };
 /* Optional, but all or none (provider.h). */
+static const struct op conn_exec_group[] = {
+	OP(ssw_conn_ops, listener_export), OP(ssw_conn_ops, listener_import),
+};
 static const struct op msg_zcopy_group[] = {
 	OP(ssw_msg_ops, send_reserve), OP(ssw_msg_ops, send_commit), OP(ssw_msg_ops, flush),
 };
@@ -170,8 +173,12 @@ static int all_or_none(const char *what, const void *copy, const struct op *ops,
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (!present(copy, ops[i].off)) {
-			snprintf(why, len, "%s op %s missing: %s, %s and %s go together", what, ops[i].name, ops[0].name,
-				 ops[1].name, ops[2].name);
+			char names[128];
+			size_t k = 0;
+			for (size_t j = 0; j < n && k < sizeof names; j++)
+				k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", ops[j].name,
+						      j + 2 < n ? ", " : j + 1 < n ? " and " : "");
+			snprintf(why, len, "%s op %s missing: %s go together", what, ops[i].name, names);
 			return -1;
 		}
 	return 0;
@@ -203,6 +210,7 @@ int ssw_provider_check(const struct ssw_provider *raw, struct ssw_provider_copy 
 	if (need("conn", raw->conn, &out->conn, conn_required, N(conn_required), none, why, len) ||
 	    need("msg", raw->msg, &out->msg, msg_required, N(msg_required), none, why, len) ||
 	    need("progress", raw->progress, &out->progress, progress_required, N(progress_required), none, why, len) ||
+	    all_or_none("conn", &out->conn, conn_exec_group, N(conn_exec_group), why, len) ||
 	    all_or_none("msg", &out->msg, msg_zcopy_group, N(msg_zcopy_group), why, len))
 		return -1;
 	if (raw->caps & (SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE)) {

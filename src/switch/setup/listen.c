@@ -16,14 +16,26 @@
 #include <stdio.h>
 #include <string.h>
 
+static bool have(const struct ssw_sock *s, const struct ssw_provider *p, uint32_t v, bool any4)
+{
+	for (int i = 0; i < s->npl; i++)
+		if (s->pl[i].prov == p && s->pl[i].proto == v && s->pl[i].any4 == any4)
+			return true;
+	return false;
+}
+
 /* One provider listener per provider, family (a dual-stack wildcard has an
- * IPv4 one beside) and protocol version. */
-static void listen_one(struct ssw_sock *s, const struct ssw_provider *p, const struct sockaddr_storage *a, int backlog)
+ * IPv4 one beside) and protocol version; none where one is there already
+ * (kept across exec: exec.c). */
+static void listen_one(struct ssw_sock *s, const struct ssw_provider *p, const struct sockaddr_storage *a, bool any4,
+		       int backlog)
 {
 	for (uint32_t v = SSW_PROTO_MIN; v <= SSW_PROTO_MAX && s->npl < SSW_MAX_PLISTEN; v++)
-		if (p->conn->listen((const struct sockaddr *)a, ssw_addr_len(a), backlog, v, &s->pl[s->npl].l) == 0) {
+		if (!have(s, p, v, any4) &&
+		    p->conn->listen((const struct sockaddr *)a, ssw_addr_len(a), backlog, v, &s->pl[s->npl].l) == 0) {
 			s->pl[s->npl].prov = p;
 			s->pl[s->npl].proto = v;
+			s->pl[s->npl].any4 = any4;
 			s->npl++;
 		}
 }
@@ -56,9 +68,9 @@ int ssw_setup_listen(struct ssw_sock *s, const struct sockaddr_storage *a, bool 
 			continue;
 		np++;
 		int before = s->npl;
-		listen_one(s, p, a, backlog);
+		listen_one(s, p, a, false, backlog);
 		if (dual)
-			listen_one(s, p, &any4, backlog);
+			listen_one(s, p, &any4, true, backlog);
 		if (s->npl > before && nn < nlen)
 			nn += (size_t)snprintf(names + nn, nlen - nn, " + %s", p->name);
 	}

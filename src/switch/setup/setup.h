@@ -85,6 +85,17 @@ struct ssw_setup_accepted {
  * kernel TCP drops a bad SYN), never an error of the caller's. */
 int ssw_setup_accept(struct ssw_sock *ls, struct ssw_setup_accepted *a);
 
+/* ---- across exec (exec.c) -------------------------------------------------- */
+
+/* Before an exec that keeps fd (a listener) open: append its providers'
+ * entries to buf (the new image's SOCKSWITCH_INHERIT) and keep their
+ * descriptors open across the exec.  Returns the entries added. */
+int ssw_setup_exec_export(struct ssw_sock *s, int fd, char *buf, size_t len, struct ssw_exec_keep *k);
+/* The exec failed: those descriptors are close-on-exec again. */
+void ssw_setup_exec_undo(struct ssw_exec_keep *k);
+/* In the new image, at load: the listeners SOCKSWITCH_INHERIT names. */
+void ssw_setup_exec_import(const char *spec);
+
 /* ---- both ----------------------------------------------------------------- */
 
 /* What a connecting or listening socket sleeps on (events/evwait.c):

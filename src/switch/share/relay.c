@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/real.h"
 #include "common/sys.h"
+#include "switch/setup/setup.h"
 #include "switch/stat/statreg.h"
 
 #include <errno.h>
@@ -376,11 +377,23 @@ void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 {
 	u->dropped = NULL;
 	u->n = 0;
+	u->keep.n = 0;
+	u->inherit[0] = '\0';
 	struct collect c = { 0 };
 	if (collect_all(&c) && in_place)
 		u->dropped = malloc(sizeof *u->dropped * (size_t)c.n);
 	for (int i = 0; i < c.n; i++) {
 		struct held *h = &c.v[i];
+		/* a listener the new program keeps: its providers' part goes
+		 * along (setup/exec.c), under its first inherited fd */
+		if (in_place && h->s->state == SSW_ST_LISTENING && live_fds(h)) {
+			for (int j = 0; j < h->nfds; j++)
+				if (!(sys_fcntl(h->fds[j], F_GETFD, 0) & FD_CLOEXEC)) {
+					ssw_setup_exec_export(h->s, h->fds[j], u->inherit, sizeof u->inherit, &u->keep);
+					break;
+				}
+			continue;
+		}
 		if (h->s->state != SSW_ST_CONNECTED || !h->s->sess)
 			continue;
 		if (live_fds(h) && relay(h) == 0)
@@ -430,6 +443,7 @@ void ssw_relay_fds(const int *fds, int n)
 
 void ssw_exec_failed(struct ssw_exec_undo *u)
 {
+	ssw_setup_exec_undo(&u->keep);
 	for (int i = 0; i < u->n; i++) {
 		ssw_session_hold(u->dropped[i]->sess, 1);
 		ssw_sock_put(u->dropped[i]);

@@ -102,6 +102,14 @@ void ssw_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen, struct 
 	*outlen = alen;
 }
 
+void ssw_addr_listener(const struct sockaddr_storage *name, socklen_t nl, struct sockaddr_storage *out)
+{
+	if (name->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)name)->sin6_addr))
+		ssw_addr_normalize((const struct sockaddr *)name, nl, out);
+	else
+		memcpy(out, name, sizeof *out);
+}
+
 bool ssw_addr_is_wildcard(const struct sockaddr_storage *a)
 {
 	if (a->ss_family == AF_INET)

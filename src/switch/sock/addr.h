@@ -17,6 +17,9 @@ void ssw_addr_set_port(struct sockaddr_storage *a, uint16_t port);
 socklen_t ssw_addr_for_family(const struct sockaddr_storage *a, int family, struct sockaddr_storage *out);
 /* "1.2.3.4:80" / "[::1]:80", in a thread-local buffer. */
 const char *ssw_addr_str(const struct sockaddr *a);
+/* A listening socket's address as the switch serves it (its getsockname):
+ * a v4-mapped bind is an IPv4 listener, the unspecified address stays a wildcard. */
+void ssw_addr_listener(const struct sockaddr_storage *name, socklen_t nl, struct sockaddr_storage *out);
 /* 0.0.0.0 or :: */
 bool ssw_addr_is_wildcard(const struct sockaddr_storage *a);
 /* Copy an address out as getsockname/getpeername do (truncating). */

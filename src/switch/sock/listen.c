@@ -46,11 +46,7 @@ int ssw_listen(int fd, int backlog)
 	socklen_t nl = sizeof name;
 	if (sys_getsockname(fd, (struct sockaddr *)&name, &nl) < 0)
 		return 0;
-	/* v4-mapped binds are IPv4 listeners; the unspecified address stays a wildcard */
-	if (name.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&name)->sin6_addr))
-		ssw_addr_normalize((struct sockaddr *)&name, nl, &a);
-	else
-		memcpy(&a, &name, sizeof a);
+	ssw_addr_listener(&name, nl, &a);
 	uint16_t port = ssw_addr_port(&a);
 	if (ssw_route_port_excluded(&ssw_routes_table, port))
 		return 0;

@@ -25,6 +25,7 @@ struct ssw_plisten {
 	const struct ssw_provider *prov;
 	struct ssw_listener *l;
 	uint32_t proto;              /* the protocol version its requests speak */
+	bool any4;                   /* on 0.0.0.0 beside a dual-stack [::] one */
 };
 
 struct ssw_sock {
