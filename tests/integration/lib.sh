@@ -75,6 +75,18 @@ ssw_setup_preload() {
   fi
 }
 
+# ssw_need_fabric — first thing in a test of the fabric provider: a build that
+# left the provider out (cmake/fabric.cmake: -DSSW_FABRIC=OFF, or AUTO where
+# libfabric's headers were not found) skips the test (77), saying why.
+# scripts/build.sh, and so CI, configures with SSW_FABRIC=ON: there the
+# provider is always built and these tests always run.
+ssw_need_fabric() {
+  local cache="$SSW_BUILD/CMakeCache.txt" why
+  [ -f "$cache" ] || { echo "FAIL: $cache missing: cannot tell whether this build has the fabric provider"; exit 1; }
+  why=$(sed -n 's/^SSW_FABRIC_LEFT_OUT:INTERNAL=//p' "$cache")
+  [ -z "$why" ] || { echo "SKIP: this build has no fabric provider ($why)"; exit 77; }
+}
+
 # ---------------------------------------------------------------- netns -----
 
 # ssw_enter_netns "$@" — call first thing in a test: re-executes the test inside
