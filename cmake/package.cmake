@@ -10,6 +10,10 @@
 # installs: the library then goes to Debian's multiarch directory
 # (/usr/lib/x86_64-linux-gnu), where `sockswitch run` looks (cli/libpath.c).
 include(GNUInstallDirs)
+# `cpack` and `make install` package what is built and build nothing: the
+# build comes first (scripts/build.sh package), and t_package packages the
+# tree that tests running beside it use
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 
 install(TARGETS sockswitch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES include/sockswitch/provider.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sockswitch)

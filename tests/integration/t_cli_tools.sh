@@ -81,6 +81,17 @@ ssw_check "doctor: says what is switched" grep -qE '^  127\.0\.0\.1 +-> shm$' "$
 left_out=$(sed -n 's/^SSW_FABRIC_LEFT_OUT:INTERNAL=//p' "$SSW_BUILD/CMakeCache.txt")
 if [ -z "$left_out" ]; then want="providers built in: shm fabric"; else want="providers built in: shm; left out: fabric ($left_out)"; fi
 ssw_assert_eq "doctor: the providers built in" "$(grep -E '^ok    providers built in' "$T/d1.out")" "ok    $want"
+# a library of another build (its facts say other providers): doctor warns
+"$SSW_PYTHON" - "$SSW_BUILD/libsockswitch.so" "$T/other.so" <<'EOF'
+import sys
+b = open(sys.argv[1], "rb").read()
+tag = b"\nsockswitch build: providers built in: "
+i = b.index(tag) + len(tag)
+open(sys.argv[2], "wb").write(b[:i] + b"shX" + b[i + 3:])
+EOF
+SOCKSWITCH_LIB=$T/other.so "$CLI" doctor >"$T/d5.out" 2>&1
+ssw_check "doctor: a library of another build is named" \
+  grep -qE "^warn  library: $T/other.so is another build: providers built in: shX" "$T/d5.out"
 ssw_assert_eq "--version: the providers built in" "$("$CLI" --version)" "sockswitch $(sed -n 's/^#define SSW_VERSION "\(.*\)"/\1/p' "$SSW_SRC/cli/cli.h") ($want)"
 "$CLI" doctor --conf "$BAD" >"$T/d2.out" 2>&1; rc=$?
 ssw_assert_eq "doctor bad conf: exit 1" "$rc" 1
