@@ -12,9 +12,9 @@
 #ifdef SSW_WITH_FABRIC
 #include "providers/fabric/fab_probe.h"
 #endif
-#include "switch/providers.h"
-#include "switch/route.h"
-#include "switch/statreg.h"
+#include "switch/route/providers.h"
+#include "switch/route/route.h"
+#include "switch/stat/statreg.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* main.c — the sockswitch command: finds the subcommand in one table and runs it. */
 #include "cli.h"
 
-#include "switch/providers.h"
+#include "switch/route/providers.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #include "cli.h"
 #include "libpath.h"
 #include "preload.h"
-#include "switch/route.h"
+#include "switch/route/route.h"
 
 #include <errno.h>
 #include <limits.h>

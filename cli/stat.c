@@ -5,7 +5,7 @@
 #include "cli.h"
 
 #include "json.h"
-#include "switch/statreg.h"
+#include "switch/stat/statreg.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -12,7 +12,7 @@
 # Included by the top CMakeLists.txt after SSW_CORE_SRC is globbed: drops the
 # provider's sources from it when left out.  Sets SSW_WITH_FABRIC (ON/OFF)
 # and SSW_FABRIC_LEFT_OUT (why, empty when built); the C code sees
-# SSW_WITH_FABRIC or SSW_FABRIC_LEFT_OUT="why" (src/switch/providers.c).
+# SSW_WITH_FABRIC or SSW_FABRIC_LEFT_OUT="why" (src/switch/route/providers.c).
 set(SSW_FABRIC AUTO CACHE STRING "build the fabric provider: AUTO (when libfabric's headers are found), ON, OFF")
 set_property(CACHE SSW_FABRIC PROPERTY STRINGS AUTO ON OFF)
 

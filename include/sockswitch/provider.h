@@ -75,7 +75,7 @@
 extern "C" {
 #endif
 
-#define SSW_SPI_VERSION 2 /* 2: no duplicate/adopt; note marks and tags, peer_tag */
+#define SSW_SPI_VERSION 3 /* 3: listen and connect name the protocol version; 2: no duplicate/adopt; note marks and tags, peer_tag */
 
 /* Capabilities of a provider (and, once connected, of one endpoint: the
  * peer may lack what the provider has, e.g. Cross Memory Attach refused). */
@@ -113,11 +113,15 @@ struct ssw_conn_ops {
 	size_t size;
 
 	/* WSPListen: start accepting provider connections addressed to `addr`
-	 * (which may be a wildcard address: then any local address matches).
-	 * Returns 0 and a listener, -EADDRINUSE when another provider listener
-	 * already serves that exact address, or another error (the switch then
-	 * serves the socket with kernel TCP only). */
-	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog,
+	 * (which may be a wildcard address: then any local address matches)
+	 * that speak protocol version `proto` (the switch's set-up and session
+	 * protocol, src/switch/setup): the rendezvous is keyed by it, so that a
+	 * connector of another version finds no listener here and uses kernel
+	 * TCP (connect's -ENOENT), and no byte of one version ever reaches a
+	 * peer of another.  Returns 0 and a listener, -EADDRINUSE when another
+	 * provider listener already serves that exact address (and version), or
+	 * another error (the switch then serves the socket with kernel TCP only). */
+	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto,
 		      struct ssw_listener **out);
 
 	/* Connection requests.  The connect must complete without the
@@ -151,9 +155,10 @@ struct ssw_conn_ops {
 	 * Returns 0 with a connected endpoint; -EINPROGRESS with an endpoint whose
 	 * connect_fd() becomes readable when connect_complete() can tell the
 	 * result; -ECONNREFUSED / -ECONNRESET / -EHOSTUNREACH only when kernel TCP
-	 * is certain to fail too; any other error means "this provider cannot
-	 * serve": the switch falls back to kernel TCP (seed 001). */
-	int (*connect)(const struct sockaddr *dst, socklen_t dstlen, const void *priv,
+	 * is certain to fail too; -ENOENT: no listener of protocol version
+	 * `proto` there (see listen); any other error means "this provider
+	 * cannot serve": the switch falls back to kernel TCP (seed 001). */
+	int (*connect)(const struct sockaddr *dst, socklen_t dstlen, uint32_t proto, const void *priv,
 		       size_t priv_len, struct ssw_ep **out);
 	int (*connect_fd)(struct ssw_ep *ep);
 	/* 0 when connected (with the listener's reply private data in reply,

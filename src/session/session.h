@@ -42,6 +42,16 @@ struct ssw_session_opts {
 	bool ask_proof;            /* acceptor: tell the connector to make listening proofs (wire.h SSW_INIT_ASK_PROOF) */
 };
 
+/* The protocol versions this library speaks: one number for the whole
+ * set-up and session wire (rendezvous records, the connect request's
+ * private data, INIT, messages; wire.h SSW_WIRE_VERSION is the newest).
+ * A listener answers under each of them, a connector tries them from the
+ * newest down (providers key their rendezvous by it: provider.h listen),
+ * and peers without one in common use kernel TCP.  3: vouched rendezvous
+ * descriptors, refusals of a rendezvous, the version range in the request. */
+#define SSW_PROTO_MIN 3
+#define SSW_PROTO_MAX 3
+
 /* Session negotiation (seed 001): each side's INIT (window, capabilities,
  * pid) travels in the provider's connect / accept private data, so both are
  * known before connect returns and before accept is called.  To the switch

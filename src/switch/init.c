@@ -6,7 +6,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "session/session.h"
-#include "switch/providers.h"
+#include "switch/route/providers.h"
 
 #include <pthread.h>
 #include <stdio.h>

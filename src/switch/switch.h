@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "switch/api.h"
-#include "switch/route.h"
-#include "switch/sock.h"
+#include "switch/route/route.h"
+#include "switch/sock/sock.h"
 
 extern struct ssw_routes ssw_routes_table;
 
@@ -26,6 +26,8 @@ const struct ssw_provider *ssw_provider_for(int t);
 /* Set-up (the rest: api.h) */
 /* A listener's provider side has a connection accept would take now. */
 bool ssw_listener_ready(struct ssw_sock *s);
+/* For a connecting socket: connect() again, SO_ERROR, poll (sock/connect.c).
+ * 0 connected, -EINPROGRESS pending, or the final error. */
 int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
 void ssw_sock_load_opts(struct ssw_sock *s, int fd);
 
@@ -60,13 +62,6 @@ int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct 
  * changed s's readiness (shutdown, options): epoll sets holding s look at
  * it again. */
 void ssw_epoll_touch(struct ssw_sock *s);
-
-/* A listener listens on a provider whose endpoints cannot be shared
- * between processes (no SSW_CAP_SHARED_CONTEXT). */
-bool ssw_listen_has_private(const struct ssw_sock *s);
-/* Close those provider listeners (fork: see fork.c), under s->lock;
- * their names are appended to names.  Returns how many were closed. */
-int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len);
 
 /* fork (fork.c; ssw_fork_begin and _end: api.h) */
 /* Around creating or closing a session, so a fork sees all or none of it. */

@@ -1,5 +1,6 @@
 /* conf_conn.c — conformance of connection set-up: listen, connect, accept,
  * refused connects, listener readiness and the listener's end. */
+#include "session/session.h"
 #include "conf.h"
 
 #include <arpa/inet.h>
@@ -173,13 +174,13 @@ void conf_wildcard_and_inuse(void **state)
 		struct ssw_listener *l = NULL, *l2 = NULL;
 		struct ssw_ep *c, *a;
 		assert_int_equal(conf_env->addr(wild, &at, &dst, &len), 0);
-		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, &l), 0);
+		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, SSW_PROTO_MAX, &l), 0);
 		/* a wildcard listener serves the specific local address */
 		conf_pair(l, &dst, len, &c, &a);
 		conf_send_seq(c, a, 3, 33);
 		conf_expect_seq(a, c, 3, 33);
 		/* another provider listener on that exact address: refused */
-		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, &l2), -EADDRINUSE);
+		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, SSW_PROTO_MAX, &l2), -EADDRINUSE);
 		P->conn->close(c, SSW_CLOSE_ORDERLY);
 		P->conn->close(a, SSW_CLOSE_ORDERLY);
 		P->conn->listener_close(l);

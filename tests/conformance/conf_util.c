@@ -1,5 +1,6 @@
 /* conf_util.c — what the conformance cases share: addresses, connected pairs,
  * sending and waiting by the SPI's own protocol, peer processes. */
+#include "session/session.h"
 #include "conf.h"
 
 #include <arpa/inet.h>
@@ -67,7 +68,7 @@ struct ssw_listener *conf_listen(int wildcard, struct sockaddr_storage *dst, soc
 	struct ssw_listener *l = NULL;
 	assert_int_equal(conf_env->addr(wildcard, &at, dst, &len), 0);
 	*dlen = len;
-	int rc = P->conn->listen((struct sockaddr *)&at, len, 16, &l);
+	int rc = P->conn->listen((struct sockaddr *)&at, len, 16, SSW_PROTO_MAX, &l);
 	if (rc)
 		print_message("listen: %s\n", strerror(-rc));
 	assert_int_equal(rc, 0);
@@ -154,7 +155,7 @@ int conf_connect(const struct sockaddr *dst, socklen_t dlen, const void *priv, s
 {
 	if (conf_env->connect_enter)
 		conf_env->connect_enter();
-	int rc = P->conn->connect(dst, dlen, priv, plen, out);
+	int rc = P->conn->connect(dst, dlen, SSW_PROTO_MAX, priv, plen, out);
 	if (conf_env->connect_leave)
 		conf_env->connect_leave();
 	return rc;

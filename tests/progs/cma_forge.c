@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "session/session.h"
 #include "common/params.h"
 #include "providers/shm/shm_priv.h"
 #include "session/wire.h"
@@ -195,7 +196,7 @@ int main(int argc, char **argv)
 	setsockopt(k, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	struct ssw_listener *l;
 	if (bind(k, (struct sockaddr *)&a, sizeof a) < 0 || listen(k, 16) < 0 ||
-	    ssw_provider_shm.conn->listen((struct sockaddr *)&a, sizeof a, 16, &l) < 0)
+	    ssw_provider_shm.conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l) < 0)
 		return perror("listen"), 1;
 	char path[512];
 	snprintf(path, sizeof path, "%s/port", argv[3]);

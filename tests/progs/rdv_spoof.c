@@ -14,7 +14,8 @@
 #include "providers/shm/shm_priv.h"
 #include "session/session.h"
 #include "session/wire.h"
-#include "switch/addr.h"
+#include "switch/setup/setup_priv.h"
+#include "switch/sock/addr.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@
 
 static int rdv(int port)
 {
-	const char *forms[2] = { "sockswitch.v2:4:127.0.0.1:%d", "sockswitch.v2:4*:%d" };
+	const char *forms[2] = { "sockswitch.v3:4:127.0.0.1:%d", "sockswitch.v3:4*:%d" };
 	for (int i = 0; i < 2; i++) {
 		struct sockaddr_un un = { .sun_family = AF_UNIX };
 		int n = snprintf(un.sun_path + 1, sizeof un.sun_path - 1, forms[i], port);

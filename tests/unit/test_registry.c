@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "switch/providers.h"
-#include "switch/route.h"
+#include "switch/route/providers.h"
+#include "switch/route/route.h"
 
 extern const struct ssw_provider ssw_provider_shm;
 

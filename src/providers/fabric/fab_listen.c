@@ -99,10 +99,10 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 		fab_freeinfo(info);
 		return;
 	}
-	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG;
-	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
+	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG(l->proto);
+	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC(l->proto) && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
 	    (!in_msg && h->len > dl - sizeof *h)) {
-		SSW_DEBUG("fabric: refused a connection request with malformed data");
+		SSW_DEBUG("fabric: refused a connection request with malformed data or of another protocol version");
 		fi_reject(l->pep, info->handle, NULL, 0);
 		fab_freeinfo(info);
 		return;
@@ -489,7 +489,7 @@ static void note_port_taken(const struct sockaddr_storage *a, int app_port)
 		 "TCP, or reach that user's listener)", app_port, port, (unsigned)uid);
 }
 
-int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
+int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto, struct ssw_listener **out)
 {
 	(void)addrlen;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
@@ -511,6 +511,7 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 		return -ENOMEM;
 	}
 	l->pid = ssw_pid();
+	l->proto = proto;
 	l->efd = -1;
 	h->src_addr = malloc(al);
 	h->src_addrlen = al;

@@ -23,8 +23,11 @@
 #include <sys/un.h>
 #include <pthread.h>
 
-/* Abstract socket names are private to the network namespace, like ports. */
-static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int wildcard)
+/* Abstract socket names are private to the network namespace, like ports.
+ * The name carries the protocol version (provider.h listen): "sockswitch.v2"
+ * was the library before versions, which a connector of today never dials
+ * (nor one of then ours). */
+static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int wildcard, uint32_t proto)
 {
 	char host[INET6_ADDRSTRLEN] = "";
 	int port;
@@ -42,8 +45,9 @@ static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int 
 		port = ntohs(in6->sin6_port);
 		fam = '6';
 	}
-	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c*:%d", fam, port)
-			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c:%s:%d", fam, host, port);
+	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v%u:%c*:%d", proto, fam, port)
+			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v%u:%c:%s:%d", proto, fam, host,
+				    port);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -262,13 +266,14 @@ static bool name_squatted(const struct sockaddr_un *un, socklen_t ul, const stru
 }
 
 
-static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
+static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto,
+		      struct ssw_listener **out)
 {
 	struct sockaddr_un un;
 	(void)addrlen;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
-	socklen_t ul = rv_name(&un, addr, is_wildcard(addr));
+	socklen_t ul = rv_name(&un, addr, is_wildcard(addr), proto);
 	struct ssw_listener *l = calloc(1, sizeof *l);
 	if (!l)
 		return -ENOMEM;
@@ -702,12 +707,37 @@ static bool rdv_peer_ok(int ctl, const struct sockaddr *dst, struct ucred *peer)
 	return false;
 }
 
+/* Nobody of our protocol version listens at dst: is it one of the next
+ * older or newer (a server started before or after a package upgrade)?
+ * Said for `stat`; only looked for on this miss, four failed connects of
+ * an abstract name (about 1 us each). */
+static void note_other_version(const struct sockaddr *dst, uint32_t proto)
+{
+	uint32_t other[2] = { proto - 1, proto + 1 };
+	struct sockaddr_un un;
+	for (int i = 0; i < 2; i++)
+		for (int wild = 0; wild < 2; wild++) {
+			int fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+			if (fd < 0)
+				return;
+			socklen_t ul = rv_name(&un, dst, wild, other[i]);
+			bool there = sys_connect(fd, (struct sockaddr *)&un, ul) == 0 || errno == EAGAIN;
+			sys_close(fd);
+			if (there) {
+				char a[80];
+				ssw_diag_note("the switched listener of %s speaks protocol version %u, we %u",
+					      addr_txt(dst, a, sizeof a), other[i], proto);
+				return;
+			}
+		}
+}
+
 /* Connect ep->ctl_fd to the rendezvous of dst: its own name, else the
  * wildcard's; a name answered by someone else than the listener's owner is
  * passed over (a squatter on the specific name does not hide the real
  * wildcard listener).  0, -ENOENT (nobody switched there), -EAGAIN (backlog
  * full), -EACCES (only impostors answered), or -errno. */
-static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, struct ucred *peer)
+static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, uint32_t proto, struct ucred *peer)
 {
 	struct sockaddr_un un;
 	int rc = -ENOENT;
@@ -718,7 +748,7 @@ static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, struct ucr
 		}
 		if (ep->ctl_fd < 0)
 			return -errno;
-		socklen_t ul = rv_name(&un, dst, wild);
+		socklen_t ul = rv_name(&un, dst, wild, proto);
 		if (sys_connect(ep->ctl_fd, (struct sockaddr *)&un, ul) == 0) {
 			if (rdv_peer_ok(ep->ctl_fd, dst, peer))
 				return 0;
@@ -730,11 +760,13 @@ static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, struct ucr
 		if (errno == EAGAIN) /* listener's backlog is full */
 			return -EAGAIN;
 	}
+	if (rc == -ENOENT)
+		note_other_version(dst, proto);
 	return rc;
 }
 
-static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
-		       struct ssw_ep **out)
+static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, uint32_t proto, const void *priv,
+		       size_t priv_len, struct ssw_ep **out)
 {
 	(void)dstlen;
 	if (priv_len > SSW_CONNECT_PRIV_MAX)
@@ -751,7 +783,7 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		shm_ep_free(ep);
 		return rc;
 	}
-	rc = rdv_connect(ep, dst, &peer);
+	rc = rdv_connect(ep, dst, proto, &peer);
 	if (rc == 0)
 		rc = shm_seg_settle(&g, peer.pid, peer.uid);
 	if (rc < 0)

@@ -1,5 +1,5 @@
 /* providers.c — the providers this build knows (one line each) and the registration checks of providers.h. */
-#include "switch/providers.h"
+#include "switch/route/providers.h"
 
 #include <errno.h>
 #include <stdint.h>

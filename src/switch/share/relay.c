@@ -9,12 +9,12 @@
  * directions are closed, turning end-of-file into shutdown(SHUT_WR) on the
  * other side.  The exec'ing image lets go of the connection as a forked
  * process does when it closes its copy. */
-#include "switch/relay.h"
+#include "switch/share/relay.h"
 
 #include "common/log.h"
 #include "common/real.h"
 #include "common/sys.h"
-#include "switch/statreg.h"
+#include "switch/stat/statreg.h"
 
 #include <errno.h>
 #include <fcntl.h>

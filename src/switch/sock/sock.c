@@ -2,6 +2,7 @@
 #include "switch/switch.h"
 
 #include "common/log.h"
+#include "switch/setup/setup.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family)
 
 void ssw_sock_destroy(struct ssw_sock *s)
 {
-	ssw_proof_release(s); /* asks the session: before it goes */
+	ssw_setup_release(s); /* its proof asks the session: before it goes */
 	if (s->sess) {
 		ssw_fork_guard_enter();
 		if (ssw_session_last_holder(s->sess)) /* counted once, by the last holder */
@@ -45,10 +46,6 @@ void ssw_sock_destroy(struct ssw_sock *s)
 		ssw_session_close(s->sess, s->linger_on && s->linger_s == 0);
 		ssw_fork_guard_leave();
 	}
-	if (s->cep)
-		s->prov->conn->close(s->cep, SSW_CLOSE_ABORT);
-	for (int i = 0; i < s->npl; i++)
-		s->pl[i].prov->conn->listener_close(s->pl[i].l);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_lock(&pool_lock);
 	*(struct ssw_sock **)&s->sess = pool;

@@ -1,13 +1,13 @@
 /* io.c — data transfer, close, dup and socket options of switched sockets:
  * the socket-level rules (blocking mode, timeouts, SIGPIPE, option tracking)
  * around the session's stream operations. */
-#include "switch/relay.h"
+#include "switch/share/relay.h"
 #include "switch/switch.h"
 
 #include "common/log.h"
 #include "common/sys.h"
-#include "switch/addr.h"
-#include "switch/statreg.h"
+#include "switch/sock/addr.h"
+#include "switch/stat/statreg.h"
 
 #include <errno.h>
 #include <fcntl.h>

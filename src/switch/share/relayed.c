@@ -6,10 +6,10 @@
  * A process that gets such an fd another way (exec, SCM_RIGHTS) recognises
  * it by the relay's name (ssw_relayed_recognize), so a program exec'd with
  * an inherited connection (inetd, sshd, socat EXEC) sees its TCP peer. */
-#include "switch/relay.h"
+#include "switch/share/relay.h"
 
 #include "common/sys.h"
-#include "switch/addr.h"
+#include "switch/sock/addr.h"
 
 #include <errno.h>
 #include <fcntl.h>

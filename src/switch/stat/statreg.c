@@ -34,7 +34,7 @@
  * inherits old entries.  A process of the
  * same uid can still truncate a program's own file or doorbell (SIGBUS), as
  * it could ptrace it: same-uid processes trust each other, as in the kernel. */
-#include "switch/statreg.h"
+#include "switch/stat/statreg.h"
 
 #include "common/log.h"
 #include "common/params.h"

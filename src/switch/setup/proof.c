@@ -1,5 +1,5 @@
 /* proof.c — keeps a connecting socket's address provable until the acceptor
- * has checked it (listen.c peer_ok asks the kernel who holds that address).
+ * has checked it (claim.c asks the kernel who holds that address).
  *
  * The check happens when the server accepts, which may be after the client
  * closed its socket (connect, write, close: kernel TCP delivers that).  So
@@ -11,11 +11,12 @@
  * its descriptor limit (the oldest go first).
  * A client process that exits before the accept takes its proofs along: that
  * request is refused. */
+#include "switch/setup/setup_priv.h"
 #include "switch/switch.h"
 
 #include "common/sys.h"
 #include "session/session.h"
-#include "switch/addr.h"
+#include "switch/sock/addr.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

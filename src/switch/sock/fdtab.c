@@ -5,10 +5,10 @@
  * racing with a call in another thread never frees a socket in use.  Beside it,
  * one byte per fd caches what the switch learned when the fd was created
  * (saves probing system calls at connect time). */
-#include "switch/sock.h"
+#include "switch/sock/sock.h"
 
 #include "common/log.h"
-#include "switch/statreg.h"
+#include "switch/stat/statreg.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* api.c — what the interposition layer reports of fds, turned into the
  * switch's own records (fd info, fd table, relayed table, epoll sets), so
  * that the layer above sees none of them (api.h). */
-#include "switch/relay.h"
+#include "switch/share/relay.h"
 #include "switch/switch.h"
 
 #include <fcntl.h>

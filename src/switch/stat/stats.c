@@ -7,7 +7,7 @@
 #include "common/params.h"
 #include "common/safefile.h"
 #include "common/sys.h"
-#include "switch/statreg.h"
+#include "switch/stat/statreg.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,6 +24,7 @@ enum ssw_state { SSW_ST_LISTENING = 1, SSW_ST_CONNECTING, SSW_ST_CONNECTED };
 struct ssw_plisten {
 	const struct ssw_provider *prov;
 	struct ssw_listener *l;
+	uint32_t proto;              /* the protocol version its requests speak */
 };
 
 struct ssw_sock {
@@ -97,21 +98,5 @@ void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear);
 
 /* Teardown when the last reference goes: closes the session / listeners. */
 void ssw_sock_destroy(struct ssw_sock *s);
-
-/* proof.c: a hidden duplicate of a connecting socket (-1 if none), and its
- * end with the socket object (kept a while if the acceptor may not have
- * checked the address yet). */
-int ssw_proof_make(int fd);
-/* A proof the acceptor checks in O(1): a socket of ours listening on the
- * connecting socket's address (proof.c), or -1. */
-int ssw_proof_make_listening(struct ssw_sock *s, int fd);
-/* The listening proof was not needed after all (or the connection goes to
- * kernel TCP): the kernel socket's SO_REUSEPORT back as the application left it. */
-void ssw_proof_undo(struct ssw_sock *s, int fd);
-void ssw_proof_release(struct ssw_sock *s);
-/* Was dst's listener another user's at the last connect there (make the
- * listening proof)?  And what this connect found. */
-bool ssw_proof_hint(const struct sockaddr_storage *dst);
-void ssw_proof_learn(const struct sockaddr_storage *dst, bool other);
 
 #endif

@@ -1,9 +1,9 @@
 /* route.c — the routing table: parses SOCKSWITCH_ROUTES / SOCKSWITCH_CONF rules and answers which provider serves a destination. */
-#include "switch/route.h"
+#include "switch/route/route.h"
 
 #include "common/params.h"
 #include "common/safefile.h"
-#include "switch/providers.h"
+#include "switch/route/providers.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -20,9 +20,11 @@
  * both processes after the close. */
 #include "switch/switch.h"
 
+#include "switch/setup/setup.h"
+
 #include "common/log.h"
 #include "common/sys.h"
-#include "switch/statreg.h"
+#include "switch/stat/statreg.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -67,7 +69,7 @@ static int npriv;
 static void find_private(int fd, struct ssw_sock *s, void *arg)
 {
 	(void)fd, (void)arg;
-	if (s->state != SSW_ST_LISTENING || !ssw_listen_has_private(s) || npriv >= PRIVATE_MAX)
+	if (s->state != SSW_ST_LISTENING || !ssw_setup_listener_has_private(s) || npriv >= PRIVATE_MAX)
 		return;
 	for (int i = 0; i < npriv; i++)
 		if (priv_ls[i] == s) /* dup: one socket at two fds */
@@ -84,7 +86,7 @@ static void drop_private(bool parent)
 	for (int i = 0; i < npriv; i++) {
 		bool keep = parent && __atomic_load_n(&priv_ls[i]->looked_by, __ATOMIC_RELAXED) == ssw_pid();
 		if (!keep)
-			n += ssw_listen_drop_private(priv_ls[i], names, sizeof names) > 0;
+			n += ssw_setup_listener_drop_private(priv_ls[i], names, sizeof names) > 0;
 		pthread_mutex_unlock(&priv_ls[i]->lock);
 	}
 	for (int i = 0; i < npriv; i++)
