@@ -68,6 +68,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -124,27 +125,16 @@ struct ssw_conn_ops {
 	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto,
 		      struct ssw_listener **out);
 
-	/* Connection requests.  The connect must complete without the
-	 * application calling accept (seed 001), and any process sharing the
-	 * listener may accept:
-	 *
-	 *  - WSPAccept: accept() takes one request, non-blocking: 0 with an
-	 *    endpoint and the connector's private data (*priv_len in: capacity,
-	 *    out: length), or -EAGAIN.  listener_fd() is readable while one
-	 *    waits.  Exactly one process gets each.
-	 *  - A provider whose connect needs the listener's answer (a reply with
-	 *    private data) gets it from a helper of the switch's: it sleeps on
-	 *    listener_progress_fd(), takes a request with listener_progress()
-	 *    (0 with an endpoint and the connector's data, or -EAGAIN) and
-	 *    calls listener_enqueue() with the reply, which completes the
-	 *    connection and queues it for accept().  The shm provider connects
-	 *    in one trip (connect_complete gives no reply) and needs none of
-	 *    this; the switch runs no such helper at present. */
-	int (*listener_progress_fd)(struct ssw_listener *l);
-	int (*listener_progress)(struct ssw_listener *l, struct ssw_ep **ep, void *priv,
-				 size_t *priv_len);
-	int (*listener_enqueue)(struct ssw_listener *l, struct ssw_ep *ep, const void *priv,
-				size_t priv_len, const void *reply, size_t reply_len);
+	/* Connection requests (WSPAccept).  The connect must complete without
+	 * the application calling accept (seed 001): a request waits in the
+	 * provider's backlog like a SYN in the kernel's, and any process
+	 * sharing the listener may accept it.  accept() takes one request,
+	 * non-blocking: 0 with an endpoint and the connector's private data
+	 * (*priv_len in: capacity, out: length), or -EAGAIN.  listener_fd() is
+	 * readable while one waits.  Exactly one process gets each.  (A
+	 * provider whose connect needs the listener's answer before it
+	 * completes would need a helper of the switch's that answers before the
+	 * application accepts; none does, and the switch has none.) */
 	int (*listener_fd)(struct ssw_listener *l);
 	int (*accept)(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 
@@ -225,6 +215,11 @@ struct ssw_msg_ops {
 
 	/* Largest message this endpoint carries. */
 	size_t (*max_msg)(struct ssw_ep *ep);
+	/* The transport window: bytes of messages (their framing, msg_space,
+	 * included) that may be in flight toward the peer before it consumes
+	 * any, so that send() never meets a full transport while credits allow
+	 * (the session keeps its window and credit batches within it). */
+	size_t (*window)(struct ssw_ep *ep);
 
 	/* Send one message made of the iovec parts (total <= max_msg).
 	 * -EAGAIN when the transport has no room now (rare: session credits
@@ -443,7 +438,34 @@ struct ssw_provider {
 	/* One line for `sockswitch stat` / `doctor`: what serves the
 	 * connections (e.g. "fabric (libfabric tcp)").  Optional (NULL: name). */
 	const char *(*describe)(void);
+	/* The provider's own library changed one of its epoll sets: an
+	 * epoll_ctl made inside ssw_provider_calls (below) that succeeded,
+	 * reported by the interposition after the kernel's (libfabric's tcp
+	 * provider tells which socket is whose that way).  Any thread; must not
+	 * block.  Optional (NULL: not wanted). */
+	void (*own_epoll_ctl)(int epfd, int op, int fd, const struct epoll_event *ev);
 };
+
+/* ---- What the switch's interposition does for a provider ------------------
+ *
+ * The switch interposes the socket API of the whole process, the provider's
+ * own libraries included.  A provider that calls into a library which uses
+ * sockets itself (libfabric) raises ssw_provider_calls on the calling
+ * thread around those calls (and its own threads while they run that
+ * library): inside, the interposed calls go straight to the C library —
+ * sockets are plain kernel sockets, made close-on-exec (a program exec'd
+ * without fork must not keep the provider's listening port open), IPv6 ones
+ * v6-only (a fabric listener holds the port for the family its application
+ * listener holds: the switch makes an IPv4 one beside a dual-stack one),
+ * connect, accept, close and friends are the kernel's; the socketpairs made
+ * there are remembered (ssw_provfd_partner), and epoll_ctl calls are
+ * reported to own_epoll_ctl. */
+extern __thread int ssw_provider_calls;
+/* The other end of a socketpair the provider's library made (inside
+ * ssw_provider_calls), -1 if none is known (descriptors from 65536 up are
+ * not followed): a process keeping one connection's transport after
+ * closing all else (a relay) keeps both ends. */
+int ssw_provfd_partner(int fd);
 
 #ifdef __cplusplus
 }

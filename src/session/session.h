@@ -63,16 +63,13 @@ void ssw_session_make_init(const struct ssw_session_opts *o, void *out);
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
 				    const struct ssw_session_opts *o, const void *peer_init);
 
-/* The connecting side: ask the provider whether the connect `ep` finished
- * (connect_complete) and, when it has, build the session from the
- * listener's INIT (its reply; a one-trip provider gives none: then the
- * listener is taken to be like us until its INIT arrives in-band).
- * Returns 0 with *out (the session owns ep), -EINPROGRESS while pending,
- * -EPROTO when the INIT is not acceptable or memory is short, or the
- * provider's error (connect_complete's meaning); on error ep stays the
- * caller's to close. */
-int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep *ep,
-				 const struct ssw_session_opts *o, struct ssw_session **out);
+/* The connecting side, once the provider's connect_complete said 0: the
+ * session, from the listener's INIT (its reply, reply_len bytes; a one-trip
+ * provider gives none: then the listener is taken to be like us until its
+ * INIT arrives in-band).  NULL when the INIT is not acceptable or memory is
+ * short: ep stays the caller's to close. */
+struct ssw_session *ssw_session_connected(const struct ssw_provider *prov, struct ssw_ep *ep,
+					 const struct ssw_session_opts *o, const void *reply, size_t reply_len);
 
 /* The accepting side of a one-trip connect (the provider's connect_complete
  * gave no reply): send our INIT as the first message on the ring. */

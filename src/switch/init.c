@@ -106,6 +106,13 @@ bool ssw_init(void)
 	return active;
 }
 
+void ssw_provider_own_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	for (int t = 0; t < ssw_registry_count; t++)
+		if (usable_ok[t] && usable[t].p.own_epoll_ctl)
+			usable[t].p.own_epoll_ctl(epfd, op, fd, ev);
+}
+
 const struct ssw_provider *ssw_provider_for(int t)
 {
 	if (t < 0 || t >= ssw_registry_count || !usable_ok[t])

@@ -35,7 +35,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	int r = (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev);
 	if (r == 0 && ssw_provider_calls)
-		ssw_provfd_epoll(epfd, op, fd, ev);
+		P->own_epoll_ctl(epfd, op, fd, ev); /* the provider's op, as the switch calls it */
 	return r;
 }
 

@@ -18,12 +18,16 @@ static int shm_init(void)
 }
 
 static size_t shm_max_msg(struct ssw_ep *ep) { return ep->tx.size / 4 - SHM_REC_HDR; }
+/* half the ring: the other half is slack for records' framing and padding
+ * and for the record that wraps at the end of the ring */
+static size_t shm_window(struct ssw_ep *ep) { return 2 * shm_max_msg(ep); }
 /* a ring record: its header, the message padded to 8 bytes */
 static size_t shm_msg_space(struct ssw_ep *ep, size_t len) { (void)ep; return SHM_REC_HDR + ((len + 7) & ~(size_t)7); }
 
 static const struct ssw_msg_ops shm_msg_ops = {
 	.size = sizeof(struct ssw_msg_ops),
 	.max_msg = shm_max_msg,
+	.window = shm_window,
 	.send = shm_ring_send,
 	.recv_peek = shm_ring_peek,
 	.recv_done = shm_ring_done,

@@ -123,16 +123,14 @@ static const struct op conn_required[] = {
 	OP(ssw_conn_ops, connect_complete), OP(ssw_conn_ops, close), OP(ssw_conn_ops, ep_caps),
 };
 static const struct op msg_required[] = {
-	OP(ssw_msg_ops, max_msg), OP(ssw_msg_ops, send), OP(ssw_msg_ops, recv_peek), OP(ssw_msg_ops, recv_done),
+	OP(ssw_msg_ops, max_msg), OP(ssw_msg_ops, window), OP(ssw_msg_ops, send), OP(ssw_msg_ops, recv_peek),
+	OP(ssw_msg_ops, recv_done),
 };
 static const struct op progress_required[] = {
 	OP(ssw_progress_ops, rx_ready), OP(ssw_progress_ops, arm), OP(ssw_progress_ops, wait_fds),
 	OP(ssw_progress_ops, wake_ack),
 };
 /* Optional, but all or none (provider.h). */
-static const struct op conn_helper_group[] = {
-	OP(ssw_conn_ops, listener_progress_fd), OP(ssw_conn_ops, listener_progress), OP(ssw_conn_ops, listener_enqueue),
-};
 static const struct op msg_zcopy_group[] = {
 	OP(ssw_msg_ops, send_reserve), OP(ssw_msg_ops, send_commit), OP(ssw_msg_ops, flush),
 };
@@ -229,7 +227,6 @@ int ssw_provider_check(const struct ssw_provider *raw, struct ssw_provider_copy 
 	if (need("conn", raw->conn, &out->conn, conn_required, N(conn_required), none, why, len) ||
 	    need("msg", raw->msg, &out->msg, msg_required, N(msg_required), none, why, len) ||
 	    need("progress", raw->progress, &out->progress, progress_required, N(progress_required), none, why, len) ||
-	    all_or_none("conn", &out->conn, conn_helper_group, N(conn_helper_group), why, len) ||
 	    all_or_none("msg", &out->msg, msg_zcopy_group, N(msg_zcopy_group), why, len))
 		return -1;
 	if (raw->caps & (SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE)) {

@@ -220,9 +220,16 @@ static int progress(struct ssw_sock *s, int wait_ms)
 	uint64_t dl = wait_ms > 0 ? ssw_now_ns() + (uint64_t)wait_ms * 1000000ull : 0;
 	bool spun = false;
 	for (;;) {
-		ssw_fork_guard_enter();
-		int rc = ssw_session_connect_complete(p, s->cep, &s->opts, &s->sess);
-		ssw_fork_guard_leave();
+		uint8_t reply[SSW_SESSION_INIT_BYTES];
+		size_t rlen = sizeof reply;
+		int rc = p->conn->connect_complete(s->cep, reply, &rlen);
+		if (rc == 0) {
+			ssw_fork_guard_enter();
+			s->sess = ssw_session_connected(p, s->cep, &s->opts, reply, rlen);
+			ssw_fork_guard_leave();
+			if (!s->sess)
+				rc = -EPROTO;
+		}
 		if (rc == 0) {
 			s->cep = NULL;
 			break;
