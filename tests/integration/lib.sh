@@ -82,11 +82,18 @@ ssw_setup_preload() {
 # provider is always built and these tests always run.  SSW_NS_EXPECT=fallback
 # (netns.sh) runs them anyway, expecting kernel TCP.
 ssw_need_fabric() {
-  local cache="$SSW_BUILD/CMakeCache.txt" why
+  local why
   [ "${SSW_NS_EXPECT:-}" != fallback ] || return 0
-  [ -f "$cache" ] || { echo "FAIL: $cache missing: cannot tell whether this build has the fabric provider"; exit 1; }
-  why=$(sed -n 's/^SSW_FABRIC_LEFT_OUT:INTERNAL=//p' "$cache")
+  why=$(ssw_fabric_left_out) || exit 1
   [ -z "$why" ] || { echo "SKIP: this build has no fabric provider ($why)"; exit 77; }
+}
+
+# ssw_fabric_left_out — print why this build has no fabric provider (nothing
+# when it has one)
+ssw_fabric_left_out() {
+  local cache="$SSW_BUILD/CMakeCache.txt"
+  [ -f "$cache" ] || { echo "FAIL: $cache missing: cannot tell whether this build has the fabric provider" >&2; return 1; }
+  sed -n 's/^SSW_FABRIC_LEFT_OUT:INTERNAL=//p' "$cache"
 }
 
 # ---------------------------------------------------------------- netns -----
