@@ -12,6 +12,7 @@
 #      fabric half.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
+ssw_need_fabric
 [ "$(id -u)" = 0 ] || { echo "SKIP: must run as root"; exit 77; }
 id nobody >/dev/null 2>&1 || { echo "SKIP: no user nobody"; exit 77; }
 ssw_setup_preload

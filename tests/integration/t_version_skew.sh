@@ -66,6 +66,12 @@ ssw_check "new-server: the new server took it from its kernel listen queue" \
 ssw_check "new-server: nobody saw a reset" bash -c "! grep -qi 'reset' '$T/new-server-client.err' '$T/new-server-server.err'"
 
 # across hosts: the fabric provider's request names the version ("SSF2" then, "SSF3" now)
+why=$(ssw_fabric_left_out) || exit 1
+if [ -n "$why" ]; then
+  [ "$SSW_FAILS" = 0 ] || ssw_finish
+  echo "SKIP: the shm half passed; the fabric half needs the fabric provider, which this build left out ($why)"
+  exit 77
+fi
 ssw_ns_pair
 pair ns-new-new "$NEW" "$NEW" ns
 switched ns-new-new 1

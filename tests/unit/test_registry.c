@@ -195,6 +195,24 @@ static void test_registry_names(void **state)
 			assert_string_equal(ssw_registry[k].prov->name, ssw_registry[k].name);
 }
 
+/* The registry has the providers the build has, whoever links it (this
+ * test links ssw_core as a plain archive: a provider referenced weakly
+ * would read as absent here), and names the one it left out. */
+static void test_registry_is_the_build(void **state)
+{
+	(void)state;
+	const struct ssw_provider *fab = ssw_registry[ssw_registry_find("fabric", 6)].prov;
+#ifdef SSW_WITH_FABRIC
+	assert_non_null(fab);
+	assert_string_equal(SSW_BUILD_FACTS, "providers built in: shm fabric");
+#else
+	assert_null(fab);
+	assert_string_equal(SSW_BUILD_FACTS, "providers built in: shm; left out: fabric (" SSW_FABRIC_LEFT_OUT ")");
+#endif
+	assert_non_null(ssw_registry[ssw_registry_find("shm", 3)].prov);
+	assert_memory_equal(ssw_build_facts, SSW_BUILD_FACTS_TAG, sizeof SSW_BUILD_FACTS_TAG - 1);
+}
+
 /* ---- route options reach configure ---------------------------------------- */
 
 static char seen[4][96];
@@ -260,6 +278,7 @@ int main(void)
 		cmocka_unit_test_setup(test_rdma_caps_need_ops, setup),
 		cmocka_unit_test_setup(test_no_rdma_gets_stubs, setup),
 		cmocka_unit_test_setup(test_registry_names, setup),
+		cmocka_unit_test(test_registry_is_the_build),
 		cmocka_unit_test_setup(test_route_options, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

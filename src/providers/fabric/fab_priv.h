@@ -280,6 +280,10 @@ struct ssw_listener {
 };
 
 /* fab_dl.c: the few libfabric functions that are not inline, loaded on first use */
+/* Loads libfabric once: 0, or -ENODEV with why set to one phrase
+ * ("cannot load libfabric.so.1 (...)"); says nothing. */
+int fab_dl_open(const char **why);
+/* fab_dl_open for the provider's own use: the failure is logged, once. */
 int fab_dl_load(void);
 int fab_getinfo(uint32_t v, const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info);

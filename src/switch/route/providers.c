@@ -8,19 +8,43 @@
 
 /* To add a provider: its folder under src/providers, exporting
  * `const struct ssw_provider ssw_provider_NAME` with .name = "NAME", and one
- * X(NAME) line here.  The references are weak: a provider whose folder is
- * not built (fabric without libfabric) reads as NULL, and routes naming it
- * fall back to kernel TCP with one message instead of failing to link. */
-#define SSW_PROVIDERS(X) \
-	X(shm)           \
-	X(fabric)
+ * line here: BUILT(NAME) for one every build has, or a pair like fabric's
+ * for one the build may leave out.  The build decides (cmake/fabric.cmake:
+ * fabric needs libfabric's headers) and says so with SSW_WITH_FABRIC; a
+ * provider left out keeps its name here without a table, so that a route
+ * naming it falls back to kernel TCP with one warning (a configuration
+ * shared by hosts with different builds) instead of being an error. */
+#ifdef SSW_WITH_FABRIC
+#define SSW_FABRIC(BUILT, LEFT_OUT) BUILT(fabric)
+#else
+#define SSW_FABRIC(BUILT, LEFT_OUT) LEFT_OUT(fabric)
+#endif
+#define SSW_PROVIDERS(BUILT, LEFT_OUT) \
+	BUILT(shm)                      \
+	SSW_FABRIC(BUILT, LEFT_OUT)
 
-#define DECLARE(n) extern const struct ssw_provider ssw_provider_##n __attribute__((weak, visibility("hidden")));
-SSW_PROVIDERS(DECLARE)
+#define NONE(n)
+#define DECLARE(n) extern const struct ssw_provider ssw_provider_##n __attribute__((visibility("hidden")));
+SSW_PROVIDERS(DECLARE, NONE)
 #define ROW(n) { #n, &ssw_provider_##n },
-const struct ssw_registered ssw_registry[] = { SSW_PROVIDERS(ROW) };
+#define ABSENT(n) { #n, NULL },
+const struct ssw_registered ssw_registry[] = { SSW_PROVIDERS(ROW, ABSENT) };
 const int ssw_registry_count = (int)(sizeof ssw_registry / sizeof ssw_registry[0]);
 _Static_assert(sizeof ssw_registry / sizeof ssw_registry[0] <= SSW_REGISTRY_MAX, "registry size");
+
+/* The build's facts, also kept in the library file: `sockswitch doctor`
+ * reads them from the library it would preload (cli/doctor.c). */
+#define NAME(n) " " #n
+#ifdef SSW_WITH_FABRIC
+#define LEFT_OUT_LINE ""
+#else
+#ifndef SSW_FABRIC_LEFT_OUT
+#define SSW_FABRIC_LEFT_OUT "not configured"
+#endif
+#define LEFT_OUT_LINE "; left out: fabric (" SSW_FABRIC_LEFT_OUT ")"
+#endif
+__attribute__((used)) const char ssw_build_facts[] =
+	SSW_BUILD_FACTS_TAG "providers built in:" SSW_PROVIDERS(NAME, NONE) LEFT_OUT_LINE;
 
 int ssw_registry_find(const char *name, size_t len)
 {

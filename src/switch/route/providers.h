@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A registry row: the name routes use, and the provider (NULL when its
- * folder is not part of this build: routes to it use kernel TCP). */
+/* A registry row: the name routes use, and the provider (NULL when this
+ * build left its folder out: routes to it use kernel TCP). */
 struct ssw_registered {
 	const char *name;
 	const struct ssw_provider *prov;
@@ -31,6 +31,13 @@ extern const int ssw_registry_count;
 int ssw_registry_find(const char *name, size_t len);
 /* "shm, fabric" for messages. */
 void ssw_registry_names(char *buf, size_t len);
+
+/* The build's facts in one line after SSW_BUILD_FACTS_TAG: "providers
+ * built in: shm fabric", or "providers built in: shm; left out: fabric
+ * (why)".  The tag marks the line in the library file (cli/doctor.c). */
+#define SSW_BUILD_FACTS_TAG "\nsockswitch build: "
+extern const char ssw_build_facts[];
+#define SSW_BUILD_FACTS (ssw_build_facts + sizeof SSW_BUILD_FACTS_TAG - 1)
 
 /* A provider as the switch uses it: the checked copy of its tables. */
 struct ssw_provider_copy {
