@@ -679,6 +679,78 @@ static void shm_listener_close(struct ssw_listener *l)
 	free(l);
 }
 
+/* ---- across exec -------------------------------------------------------- */
+
+/* The new image needs the rendezvous listener and the handback pair; the
+ * requests this image parked (HELLO not read yet) go into the pair first,
+ * where the new image finds them (they would die with this image's epoll
+ * set).  Its own epoll set it makes anew. */
+static int shm_listener_export(struct ssw_listener *l, int *fds, int max)
+{
+	if (max < 3)
+		return -ENOSPC;
+	if (l->epfd_pid == ssw_pid())
+		hand_back(l);
+	fds[0] = l->lfd;
+	fds[1] = l->hb[0];
+	fds[2] = l->hb[1];
+	return 3;
+}
+
+/* fd is an AF_UNIX SOCK_SEQPACKET socket, listening or not as asked. */
+static bool unix_seqpacket(int fd, int listening)
+{
+	int v = 0;
+	socklen_t l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
+		return false;
+	l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_SEQPACKET)
+		return false;
+	l = sizeof v;
+	return sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v == listening;
+}
+
+/* The descriptors come through the environment: each must be what
+ * export gave, the rendezvous listener bound to exactly the name of this
+ * address and version, and the pair two connected ends of our user. */
+static int shm_listener_import(const struct sockaddr *addr, socklen_t addrlen, uint32_t proto, const int *fds, int n,
+			       struct ssw_listener **out)
+{
+	(void)addrlen;
+	if (n != 3 || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+		return -EINVAL;
+	struct sockaddr_un want, got, a, b;
+	socklen_t wl = rv_name(&want, addr, is_wildcard(addr), proto), gl = sizeof got, al = sizeof a, bl = sizeof b;
+	struct ucred ca, cb;
+	socklen_t cl = sizeof ca, dl = sizeof cb;
+	if (!unix_seqpacket(fds[0], 1) || !unix_seqpacket(fds[1], 0) || !unix_seqpacket(fds[2], 0) ||
+	    sys_getsockname(fds[0], (struct sockaddr *)&got, &gl) < 0 || gl != wl || memcmp(&got, &want, wl) != 0 ||
+	    sys_getsockopt(fds[1], SOL_SOCKET, SO_PEERCRED, &ca, &cl) < 0 ||
+	    sys_getsockopt(fds[2], SOL_SOCKET, SO_PEERCRED, &cb, &dl) < 0 || ca.uid != cb.uid || ca.uid != geteuid() ||
+	    SYS_(getpeername, fds[1], (struct sockaddr *)&a, &al) < 0 || SYS_(getpeername, fds[2], (struct sockaddr *)&b, &bl) < 0)
+		return -EINVAL;
+	struct ssw_listener *l = calloc(1, sizeof *l);
+	if (!l)
+		return -ENOMEM;
+	l->lfd = fds[0];
+	l->hb[0] = fds[1];
+	l->hb[1] = fds[2];
+	l->epfd = -1;
+	pthread_mutex_init(&l->mu, NULL);
+	/* the count of handed-back requests starts at zero here: an empty
+	 * backlog makes accept look at the pair anyway (take_request) */
+	l->handed = ssw_shared_alloc(4096, 4096);
+	if (!l->handed || own_epfd(l) < 0) {
+		ssw_shared_free((void *)l->handed, 4096, false);
+		pthread_mutex_destroy(&l->mu);
+		free(l);
+		return -ENOMEM;
+	}
+	*out = l;
+	return 0;
+}
+
 /* ---- connecting side --------------------------------------------------- */
 
 /* Who owns the kernel listening socket a SYN to dst would reach: the only
@@ -920,6 +992,8 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.listener_fd = shm_listener_fd,
 	.accept = shm_accept,
 	.listener_close = shm_listener_close,
+	.listener_export = shm_listener_export,
+	.listener_import = shm_listener_import,
 	.connect = shm_connect,
 	.connect_fd = shm_connect_fd,
 	.connect_complete = shm_connect_complete,
