@@ -89,21 +89,10 @@ static int next_msg(struct ssw_ep *ep, struct ssw_msg *m, size_t *payload)
 /* Credentials naming another process: refused by the kernel unless root. */
 static const char *spoof_cred(struct ssw_ep *ep, pid_t master)
 {
-	struct shm_vouch v = { .magic = SHM_VOUCH_MAGIC };
-	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof u);
-	struct iovec iov = { &v, sizeof v };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_CREDENTIALS;
-	c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
+	struct shm_desc d = { SHM_DESC_MAGIC, master, (uint64_t)(uintptr_t)secret, LEN, 1 };
 	struct ucred cr = { .pid = master, .uid = getuid(), .gid = getgid() };
-	memcpy(CMSG_DATA(c), &cr, sizeof cr);
-	return sendmsg(ep->ctl_fd, &mh, MSG_DONTWAIT) < 0 ? (errno == EPERM ? "EPERM" : strerror(errno)) : "sent";
+	int rc = shm_vouch_send_as(ep, &d, &cr);
+	return rc == -EPERM ? "EPERM" : rc == 0 ? "sent" : strerror(-rc);
 }
 
 static int worker(struct ssw_listener *l, const char *mode, pid_t master)

@@ -66,6 +66,21 @@ void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct m
 		ep->peer_gone = 1;
 }
 
+ssize_t shm_ctl_take(struct ssw_ep *ep, int flags)
+{
+	struct shm_vouch m;
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { &m, sizeof m };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
+	ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, flags);
+	if (n >= 0) /* a record longer than a vouch is a refusal, its text unread */
+		shm_ctl_record(ep, &m, mh.msg_flags & MSG_TRUNC ? sizeof m + 1 : (size_t)n, &mh);
+	return n;
+}
+
 #define DRAIN_MAX 16
 
 /* Drain the doorbells (wake_ack): every record waiting in one system call
@@ -159,17 +174,9 @@ static int shm_sleep(struct ssw_ep *ep, int ms)
 			return -ENOSYS;
 		ep->ctl_timeo_ms = ms;
 	}
-	struct shm_vouch m;
-	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
-		struct cmsghdr align;
-	} cm;
-	struct iovec iov = { &m, sizeof m };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
-	ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, 0);
+	ssize_t n = shm_ctl_take(ep, 0);
 	int err = errno;
 	if (n >= 0) {
-		shm_ctl_record(ep, &m, mh.msg_flags & MSG_TRUNC ? sizeof m + 1 : (size_t)n, &mh);
 		/* as in wake_ack: the producer may ring again only now */
 		atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
 		atomic_thread_fence(memory_order_seq_cst);

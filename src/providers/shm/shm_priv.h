@@ -263,6 +263,10 @@ struct msghdr;
 void shm_vouch_passcred(int fd);
 /* Vouch for our descriptor d on the rendezvous connection: 0 or -EPERM. */
 int shm_vouch_send(struct ssw_ep *ep, const struct shm_desc *d);
+/* The same with these credentials (the kernel refuses ones not ours unless
+ * we are root: tests play a forger with it): 0 or -errno. */
+struct ucred;
+int shm_vouch_send_as(struct ssw_ep *ep, const struct shm_desc *d, const struct ucred *cr);
 /* Is this rendezvous-connection record a vouch? */
 bool shm_vouch_is(const void *rec, size_t n);
 /* Keep a vouch read from the connection (mh: its credentials). */
@@ -274,6 +278,8 @@ int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d);
 /* shm_init.c: one record read from the rendezvous connection after the
  * handshake (n its length, 0 at hang-up; mh its credentials, or NULL). */
 void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
+/* Read and record one (recvmsg flags): its length, 0 at hang-up, or -1. */
+ssize_t shm_ctl_take(struct ssw_ep *ep, int flags);
 
 /* shm_pair.c (test support): a connected pair without the rendezvous. */
 int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b);

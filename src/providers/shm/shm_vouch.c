@@ -48,8 +48,14 @@ void shm_vouch_passcred(int fd)
 
 int shm_vouch_send(struct ssw_ep *ep, const struct shm_desc *d)
 {
+	struct ucred me = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+	return shm_vouch_send_as(ep, d, &me) < 0 ? -EPERM : 0;
+}
+
+int shm_vouch_send_as(struct ssw_ep *ep, const struct shm_desc *d, const struct ucred *cr)
+{
 	if (ep->ctl_fd < 0)
-		return -EPERM;
+		return -EBADF;
 	struct shm_vouch v = { .magic = SHM_VOUCH_MAGIC, .d = *d };
 	union {
 		char buf[CMSG_SPACE(sizeof(struct ucred))];
@@ -62,12 +68,11 @@ int shm_vouch_send(struct ssw_ep *ep, const struct shm_desc *d)
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_CREDENTIALS;
 	c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
-	struct ucred me = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-	memcpy(CMSG_DATA(c), &me, sizeof me);
+	memcpy(CMSG_DATA(c), cr, sizeof *cr);
 	/* never blocks: a full connection (doorbells the peer has not read)
 	 * refuses this one transfer, which then goes through the ring */
 	ssize_t n = sys_sendmsg(ep->ctl_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-	return n == (ssize_t)sizeof v ? 0 : -EPERM;
+	return n == (ssize_t)sizeof v ? 0 : n < 0 ? -errno : -EIO;
 }
 
 bool shm_vouch_is(const void *rec, size_t n)
@@ -131,18 +136,8 @@ static void drain(struct ssw_ep *ep)
 	if (ep->ctl_fd < 0 || ep->peer_gone)
 		return;
 	for (int k = 0; k < 64; k++) {
-		struct shm_vouch rec;
-		union {
-			char buf[CMSG_SPACE(sizeof(struct ucred))];
-			struct cmsghdr align;
-		} u;
-		struct iovec iov = { &rec, sizeof rec };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-		ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, MSG_DONTWAIT);
-		if (n < 0)
-			return;
-		shm_ctl_record(ep, &rec, (mh.msg_flags & MSG_TRUNC) ? sizeof rec + 1 : (size_t)n, &mh);
-		if (n == 0 || ep->peer_gone)
+		ssize_t n = shm_ctl_take(ep, MSG_DONTWAIT);
+		if (n <= 0 || ep->peer_gone)
 			return;
 	}
 }
