@@ -69,6 +69,9 @@ const struct ssw_param ssw_params[SSW_P_COUNT] = {
 	[SSW_P_NO_EXEC_KEEP] = { "SOCKSWITCH_NO_EXEC_KEEP", CHOICE(bools, 0), .bad = SSW_PB_DEFAULT, .def = "0",
 				 .users = "library",
 				 .help = "1: exec does not put the switch back into an environment that dropped it" },
+	[SSW_P_INHERIT] = { "SOCKSWITCH_INHERIT", .type = SSW_PT_TEXT, .bad = SSW_PB_DEFAULT, .def = "none",
+			    .users = "library (set by the switch at exec)",
+			    .help = "switched listeners an exec'd image inherits; set by the switch itself, never by hand" },
 	[SSW_P_FAULT] = { "SOCKSWITCH_FAULT", CHOICE(faults, -1), .bad = SSW_PB_OFF, .def = "none",
 			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, or RDMA completes later (async)" },
 };

@@ -27,6 +27,7 @@ enum ssw_param_id {
 	SSW_P_LIB,
 	SSW_P_GNUPLOT,
 	SSW_P_NO_EXEC_KEEP,
+	SSW_P_INHERIT,
 	SSW_P_FAULT,
 	SSW_P_COUNT
 };

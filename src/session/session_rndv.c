@@ -218,17 +218,17 @@ ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int i
 	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = n };
 	int rc;
 	s->rw.wdone = false;
-	if (!sess_rndv_enabled()) {
-		rc = rw_refuse(s) ? 0 : -ECONNRESET;
-	} else {
-		if (ssw_session_cfg.fault_regfail ||
-		    s->p->rdma->register_rdma_memory(s->ep, v[0].iov_base, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
-			return -ENOBUFS;
-		s->rw.sink_out = true;
-		s->rw.sink_to_q = false;
-		s->rw.sink_len = n;
-		rc = sess_send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
-	}
+	/* refused: the writer answers WRITE_DONE -EPERM and goes on inline;
+	 * the caller waits for those bytes as for any others */
+	if (!sess_rndv_enabled())
+		return rw_refuse(s) ? 0 : -ECONNRESET;
+	if (ssw_session_cfg.fault_regfail ||
+	    s->p->rdma->register_rdma_memory(s->ep, v[0].iov_base, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
+		return -ENOBUFS;
+	s->rw.sink_out = true;
+	s->rw.sink_to_q = false;
+	s->rw.sink_len = n;
+	rc = sess_send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
 	while (rc == 0 && s->rw.sink_out) {
 		int pr = sess_pump(s, false);
 		if (s->broken || pr < 0 || s->reset || s->peer_closed) {
