@@ -53,246 +53,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KiB 1024u
-#define MiB (1024u * 1024u)
+#include "transcript.h"
+
 #define WD_PARENT 20 /* seconds; a child gives up first so its lines survive */
 #define WD_CHILD 15
 #define SETTLE_US 50000 /* margin for a segment / RST to cross loopback */
 
-/* ------------------------------------------------------------ transcript */
+/* ------------------------------------------------------------ transcript
+ * (tests/lib/transcript.c: say, RC, errno/flag/event names, patterns) */
 
-static const char *role = "proc";
-static int rep_fd = -1;     /* a child's report pipe; -1: stdout */
 static int bad;             /* a set-up step or a child failed */
-static pid_t kids[16];
-static int nkids;
 static const char *self_exe = "/proc/self/exe";
 static void set_listen_opt(int fd);
-
-static void write_all_fd(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
-}
-
-static void emit(const char *s, size_t n)
-{
-	write_all_fd(rep_fd >= 0 ? rep_fd : 1, s, n);
-}
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-	char line[2048];
-	int n = snprintf(line, sizeof line, "%s: ", role);
-	va_list ap;
-	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	if (m < 0)
-		m = 0;
-	if ((size_t)(n + m) > sizeof line - 2)
-		m = (int)sizeof line - 2 - n;
-	line[n + m] = '\n';
-	emit(line, (size_t)(n + m + 1));
-}
-
-static void kill_kids(void)
-{
-	for (int i = 0; i < nkids; i++)
-		if (kids[i] > 0)
-			kill(kids[i], SIGKILL);
-}
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	say("WATCHDOG: stuck, giving up");
-	kill_kids();
-	_exit(3);
-}
-
-/* A step the scenario cannot go on without failed. */
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	say("FATAL: %s", msg);
-	kill_kids();
-	_exit(1);
-}
-
-static volatile sig_atomic_t n_sigpipe, n_sigurg;
-static void on_sigpipe(int s)
-{
-	(void)s;
-	n_sigpipe++;
-}
-static void on_sigurg(int s)
-{
-	(void)s;
-	n_sigurg++;
-}
-static void handle(int sig, void (*fn)(int))
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = fn;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	sigaction(sig, &sa, NULL);
-}
-
-/* ------------------------------------------------------------ formatting */
-
-static const char *ename(int e)
-{
-	switch (e) {
-#define E(x) case x: return #x
-		E(EAGAIN); E(EINPROGRESS); E(EALREADY); E(EISCONN); E(ENOTCONN);
-		E(ECONNREFUSED); E(ECONNRESET); E(ECONNABORTED); E(EPIPE); E(EINVAL);
-		E(EBADF); E(ENOTSOCK); E(EFAULT); E(EINTR); E(ETIMEDOUT); E(ENOENT);
-		E(EEXIST); E(EOPNOTSUPP); E(EADDRINUSE); E(EADDRNOTAVAIL); E(ENOBUFS);
-		E(ENOMEM); E(EHOSTUNREACH); E(ENETUNREACH); E(ENOPROTOOPT); E(EPERM);
-		E(EMSGSIZE); E(ESPIPE); E(EPROTO); E(ENOSYS);
-#undef E
-	}
-	static char b[4][32];
-	static int k;
-	char *o = b[k++ & 3];
-	snprintf(o, sizeof b[0], "errno%d", e);
-	return o;
-}
-
-static const char *signame(int s)
-{
-	switch (s) {
-	case SIGKILL: return "SIGKILL";
-	case SIGPIPE: return "SIGPIPE";
-	case SIGSEGV: return "SIGSEGV";
-	case SIGABRT: return "SIGABRT";
-	case SIGBUS: return "SIGBUS";
-	case SIGALRM: return "SIGALRM";
-	case SIGTERM: return "SIGTERM";
-	case SIGURG: return "SIGURG";
-	case SIGILL: return "SIGILL";
-	case SIGTRAP: return "SIGTRAP";
-	}
-	static char b[32];
-	snprintf(b, sizeof b, "signal %d", s);
-	return b;
-}
-
-/* "r" or "-1 ENAME" */
-static const char *rcs(long r, int e)
-{
-	static char b[8][48];
-	static int k;
-	char *o = b[k++ & 7];
-	if (r < 0)
-		snprintf(o, sizeof b[0], "-1 %s", ename(e));
-	else
-		snprintf(o, sizeof b[0], "%ld", r);
-	return o;
-}
-
-/* Run expr, print "label = result", keep errno; value of the expression. */
-#define RC(label, expr)                                                       \
-	({                                                                    \
-		errno = 0;                                                    \
-		long r__ = (long)(expr);                                      \
-		int e__ = errno;                                              \
-		say("%s = %s", (label), rcs(r__, e__));                       \
-		errno = e__;                                                  \
-		r__;                                                          \
-	})
-
-static const char *esc(const void *p, size_t n)
-{
-	static char b[4][400];
-	static int k;
-	char *o = b[k++ & 3];
-	const unsigned char *c = p;
-	size_t j = 0, lim = n > 48 ? 40 : n;
-	for (size_t i = 0; i < lim; i++) {
-		if (c[i] >= 0x20 && c[i] < 0x7f && c[i] != '"' && c[i] != '\\')
-			o[j++] = (char)c[i];
-		else
-			j += (size_t)snprintf(o + j, 8, "\\x%02x", c[i]);
-	}
-	if (lim < n)
-		j += (size_t)snprintf(o + j, 48, "...(%zu bytes)", n);
-	o[j] = 0;
-	return o;
-}
-
-static const char *flagstr(int f)
-{
-	static char b[4][128];
-	static int k;
-	char *o = b[k++ & 3];
-	o[0] = 0;
-	static const struct { int bit; const char *n; } t[] = {
-		{ MSG_PEEK, "MSG_PEEK" }, { MSG_WAITALL, "MSG_WAITALL" }, { MSG_DONTWAIT, "MSG_DONTWAIT" },
-		{ MSG_OOB, "MSG_OOB" }, { MSG_NOSIGNAL, "MSG_NOSIGNAL" }, { MSG_TRUNC, "MSG_TRUNC" },
-		{ MSG_CTRUNC, "MSG_CTRUNC" }, { MSG_EOR, "MSG_EOR" },
-	};
-	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-		if (f & t[i].bit) {
-			strcat(o, "|");
-			strcat(o, t[i].n);
-			f &= ~t[i].bit;
-		}
-	if (f)
-		snprintf(o + strlen(o), 32, "|0x%x", (unsigned)f);
-	return o[0] ? o + 1 : "0";
-}
-
-static const char *bits(unsigned ev, bool ep)
-{
-	static char b[4][200];
-	static int k;
-	char *o = b[k++ & 3];
-	o[0] = 0;
-	static const struct { unsigned bit; const char *n; } t[] = {
-		{ POLLIN, "IN" }, { POLLPRI, "PRI" }, { POLLOUT, "OUT" }, { POLLERR, "ERR" },
-		{ POLLHUP, "HUP" }, { POLLNVAL, "NVAL" }, { POLLRDNORM, "RDNORM" }, { POLLRDBAND, "RDBAND" },
-		{ POLLWRNORM, "WRNORM" }, { POLLWRBAND, "WRBAND" }, { POLLRDHUP, "RDHUP" },
-	};
-	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-		if (ev & t[i].bit) {
-			if (o[0])
-				strcat(o, "|");
-			strcat(o, ep ? "EPOLL" : "POLL");
-			strcat(o, t[i].n);
-			ev &= ~t[i].bit;
-		}
-	if (ev)
-		snprintf(o + strlen(o), 32, "%s0x%x", o[0] ? "|" : "", ev);
-	return o[0] ? o : "0";
-}
-#define evstr(e) bits((unsigned)(unsigned short)(e), false)
-#define epstr(e) bits((unsigned)(e), true)
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ------------------------------------------------------------ processes */
 
@@ -544,11 +316,6 @@ static int conn(const struct addr *a)
 	return fd;
 }
 
-static void set_nonblock(int fd, bool on)
-{
-	int fl = fcntl(fd, F_GETFL);
-	fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
-}
 
 static ssize_t RECV(int fd, size_t n, int flags)
 {
@@ -598,16 +365,6 @@ static void recv_exact(int fd, size_t n)
 	say("recv_exact(%zu) = \"%s\"", n, esc(buf, n));
 }
 
-static short POLL1(int fd, short ev, int ms)
-{
-	struct pollfd p = { fd, ev, 0 };
-	errno = 0;
-	int r = poll(&p, 1, ms);
-	int e = errno;
-	say("poll(%s, %dms) = %s revents=%s", evstr(ev), ms, rcs(r, e), evstr(p.revents));
-	return p.revents;
-}
-
 /* Wait (up to 5 s) until fd is readable; prints only a timeout. */
 static void wait_readable(int fd)
 {
@@ -640,63 +397,12 @@ static void SELECT(int fd, bool r, bool w, bool x, int ms)
 	say("select(%s, %dms) = %s%s", want, ms, rcs(n, e), got);
 }
 
-static void IOCTL_INT(int fd, unsigned long req, const char *name)
-{
-	int v = -7;
-	errno = 0;
-	int r = ioctl(fd, req, &v);
-	int e = errno;
-	if (r < 0)
-		say("ioctl(%s) = %s", name, rcs(r, e));
-	else
-		say("ioctl(%s) = %d, value %d", name, r, v);
-}
-#define ATMARK(fd) IOCTL_INT(fd, SIOCATMARK, "SIOCATMARK")
-#define FIONREAD_(fd) IOCTL_INT(fd, FIONREAD, "FIONREAD")
 
-static int GETINT(int fd, int lvl, int opt, const char *name)
-{
-	int v = -7;
-	socklen_t l = sizeof v;
-	errno = 0;
-	int r = getsockopt(fd, lvl, opt, &v, &l);
-	int e = errno;
-	if (r < 0)
-		say("getsockopt(%s) = %s", name, rcs(r, e));
-	else if (opt == SO_ERROR && lvl == SOL_SOCKET)
-		say("getsockopt(%s) = %d, value %s, len %u", name, r, v ? ename(v) : "0", (unsigned)l);
-	else
-		say("getsockopt(%s) = %d, value %d, len %u", name, r, v, (unsigned)l);
-	return v;
-}
-
-static void SETINT(int fd, int lvl, int opt, const char *name, int v)
-{
-	char label[96];
-	snprintf(label, sizeof label, "setsockopt(%s, %d)", name, v);
-	RC(label, setsockopt(fd, lvl, opt, &v, sizeof v));
-}
-
-static void EPW(int ep, int ms);
-static void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *label);
 static void EPCTL_(int ep, int fd);
 static void EPW_(int ep);
 
 /* ------------------------------------------------------------ streams */
 
-static inline uint8_t pat(uint64_t i, uint32_t seed)
-{
-	uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull + seed;
-	x ^= x >> 29;
-	x *= 0xBF58476D1CE4E5B9ull;
-	return (uint8_t)(x >> 40);
-}
-
-static void fill(uint8_t *b, size_t n, uint64_t pos, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		b[i] = pat(pos + i, seed);
-}
 
 static size_t send_stream(int fd, size_t total, uint32_t seed)
 {
@@ -722,44 +428,6 @@ static size_t send_stream(int fd, size_t total, uint32_t seed)
 	free(b);
 	say("sent %zu bytes (pattern %u)", total, seed);
 	return sent;
-}
-
-struct rx {
-	size_t got;
-	uint32_t fnv;
-	bool mismatch;
-	uint64_t bad_at;
-};
-
-static void rx_init(struct rx *r)
-{
-	memset(r, 0, sizeof *r);
-	r->fnv = 2166136261u;
-}
-
-static void rx_feed(struct rx *r, const uint8_t *b, size_t n, uint64_t start, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++) {
-		uint64_t pos = start + r->got + i;
-		if (!r->mismatch && b[i] != pat(pos, seed)) {
-			r->mismatch = true;
-			r->bad_at = pos;
-		}
-		r->fnv = (r->fnv ^ b[i]) * 16777619u;
-	}
-	r->got += n;
-}
-
-static void rx_say(const struct rx *r, const char *what)
-{
-	if (!what) { /* until EOF: the amount depends on the window, not printed */
-		say("received until EOF: pattern %s", r->mismatch ? "MISMATCH" : "ok");
-		return;
-	}
-	if (r->mismatch)
-		say("%s %zu bytes, checksum %08x, pattern MISMATCH at byte %" PRIu64, what, r->got, r->fnv, r->bad_at);
-	else
-		say("%s %zu bytes, checksum %08x, pattern ok", what, r->got, r->fnv);
 }
 
 /* Receive total bytes of pattern seed starting at stream position start;
@@ -2339,32 +2007,6 @@ static void select_srv(int lfd)
 
 static void sc_select(void) { pair(AF_INET, select_srv, ready_cli); }
 
-static void EPW(int ep, int ms)
-{
-	struct epoll_event ev[4];
-	memset(ev, 0, sizeof ev);
-	errno = 0;
-	int n = epoll_wait(ep, ev, 4, ms);
-	int e = errno;
-	if (n <= 0) {
-		say("epoll_wait(%dms) = %s", ms, rcs(n, e));
-		return;
-	}
-	char list[256] = "";
-	for (int i = 0; i < n; i++)
-		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s data=%" PRIu64, i ? ", " : "",
-			 epstr(ev[i].events), (uint64_t)ev[i].data.u64);
-	say("epoll_wait(%dms) = %d [%s]", ms, n, list);
-}
-
-static void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *label)
-{
-	struct epoll_event ev;
-	memset(&ev, 0, sizeof ev);
-	ev.events = events;
-	ev.data.u64 = data;
-	RC(label, epoll_ctl(ep, op, fd, &ev));
-}
 
 static void epoll_lt_srv(int lfd)
 {
