@@ -316,7 +316,6 @@ static int conn(const struct addr *a)
 	return fd;
 }
 
-
 static ssize_t RECV(int fd, size_t n, int flags)
 {
 	char buf[1024];
@@ -397,12 +396,10 @@ static void SELECT(int fd, bool r, bool w, bool x, int ms)
 	say("select(%s, %dms) = %s%s", want, ms, rcs(n, e), got);
 }
 
-
 static void EPCTL_(int ep, int fd);
 static void EPW_(int ep);
 
 /* ------------------------------------------------------------ streams */
-
 
 static size_t send_stream(int fd, size_t total, uint32_t seed)
 {
@@ -2006,7 +2003,6 @@ static void select_srv(int lfd)
 }
 
 static void sc_select(void) { pair(AF_INET, select_srv, ready_cli); }
-
 
 static void epoll_lt_srv(int lfd)
 {
