@@ -8,9 +8,12 @@
  * both. */
 #include "transcript.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +22,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -354,4 +358,161 @@ void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *l
 	ev.events = events;
 	ev.data.u64 = data;
 	RC(label, epoll_ctl(ep, op, fd, &ev));
+}
+
+/* ------------------------------------------------------------ addresses */
+
+int port_of(const struct addr *a)
+{
+	if (a->ss.ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+}
+
+void loopback_of(int fam, int port, struct addr *o)
+{
+	memset(o, 0, sizeof *o);
+	if (fam == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&o->ss;
+		s->sin_family = AF_INET;
+		s->sin_port = htons((uint16_t)port);
+		s->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		o->len = sizeof *s;
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&o->ss;
+		s->sin6_family = AF_INET6;
+		s->sin6_port = htons((uint16_t)port);
+		s->sin6_addr = in6addr_loopback;
+		o->len = sizeof *s;
+	}
+}
+
+/* "AF_INET 127.0.0.1 len=16" (no port) */
+const char *adesc(const struct addr *a)
+{
+	static char b[4][128];
+	static int k;
+	char *o = b[k++ & 3];
+	char ip[INET6_ADDRSTRLEN] = "?";
+	const char *fam = "AF_?";
+	if (a->ss.ss_family == AF_INET) {
+		fam = "AF_INET";
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->ss)->sin_addr, ip, sizeof ip);
+	} else if (a->ss.ss_family == AF_INET6) {
+		fam = "AF_INET6";
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, ip, sizeof ip);
+	} else if (a->ss.ss_family == AF_UNSPEC) {
+		fam = "AF_UNSPEC";
+	}
+	snprintf(o, sizeof b[0], "%s %s len=%u port=%s", fam, ip, (unsigned)a->len, port_of(a) ? "set" : "0");
+	return o;
+}
+
+/* The same endpoint?  An IPv4 address equals its v4-mapped IPv6 form. */
+bool same_ep(const struct addr *x, const struct addr *y)
+{
+	uint8_t ax[16], ay[16];
+	const struct addr *in[2] = { x, y };
+	uint8_t *out[2] = { ax, ay };
+	for (int i = 0; i < 2; i++) {
+		memset(out[i], 0, 16);
+		if (in[i]->ss.ss_family == AF_INET) {
+			out[i][10] = out[i][11] = 0xff;
+			memcpy(out[i] + 12, &((const struct sockaddr_in *)&in[i]->ss)->sin_addr, 4);
+		} else if (in[i]->ss.ss_family == AF_INET6) {
+			memcpy(out[i], &((const struct sockaddr_in6 *)&in[i]->ss)->sin6_addr, 16);
+		} else {
+			return false;
+		}
+	}
+	return port_of(x) == port_of(y) && memcmp(ax, ay, 16) == 0;
+}
+
+void get_name(int fd, bool peer, struct addr *a)
+{
+	memset(a, 0, sizeof *a);
+	a->len = sizeof a->ss;
+	int r = peer ? getpeername(fd, (struct sockaddr *)&a->ss, &a->len)
+		     : getsockname(fd, (struct sockaddr *)&a->ss, &a->len);
+	if (r < 0) {
+		say("%s: %s", peer ? "getpeername" : "getsockname", rcs(r, errno));
+		memset(a, 0, sizeof *a);
+	}
+}
+
+/* ------------------------------------------------------------ more observations */
+
+void SELECT(int fd, bool r, bool w, bool x, int ms)
+{
+	fd_set rs, ws, xs;
+	FD_ZERO(&rs);
+	FD_ZERO(&ws);
+	FD_ZERO(&xs);
+	if (r)
+		FD_SET(fd, &rs);
+	if (w)
+		FD_SET(fd, &ws);
+	if (x)
+		FD_SET(fd, &xs);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	errno = 0;
+	int n = select(fd + 1, &rs, &ws, &xs, &tv);
+	int e = errno;
+	char want[16] = "", got[32] = "";
+	snprintf(want, sizeof want, "%s%s%s", r ? "r" : "", w ? "w" : "", x ? "x" : "");
+	if (n > 0)
+		snprintf(got, sizeof got, " ready:%s%s%s", FD_ISSET(fd, &rs) ? " read" : "",
+			 FD_ISSET(fd, &ws) ? " write" : "", FD_ISSET(fd, &xs) ? " except" : "");
+	say("select(%s, %dms) = %s%s", want, ms, rcs(n, e), got);
+}
+
+const char *tcpstate(int s)
+{
+	static const char *n[] = { "?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2",
+				   "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING" };
+	return s >= 0 && s < (int)(sizeof n / sizeof n[0]) ? n[s] : "??";
+}
+
+void TCPINFO(int fd)
+{
+	struct tcp_info ti;
+	memset(&ti, 0, sizeof ti);
+	socklen_t l = sizeof ti;
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+		say("getsockopt(TCP_INFO) = %s", rcs(-1, errno));
+	else
+		say("getsockopt(TCP_INFO): tcpi_state %s", tcpstate(ti.tcpi_state));
+}
+
+/* Nonblocking sends until EAGAIN persists past a few settles of settle_us
+ * each; the total.  The socket's blocking mode is left as it was. */
+size_t fill_nonblocking(int fd, unsigned settle_us)
+{
+	bool was_nb = fcntl(fd, F_GETFL) & O_NONBLOCK;
+	set_nonblock(fd, true);
+	uint8_t b[16 * KiB];
+	memset(b, 'f', sizeof b);
+	size_t total = 0;
+	bool eagain = false;
+	for (int round = 0; round < 3; round++) {
+		eagain = false;
+		while (total < 64 * MiB) {
+			ssize_t w = send(fd, b, sizeof b, 0);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				eagain = errno == EAGAIN;
+				if (!eagain)
+					say("send: %s", ename(errno));
+				break;
+			}
+			total += (size_t)w;
+		}
+		usleep(settle_us);
+	}
+	set_nonblock(fd, was_nb);
+	say("nonblocking sender stopped by EAGAIN: %s", eagain ? "yes" : "no");
+	if (getenv("SEM_EXACT"))
+		say("exact sent: %zu", total);
+	return total;
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #define KiB 1024u
@@ -70,6 +71,28 @@ void SETINT(int fd, int lvl, int opt, const char *name, int v);
 void EPW(int ep, int ms);
 void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *label);
 
+/* ------------------------------------------------------------ addresses */
+
+struct addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+};
+
+int port_of(const struct addr *a);
+void loopback_of(int fam, int port, struct addr *o);
+/* "AF_INET 127.0.0.1 len=16 port=set" (never the port itself) */
+const char *adesc(const struct addr *a);
+/* The same endpoint?  An IPv4 address equals its v4-mapped IPv6 form. */
+bool same_ep(const struct addr *x, const struct addr *y);
+/* getpeername / getsockname; a failure is printed */
+void get_name(int fd, bool peer, struct addr *a);
+
+/* ------------------------------------------------------------ more observations */
+
+void SELECT(int fd, bool r, bool w, bool x, int ms);
+const char *tcpstate(int s);
+void TCPINFO(int fd);
+
 /* ------------------------------------------------------------ streams */
 
 static inline uint8_t pat(uint64_t i, uint32_t seed)
@@ -81,6 +104,10 @@ static inline uint8_t pat(uint64_t i, uint32_t seed)
 }
 
 void fill(uint8_t *b, size_t n, uint64_t pos, uint32_t seed);
+
+/* Nonblocking sends until EAGAIN persists past a few settles of settle_us
+ * each ("nonblocking sender stopped by EAGAIN: yes"); the total sent. */
+size_t fill_nonblocking(int fd, unsigned settle_us);
 
 /* The receive side of a pattern stream: byte count, FNV-1a, first mismatch. */
 struct rx {
