@@ -304,32 +304,24 @@ static void shrink(const struct check_opts *o, const struct prog *full, int kind
 
 /* ------------------------------------------------------------ reporting */
 
-static void print_diff(const char *k, const char *s)
+/* diff -u of the two transcripts, from the first difference on */
+static void print_diff(const struct check_opts *o, const char *k, const char *s)
 {
-	/* line by line, from the first difference; enough to read it */
-	const char *a = k, *b = s;
-	int shown = 0;
-	while ((*a || *b) && shown < 40) {
-		const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-		size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-		if (la != lb || memcmp(a, b, la) || shown) {
-			if (la == lb && !memcmp(a, b, la))
-				printf("      %.*s\n", (int)la, a);
-			else {
-				if (*a)
-					printf("    - %.*s\n", (int)la, a);
-				if (*b)
-					printf("    + %.*s\n", (int)lb, b);
-			}
-			shown++;
-		} else {
-			printf("      %.*s\n", (int)la, a);
-		}
-		a += la + (ea ? 1 : 0);
-		b += lb + (eb ? 1 : 0);
-		if (!ea && !eb)
-			break;
-	}
+	char fk[600], fs[600], cmd[1500];
+	snprintf(fk, sizeof fk, "%s/kernel.txt", o->tmpdir);
+	snprintf(fs, sizeof fs, "%s/switched.txt", o->tmpdir);
+	FILE *a = fopen(fk, "w"), *b = fopen(fs, "w");
+	if (!a || !b)
+		return;
+	fputs(k, a);
+	fputs(s, b);
+	fclose(a);
+	fclose(b);
+	fflush(stdout);
+	snprintf(cmd, sizeof cmd,
+		 "diff -U4 --label 'kernel TCP' --label switched '%s' '%s' | head -n 80 | sed 's/^/    /'", fk, fs);
+	if (system(cmd) < 0)
+		printf("    (diff failed)\n");
 }
 
 static void steps_list(const struct prog *p, char *b, size_t len)
@@ -404,8 +396,7 @@ static int check_prog(const struct check_opts *o, const struct prog *p, struct t
 	diff_print(&small, stdout);
 	if (v.kind == V_SAME)
 		printf("  (the shrunk program did not differ again: timing?)\n");
-	printf("  kernel TCP (-) against switched (+):\n");
-	print_diff(r.kernel, r.switched);
+	print_diff(o, r.kernel, r.switched);
 	if (r.err && r.err[0])
 		printf("  switched stderr: %.500s\n", r.err);
 	fflush(stdout);

@@ -49,7 +49,7 @@ enum op {
 	OP_POLL, OP_SELECT, OP_EPOLL_WAIT, OP_FIONREAD, OP_ATMARK, OP_SOERROR,
 	OP_TCPINFO, OP_NAMES,
 	/* options */
-	OP_NONBLOCK, OP_OOBINLINE, OP_NODELAY, OP_LINGER, OP_RCVTIMEO,
+	OP_NONBLOCK, OP_OOBINLINE, OP_NODELAY, OP_LINGER, OP_RCVTIMEO, OP_CORK,
 	OP_EPOLL_CTL,
 	/* life */
 	OP_SHUTDOWN, OP_CLOSE, OP_EXIT, OP_FORK,
@@ -104,6 +104,8 @@ struct settle {
 	uint8_t main_exit;      /* the driver reaps the main process */
 	uint8_t thr_pending;    /* a thread call is under way after this step */
 	uint8_t at_end;         /* the program is over: say what is still under way */
+	uint16_t delay_ms;      /* the kernel itself wakes the thread this late (a
+				 * corked or MSG_MORE send: its 200 ms ceiling) */
 	uint8_t unsent;         /* the socket sent: nothing may wait in its send queue
 				 * (Nagle, an urgent byte's segment) */
 };
@@ -157,7 +159,8 @@ struct cmd {
 	struct step step;
 	struct settle st;
 };
-#define DIFF_LATE_MS 250        /* a woken call that returns later than this is late */
+#define DIFF_LATE_MS 250        /* a woken call that returns later than this (past delay_ms) is late */
+#define DIFF_HOLD_MS 200        /* the kernel's ceiling on data held by TCP_CORK or MSG_MORE */
 
 /* drive.c */
 struct run_env {

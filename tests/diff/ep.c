@@ -194,7 +194,7 @@ static void op_send(const struct step *s)
 	int sp = n_sigpipe;
 	int flags = s->b;
 	if (s->op == OP_SPLICE_IN)
-		flags = (int)(s->seed & 1);
+		flags = s->b & 1;
 	long r = send_one(s->op, b, (size_t)s->a, flags, s->niov, s->seed, d, sizeof d);
 	say("%s = %s%s", d, rcs(r, errno), sigpipe_note(sp));
 	free(b);
@@ -835,6 +835,7 @@ static long exec_step(const struct cmd *c)
 	}
 	case OP_OOBINLINE: SETINT(sock, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", s->a); break;
 	case OP_NODELAY: SETINT(sock, IPPROTO_TCP, TCP_NODELAY, "TCP_NODELAY", s->a); break;
+	case OP_CORK: SETINT(sock, IPPROTO_TCP, TCP_CORK, "TCP_CORK", s->a); break;
 	case OP_LINGER: op_linger(s->a); break;
 	case OP_RCVTIMEO: op_rcvtimeo(s->a); break;
 	case OP_EPOLL_CTL: op_epoll_ctl(s); break;
@@ -953,7 +954,7 @@ static void settle_main(const struct settle *st)
 		} else {
 			uint64_t late = T.done_us > t0 ? (T.done_us - t0) / 1000 : 0;
 			char note[96] = "";
-			if (late > DIFF_LATE_MS)
+			if (late > DIFF_LATE_MS + (uint64_t)st->delay_ms)
 				snprintf(note, sizeof note, " [woke late: > %d ms%s]", DIFF_LATE_MS,
 					 st->thr_cause == 1 ? ", after its own process's shutdown" :
 					 st->thr_cause == 2 ? ", after its child's shutdown" : "");

@@ -88,6 +88,7 @@ struct mside {
 	bool m_alive, m_fd, c_alive, c_fd;
 	bool gone;        /* every holder closed it: the socket is released */
 	bool nonblock, oobinline, linger0, rcvtimeo;
+	bool cork;        /* TCP_CORK left on: what it sends waits up to 200 ms */
 	bool shut_rd, shut_wr;
 	bool fin_in;      /* the peer's FIN arrived */
 	int rst;          /* 0; 1: reset; 2: maybe */
@@ -380,10 +381,23 @@ static void sent(struct model *m, int i, int n)
 	deliver(m, i, n, false);
 }
 
+/* Does this send wait in the kernel (TCP_CORK on, MSG_MORE, SPLICE_F_MORE)
+ * until the 200 ms ceiling?  It arrives then: the settle waits for it, and a
+ * thread it wakes wakes that late on kernel TCP too. */
+static bool held_send(const struct mside *x, const struct step *s)
+{
+	if (s->op == OP_SEND || s->op == OP_SENDMSG)
+		return x->cork || (s->b & MSG_MORE);
+	if (s->op == OP_SPLICE_IN)
+		return x->cork || (s->b & 1);
+	return x->cork;
+}
+
 /* Apply step s to m; false if it is not safe here.  an: what the driver
  * needs of it (may be NULL). */
 static bool apply(struct model *m, const struct step *s, struct annot *an)
 {
+	bool held = false;
 	int i = s->ep, j = 1 - i;
 	struct mside *x = &m->e[i], *y = &m->e[j];
 	struct mdir *out = &m->d[i], *in = &m->d[j];
@@ -464,6 +478,7 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		}
 		if (!can_send(m, i, n) || !wakes_whole(m, i, n))
 			return false;
+		held = n > 0 && held_send(x, s);
 		sent(m, i, n);
 		break;
 	case OP_SEND_OOB:
@@ -489,6 +504,11 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 						  (s->actor == AC_C && x->m_alive && x->m_fd)))
 			return false;
 		sent(m, i, n);
+		if (s->sub)
+			x->cork = s->end == BURST_END_SHUTWR || s->end == BURST_END_CLOSE;
+		/* left corked, or MSG_MORE alone on a corked socket: held, but for
+		 * a FIN, which pushes it */
+		held = n > 0 && x->cork && s->end != BURST_END_SHUTWR && s->end != BURST_END_CLOSE;
 		if (s->end == BURST_END_SHUTWR && !x->shut_wr && x->rst != 1) {
 			x->shut_wr = true;
 			if (!y->gone) {
@@ -557,6 +577,9 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		break;
 	case OP_RCVTIMEO:
 		x->rcvtimeo = s->a;
+		break;
+	case OP_CORK: /* off pushes what waits */
+		x->cork = s->a;
 		break;
 	case OP_EPOLL_CTL:
 		if (x->thr == TH_EPOLL)
@@ -741,6 +764,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 					       ? (s->actor == AC_C ? 2 : 1)
 					       : 0;
 			t->thr_pending = e->thr != 0;
+			if (done[k] && held)
+				t->delay_ms = DIFF_HOLD_MS;
 			if (k == i) {
 				t->child_exit = child_exit;
 				t->main_exit = main_exit;
@@ -940,7 +965,11 @@ static void gen_step(struct model *m, struct step *s, int index, bool late)
 				s->b |= MSG_DONTWAIT;
 			if (chance(30))
 				s->b |= MSG_NOSIGNAL;
+			if (chance(5))
+				s->b |= MSG_MORE;
 		}
+		if (s->op == OP_SPLICE_IN && chance(5))
+			s->b |= 1; /* SPLICE_F_MORE */
 		s->niov = (uint16_t)range(1, 5);
 		if (!fab && chance(4)) {
 			s->op = OP_SEND_OOB;
@@ -969,7 +998,7 @@ static void gen_step(struct model *m, struct step *s, int index, bool late)
 			gen_epoll_ctl(x, s);
 	} else if (k < 720) { /* an option */
 		static const uint8_t ops[] = { OP_NONBLOCK, OP_NONBLOCK, OP_OOBINLINE, OP_NODELAY, OP_LINGER, OP_RCVTIMEO,
-					       OP_EPOLL_CTL, OP_EPOLL_CTL };
+					       OP_EPOLL_CTL, OP_EPOLL_CTL, OP_CORK };
 		s->op = ops[rn(sizeof ops)];
 		s->a = chance(50);
 		if (s->op == OP_LINGER)
@@ -1067,7 +1096,7 @@ static const char *opname(int op)
 		[OP_EPOLL_WAIT] = "epoll_wait", [OP_FIONREAD] = "FIONREAD", [OP_ATMARK] = "SIOCATMARK",
 		[OP_SOERROR] = "SO_ERROR", [OP_TCPINFO] = "TCP_INFO", [OP_NAMES] = "names",
 		[OP_NONBLOCK] = "O_NONBLOCK", [OP_OOBINLINE] = "SO_OOBINLINE", [OP_NODELAY] = "TCP_NODELAY",
-		[OP_LINGER] = "SO_LINGER", [OP_RCVTIMEO] = "SO_RCVTIMEO", [OP_EPOLL_CTL] = "epoll_ctl",
+		[OP_LINGER] = "SO_LINGER", [OP_RCVTIMEO] = "SO_RCVTIMEO", [OP_CORK] = "TCP_CORK", [OP_EPOLL_CTL] = "epoll_ctl",
 		[OP_SHUTDOWN] = "shutdown", [OP_CLOSE] = "close", [OP_EXIT] = "exit", [OP_FORK] = "fork",
 		[OP_THREAD] = "thread", [OP_FILL] = "fill", [OP_DRAIN_FILL] = "drain-fill", [OP_XFER] = "xfer",
 		[OP_CONNECT2] = "connect2", [OP_ACCEPT_NOW] = "accept-now", [OP_LPOLL] = "poll-listener",
