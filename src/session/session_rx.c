@@ -421,6 +421,10 @@ int ssw_session_fionread(struct ssw_session *s)
 		n += s->rr.total - s->rr.done;
 	if (s->hv && s->hm.h.type == SSW_MSG_DATA)
 		n += s->hm.h.len - s->cur_off;
+	/* tcp_inq: while an urgent byte not inline is ahead (read out of band
+	 * or not), only the bytes before the mark */
+	if (s->urg.mark_valid && !s->urg.inline_ && s->urg.mark >= s->rx_pos && n > s->urg.mark - s->rx_pos)
+		n = s->urg.mark - s->rx_pos;
 	sess_unlock(s);
 	return n > INT_MAX ? INT_MAX : (int)n;
 }

@@ -1687,6 +1687,30 @@ static void oob_first_srv(int lfd)
 
 static void sc_oob_first(void) { pair(AF_INET, oob_first_srv, oob_send_cli); }
 
+/* FIONREAD counts up to the urgent mark (tcp_inq), unless the byte is inline */
+static void oob_fionread_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	FIONREAD_(fd);
+	RECV(fd, 1, 0);
+	FIONREAD_(fd);
+	RECV(fd, 100, 0);
+	FIONREAD_(fd);
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 1);
+	FIONREAD_(fd);
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 0);
+	RECV(fd, 100, MSG_OOB);
+	FIONREAD_(fd);
+	RECV(fd, 100, 0);
+	FIONREAD_(fd);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_fionread(void) { pair(AF_INET, oob_fionread_srv, oob_send_cli); }
+
 static void oob_inline_srv(int lfd)
 {
 	int fd = acc(lfd);
@@ -3961,6 +3985,7 @@ static const struct scenario scenarios[] = {
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
+	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
 	{ "oob_twice", sc_oob_twice, "two urgent bytes before the reader looks" },
 	{ "oob_twice_inline", sc_oob_twice_inline, "two urgent bytes, SO_OOBINLINE" },
