@@ -93,12 +93,17 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 	off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
 	if (pos < 0)
 		return errno == ESPIPE ? -EINVAL : -errno;
+	/* the kernel reads the file first: nothing to read (no count, or its
+	 * end) is 0, whatever the socket's state (shut down, reset, full) */
+	struct stat st;
+	int fl = fcntl(in_fd, F_GETFL);
+	if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY)
+		return -EBADF;
+	if (count == 0 || (fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size))
+		return 0;
 	struct file_src f = { in_fd, pos };
 	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
 					  atomic_load(&s->nonblock), s->sndtimeo_ms);
-	struct stat st;
-	if (r == -EAGAIN && fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size)
-		r = 0; /* the kernel reads the file first: its end wins over a full socket */
 	off_t done = r > 0 ? (off_t)r : 0;
 	if (offset)
 		*offset = pos + done;

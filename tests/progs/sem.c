@@ -3369,6 +3369,47 @@ static void sendfile_nb_cli(const struct addr *a)
 
 static void sc_sendfile_nb(void) { pair(AF_INET, sendfile_nb_srv, sendfile_nb_cli); }
 
+/* ---- sendfile_nothing: nothing to read is 0, whatever the socket says ---- */
+
+static void sendfile_nothing_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 10);
+	RECV(fd, 100, 0);
+	await();
+	struct linger l = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	RC("close (a reset)", close(fd));
+	tell();
+}
+
+static void sendfile_nothing_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int f = pattern_file(10, 7);
+	off_t off = 0;
+	RC("sendfile(0)", sendfile(fd, f, &off, 0));
+	RC("sendfile(10)", sendfile(fd, f, &off, 10));
+	RC("sendfile(10) at the file's end", sendfile(fd, f, &off, 10));
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	RC("sendfile(0) after SHUT_WR", sendfile(fd, f, &off, 0));
+	RC("sendfile(10) at the file's end after SHUT_WR", sendfile(fd, f, &off, 10));
+	off = 0;
+	RC("sendfile(10) after SHUT_WR", sendfile(fd, f, &off, 10));
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	RC("sendfile(0) after a reset", sendfile(fd, f, &off, 0));
+	RC("sendfile(10) from a write-only descriptor", sendfile(fd, open("/dev/null", O_WRONLY), NULL, 10));
+	RC("sendfile(0) from a write-only descriptor", sendfile(fd, open("/dev/null", O_WRONLY), NULL, 0));
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	close(f);
+	close(fd);
+}
+
+static void sc_sendfile_nothing(void) { pair(AF_INET, sendfile_nothing_srv, sendfile_nothing_cli); }
+
 /* ---- splice: pipe -> socket and socket -> pipe --------------------------- */
 
 static void say_pipe(int pfd, size_t n, uint32_t seed)
@@ -4026,6 +4067,7 @@ static const struct scenario scenarios[] = {
 	{ "cork_inherit", sc_cork_inherit, "TCP_CORK set before connect, and on a listener (accepted sockets inherit it)" },
 	{ "cork_close", sc_cork_close, "close while corked: the held bytes arrive, then EOF" },
 	{ "sendfile_nb", sc_sendfile_nb, "nonblocking sendfile into a full window: partial count, EAGAIN, offsets" },
+	{ "sendfile_nothing", sc_sendfile_nothing, "sendfile of nothing (count 0, the file's end) is 0 after SHUT_WR or a reset" },
 	{ "splice", sc_splice, "splice pipe -> socket and socket -> pipe: counts, EAGAIN, EOF, bad offsets" },
 	{ "unread_idle", sc_unread_idle, "unread data while waiting for POLLPRI / after an ET edge: sleeps, no busy loop" },
 	{ "epoll_close_dup", sc_epoll_close_dup, "a registered fd closed while a dup is open stays in the set until the last close" },
