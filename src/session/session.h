@@ -108,6 +108,8 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max);
  * that closes all others. */
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
+/* Received data not yet read (what makes kernel TCP's close a reset). */
+bool ssw_session_unread(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
 short ssw_session_poll(struct ssw_session *s);

@@ -182,6 +182,15 @@ bool sess_rx_pending_data(struct ssw_session *s)
 	return s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type) && s->hm.h.type != SSW_MSG_FIN);
 }
 
+bool ssw_session_unread(struct ssw_session *s)
+{
+	if (!sess_enter(s))
+		return false;
+	bool r = !s->broken && sess_rx_pending_data(s);
+	sess_unlock(s);
+	return r;
+}
+
 /* This process lets go of the connection; the others keep it. */
 static void drop_local(struct ssw_session *s)
 {

@@ -32,7 +32,7 @@ void ssw_sock_load_opts(struct ssw_sock *s, int fd);
 /* fds (api.h has what the interposition layer reports) */
 /* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */
 int ssw_close(int fd);
-/* At exit, close the connections of providers without shared context (exit.c). */
+/* At exit, close the connections the kernel would close differently than a dead process (exit.c). */
 void ssw_exit_close_private(void);
 /* The fd `newfd` now refers to the same socket as `oldfd` (dup family):
  * what the switch knows of oldfd (entry, fd info, relayed) goes to newfd too. */

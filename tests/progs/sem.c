@@ -1424,6 +1424,35 @@ static void kill_unread_cli(const struct addr *a)
 
 static void sc_kill_unread(void) { pair(AF_INET, kill_unread_srv, kill_unread_cli); }
 
+/* the reader looked (FIONREAD: the switch takes the bytes out of its
+ * transport), then exits without close: a reset all the same */
+static void exit_unread_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "data", 0);
+	await();
+	reap(&g_client);
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	close(fd);
+}
+
+static void exit_unread_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	FIONREAD_(fd);
+	RECV(fd, 2, MSG_PEEK);
+	say("exit(0) without close, holding unread data");
+	tell();
+	exit(0);
+}
+
+static void sc_exit_unread(void) { pair(AF_INET, exit_unread_srv, exit_unread_cli); }
+
 /* ---- death without close(): exit, SIGKILL, a forked copy ---------------- */
 /* A process that ends without close() while holding nothing unread closes
  * its socket as close() would: the peer reads every byte, then EOF.  Only
@@ -4024,6 +4053,7 @@ static const struct scenario scenarios[] = {
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
 	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
+	{ "exit_unread", sc_exit_unread, "peer looked at our data (FIONREAD, MSG_PEEK), then exits without close: a reset" },
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
 	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
