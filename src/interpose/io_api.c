@@ -170,9 +170,19 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	return r;
 }
 
+/* read() and readv() of nothing: 0 from the VFS before the socket is asked
+ * (sock_read_iter), so the kernel socket answers (recv() of nothing is TCP's) */
+static bool iov_empty(const struct iovec *iov, int cnt)
+{
+	for (int i = 0; i < cnt; i++)
+		if (iov[i].iov_len)
+			return false;
+	return cnt >= 0;
+}
+
 EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	struct ssw_sock *s = ssw_sock_get(fd);
+	struct ssw_sock *s = len ? ssw_sock_get(fd) : NULL;
 	if (s) {
 		struct iovec v = { buf, len };
 		ssize_t r = do_recv(s, &v, 1, 0);
@@ -191,7 +201,7 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
-	struct ssw_sock *s = ssw_sock_get(fd);
+	struct ssw_sock *s = iov && iov_empty(iov, cnt) ? NULL : ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_recv(s, iov, cnt, 0);
 		if (r != SSW_PASS)

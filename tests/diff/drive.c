@@ -360,6 +360,8 @@ int diff_run(const struct prog *p, const struct run_env *env, char **out)
 	for (int k = 0; k < 2; k++)
 		if (r.e[k].m_alive && !ask(&r, k, false, &c, NULL))
 			goto broken;
+	/* every process is told before any is waited for: an exit may wait for
+	 * its peer to take what it sent (fabric, README Limits) */
 	c.type = CMD_QUIT;
 	for (int k = 0; k < 2; k++) {
 		if (r.e[k].c_alive && !ask(&r, k, true, &c, NULL))
@@ -367,8 +369,9 @@ int diff_run(const struct prog *p, const struct run_env *env, char **out)
 		r.e[k].c_alive = false;
 		if (r.e[k].m_alive && !ask(&r, k, false, &c, NULL))
 			goto broken;
-		wait_main(&r, k);
 	}
+	for (int k = 0; k < 2; k++)
+		wait_main(&r, k);
 	if (r.broken)
 		rc = -1;
 	goto done;

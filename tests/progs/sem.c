@@ -1045,6 +1045,33 @@ static void zero_cli(const struct addr *a)
 
 static void sc_zero_len(void) { pair(AF_INET, zero_srv, zero_cli); }
 
+/* read() and readv() of nothing return 0 before TCP is asked (the VFS),
+ * data or not, blocking or not; recv() of nothing is TCP's: EAGAIN */
+static void read_zero_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	close(fd);
+}
+
+static void read_zero_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char b[8];
+	struct iovec v[2] = { { b, 0 }, { b + 1, 0 } };
+	RC("read(0 bytes), nothing there", read(fd, b, 0));
+	RC("readv(2 empty iovecs), nothing there", readv(fd, v, 2));
+	set_nonblock(fd, true);
+	RC("read(0 bytes), nonblocking", read(fd, b, 0));
+	RC("readv(2 empty iovecs), nonblocking", readv(fd, v, 2));
+	RECV(fd, 0, 0);
+	set_nonblock(fd, false);
+	tell();
+	close(fd);
+}
+
+static void sc_read_zero(void) { pair(AF_INET, read_zero_srv, read_zero_cli); }
+
 /* ---- shutdown_wr / shutdown_rd / shutdown_rdwr ------------------------- */
 
 static void shutwr_srv(int lfd)
@@ -4032,6 +4059,7 @@ static const struct scenario scenarios[] = {
 	{ "nb_fill", sc_nb_fill, "nonblocking sender fills the window: EAGAIN, POLLOUT after drain, totals" },
 	{ "fionread", sc_fionread, "FIONREAD/SIOCINQ before, after arrival, after partial reads, at EOF" },
 	{ "zero_len", sc_zero_len, "zero-length send/recv/read/write" },
+	{ "read_zero", sc_read_zero, "read()/readv() of nothing return 0 at once, data or not; recv() of nothing says EAGAIN" },
 	{ "shutdown_wr", sc_shutdown_wr, "SHUT_WR half-close: data then EOF, reply still flows, EPIPE, POLLRDHUP" },
 	{ "shutdown_rd", sc_shutdown_rd, "SHUT_RD: recv 0, sending still works" },
 	{ "shutdown_rdwr", sc_shutdown_rdwr, "SHUT_RDWR, and shutdown with a bad how" },
