@@ -80,6 +80,17 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	return REAL(sendmsg)(fd, m, flags);
 }
 
+/* read(), readv() and writev() of nothing: 0 from the VFS before the
+ * socket is asked (vfs_writev, sock_read_iter), so the kernel socket answers
+ * (write(), send() and recv() of nothing are TCP's: EPIPE after SHUT_WR) */
+static bool iov_empty(const struct iovec *iov, int cnt)
+{
+	for (int i = 0; i < cnt; i++)
+		if (iov[i].iov_len)
+			return false;
+	return cnt >= 0;
+}
+
 EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
@@ -94,7 +105,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t len)
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	struct ssw_sock *s = ssw_sock_get(fd);
+	struct ssw_sock *s = iov && iov_empty(iov, cnt) ? NULL : ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_send(s, iov, cnt, 0);
 		if (r != SSW_PASS)
@@ -168,16 +179,6 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 			ssw_fd_fresh(fds[i]);
 	}
 	return r;
-}
-
-/* read() and readv() of nothing: 0 from the VFS before the socket is asked
- * (sock_read_iter), so the kernel socket answers (recv() of nothing is TCP's) */
-static bool iov_empty(const struct iovec *iov, int cnt)
-{
-	for (int i = 0; i < cnt; i++)
-		if (iov[i].iov_len)
-			return false;
-	return cnt >= 0;
 }
 
 EXPORT ssize_t read(int fd, void *buf, size_t len)

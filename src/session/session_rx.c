@@ -369,6 +369,9 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 				total += (size_t)n;
 			if (total == want || (total && !(flags & MSG_WAITALL)) || (total && (flags & MSG_PEEK)))
 				break;
+			/* tcp_recvmsg: nor does MSG_WAITALL cross the urgent mark */
+			if (total && s->urg.mark_valid && s->rx_pos == s->urg.mark)
+				break;
 		}
 		/* the order of tcp_recvmsg's checks */
 		if (total) {

@@ -1066,6 +1066,10 @@ static void read_zero_cli(const struct addr *a)
 	RC("readv(2 empty iovecs), nonblocking", readv(fd, v, 2));
 	RECV(fd, 0, 0);
 	set_nonblock(fd, false);
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	RC("writev(2 empty iovecs) after SHUT_WR", writev(fd, v, 2));
+	RC("write(0 bytes) after SHUT_WR", write(fd, b, 0));
+	RC("send(0 bytes) after SHUT_WR", send(fd, b, 0, MSG_NOSIGNAL));
 	tell();
 	close(fd);
 }
@@ -1766,6 +1770,22 @@ static void oob_fionread_srv(int lfd)
 }
 
 static void sc_oob_fionread(void) { pair(AF_INET, oob_fionread_srv, oob_send_cli); }
+
+/* MSG_WAITALL does not cross the urgent mark either */
+static void oob_waitall_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECV(fd, 100, MSG_WAITALL);
+	RECV(fd, 1, MSG_WAITALL | MSG_PEEK);
+	RECV(fd, 100, MSG_OOB);
+	tell();
+	RECV(fd, 100, MSG_WAITALL);
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_waitall(void) { pair(AF_INET, oob_waitall_srv, oob_send_cli); }
 
 static void oob_inline_srv(int lfd)
 {
@@ -3425,6 +3445,53 @@ static void sendfile_nb_cli(const struct addr *a)
 
 static void sc_sendfile_nb(void) { pair(AF_INET, sendfile_nb_srv, sendfile_nb_cli); }
 
+/* ---- cork_reset / cork_linger0: a reset sends nothing corked ------------ */
+
+static void cork_reset_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "unread", 0);
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void cork_reset_common(int fd, bool linger0)
+{
+	int one = 1;
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	SEND(fd, "held", 0);
+	if (linger0) {
+		struct linger l = { 1, 0 };
+		RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	}
+	RC("close", close(fd));
+	tell();
+}
+
+/* closed with our data unread: the reset goes, the corked bytes do not */
+static void cork_reset_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	cork_reset_common(fd, false);
+}
+
+static void cork_linger0_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	char b[16];
+	RC("recv", recv(fd, b, sizeof b, 0));
+	cork_reset_common(fd, true);
+}
+
+static void sc_cork_reset(void) { pair(AF_INET, cork_reset_srv, cork_reset_cli); }
+static void sc_cork_linger0(void) { pair(AF_INET, cork_reset_srv, cork_linger0_cli); }
+
 /* ---- sendfile_nothing: nothing to read is 0, whatever the socket says ---- */
 
 static void sendfile_nothing_srv(int lfd)
@@ -4059,7 +4126,7 @@ static const struct scenario scenarios[] = {
 	{ "nb_fill", sc_nb_fill, "nonblocking sender fills the window: EAGAIN, POLLOUT after drain, totals" },
 	{ "fionread", sc_fionread, "FIONREAD/SIOCINQ before, after arrival, after partial reads, at EOF" },
 	{ "zero_len", sc_zero_len, "zero-length send/recv/read/write" },
-	{ "read_zero", sc_read_zero, "read()/readv() of nothing return 0 at once, data or not; recv() of nothing says EAGAIN" },
+	{ "read_zero", sc_read_zero, "read()/readv()/writev() of nothing return 0 at once; recv() says EAGAIN, write() EPIPE" },
 	{ "shutdown_wr", sc_shutdown_wr, "SHUT_WR half-close: data then EOF, reply still flows, EPIPE, POLLRDHUP" },
 	{ "shutdown_rd", sc_shutdown_rd, "SHUT_RD: recv 0, sending still works" },
 	{ "shutdown_rdwr", sc_shutdown_rdwr, "SHUT_RDWR, and shutdown with a bad how" },
@@ -4085,6 +4152,7 @@ static const struct scenario scenarios[] = {
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
 	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
+	{ "oob_waitall", sc_oob_waitall, "MSG_WAITALL stops at the urgent mark" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
 	{ "oob_twice", sc_oob_twice, "two urgent bytes before the reader looks" },
 	{ "oob_twice_inline", sc_oob_twice_inline, "two urgent bytes, SO_OOBINLINE" },
@@ -4124,6 +4192,8 @@ static const struct scenario scenarios[] = {
 	{ "cork", sc_cork, "TCP_CORK holds a header + sendfile until uncork; MSG_MORE; full segments; NODELAY; 200 ms ceiling" },
 	{ "cork_inherit", sc_cork_inherit, "TCP_CORK set before connect, and on a listener (accepted sockets inherit it)" },
 	{ "cork_close", sc_cork_close, "close while corked: the held bytes arrive, then EOF" },
+	{ "cork_reset", sc_cork_reset, "corked bytes, then close with unread data: the reset goes, the corked bytes never do" },
+	{ "cork_linger0", sc_cork_linger0, "corked bytes, then SO_LINGER 0 close: the reset goes, the corked bytes never do" },
 	{ "sendfile_nb", sc_sendfile_nb, "nonblocking sendfile into a full window: partial count, EAGAIN, offsets" },
 	{ "sendfile_nothing", sc_sendfile_nothing, "sendfile of nothing (count 0, the file's end) is 0 after SHUT_WR or a reset" },
 	{ "splice", sc_splice, "splice pipe -> socket and socket -> pipe: counts, EAGAIN, EOF, bad offsets" },
