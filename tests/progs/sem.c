@@ -3445,6 +3445,38 @@ static void sendfile_nb_cli(const struct addr *a)
 
 static void sc_sendfile_nb(void) { pair(AF_INET, sendfile_nb_srv, sendfile_nb_cli); }
 
+/* ---- more_poll: a request left held by MSG_MORE reaches a peer asleep in
+ * poll when the 200 ms ceiling passes (kernel TCP's timer), and its reply
+ * comes back: no one waits forever ------------------------------------- */
+
+static void more_poll_srv(int lfd)
+{
+	int fd = acc(lfd);
+	tell();
+	uint64_t t0 = now_ms();
+	POLL1(fd, POLLIN, 10000);
+	say("woken well before the timeout (within 3 s): %s", now_ms() - t0 < 3000 ? "yes" : "no");
+	recv_exact(fd, 3);
+	SEND(fd, "reply", 0);
+	await();
+	close(fd);
+}
+
+static void more_poll_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	usleep(SETTLE_US); /* the server sleeps in poll by now */
+	SEND(fd, "req", MSG_MORE);
+	struct pollfd p = { fd, POLLIN, 0 };
+	RC("poll(POLLIN, 5000ms) for the reply", poll(&p, 1, 5000));
+	recv_exact(fd, 5);
+	tell();
+	close(fd);
+}
+
+static void sc_more_poll(void) { pair(AF_INET, more_poll_srv, more_poll_cli); }
+
 /* ---- cork_reset / cork_linger0: a reset sends nothing corked ------------ */
 
 static void cork_reset_srv(int lfd)
@@ -4192,6 +4224,7 @@ static const struct scenario scenarios[] = {
 	{ "cork", sc_cork, "TCP_CORK holds a header + sendfile until uncork; MSG_MORE; full segments; NODELAY; 200 ms ceiling" },
 	{ "cork_inherit", sc_cork_inherit, "TCP_CORK set before connect, and on a listener (accepted sockets inherit it)" },
 	{ "cork_close", sc_cork_close, "close while corked: the held bytes arrive, then EOF" },
+	{ "more_poll", sc_more_poll, "a request held by MSG_MORE reaches a peer asleep in poll after 200 ms; the reply comes back" },
 	{ "cork_reset", sc_cork_reset, "corked bytes, then close with unread data: the reset goes, the corked bytes never do" },
 	{ "cork_linger0", sc_cork_linger0, "corked bytes, then SO_LINGER 0 close: the reset goes, the corked bytes never do" },
 	{ "sendfile_nb", sc_sendfile_nb, "nonblocking sendfile into a full window: partial count, EAGAIN, offsets" },

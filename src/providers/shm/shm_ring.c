@@ -114,9 +114,15 @@ static void publish(struct ssw_ep *ep, int hold)
 {
 	struct shm_ring *r = &ep->tx;
 	if (hold) {
-		if (atomic_load_explicit(&r->ctl->held, memory_order_relaxed) <= r->pub)
+		bool start = atomic_load_explicit(&r->ctl->held, memory_order_relaxed) <= r->pub;
+		if (start)
 			atomic_store_explicit(&r->ctl->held_ns, ssw_now_ns(), memory_order_relaxed);
 		atomic_store_explicit(&r->ctl->held, r->pos, memory_order_release);
+		/* A peer asleep already would never learn that the hold ends (its
+		 * arm found nothing held): woken once, it sleeps again until then,
+		 * as kernel TCP sends corked data by itself at its 200 ms ceiling */
+		if (start)
+			shm_wake_peer(ep);
 		return;
 	}
 	r->pub = r->pos;
