@@ -108,6 +108,11 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max);
  * that closes all others. */
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
+/* splice from the socket: tcp_read_sock stops at urgent data and never
+ * skips the byte (a recv does).  Returns 1 with *room, the most a splice
+ * may take now (SIZE_MAX: no mark ahead); at the mark itself what the
+ * kernel's splice answers (0, -EAGAIN, a pending error). */
+int ssw_session_splice_room(struct ssw_session *s, bool nonblock, size_t *room);
 /* Received data not yet read (what makes kernel TCP's close a reset). */
 bool ssw_session_unread(struct ssw_session *s);
 

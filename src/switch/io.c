@@ -196,11 +196,17 @@ ssize_t ssw_splice_to_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned
 		n = len;
 	if (n > SPLICE_CHUNK)
 		n = SPLICE_CHUNK;
+	bool nb = atomic_load(&s->nonblock);
+	size_t room;
+	rc = ssw_session_splice_room(s->sess, nb, &room);
+	if (rc <= 0)
+		return rc;
+	if (n > room)
+		n = room;
 	void *buf = malloc(n);
 	if (!buf)
 		return -ENOMEM;
 	struct iovec v = { buf, n };
-	bool nb = atomic_load(&s->nonblock);
 	ssize_t r = ssw_session_recv(s->sess, &v, 1, 0, nb, s->rcvtimeo_ms);
 	for (size_t off = 0; r > 0 && off < (size_t)r;) {
 		ssize_t w = sys_write(pipe_fd, (char *)buf + off, (size_t)r - off);

@@ -388,6 +388,16 @@ static bool explained_failed_sendfile(const struct mside *x, int op)
 	return op == OP_SENDFILE && (x->shut_wr || x->rst) && x->ep_added && (x->ep_events & (EPOLLET | EPOLLONESHOT));
 }
 
+/* Sends held by TCP_CORK or MSG_MORE for a peer whose socket is gone:
+ * kernel TCP accepts them until it pushes them (uncork, a full segment,
+ * the 200 ms ceiling) and the reset comes back; the switch draws the
+ * reset at the first such send, and the next ones fail (EPIPE). */
+static bool explained_held_to_closed(const struct model *m, int i, bool held)
+{
+	const struct mside *x = &m->e[i];
+	return held && m->e[1 - i].gone && !x->shut_wr && x->rst != 1;
+}
+
 /* Sending by endpoint i, any kind: the model's side of it. */
 static void sent(struct model *m, int i, int n)
 {
@@ -499,6 +509,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		    explained_failed_sendfile(x, s->op))
 			return false;
 		held = n > 0 && held_send(x, s);
+		if (explained_held_to_closed(m, i, held_send(x, s)))
+			return false;
 		sent(m, i, n);
 		break;
 	case OP_SEND_OOB:
@@ -519,7 +531,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		if (!can_send(m, i, n) || (y->thr && n > DIFF_WAKE_ONE) || explained_rdwr_data(m, i, n))
 			return false;
 		for (int k = 0; k < s->nsub; k++)
-			if (explained_failed_sendfile(x, s->subs[k].op))
+			if (explained_failed_sendfile(x, s->subs[k].op) ||
+			    explained_held_to_closed(m, i, s->sub || x->cork || s->subs[k].more))
 				return false;
 		if (y->thr && (s->nsub > 1 || s->end == BURST_END_PLAIN) && s->sub == 0)
 			return false; /* MSG_MORE alone: the sends may leave one by one */

@@ -1787,6 +1787,48 @@ static void oob_waitall_srv(int lfd)
 
 static void sc_oob_waitall(void) { pair(AF_INET, oob_waitall_srv, oob_send_cli); }
 
+/* splice from the socket into a pipe, and what it moved */
+static void SPLICE_OUT(int fd, size_t n)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe: %s", ename(errno));
+	errno = 0;
+	ssize_t r = splice(fd, NULL, p[1], NULL, n, 0);
+	int e = errno;
+	char b[256] = "";
+	if (r > 0 && read(p[0], b, (size_t)r < sizeof b ? (size_t)r : sizeof b) < 0)
+		die("read pipe: %s", ename(errno));
+	if (r > 0)
+		say("splice(socket -> pipe, %zu) = %zd \"%s\"", n, r, esc(b, (size_t)r));
+	else
+		say("splice(socket -> pipe, %zu) = %s", n, rcs(r, e));
+	close(p[0]);
+	close(p[1]);
+}
+
+/* splice (tcp_read_sock) stops at urgent data and never passes the mark:
+ * 0 there (EAGAIN nonblocking), until a read skips the byte */
+static void oob_splice_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	SPLICE_OUT(fd, 100);
+	SPLICE_OUT(fd, 100);
+	set_nonblock(fd, true);
+	SPLICE_OUT(fd, 100);
+	RECV(fd, 100, MSG_OOB);
+	SPLICE_OUT(fd, 100);
+	set_nonblock(fd, false);
+	RECV(fd, 1, 0);
+	SPLICE_OUT(fd, 100);
+	tell();
+	SPLICE_OUT(fd, 100);
+	close(fd);
+}
+
+static void sc_oob_splice(void) { pair(AF_INET, oob_splice_srv, oob_send_cli); }
+
 static void oob_inline_srv(int lfd)
 {
 	int fd = acc(lfd);
@@ -4185,6 +4227,7 @@ static const struct scenario scenarios[] = {
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
 	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
 	{ "oob_waitall", sc_oob_waitall, "MSG_WAITALL stops at the urgent mark" },
+	{ "oob_splice", sc_oob_splice, "splice from the socket stops at the urgent mark and never passes it" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
 	{ "oob_twice", sc_oob_twice, "two urgent bytes before the reader looks" },
 	{ "oob_twice_inline", sc_oob_twice_inline, "two urgent bytes, SO_OOBINLINE" },
