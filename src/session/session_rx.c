@@ -311,6 +311,11 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 		}
 		if (s->hm.h.type == SSW_MSG_DATA) {
 			size_t avail = s->hm.h.len - s->cur_off;
+			/* a peek wanting more than this message looks on, as the
+			 * kernel's does across segments: staged, the queue shows it
+			 * (without memory for it: this message only) */
+			if (peek && avail < lim && sess_stage_head(s))
+				continue;
 			size_t n = avail < lim ? avail : lim;
 			sess_iov_put(iov, iovcnt, copied, s->hm.payload + s->cur_off, n);
 			copied += n;

@@ -716,6 +716,36 @@ static void sc_refused_v6(void) { refused(AF_INET6); }
 
 /* ---- peek ------------------------------------------------------------- */
 
+/* ---- peek_sends: a peek looks past the first send's bytes -------------- */
+
+static void peek_sends_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "ab", 0);
+	SEND(fd, "cd", 0);
+	SEND(fd, "ef", 0);
+	tell();
+	await();
+	close(fd);
+}
+
+static void peek_sends_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	wait_readable(fd);
+	usleep(SETTLE_US);
+	RECV(fd, 5, MSG_PEEK);
+	RECV(fd, 100, MSG_PEEK | MSG_DONTWAIT);
+	RECV(fd, 1, 0);
+	RECV(fd, 100, MSG_PEEK);
+	RECV(fd, 100, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_peek_sends(void) { pair(AF_INET, peek_sends_srv, peek_sends_cli); }
+
 static void peek_srv(int lfd)
 {
 	int fd = acc(lfd);
@@ -4193,6 +4223,7 @@ static const struct scenario scenarios[] = {
 	{ "refused_v4", sc_refused_v4, "no listener: ECONNREFUSED blocking and nonblocking; reconnect works" },
 	{ "refused_v6", sc_refused_v6, "same over IPv6" },
 	{ "peek", sc_peek, "MSG_PEEK then normal reads; peek at EOF" },
+	{ "peek_sends", sc_peek_sends, "MSG_PEEK sees the bytes of several sends at once" },
 	{ "waitall", sc_waitall, "MSG_WAITALL across 10 small sends; at EOF" },
 	{ "dontwait", sc_dontwait, "MSG_DONTWAIT, O_NONBLOCK, FIONBIO" },
 	{ "rcvtimeo", sc_rcvtimeo, "SO_RCVTIMEO 200 ms: EAGAIN, then data" },
