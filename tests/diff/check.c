@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -32,6 +33,8 @@ struct check_opts {
 	bool verbose, show, no_shrink;
 	bool twice;              /* both runs on kernel TCP: the tester's own determinism */
 	int shrink_runs;         /* most runs a shrink may take */
+	int budget_s;            /* no shrinking once this many seconds have passed (0: none) */
+	uint64_t t0_ms;
 };
 
 struct verdict {
@@ -39,6 +42,13 @@ struct verdict {
 	char why[512];
 };
 enum { V_SAME, V_DIFF, V_KNOWN, V_KERNEL_BAD, V_MODEL, V_NOT_SWITCHED, V_NOISY };
+
+static uint64_t now_ms_c(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* ------------------------------------------------------------ environment */
 
@@ -159,7 +169,7 @@ static int run_one(const struct check_opts *o, const struct prog *p, bool switch
 	unlink(errf);
 	char **env = make_env(o, switched, stats);
 	struct run_env re = { .self = "/proc/self/exe", .envp = env, .netns = { o->netns[0], o->netns[1] },
-			      .addr = o->addr, .slow = o->slow, .errfile = errf };
+			      .addr = o->addr, .slow = o->slow, .errfile = errf, .switched = switched };
 	long s0 = outsegs();
 	int rc = diff_run(p, &re, out);
 	if (segs)
@@ -178,31 +188,27 @@ static bool model_trouble(const char *t)
 	       strstr(t, "driver:") || strstr(t, "still alive");
 }
 
-/* Lines of a and b that differ, other than by the known late wake-up after
- * a local shutdown: true when that is all that differs. */
+/* Is the first difference the known one: a thread woken late, or not at
+ * all, after its own process shut its socket down (issue 19, item 4; fixed
+ * elsewhere)?  What follows it is its consequence. */
 static bool only_known(const char *k, const char *s)
 {
-	static const char mark[] = " [woke late: > 250 ms, after its own process's shutdown]";
 	const char *a = k, *b = s;
-	bool any = false;
-	while (*a || *b) {
+	for (;;) {
 		const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-		size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-		if (la != lb || memcmp(a, b, la)) {
-			const char *m = memmem(b, lb, mark, sizeof mark - 1);
-			if (!m || lb - (sizeof mark - 1) != la || memcmp(a, b, (size_t)(m - b)) ||
-			    memcmp(a + (m - b), m + sizeof mark - 1, la - (size_t)(m - b)))
-				return false;
-			any = true;
-		}
-		a += la + (ea ? 1 : 0);
-		b += lb + (eb ? 1 : 0);
-		if (!ea && !eb)
-			break;
 		if (!ea || !eb)
 			return false;
+		size_t la = (size_t)(ea - a), lb = (size_t)(eb - b);
+		if (la != lb || memcmp(a, b, la)) {
+			char line[1024];
+			snprintf(line, sizeof line, "%.*s", (int)lb, b);
+			return strstr(line, "T: ") &&
+			       (strstr(line, ", after its own process's shutdown]") ||
+				strstr(line, "(its own process's shutdown)"));
+		}
+		a = ea + 1;
+		b = eb + 1;
 	}
-	return any;
 }
 
 static void judge(const struct check_opts *o, struct pair_run *r, struct verdict *v)
@@ -281,7 +287,8 @@ static void shrink(const struct check_opts *o, const struct prog *full, int kind
 	for (int i = 0; i < n; i++)
 		keep[i] = best->s[i].index;
 	for (int chunk = n / 2 > 0 ? n / 2 : 1; chunk >= 1; chunk /= 2) {
-		for (int at = 0; at < n && runs < o->shrink_runs;) {
+		for (int at = 0; at < n && runs < o->shrink_runs &&
+				 !(o->budget_s && now_ms_c() - o->t0_ms > (uint64_t)o->budget_s * 1000);) {
 			int m = 0;
 			for (int i = 0; i < n; i++)
 				if (i < at || i >= at + chunk)
@@ -384,7 +391,9 @@ static int check_prog(const struct check_opts *o, const struct prog *p, struct t
 	       kind_name(v.kind));
 	fflush(stdout);
 	struct prog small = *p;
-	if (!o->no_shrink) {
+	if (o->budget_s && now_ms_c() - o->t0_ms > (uint64_t)o->budget_s * 1000) {
+		printf("  (not shrunk: the run's time budget of %d s is spent)\n", o->budget_s);
+	} else if (!o->no_shrink) {
 		shrink(o, p, v.kind, &small);
 		pair_free(&r);
 		run_pair(o, &small, &r, &v);
@@ -406,7 +415,8 @@ static int check_prog(const struct check_opts *o, const struct prog *p, struct t
 
 int diff_check_main(int argc, char **argv)
 {
-	struct check_opts o = { .profile = PROF_SHM, .slow = 1, .replay = "ssw_diff check", .shrink_runs = 150 };
+	struct check_opts o = { .profile = PROF_SHM, .slow = 1, .replay = "ssw_diff check", .shrink_runs = 150,
+				.t0_ms = now_ms_c() };
 	long from = 1, count = 1;
 	const char *steps = NULL;
 	bool gen_only = false;
@@ -450,6 +460,9 @@ int diff_check_main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--shrink-runs") && v) {
 			o.shrink_runs = atoi(v);
+			i++;
+		} else if (!strcmp(a, "--budget") && v) {
+			o.budget_s = atoi(v);
 			i++;
 		} else if (!strcmp(a, "--verbose")) {
 			o.verbose = true;

@@ -106,6 +106,7 @@ struct settle {
 	uint8_t at_end;         /* the program is over: say what is still under way */
 	uint16_t delay_ms;      /* the kernel itself wakes the thread this late (a
 				 * corked or MSG_MORE send: its 200 ms ceiling) */
+	uint8_t held;           /* what arrived was held by the sender (cork, MSG_MORE) */
 	uint8_t unsent;         /* the socket sent: nothing may wait in its send queue
 				 * (Nagle, an urgent byte's segment) */
 };
@@ -126,6 +127,9 @@ struct prog {
 	int lopt;               /* listener option bits (SET_*) */
 	int copt;               /* connector option bits */
 	int nb_connect, acc4_nb, keep_listener;
+	int light;              /* shm: the switched run settles without FIONREAD (which
+				 * stages what it counts: half the seeds see the
+				 * switch with data left in its transport) */
 	int n;
 	struct step s[DIFF_MAX_STEPS];
 };
@@ -155,6 +159,7 @@ struct cmd {
 	int64_t arg;            /* CMD_CONNECT: port; OP_DRAIN_FILL: bytes; OP_XFER: 0 sender, 1 receiver */
 	int32_t extra;          /* struct annot's */
 	int v6, lopt, copt, nb_connect, acc4_nb, keep_listener;
+	int light;              /* settle without FIONREAD (see struct prog) */
 	char addr[64];          /* where A listens ("" loopback) */
 	struct step step;
 	struct settle st;
@@ -170,6 +175,7 @@ struct run_env {
 	const char *addr;        /* where A listens (NULL: loopback) */
 	int slow;                /* deadline multiplier (sanitizer builds) */
 	const char *errfile;     /* endpoints' stderr */
+	bool switched;           /* the switch is preloaded (prog.light applies) */
 };
 /* Run p; the transcript (malloc'd) in *out; 0, or -1 when the run itself
  * broke (the transcript says how). */

@@ -286,6 +286,7 @@ int diff_run(const struct prog *p, const struct run_env *env, char **out)
 	c.nb_connect = p->nb_connect;
 	c.acc4_nb = p->acc4_nb;
 	c.keep_listener = p->keep_listener;
+	c.light = p->light && env->switched;
 	if (env->addr)
 		snprintf(c.addr, sizeof c.addr, "%s", env->addr);
 	long port = 0;

@@ -804,6 +804,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 			t->thr_pending = e->thr != 0;
 			if (done[k] && held)
 				t->delay_ms = DIFF_HOLD_MS;
+			if (held && k == j)
+				t->held = 1;
 			if (k == i) {
 				t->child_exit = child_exit;
 				t->main_exit = main_exit;
@@ -1106,6 +1108,7 @@ void diff_gen(struct prog *p, uint32_t seed, int profile)
 	p->nb_connect = chance(30);
 	p->acc4_nb = chance(25);
 	p->keep_listener = chance(50);
+	p->light = profile == PROF_SHM && chance(50);
 	int len = range(12, 60);
 	struct model m;
 	model_init(&m, p);
@@ -1193,10 +1196,10 @@ const char *diff_profile_name(int profile)
 
 void diff_print(const struct prog *p, FILE *f)
 {
-	fprintf(f, "# seed %u profile %s: %s, listener opts %d, connector opts %d, %s connect, accept%s, listener %s\n",
+	fprintf(f, "# seed %u profile %s: %s, listener opts %d, connector opts %d, %s connect, accept%s, listener %s%s\n",
 		p->seed, diff_profile_name(p->profile), p->v6 ? "IPv6" : "IPv4", p->lopt, p->copt,
 		p->nb_connect ? "nonblocking" : "blocking", p->acc4_nb ? "4(SOCK_NONBLOCK)" : "",
-		p->keep_listener ? "kept" : "closed");
+		p->keep_listener ? "kept" : "closed", p->light ? ", light settle" : "");
 	char b[512];
 	for (int k = 0; k < p->n; k++) {
 		diff_describe(&p->s[k], b, sizeof b);
