@@ -191,7 +191,7 @@ static bool model_trouble(const char *t)
 /* Is the first difference the known one: a thread woken late, or not at
  * all, after its own process shut its socket down (issue 19, item 4; fixed
  * elsewhere)?  What follows it is its consequence. */
-static bool only_known(const char *k, const char *s)
+static int only_known(const char *k, const char *s)
 {
 	const char *a = k, *b = s;
 	for (;;) {
@@ -202,9 +202,13 @@ static bool only_known(const char *k, const char *s)
 		if (la != lb || memcmp(a, b, la)) {
 			char line[1024];
 			snprintf(line, sizeof line, "%.*s", (int)lb, b);
-			return strstr(line, "T: ") &&
-			       (strstr(line, ", after its own process's shutdown]") ||
-				strstr(line, "(its own process's shutdown)"));
+			if (!strstr(line, "T: "))
+				return 0;
+			if (strstr(line, ", after its own process's shutdown]") || strstr(line, "(its own process's shutdown)"))
+				return 1;
+			if (strstr(line, ", after its child's shutdown]") || strstr(line, "(its child's shutdown)"))
+				return 2;
+			return 0;
 		}
 		a = ea + 1;
 		b = eb + 1;
@@ -220,10 +224,11 @@ static void judge(const struct check_opts *o, struct pair_run *r, struct verdict
 		return;
 	}
 	if (strcmp(r->kernel, r->switched) != 0) {
-		if (only_known(r->kernel, r->switched)) {
+		int known = only_known(r->kernel, r->switched);
+		if (known) {
 			v->kind = V_KNOWN;
-			snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late by its own "
-				 "process's shutdown (issue 19, item 4)");
+			snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late (or not) by %s "
+				 "shutdown of it (issue 19, item 4)", known == 1 ? "its own process's" : "a forked child's");
 		} else {
 			v->kind = V_DIFF;
 			snprintf(v->why, sizeof v->why, "the transcripts differ");
