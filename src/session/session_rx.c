@@ -251,9 +251,22 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 {
 	bool peek = flags & MSG_PEEK;
 	size_t copied = 0, qpeek = 0;
+	bool took_marks = false;
 	while (copied < want) {
 		size_t lim = want - copied;
 		uint64_t pos = s->rx_pos + (peek ? qpeek : 0);
+		/* A newer urgent byte the peer announced (the provider's marks)
+		 * moves the mark once it arrives, as kernel TCP's urgent pointer
+		 * does, and the older byte becomes plain data: take it in before
+		 * stopping at (or skipping) the old mark */
+		if (s->urg.mark_valid && pos == s->urg.mark && !took_marks && s->p->progress->note) {
+			took_marks = true;
+			sess_peer_check(s, false);
+			if (s->urg.peer != s->urg.seen) {
+				sess_pump(s, true);
+				continue;
+			}
+		}
 		if (s->urg.mark_valid) {
 			if (pos == s->urg.mark && copied)
 				break; /* a read never crosses the urgent mark */
@@ -356,7 +369,7 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 		sess_unlock(s);
 		return got;
 	}
-	size_t total = 0;
+	size_t total = 0, peeked = 0;
 	bool probed = false;
 	for (;;) {
 		if (want == 0) { /* tcp_recvmsg with len 0: 0 once data is there */
@@ -372,11 +385,23 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 			}
 			if (n > 0)
 				total += (size_t)n;
-			if (total == want || (total && !(flags & MSG_WAITALL)) || (total && (flags & MSG_PEEK)))
+			if (total == want || (total && !(flags & MSG_WAITALL)))
 				break;
 			/* tcp_recvmsg: nor does MSG_WAITALL cross the urgent mark */
 			if (total && s->urg.mark_valid && s->rx_pos == s->urg.mark)
 				break;
+			if (total && (flags & MSG_PEEK)) {
+				/* MSG_PEEK|MSG_WAITALL waits for all of it (or the end), then
+				 * peeks it: what it saw so far is looked at again then.  A
+				 * FIN behind the peeked bytes is taken in (the peek stopped
+				 * at it), else the wait would find it again and again */
+				sess_pump(s, false);
+				sess_peer_check(s, false);
+				if (s->so_error || tcp_closed(s) || rcv_down(s) || nonblock)
+					break;
+				peeked = total;
+				total = 0;
+			}
 		}
 		/* the order of tcp_recvmsg's checks */
 		if (total) {
@@ -410,7 +435,9 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 		}
 		int w = sess_wait_peer(s, dl);
 		if (w < 0) {
-			if (!total)
+			if (!total && peeked)
+				total = peeked; /* timed out: what a peek saw */
+			else if (!total)
 				got = w == -ETIMEDOUT ? -EAGAIN : w;
 			break;
 		}

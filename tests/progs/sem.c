@@ -1912,6 +1912,55 @@ static void oob_twice_common(int fd)
 	close(fd);
 }
 
+/* two urgent bytes, then plain reads only: the newer mark moved when it
+ * came, so the first read returns the older urgent byte as data */
+static void oob_twice_read_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECV(fd, 100, 0);
+	RECV(fd, 100, 0);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_twice_read(void) { pair(AF_INET, oob_twice_read_srv, oob_twice_cli); }
+
+/* MSG_PEEK|MSG_WAITALL waits for the whole amount, then peeks it */
+static void peek_waitall_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "ab", 0);
+	tell();
+	await(); /* the client waits in its peek for 4 bytes */
+	usleep(SETTLE_US);
+	SEND(fd, "cd", 0);
+	tell();
+	await();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	await();
+	close(fd);
+}
+
+static void peek_waitall_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	wait_readable(fd);
+	RECV(fd, 4, MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT);
+	tell();
+	RECV(fd, 4, MSG_PEEK | MSG_WAITALL); /* returns when "cd" came */
+	RECV(fd, 3, 0);
+	tell();
+	RECV(fd, 8, MSG_PEEK | MSG_WAITALL); /* "d", then the FIN ends the wait */
+	RECV(fd, 8, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_peek_waitall(void) { pair(AF_INET, peek_waitall_srv, peek_waitall_cli); }
+
 static void oob_twice_srv(int lfd)
 {
 	oob_twice_common(acc(lfd));
@@ -4224,6 +4273,7 @@ static const struct scenario scenarios[] = {
 	{ "refused_v6", sc_refused_v6, "same over IPv6" },
 	{ "peek", sc_peek, "MSG_PEEK then normal reads; peek at EOF" },
 	{ "peek_sends", sc_peek_sends, "MSG_PEEK sees the bytes of several sends at once" },
+	{ "peek_waitall", sc_peek_waitall, "MSG_PEEK|MSG_WAITALL waits for all of it (or the end), then peeks it" },
 	{ "waitall", sc_waitall, "MSG_WAITALL across 10 small sends; at EOF" },
 	{ "dontwait", sc_dontwait, "MSG_DONTWAIT, O_NONBLOCK, FIONBIO" },
 	{ "rcvtimeo", sc_rcvtimeo, "SO_RCVTIMEO 200 ms: EAGAIN, then data" },
@@ -4260,6 +4310,7 @@ static const struct scenario scenarios[] = {
 	{ "oob_waitall", sc_oob_waitall, "MSG_WAITALL stops at the urgent mark" },
 	{ "oob_splice", sc_oob_splice, "splice from the socket stops at the urgent mark and never passes it" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
+	{ "oob_twice_read", sc_oob_twice_read, "two urgent bytes, plain reads only: the older byte reads as data" },
 	{ "oob_twice", sc_oob_twice, "two urgent bytes before the reader looks" },
 	{ "oob_twice_inline", sc_oob_twice_inline, "two urgent bytes, SO_OOBINLINE" },
 	{ "oob_multibyte", sc_oob_multibyte, "send(\"xyz\", MSG_OOB): only the last byte is urgent" },
