@@ -208,6 +208,9 @@ static int only_known(const char *k, const char *s)
 				return 1;
 			if (strstr(line, ", after its child's shutdown]") || strstr(line, "(its child's shutdown)"))
 				return 2;
+			if (strstr(line, ", after a reset its own process's send drew]") ||
+			    strstr(line, "(a reset its own process's send drew)"))
+				return 3;
 			return 0;
 		}
 		a = ea + 1;
@@ -227,8 +230,10 @@ static void judge(const struct check_opts *o, struct pair_run *r, struct verdict
 		int known = only_known(r->kernel, r->switched);
 		if (known) {
 			v->kind = V_KNOWN;
+			static const char *const why[] = { "", "its own process's shutdown of it", "a forked child's shutdown of it",
+							   "a reset its own process's send drew" };
 			snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late (or not) by %s "
-				 "shutdown of it (issue 19, item 4)", known == 1 ? "its own process's" : "a forked child's");
+				 "(the local wake-up of issue 19, item 4)", why[known]);
 		} else {
 			v->kind = V_DIFF;
 			snprintf(v->why, sizeof v->why, "the transcripts differ");

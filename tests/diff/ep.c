@@ -965,7 +965,8 @@ static void settle_main(const struct settle *st)
 			role = me ? "B.T" : "A.T";
 			say("still blocked %d s after what should have woken it%s", 2 * slow,
 			    st->thr_cause == 1 ? " (its own process's shutdown)" :
-			    st->thr_cause == 2 ? " (its child's shutdown)" : "");
+			    st->thr_cause == 2 ? " (its child's shutdown)" :
+			    st->thr_cause == 3 ? " (a reset its own process's send drew)" : "");
 			role = saved;
 		} else {
 			uint64_t late = T.done_us > t0 ? (T.done_us - t0) / 1000 : 0;
@@ -973,7 +974,8 @@ static void settle_main(const struct settle *st)
 			if (late > DIFF_LATE_MS + (uint64_t)st->delay_ms)
 				snprintf(note, sizeof note, " [woke late: > %d ms%s]", DIFF_LATE_MS,
 					 st->thr_cause == 1 ? ", after its own process's shutdown" :
-					 st->thr_cause == 2 ? ", after its child's shutdown" : "");
+					 st->thr_cause == 2 ? ", after its child's shutdown" :
+					 st->thr_cause == 3 ? ", after a reset its own process's send drew" : "");
 			thr_report(note);
 		}
 	} else if (T.running && atomic_load(&T.done)) {

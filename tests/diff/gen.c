@@ -442,6 +442,7 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 	bool fab = m->profile == PROF_FABRIC;
 	bool child_exit = false, main_exit = false;
 	int32_t extra = 0;
+	int rst_before[2] = { m->e[0].rst, m->e[1].rst };
 	int n;
 
 	if (s->op == OP_NONE || s->op >= OP__COUNT || s->ep > 1 || s->actor > AC_C)
@@ -691,6 +692,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 	case OP_FORK:
 		if (x->c_alive)
 			return false; /* one child at a time */
+		if (fab && x->thr && s->a)
+			return false; /* the parent's thread still uses it: the child cannot drive it */
 		x->c_alive = true;
 		x->c_fd = x->m_fd && !x->gone;
 		if (fab)
@@ -809,6 +812,9 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 			t->thr_cause = done[k] && (s->op == OP_SHUTDOWN || s->op == OP_LSHUTDOWN) && s->ep == k
 					       ? (s->actor == AC_C ? 2 : 1)
 					       : 0;
+			/* 3: a reset its own process's send drew (a closed peer) */
+			if (done[k] && s->ep == k && sends(s) && rst_before[k] != 1 && e->rst == 1)
+				t->thr_cause = 3;
 			t->thr_pending = e->thr != 0;
 			if (done[k] && held)
 				t->delay_ms = DIFF_HOLD_MS;
