@@ -438,7 +438,7 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 			if (!total && peeked)
 				total = peeked; /* timed out: what a peek saw */
 			else if (!total)
-				got = w == -ETIMEDOUT ? -EAGAIN : w;
+				got = w == -ETIMEDOUT ? (want ? -EAGAIN : 0) : w; /* nothing wanted: 0 (its loop ends) */
 			break;
 		}
 	}

@@ -33,9 +33,9 @@ static void collect(int fd, struct ssw_sock *s, void *arg)
 
 /* A shared-memory connection whose last process exits with data it took
  * out of the ring but never read (staged: FIONREAD, MSG_PEEK, urgent data
- * bring it in) would look to the peer like an orderly end, the ring being
- * empty; kernel TCP resets it (tcp_close with unread data), and so does
- * this close.  Any other shared-memory connection is left as it is: the
+ * bring it in), or with SO_LINGER {1, 0}, would look to the peer like an
+ * orderly end, the ring being empty; kernel TCP resets it (tcp_close with
+ * unread data, or lingering 0), and so does this close.  Any other shared-memory connection is left as it is: the
  * peer reads what is in the ring, then sees the end (or the reset, when
  * the ring still holds what this process did not read). */
 static bool must_close(int fd)
@@ -45,7 +45,7 @@ static bool must_close(int fd)
 		return false;
 	bool r = s->state == SSW_ST_CONNECTED && s->sess && s->prov &&
 		 (!(s->prov->caps & SSW_CAP_SHARED_CONTEXT) ||
-		  (ssw_session_last_holder(s->sess) && ssw_session_unread(s->sess)));
+		  (ssw_session_last_holder(s->sess) && ((s->linger_on && s->linger_s == 0) || ssw_session_unread(s->sess))));
 	ssw_sock_put(s);
 	return r;
 }

@@ -1096,6 +1096,10 @@ static void read_zero_cli(const struct addr *a)
 	RC("readv(2 empty iovecs), nonblocking", readv(fd, v, 2));
 	RECV(fd, 0, 0);
 	set_nonblock(fd, false);
+	struct timeval tv = { 0, 20000 };
+	RC("setsockopt(SO_RCVTIMEO, 20 ms)", setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	RECV(fd, 0, 0); /* its wait times out: 0, the loop of nothing ended */
+	RECV(fd, 1, 0);
 	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
 	RC("writev(2 empty iovecs) after SHUT_WR", writev(fd, v, 2));
 	RC("write(0 bytes) after SHUT_WR", write(fd, b, 0));
@@ -1513,6 +1517,22 @@ static void exit_unread_cli(const struct addr *a)
 }
 
 static void sc_exit_unread(void) { pair(AF_INET, exit_unread_srv, exit_unread_cli); }
+
+/* SO_LINGER {1, 0}, then exit without close: a reset, as close would */
+static void exit_linger0_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	char b[16];
+	RC("recv", recv(fd, b, sizeof b, 0));
+	struct linger l = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	say("exit(0) without close");
+	tell();
+	exit(0);
+}
+
+static void sc_exit_linger0(void) { pair(AF_INET, exit_unread_srv, exit_linger0_cli); }
 
 /* ---- death without close(): exit, SIGKILL, a forked copy ---------------- */
 /* A process that ends without close() while holding nothing unread closes
@@ -4304,6 +4324,7 @@ static const struct scenario scenarios[] = {
 	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
 	{ "exit_unread", sc_exit_unread, "peer looked at our data (FIONREAD, MSG_PEEK), then exits without close: a reset" },
+	{ "exit_linger0", sc_exit_linger0, "SO_LINGER {1, 0}, then exit without close: a reset" },
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
 	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
