@@ -98,6 +98,8 @@ struct mside {
 	bool thr_nb;      /* it started nonblocking (or with a receive timeout) */
 	struct step thr_step;
 	bool ep_have, ep_added, ep_lt;
+	bool ep_shared;   /* the epoll set was there at the fork: both processes hold it */
+	bool ep_stale;    /* and main changed it since (README Limits: not seen by the child) */
 	uint32_t ep_events;
 	int owner;        /* fabric after fork: 1 main, 2 child drive the connection */
 	bool listener, lshut;
@@ -606,6 +608,13 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 	case OP_EPOLL_WAIT:
 		if (!x->ep_have || (s->actor == AC_C && fab) || explained_et_after_fin(x))
 			return false;
+		/* README Limits: an epoll set shared across fork is the switch's in
+		 * each process: what one changes (epoll_ctl, an edge or a oneshot
+		 * taken by its wait) the other does not see */
+		if (x->ep_shared && x->c_alive && (!x->ep_lt && x->ep_added))
+			return false;
+		if (s->actor == AC_C && x->ep_stale)
+			return false;
 		break;
 	case OP_NONBLOCK:
 		x->nonblock = s->a; /* a call under way keeps the mode it started with */
@@ -629,6 +638,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 	case OP_EPOLL_CTL:
 		if (x->thr == TH_EPOLL)
 			return false;
+		if (x->ep_shared && x->c_alive)
+			x->ep_stale = true;
 		x->ep_have = true;
 		if (x->gone)
 			break; /* EBADF */
@@ -696,6 +707,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 			return false; /* the parent's thread still uses it: the child cannot drive it */
 		x->c_alive = true;
 		x->c_fd = x->m_fd && !x->gone;
+		x->ep_shared = x->ep_have;
+		x->ep_stale = false;
 		if (fab)
 			x->owner = s->a ? 2 : 1;
 		break;
@@ -809,7 +822,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 			t->fionread_min = -1;
 			t->thr_done = (uint8_t)done[k];
 			/* 1: its own process shut the socket down; 2: its child did */
-			t->thr_cause = done[k] && (s->op == OP_SHUTDOWN || s->op == OP_LSHUTDOWN) && s->ep == k
+			t->thr_cause = done[k] && (s->op == OP_SHUTDOWN || s->op == OP_LSHUTDOWN ||
+						   (s->op == OP_BURST && s->end == BURST_END_SHUTWR)) && s->ep == k
 					       ? (s->actor == AC_C ? 2 : 1)
 					       : 0;
 			/* 3: a reset its own process's send drew (a closed peer) */
