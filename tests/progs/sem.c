@@ -3618,6 +3618,42 @@ static void more_poll_cli(const struct addr *a)
 
 static void sc_more_poll(void) { pair(AF_INET, more_poll_srv, more_poll_cli); }
 
+/* ---- cork_twice: TCP_CORK left on; each held send reaches a peer asleep
+ * in poll when its own 200 ms are over (the second hold too) ---------- */
+
+static void cork_twice_srv(int lfd)
+{
+	int fd = acc(lfd);
+	for (int i = 0; i < 2; i++) {
+		tell();
+		uint64_t t0 = now_ms();
+		POLL1(fd, POLLIN, 10000);
+		say("woken well before the timeout (within 3 s): %s", now_ms() - t0 < 3000 ? "yes" : "no");
+		recv_exact(fd, 1);
+	}
+	tell();
+	await();
+	close(fd);
+}
+
+static void cork_twice_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int one = 1;
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	await();
+	usleep(SETTLE_US); /* the server sleeps in poll by now */
+	SEND(fd, "a", 0);
+	await(); /* it took "a" (after the 200 ms ceiling) */
+	usleep(SETTLE_US);
+	SEND(fd, "b", 0);
+	await();
+	tell();
+	close(fd);
+}
+
+static void sc_cork_twice(void) { pair(AF_INET, cork_twice_srv, cork_twice_cli); }
+
 /* ---- cork_reset / cork_linger0: a reset sends nothing corked ------------ */
 
 static void cork_reset_srv(int lfd)
@@ -4371,6 +4407,7 @@ static const struct scenario scenarios[] = {
 	{ "cork_inherit", sc_cork_inherit, "TCP_CORK set before connect, and on a listener (accepted sockets inherit it)" },
 	{ "cork_close", sc_cork_close, "close while corked: the held bytes arrive, then EOF" },
 	{ "more_poll", sc_more_poll, "a request held by MSG_MORE reaches a peer asleep in poll after 200 ms; the reply comes back" },
+	{ "cork_twice", sc_cork_twice, "TCP_CORK left on: each held send reaches a peer asleep in poll after 200 ms" },
 	{ "cork_reset", sc_cork_reset, "corked bytes, then close with unread data: the reset goes, the corked bytes never do" },
 	{ "cork_linger0", sc_cork_linger0, "corked bytes, then SO_LINGER 0 close: the reset goes, the corked bytes never do" },
 	{ "sendfile_nb", sc_sendfile_nb, "nonblocking sendfile into a full window: partial count, EAGAIN, offsets" },

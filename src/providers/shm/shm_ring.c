@@ -114,9 +114,17 @@ static void publish(struct ssw_ep *ep, int hold)
 {
 	struct shm_ring *r = &ep->tx;
 	if (hold) {
-		bool start = atomic_load_explicit(&r->ctl->held, memory_order_relaxed) <= r->pub;
+		uint64_t h = atomic_load_explicit(&r->ctl->held, memory_order_relaxed), now = ssw_now_ns();
+		bool start = h <= r->pub;
+		if (!start && now - atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed) >= (uint64_t)SSW_HOLD_MS * 1000000u) {
+			/* the last hold is over (its records were the peer's to take
+			 * already): they are published, and a new hold starts */
+			r->pub = h;
+			atomic_store_explicit(&r->ctl->tail, h, memory_order_release);
+			start = true;
+		}
 		if (start)
-			atomic_store_explicit(&r->ctl->held_ns, ssw_now_ns(), memory_order_relaxed);
+			atomic_store_explicit(&r->ctl->held_ns, now, memory_order_relaxed);
 		atomic_store_explicit(&r->ctl->held, r->pos, memory_order_release);
 		/* A peer asleep already would never learn that the hold ends (its
 		 * arm found nothing held): woken once, it sleeps again until then,
