@@ -401,6 +401,7 @@ static int check_prog(const struct check_opts *o, const struct prog *p, struct t
 	       kind_name(v.kind));
 	fflush(stdout);
 	struct prog small = *p;
+	char *first_k = strdup(r.kernel), *first_s = strdup(r.switched);
 	if (o->budget_s && now_ms_c() - o->t0_ms > (uint64_t)o->budget_s * 1000) {
 		printf("  (not shrunk: the run's time budget of %d s is spent)\n", o->budget_s);
 	} else if (!o->no_shrink) {
@@ -413,9 +414,14 @@ static int check_prog(const struct check_opts *o, const struct prog *p, struct t
 	       steps);
 	printf("  program:\n");
 	diff_print(&small, stdout);
-	if (v.kind == V_SAME)
-		printf("  (the shrunk program did not differ again: timing?)\n");
-	print_diff(o, r.kernel, r.switched);
+	if (v.kind == V_SAME) {
+		printf("  (the shrunk program did not differ again: timing?  The first run's difference:)\n");
+		print_diff(o, first_k, first_s);
+	} else {
+		print_diff(o, r.kernel, r.switched);
+	}
+	free(first_k);
+	free(first_s);
 	if (r.err && r.err[0])
 		printf("  switched stderr: %.500s\n", r.err);
 	fflush(stdout);
