@@ -6,7 +6,7 @@
 #include "common/params.h"
 #include "common/safefile.h"
 #include "session/session.h"
-#include "switch/route.h"
+#include "switch/route/route.h"
 
 #include <errno.h>
 #include <limits.h>

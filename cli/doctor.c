@@ -1,20 +1,22 @@
 /* doctor.c — `sockswitch doctor`: checks this host and this environment for
  * what the switch needs (library, configuration, memfd, eventfd, the
- * per-namespace rendezvous, Cross Memory Attach, limits, libfabric) and says
+ * per-namespace rendezvous, Cross Memory Attach, limits, the providers built
+ * in, libfabric) and says
  * what will and will not be switched.  Exit 1 when the switch cannot work. */
 #include "cli.h"
 #include "json.h"
-#include "doctor_fabric.h"
 #include "libpath.h"
 
 #include "common/params.h"
 
-#include "switch/providers.h"
-#include "switch/route.h"
-#include "switch/statreg.h"
+#ifdef SSW_WITH_FABRIC
+#include "providers/fabric/fab_probe.h"
+#endif
+#include "switch/route/providers.h"
+#include "switch/route/route.h"
+#include "switch/stat/statreg.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -57,6 +59,8 @@ void doctor_usage(FILE *out)
 		"  CMA            Cross Memory Attach (process_vm_readv) between two processes\n"
 		"                 of this user (used by a requested rendezvous; off by default)\n"
 		"  limits         open files and memory maps per process: switched connections\n"
+		"  providers      which are built into this sockswitch and its library\n"
+		"                 (a build without libfabric's headers has no fabric)\n"
 		"  libfabric      its providers found here, and which can carry the fabric\n"
 		"                 provider (FI_EP_MSG with FI_MSG and FI_RMA)\n"
 		"  namespace      this network namespace (connections switch only inside one)\n"
@@ -250,10 +254,60 @@ static void check_limits(void)
 	}
 }
 
+/* The build facts of the library file (providers.c puts them there), into
+ * out: 0, or -1 when it has none (not a sockswitch library, or one built
+ * before it said them). */
+static int lib_facts(const char *lib, char *out, size_t len)
+{
+	int fd = open(lib, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	size_t sz = (size_t)st.st_size;
+	const char *m = mmap(NULL, sz, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return -1;
+	static const char tag[] = SSW_BUILD_FACTS_TAG;
+	const char *at = memmem(m, sz, tag, sizeof tag - 1);
+	int rc = -1;
+	if (at) {
+		at += sizeof tag - 1;
+		size_t n = strnlen(at, sz - (size_t)(at - m));
+		if (at + n < m + sz && n < len) {
+			memcpy(out, at, n);
+			out[n] = '\0';
+			rc = 0;
+		}
+	}
+	munmap((void *)m, sz);
+	return rc;
+}
+
+/* Which providers this sockswitch has (it answers for routes and the
+ * summary), and whether the library it preloads has the same: they
+ * differ when SOCKSWITCH_LIB names another build's. */
+static void check_providers(const char *lib)
+{
+	report(OK, "%s", SSW_BUILD_FACTS);
+	char facts[256];
+	if (!lib)
+		return;
+	if (lib_facts(lib, facts, sizeof facts) < 0)
+		report(WARN, "library: %s does not say which providers it has (another build of sockswitch?): "
+			     "the answers here are this sockswitch's", lib);
+	else if (strcmp(facts, SSW_BUILD_FACTS))
+		report(WARN, "library: %s is another build: %s; the answers here are this sockswitch's", lib, facts);
+}
+
 static void check_libfabric(void)
 {
+#ifdef SSW_WITH_FABRIC
 	char line[512];
-	int level = doctor_fabric_summary(line, sizeof line);
+	int level = ssw_fabric_probe(line, sizeof line);
 	report(level < 0 ? INFO : level ? WARN : OK, "%s", line);
 	/* Which libfabric providers exist here (verbs needs RDMA hardware). */
 	bool rdma = false;
@@ -265,6 +319,10 @@ static void check_libfabric(void)
 		closedir(d);
 	}
 	report(INFO, "RDMA devices: %s", rdma ? "present (/sys/class/infiniband)" : "none (libfabric would use its tcp provider)");
+#else
+	report(INFO, "libfabric: not looked for: this build has no fabric provider (" SSW_FABRIC_LEFT_OUT
+		     "): `route ... fabric` rules use kernel TCP");
+#endif
 }
 
 static void check_netns(void)
@@ -437,10 +495,12 @@ int doctor_main(int argc, char **argv)
 	fflush(stdout);
 
 	char lib[PATH_MAX], why[2048];
-	if (ssw_find_lib(lib, sizeof lib, why, sizeof why) < 0)
+	bool have_lib = ssw_find_lib(lib, sizeof lib, why, sizeof why) == 0;
+	if (!have_lib)
 		report(FAIL, "library: %s", why);
 	else
 		report(OK, "library: %s", lib);
+	check_providers(have_lib ? lib : NULL);
 
 	static struct ssw_routes table;
 	bool have_table = false;

@@ -81,7 +81,10 @@ int ssw_find_lib(char *out, size_t outlen, char *why, size_t whylen)
 			*slash = '\0';
 		snprintf(cand[n++], sizeof(cand[0]), "%s/" SSW_LIB_NAME, exe);
 		snprintf(cand[n++], sizeof(cand[0]), "%s/../lib/" SSW_LIB_NAME, exe);
-		snprintf(cand[n++], sizeof(cand[0]), "%s/../lib/x86_64-linux-gnu/" SSW_LIB_NAME, exe);
+#ifdef SSW_REL_LIBDIR
+		if (strcmp(SSW_REL_LIBDIR, "lib"))
+			snprintf(cand[n++], sizeof(cand[0]), "%s/../" SSW_REL_LIBDIR "/" SSW_LIB_NAME, exe);
+#endif
 	}
 #ifdef SSW_INSTALL_LIBDIR
 	snprintf(cand[n++], sizeof(cand[0]), "%s/" SSW_LIB_NAME, SSW_INSTALL_LIBDIR);

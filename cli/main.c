@@ -1,6 +1,8 @@
 /* main.c — the sockswitch command: finds the subcommand in one table and runs it. */
 #include "cli.h"
 
+#include "switch/route/providers.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -108,7 +110,7 @@ int main(int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	if (!strcmp(name, "--version") || !strcmp(name, "-V")) {
-		printf("sockswitch %s\n", SSW_VERSION);
+		printf("sockswitch %s (%s)\n", SSW_VERSION, SSW_BUILD_FACTS);
 		return CLI_EXIT_OK;
 	}
 	const struct command *c = find_command(name);

@@ -6,8 +6,8 @@
 #include "common/params.h"
 #include "json.h"
 
-#include "switch/providers.h"
-#include "switch/route.h"
+#include "switch/route/providers.h"
+#include "switch/route/route.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -2,7 +2,7 @@
 #include "cli.h"
 #include "libpath.h"
 #include "preload.h"
-#include "switch/route.h"
+#include "switch/route/route.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -32,8 +32,8 @@ void run_usage(FILE *out)
 		"\n"
 		"environment:\n"
 		"  SOCKSWITCH_LIB       libsockswitch.so to preload; by default it is searched\n"
-		"                       next to sockswitch, in ../lib, ../lib/x86_64-linux-gnu\n"
-		"                       and the install libdir\n"
+		"                       next to sockswitch, in ../lib and ../" SSW_REL_LIBDIR "\n"
+		"                       from there, and in " SSW_INSTALL_LIBDIR "\n"
 		"  LD_PRELOAD           existing entries are kept, after the switch\n"
 		"  SOCKSWITCH_LOG, SOCKSWITCH_LOG_FILE, SOCKSWITCH_CONF, SOCKSWITCH_ROUTES\n"
 		"                       passed on to CMD; the options above override them\n"

@@ -5,7 +5,7 @@
 #include "cli.h"
 
 #include "json.h"
-#include "switch/statreg.h"
+#include "switch/stat/statreg.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -50,13 +50,17 @@ void stat_usage(FILE *out)
 		"  SENT, RECEIVED       payload bytes (messages) each way; for kernel TCP the\n"
 		"                       bytes acknowledged / received and data segments\n"
 		"  CREDITS              send credit left / limit, and the receive window granted\n"
+		"  REASON               why kernel TCP; for a switched listener, the connection\n"
+		"                       requests it dropped (last reason) or a provider it lost\n"
 		"\n"
 		"options:\n"
 		"  --json          one JSON array of objects with the keys pid, command, fd,\n"
 		"                  local, remote, provider, provider_describe, state,\n"
 		"                  bytes_sent, bytes_received,\n"
 		"                  msgs_sent, msgs_received, tx_inflight, tx_limit, rx_window,\n"
-		"                  shared, stale, fallback_reason (null when switched)\n"
+		"                  shared, stale, refused (a listener's dropped connection\n"
+		"                  requests), fallback_reason (null when switched), note (a\n"
+		"                  switched listener's last dropped request or lost provider)\n"
 		"  -p, --pid PID   only the sockets of process PID\n"
 		"  -h, --help      show this help\n"
 		"\n"
@@ -518,13 +522,18 @@ static void print_json(const struct row *rows, int n)
 		cli_json_str(s->describe[0] ? s->describe : s->provider);
 		printf(", \"state\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu, "
 		       "\"msgs_sent\": %llu, \"msgs_received\": %llu, \"tx_inflight\": %llu, \"tx_limit\": %llu, "
-		       "\"rx_window\": %llu, \"shared\": %s, \"stale\": %s, \"fallback_reason\": ",
+		       "\"rx_window\": %llu, \"shared\": %s, \"stale\": %s, \"refused\": %u, \"fallback_reason\": ",
 		       ssw_statreg_state_name(s->state), (unsigned long long)s->bytes_sent,
 		       (unsigned long long)s->bytes_received, (unsigned long long)s->msgs_sent,
 		       (unsigned long long)s->msgs_received, (unsigned long long)s->tx_inflight,
 		       (unsigned long long)s->tx_limit, (unsigned long long)s->rx_window,
-		       s->flags & SSW_SR_F_SHARED ? "true" : "false", r->stale ? "true" : "false");
+		       s->flags & SSW_SR_F_SHARED ? "true" : "false", r->stale ? "true" : "false", s->refused);
 		if (s->kind == SSW_SR_KERNEL)
+			cli_json_str(s->reason);
+		else
+			printf("null");
+		printf(", \"note\": ");
+		if (s->kind != SSW_SR_KERNEL && s->reason[0])
 			cli_json_str(s->reason);
 		else
 			printf("null");
@@ -571,6 +580,19 @@ static const char *prov_shown(const struct ssw_statreg_slot *s)
 	return s->describe[0] ? s->describe : s->provider;
 }
 
+/* REASON: why kernel TCP; for a switched listener, what it refused or lost. */
+static const char *reason_shown(const struct ssw_statreg_slot *s, char *buf, size_t len)
+{
+	char e[sizeof s->reason * 4];
+	if (s->kind == SSW_SR_KERNEL)
+		return esc(s->reason, buf, len);
+	if (!s->refused)
+		return esc(s->reason, buf, len);
+	snprintf(buf, len, "%u requests dropped%s%s", s->refused, s->reason[0] ? ", last: " : "",
+		 esc(s->reason, e, sizeof e));
+	return buf;
+}
+
 static void print_table(const struct row *rows, int n)
 {
 	int pw = 8;
@@ -598,8 +620,7 @@ static void print_table(const struct row *rows, int n)
 			rem[sizeof s->remote * 4], why[sizeof s->reason * 4];
 		printf("%-7d %-15s %4d %-*s %-10s %-22s %-22s %11s %11s %-17s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
 		       s->fd, pw, esc(prov_shown(s), prov, sizeof prov), state, esc(s->local, loc, sizeof loc),
-		       esc(s->remote, rem, sizeof rem), sent, recv, cred,
-		       s->kind == SSW_SR_KERNEL ? esc(s->reason, why, sizeof why) : "");
+		       esc(s->remote, rem, sizeof rem), sent, recv, cred, reason_shown(s, why, sizeof why));
 	}
 	if (!n)
 		printf("(no sockets: no program under the switch in this network namespace has a switched\n"

@@ -6,7 +6,7 @@ export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev   # compilers, sanitizers, libFuzzer
   libcmocka-dev                                               # unit tests
-  libfabric-dev rdma-core                                     # fabric provider (later issues)
+  libfabric-dev rdma-core                                     # fabric provider (SSW_FABRIC=OFF builds without)
   python3 socat curl iproute2 procps util-linux strace        # integration tests
   redis-server redis-tools iperf3 sockperf                    # real programs under the switch
   nginx-light apache2-utils memcached postgresql              # real programs under the switch

@@ -68,6 +68,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -75,7 +76,7 @@
 extern "C" {
 #endif
 
-#define SSW_SPI_VERSION 2 /* 2: no duplicate/adopt; note marks and tags, peer_tag */
+#define SSW_SPI_VERSION 3 /* 3: listen and connect name the protocol version; 2: no duplicate/adopt; note marks and tags, peer_tag */
 
 /* Capabilities of a provider (and, once connected, of one endpoint: the
  * peer may lack what the provider has, e.g. Cross Memory Attach refused). */
@@ -113,47 +114,56 @@ struct ssw_conn_ops {
 	size_t size;
 
 	/* WSPListen: start accepting provider connections addressed to `addr`
-	 * (which may be a wildcard address: then any local address matches).
-	 * Returns 0 and a listener, -EADDRINUSE when another provider listener
-	 * already serves that exact address, or another error (the switch then
-	 * serves the socket with kernel TCP only). */
-	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog,
+	 * (which may be a wildcard address: then any local address matches)
+	 * that speak protocol version `proto` (the switch's set-up and session
+	 * protocol, src/switch/setup): the rendezvous is keyed by it, so that a
+	 * connector of another version finds no listener here and uses kernel
+	 * TCP (connect's -ENOENT), and no byte of one version ever reaches a
+	 * peer of another.  Returns 0 and a listener, -EADDRINUSE when another
+	 * provider listener already serves that exact address (and version), or
+	 * another error (the switch then serves the socket with kernel TCP only). */
+	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto,
 		      struct ssw_listener **out);
 
-	/* Connection requests.  The connect must complete without the
-	 * application calling accept (seed 001), and any process sharing the
-	 * listener may accept:
-	 *
-	 *  - WSPAccept: accept() takes one request, non-blocking: 0 with an
-	 *    endpoint and the connector's private data (*priv_len in: capacity,
-	 *    out: length), or -EAGAIN.  listener_fd() is readable while one
-	 *    waits.  Exactly one process gets each.
-	 *  - A provider whose connect needs the listener's answer (a reply with
-	 *    private data) gets it from a helper of the switch's: it sleeps on
-	 *    listener_progress_fd(), takes a request with listener_progress()
-	 *    (0 with an endpoint and the connector's data, or -EAGAIN) and
-	 *    calls listener_enqueue() with the reply, which completes the
-	 *    connection and queues it for accept().  The shm provider connects
-	 *    in one trip (connect_complete gives no reply) and needs none of
-	 *    this; the switch runs no such helper at present. */
-	int (*listener_progress_fd)(struct ssw_listener *l);
-	int (*listener_progress)(struct ssw_listener *l, struct ssw_ep **ep, void *priv,
-				 size_t *priv_len);
-	int (*listener_enqueue)(struct ssw_listener *l, struct ssw_ep *ep, const void *priv,
-				size_t priv_len, const void *reply, size_t reply_len);
+	/* Connection requests (WSPAccept).  The connect must complete without
+	 * the application calling accept (seed 001): a request waits in the
+	 * provider's backlog like a SYN in the kernel's, and any process
+	 * sharing the listener may accept it.  accept() takes one request,
+	 * non-blocking: 0 with an endpoint and the connector's private data
+	 * (*priv_len in: capacity, out: length), or -EAGAIN.  listener_fd() is
+	 * readable while one waits.  Exactly one process gets each.  (A
+	 * provider whose connect needs the listener's answer before it
+	 * completes would need a helper of the switch's that answers before the
+	 * application accepts; none does, and the switch has none.) */
 	int (*listener_fd)(struct ssw_listener *l);
 	int (*accept)(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 
 	/* Stop listening; endpoints already accepted stay valid. */
 	void (*listener_close)(struct ssw_listener *l);
 
+	/* A listener across exec (a listening socket the new program inherits:
+	 * socket activation, a server re-exec'ing itself on upgrade).
+	 * listener_export: the descriptors (at most max) a new image of this
+	 * process needs to go on serving l, requests already waiting in them
+	 * included (none may be lost: a connector would see a reset); the switch
+	 * keeps them open across the exec, and closes nothing of l if the exec
+	 * fails.  listener_import, in the new image: the listener rebuilt from
+	 * those descriptors (checked: they come through the environment) for
+	 * the same address and version; -EINVAL if they are not what they must
+	 * be (the switch then closes them).  Optional, both or none (NULL: l
+	 * ends at exec, and the new image listens on the provider afresh). */
+	int (*listener_export)(struct ssw_listener *l, int *fds, int max);
+	int (*listener_import)(const struct sockaddr *addr, socklen_t addrlen, uint32_t proto, const int *fds, int n,
+			       struct ssw_listener **out);
+
 	/* WSPConnect, non-blocking (WSPEventSelect FD_CONNECT semantics).
 	 * Returns 0 with a connected endpoint; -EINPROGRESS with an endpoint whose
 	 * connect_fd() becomes readable when connect_complete() can tell the
 	 * result; -ECONNREFUSED / -ECONNRESET / -EHOSTUNREACH only when kernel TCP
-	 * is certain to fail too; any other error means "this provider cannot
-	 * serve": the switch falls back to kernel TCP (seed 001). */
-	int (*connect)(const struct sockaddr *dst, socklen_t dstlen, const void *priv,
+	 * is certain to fail too; -ENOENT: no listener of protocol version
+	 * `proto` there (see listen); any other error means "this provider
+	 * cannot serve": the switch falls back to kernel TCP (seed 001). */
+	int (*connect)(const struct sockaddr *dst, socklen_t dstlen, uint32_t proto, const void *priv,
 		       size_t priv_len, struct ssw_ep **out);
 	int (*connect_fd)(struct ssw_ep *ep);
 	/* 0 when connected (with the listener's reply private data in reply,
@@ -220,6 +230,11 @@ struct ssw_msg_ops {
 
 	/* Largest message this endpoint carries. */
 	size_t (*max_msg)(struct ssw_ep *ep);
+	/* The transport window: bytes of messages (their framing, msg_space,
+	 * included) that may be in flight toward the peer before it consumes
+	 * any, so that send() never meets a full transport while credits allow
+	 * (the session keeps its window and credit batches within it). */
+	size_t (*window)(struct ssw_ep *ep);
 
 	/* Send one message made of the iovec parts (total <= max_msg).
 	 * -EAGAIN when the transport has no room now (rare: session credits
@@ -257,11 +272,12 @@ struct ssw_msg_ops {
 	 *  - send_commit: send the reserved message, its first `len` bytes
 	 *    (<= the reserved length).  hold == 0: as send (it and every held
 	 *    message become visible, the peer is woken if it sleeps).  hold != 0:
-	 *    the message is queued but held: the peer neither sees it nor is
-	 *    woken, until a send, a commit without hold or a flush, or the
-	 *    endpoint's orderly close; at the latest SSW_HOLD_MS after the first
-	 *    held message (the peer then takes them by itself: its arm() bounds
-	 *    the sleep).  0, or -EINVAL without a reservation.
+	 *    the message is queued but held: the peer does not see it, until a
+	 *    send, a commit without hold or a flush, or the endpoint's orderly
+	 *    close (an abortive one drops it); at the latest SSW_HOLD_MS after
+	 *    the first held message (the peer then takes them by itself: its
+	 *    arm() bounds the sleep, and a peer asleep when the hold starts is
+	 *    woken once for that).  0, or -EINVAL without a reservation.
 	 *  - flush: make held messages visible; wakes the peer at most once. */
 	int (*send_reserve)(struct ssw_ep *ep, size_t len, void **buf);
 	int (*send_commit)(struct ssw_ep *ep, size_t len, int hold);
@@ -438,7 +454,34 @@ struct ssw_provider {
 	/* One line for `sockswitch stat` / `doctor`: what serves the
 	 * connections (e.g. "fabric (libfabric tcp)").  Optional (NULL: name). */
 	const char *(*describe)(void);
+	/* The provider's own library changed one of its epoll sets: an
+	 * epoll_ctl made inside ssw_provider_calls (below) that succeeded,
+	 * reported by the interposition after the kernel's (libfabric's tcp
+	 * provider tells which socket is whose that way).  Any thread; must not
+	 * block.  Optional (NULL: not wanted). */
+	void (*own_epoll_ctl)(int epfd, int op, int fd, const struct epoll_event *ev);
 };
+
+/* ---- What the switch's interposition does for a provider ------------------
+ *
+ * The switch interposes the socket API of the whole process, the provider's
+ * own libraries included.  A provider that calls into a library which uses
+ * sockets itself (libfabric) raises ssw_provider_calls on the calling
+ * thread around those calls (and its own threads while they run that
+ * library): inside, the interposed calls go straight to the C library —
+ * sockets are plain kernel sockets, made close-on-exec (a program exec'd
+ * without fork must not keep the provider's listening port open), IPv6 ones
+ * v6-only (a fabric listener holds the port for the family its application
+ * listener holds: the switch makes an IPv4 one beside a dual-stack one),
+ * connect, accept, close and friends are the kernel's; the socketpairs made
+ * there are remembered (ssw_provfd_partner), and epoll_ctl calls are
+ * reported to own_epoll_ctl. */
+extern __thread int ssw_provider_calls;
+/* The other end of a socketpair the provider's library made (inside
+ * ssw_provider_calls), -1 if none is known (descriptors from 65536 up are
+ * not followed): a process keeping one connection's transport after
+ * closing all else (a relay) keeps both ends. */
+int ssw_provfd_partner(int fd);
 
 #ifdef __cplusplus
 }

@@ -30,14 +30,3 @@ int ssw_provfd_partner(int fd)
 {
 	return tracked(fd) ? atomic_load_explicit(&partner[fd], memory_order_relaxed) - 1 : -1;
 }
-
-static _Atomic ssw_provfd_epoll_fn epoll_hook;
-
-void ssw_provfd_epoll_hook(ssw_provfd_epoll_fn fn) { atomic_store(&epoll_hook, fn); }
-
-void ssw_provfd_epoll(int epfd, int op, int fd, const struct epoll_event *ev)
-{
-	ssw_provfd_epoll_fn fn = atomic_load_explicit(&epoll_hook, memory_order_acquire);
-	if (fn)
-		fn(epfd, op, fd, ev);
-}

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -68,6 +69,20 @@ static bool naddr_eq(const struct naddr *x, const struct naddr *y)
 	return x->fam == y->fam && memcmp(x->a, y->a, 16) == 0;
 }
 
+/* A socket bound to `bound` holds `want` for kernel TCP's connect: the same
+ * address, or the wildcard of its family, or IPv6's wildcard when it is not
+ * v6-only (a v6-only [::]:P does not hold IPv4 P: another user may).
+ * Nobody else binds that address and port while it is held (but the same
+ * user, with SO_REUSEADDR). */
+static bool naddr_holds(const struct naddr *bound, bool v6only, const struct naddr *want)
+{
+	static const uint8_t zero[16];
+	if (naddr_eq(bound, want))
+		return true;
+	return memcmp(bound->a, zero, 16) == 0 &&
+	       (bound->fam == want->fam || (bound->fam == AF_INET6 && want->fam == AF_INET && !v6only));
+}
+
 /* One socket of a dump, with the attributes the checks need. */
 struct diag_sock {
 	int family; /* of the socket itself */
@@ -76,6 +91,7 @@ struct diag_sock {
 	uid_t uid;
 	uint32_t ino;
 	bool nonlocal; /* IP_FREEBIND or IP_TRANSPARENT */
+	bool v6only;   /* IPV6_V6ONLY (or not said) */
 };
 
 typedef void (*diag_fn)(const struct diag_sock *ds, void *arg);
@@ -93,6 +109,8 @@ static void parse_attrs(const struct inet_diag_msg *m, size_t len, struct diag_s
 			memcpy(&so, p, sizeof so);
 			ds->nonlocal = so.freebind || so.transparent;
 		}
+		if (type == INET_DIAG_SKV6ONLY && plen >= 1)
+			ds->v6only = p[0] != 0;
 		size_t step = NLA_ALIGN(a->nla_len);
 		if (step >= left)
 			break;
@@ -151,7 +169,7 @@ static int dump(int nl, int family, uint32_t states, uint16_t port, diag_fn fn, 
 				continue;
 			const struct inet_diag_msg *m = NLMSG_DATA(h);
 			struct diag_sock ds = { .family = m->idiag_family, .uid = m->idiag_uid, .ino = m->idiag_inode,
-						.sport = ntohs(m->id.idiag_sport) };
+						.sport = ntohs(m->id.idiag_sport), .v6only = true };
 			if (m->idiag_family != AF_INET && m->idiag_family != AF_INET6)
 				continue;
 			naddr_from_diag(m->idiag_family, m->id.idiag_src, &ds.src);
@@ -192,8 +210,9 @@ static int dump_fams(int family, uint32_t states, uint16_t port, diag_fn fn, voi
  * sockets first, none can match a peer 0.0.0.0:0; then the listeners: the
  * exact address, the wildcard, dual-stack IPv6 sockets, device binds,
  * SO_REUSEPORT groups, whose members share one owner) and describes the
- * socket it finds. */
-int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid)
+ * socket it finds, with its IP_FREEBIND/IP_TRANSPARENT bits (the kernel
+ * adds INET_DIAG_SOCKOPT to every reply). */
+int ssw_diag_listener(const struct sockaddr_storage *dst, struct ssw_diag_listener *out)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -244,8 +263,23 @@ int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid)
 	const struct inet_diag_msg *m = NLMSG_DATA(h);
 	if (m->idiag_state != DIAG_LISTEN || ntohs(m->id.idiag_sport) != port)
 		return -ENOENT;
-	*uid = m->idiag_uid;
+	struct diag_sock ds = { .uid = m->idiag_uid };
+	struct naddr src;
+	naddr_from_diag(m->idiag_family, m->id.idiag_src, &src);
+	parse_attrs(m, h->nlmsg_len - NLMSG_LENGTH(0), &ds);
+	out->uid = m->idiag_uid;
+	out->exact = naddr_eq(&src, &d);
+	out->nonlocal = ds.nonlocal;
 	return 0;
+}
+
+int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid)
+{
+	struct ssw_diag_listener l;
+	int rc = ssw_diag_listener(dst, &l);
+	if (rc == 0)
+		*uid = l.uid;
+	return rc;
 }
 
 /* ---- bound sockets ----------------------------------------------------- */
@@ -264,7 +298,7 @@ static void bound_one(const struct diag_sock *ds, void *arg)
 		q->seen_probe |= ds->ino == q->ino;
 		return;
 	}
-	if (naddr_eq(&ds->src, &q->addr) && ds->uid == q->uid && !ds->nonlocal)
+	if (naddr_holds(&ds->src, ds->v6only, &q->addr) && ds->uid == q->uid && !ds->nonlocal)
 		q->found = true;
 }
 
@@ -318,7 +352,43 @@ int ssw_diag_bound_by(const struct sockaddr_storage *addr, int domain, uid_t uid
 
 /* ---- one descriptor of another process -------------------------------- */
 
-int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid)
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+/* The network namespace a socket lives in, as the kernel names it (Linux
+ * >= 5.14; no privilege needed, unlike SIOCGSKNS). */
+static int netns_cookie(int fd, uint64_t *c)
+{
+	socklen_t l = sizeof *c;
+	return sys_getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, c, &l) == 0 && l == sizeof *c ? 0 : -1;
+}
+
+/* A socket that holds its address as kernel TCP would connect from it: a
+ * TCP socket of the internet families, in the namespace of ref_fd, bound
+ * without IP_FREEBIND/IP_TRANSPARENT (the same inet bits for IPv6). */
+static bool fd_is_plain_tcp_here(int f, int ref_fd)
+{
+	int v = 0;
+	socklen_t l = sizeof v;
+	uint64_t mine, theirs;
+	if (sys_getsockopt(f, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_STREAM)
+		return false;
+	l = sizeof v;
+	if (sys_getsockopt(f, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0 || v != IPPROTO_TCP)
+		return false;
+	if (netns_cookie(f, &theirs) < 0 || netns_cookie(ref_fd, &mine) < 0 || theirs != mine)
+		return false;
+	static const int nonlocal[2] = { IP_FREEBIND, IP_TRANSPARENT };
+	for (int i = 0; i < 2; i++) {
+		l = sizeof v;
+		if (sys_getsockopt(f, SOL_IP, nonlocal[i], &v, &l) < 0 || v)
+			return false;
+	}
+	return true;
+}
+
+int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid, int ref_fd)
 {
 	if (pid <= 0 || fd < 0)
 		return -EINVAL;
@@ -333,17 +403,48 @@ int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, ui
 	struct sockaddr_storage a;
 	socklen_t al = sizeof a;
 	struct stat st;
-	int type = 0;
-	socklen_t tl = sizeof type;
 	struct naddr got, want;
 	rc = -ENOENT;
-	if (fstat(f, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == uid &&
-	    sys_getsockopt(f, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
+	int v6only = 1;
+	socklen_t vl = sizeof v6only;
+	if (fstat(f, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == uid && fd_is_plain_tcp_here(f, ref_fd) &&
 	    sys_getsockname(f, (struct sockaddr *)&a, &al) == 0 && (a.ss_family == AF_INET || a.ss_family == AF_INET6) &&
-	    naddr_from_ss(&a, &got) == naddr_from_ss(addr, &want) && naddr_eq(&got, &want))
+	    (a.ss_family == AF_INET || sys_getsockopt(f, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl) == 0) &&
+	    naddr_from_ss(&a, &got) == naddr_from_ss(addr, &want) && naddr_holds(&got, v6only != 0, &want))
 		rc = 0;
 	sys_close(f);
 	return rc;
+}
+
+bool ssw_diag_fd_nonlocal(int fd)
+{
+	int v = 0;
+	socklen_t l = sizeof v;
+	if (sys_getsockopt(fd, SOL_IP, IP_FREEBIND, &v, &l) == 0 && v)
+		return true;
+	l = sizeof v;
+	return sys_getsockopt(fd, SOL_IP, IP_TRANSPARENT, &v, &l) == 0 && v;
+}
+
+/* net.ipv4.ip_unprivileged_port_start of our namespace (it covers IPv6
+ * too), read once: the first port any user may bind. */
+int ssw_diag_unprivileged_port_start(void)
+{
+	static _Atomic int start;
+	int s = atomic_load(&start);
+	if (s)
+		return s;
+	char b[16] = "";
+	int f = (int)SYS_(openat, AT_FDCWD, "/proc/sys/net/ipv4/ip_unprivileged_port_start", O_RDONLY | O_CLOEXEC);
+	if (f >= 0) {
+		(void)!sys_read(f, b, sizeof b - 1);
+		sys_close(f);
+	}
+	s = atoi(b);
+	if (s <= 0 || s > 65536)
+		s = 1024; /* unreadable: the kernel's default */
+	atomic_store(&start, s);
+	return s;
 }
 
 /* ---- refusal notes ----------------------------------------------------- */

@@ -11,6 +11,15 @@
  * v4-mapped) would reach, found by the kernel's own lookup.  0 and *uid;
  * -ENOENT: no listener; another -errno: the kernel could not tell. */
 int ssw_diag_listener_uid(const struct sockaddr_storage *dst, uid_t *uid);
+/* The same lookup, described: the owner, whether the listener is bound to
+ * exactly dst's address (not a wildcard that also serves it), and whether
+ * it was bound with IP_FREEBIND/IP_TRANSPARENT (an address the namespace
+ * need not have). */
+struct ssw_diag_listener {
+	uid_t uid;
+	bool exact, nonlocal;
+};
+int ssw_diag_listener(const struct sockaddr_storage *dst, struct ssw_diag_listener *out);
 
 /* Does uid hold a kernel TCP socket of `domain` (AF_INET, AF_INET6, other:
  * either) bound (not yet connected) to exactly addr (normalized), as the
@@ -22,9 +31,17 @@ int ssw_diag_bound_by(const struct sockaddr_storage *addr, int domain, uid_t uid
 
 /* Does process pid's descriptor fd (taken with pidfd_getfd, then closed:
  * needs ptrace rights over pid, i.e. root or the same user) hold a TCP
- * socket of uid bound to exactly addr?  0 yes; -ENOENT no (it is not that
+ * socket of uid bound to exactly addr, in the network namespace of our
+ * socket ref_fd, without IP_FREEBIND/IP_TRANSPARENT?  (A socket made in a
+ * namespace of the claimant's own may hold any address there, a privileged
+ * port included, and be passed back.)  0 yes; -ENOENT no (it is not such a
  * socket); another -errno: cannot tell (no rights, process gone, old kernel). */
-int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid);
+int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid, int ref_fd);
+/* Our own socket fd has IP_FREEBIND or IP_TRANSPARENT set. */
+bool ssw_diag_fd_nonlocal(int fd);
+/* The first port any user may bind in our network namespace
+ * (net.ipv4.ip_unprivileged_port_start, read once; 1024 if unreadable). */
+int ssw_diag_unprivileged_port_start(void);
 
 /* Why the provider refused (a rendezvous that failed a check), for the
  * switch to show in `sockswitch stat`: noted by the provider, taken (and

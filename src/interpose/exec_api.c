@@ -37,32 +37,37 @@ static const char *find(char *const env[], const char *key, size_t klen)
 	return NULL;
 }
 
-/* Build envp + our preload + SOCKSWITCH_* of ours that envp lacks.  Returns
- * envp itself when nothing changes, NULL on allocation failure. */
-static char **fix_env(char *const envp[])
+/* Build envp + our preload + SOCKSWITCH_* of ours that envp lacks, and the
+ * new image's SOCKSWITCH_INHERIT (inherit: "" none; any other in envp is
+ * dropped: it names descriptors of an older exec).  Returns envp itself
+ * when nothing changes, NULL on allocation failure. */
+static char **fix_env(char *const envp[], const char *inherit)
 {
+	static const char ik[] = "SOCKSWITCH_INHERIT";
 	const char *self = self_path();
 	bool keep = self[0] && ssw_param_choice(SSW_P_NO_EXEC_KEEP) != 1;
 	const char *pre = find(envp, "LD_PRELOAD", 10);
 	bool need_pre = keep && (!pre || !strstr(pre, self));
-	int n = 0, extra = 0;
+	bool stale = find(envp, ik, sizeof ik - 1) != NULL;
+	int n = 0, extra = inherit[0] ? 1 : 0;
 	while (envp && envp[n])
 		n++;
 	for (int i = 0; keep && environ && environ[i]; i++) {
-		if (strncmp(environ[i], "SOCKSWITCH_", 11))
+		if (strncmp(environ[i], "SOCKSWITCH_", 11) || !strncmp(environ[i], ik, sizeof ik - 1))
 			continue;
 		const char *eq = strchr(environ[i], '=');
 		if (eq && !find(envp, environ[i], (size_t)(eq - environ[i])))
 			extra++;
 	}
-	if (!need_pre && !extra)
+	if (!need_pre && !extra && !stale)
 		return (char **)envp;
 	char **out = calloc((size_t)(n + extra + 2), sizeof *out);
 	if (!out)
 		return NULL;
 	int k = 0;
 	for (int i = 0; i < n; i++)
-		if (!need_pre || strncmp(envp[i], "LD_PRELOAD=", 11))
+		if ((!need_pre || strncmp(envp[i], "LD_PRELOAD=", 11)) &&
+		    (strncmp(envp[i], ik, sizeof ik - 1) || envp[i][sizeof ik - 1] != '='))
 			out[k++] = envp[i];
 	if (need_pre) {
 		size_t len = strlen(self) + (pre ? strlen(pre) : 0) + 16;
@@ -75,11 +80,19 @@ static char **fix_env(char *const envp[])
 		out[k++] = v;
 	}
 	for (int i = 0; keep && environ && environ[i]; i++) {
-		if (strncmp(environ[i], "SOCKSWITCH_", 11))
+		if (strncmp(environ[i], "SOCKSWITCH_", 11) || !strncmp(environ[i], ik, sizeof ik - 1))
 			continue;
 		const char *eq = strchr(environ[i], '=');
 		if (eq && !find(envp, environ[i], (size_t)(eq - environ[i])))
 			out[k++] = environ[i];
+	}
+	if (inherit[0]) {
+		size_t len = sizeof ik + strlen(inherit) + 1;
+		char *v = malloc(len);
+		if (v) {
+			snprintf(v, len, "%s=%s", ik, inherit);
+			out[k++] = v;
+		}
 	}
 	out[k] = NULL;
 	return out;
@@ -105,7 +118,7 @@ static int do_exec(int (*fn)(const char *, char *const[], char *const[]), const 
 {
 	struct ssw_exec_undo u;
 	ssw_exec_prepare(true, &u);
-	char **e = fix_env(envp);
+	char **e = fix_env(envp, u.inherit);
 	int r = fn(path, argv, e ? e : envp);
 	int err = errno;
 	/* only reached on failure; the copies are lost on success anyway */
@@ -231,7 +244,7 @@ static int do_spawn(int (*fn)(pid_t *, const char *, const posix_spawn_file_acti
 {
 	struct ssw_exec_undo u;
 	ssw_exec_prepare(false, &u);
-	char **e = fix_env(envp);
+	char **e = fix_env(envp, u.inherit);
 	int r = fn(pid, path, fa, at, argv, e ? e : envp);
 	if (e && e != envp)
 		free(e);

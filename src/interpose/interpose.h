@@ -22,14 +22,19 @@
 			return call;                              \
 	} while (0)
 
-/* System call convention from a switch result (>= 0 or -errno). */
+/* System call convention from a switch result (>= 0 or -errno).  A call
+ * that succeeds leaves errno as it found it, as a system call does: the
+ * switch's own failed attempts inside (a rendezvous name that is not there)
+ * are not the application's to see. */
 #define SSW_RET(expr)                          \
 	do {                                   \
+		int e_ = errno;                \
 		long r_ = (long)(expr);        \
 		if (r_ < 0) {                  \
 			errno = (int)-r_;      \
 			return -1;             \
 		}                              \
+		errno = e_;                    \
 		return r_;                     \
 	} while (0)
 

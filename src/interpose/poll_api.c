@@ -151,7 +151,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		 * provider (which socket is whose, libfabric's interest in output) */
 		int r = REAL(epoll_ctl)(epfd, op, fd, ev);
 		if (r == 0)
-			ssw_provfd_epoll(epfd, op, fd, ev);
+			ssw_provider_own_epoll_ctl(epfd, op, fd, ev);
 		return r;
 	}
 	bool handled = false;

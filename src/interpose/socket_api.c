@@ -5,6 +5,7 @@
 #include "common/provfds.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -23,9 +24,24 @@ static int fresh(int fd)
  * close-on-exec: a program the application starts without fork (posix_spawn,
  * where no fork hook runs) would keep them, and with them the provider's
  * listening port listening after the application is gone. */
+/* A provider's IPv6 sockets serve IPv6 only: a fabric listener holds the
+ * port for the family its application listener holds, no more (the switch
+ * makes a second, IPv4 one for a dual-stack listener: listen.c).  A
+ * dual-stack one on [::] for a v6-only [::]:P would hold IPv4 P + offset,
+ * which another user's IPv4 listener on P then cannot take. */
+static int provider_socket(int domain, int type, int protocol)
+{
+	int fd = REAL(socket)(domain, type | SOCK_CLOEXEC, protocol);
+	if (fd >= 0 && domain == AF_INET6) {
+		int one = 1;
+		REAL(setsockopt)(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+	}
+	return fd;
+}
+
 EXPORT int socket(int domain, int type, int protocol)
 {
-	PROVIDER_PASS(REAL(socket)(domain, type | SOCK_CLOEXEC, protocol));
+	PROVIDER_PASS(provider_socket(domain, type, protocol));
 	int fd = fresh(REAL(socket)(domain, type, protocol));
 	if (fd >= 0)
 		ssw_fd_socket(fd, domain, type, protocol);

@@ -42,6 +42,16 @@ struct ssw_session_opts {
 	bool ask_proof;            /* acceptor: tell the connector to make listening proofs (wire.h SSW_INIT_ASK_PROOF) */
 };
 
+/* The protocol versions this library speaks: one number for the whole
+ * set-up and session wire (rendezvous records, the connect request's
+ * private data, INIT, messages; wire.h SSW_WIRE_VERSION is the newest).
+ * A listener answers under each of them, a connector tries them from the
+ * newest down (providers key their rendezvous by it: provider.h listen),
+ * and peers without one in common use kernel TCP.  3: vouched rendezvous
+ * descriptors, refusals of a rendezvous, the version range in the request. */
+#define SSW_PROTO_MIN 3
+#define SSW_PROTO_MAX 3
+
 /* Session negotiation (seed 001): each side's INIT (window, capabilities,
  * pid) travels in the provider's connect / accept private data, so both are
  * known before connect returns and before accept is called.  To the switch
@@ -53,16 +63,13 @@ void ssw_session_make_init(const struct ssw_session_opts *o, void *out);
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
 				    const struct ssw_session_opts *o, const void *peer_init);
 
-/* The connecting side: ask the provider whether the connect `ep` finished
- * (connect_complete) and, when it has, build the session from the
- * listener's INIT (its reply; a one-trip provider gives none: then the
- * listener is taken to be like us until its INIT arrives in-band).
- * Returns 0 with *out (the session owns ep), -EINPROGRESS while pending,
- * -EPROTO when the INIT is not acceptable or memory is short, or the
- * provider's error (connect_complete's meaning); on error ep stays the
- * caller's to close. */
-int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep *ep,
-				 const struct ssw_session_opts *o, struct ssw_session **out);
+/* The connecting side, once the provider's connect_complete said 0: the
+ * session, from the listener's INIT (its reply, reply_len bytes; a one-trip
+ * provider gives none: then the listener is taken to be like us until its
+ * INIT arrives in-band).  NULL when the INIT is not acceptable or memory is
+ * short: ep stays the caller's to close. */
+struct ssw_session *ssw_session_connected(const struct ssw_provider *prov, struct ssw_ep *ep,
+					 const struct ssw_session_opts *o, const void *reply, size_t reply_len);
 
 /* The accepting side of a one-trip connect (the provider's connect_complete
  * gave no reply): send our INIT as the first message on the ring. */

@@ -112,7 +112,7 @@ void sess_return_credits(struct ssw_session *s, uint64_t n)
  * messages. */
 uint32_t sess_transport_bytes(const struct ssw_provider *prov, struct ssw_ep *ep)
 {
-	uint64_t w = (uint64_t)prov->msg->max_msg(ep) * 2;
+	uint64_t w = prov->msg->window(ep);
 	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 

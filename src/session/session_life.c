@@ -93,8 +93,12 @@ void sess_set_broken(struct ssw_session *s, const char *why)
 	sess_on_reset(s);
 }
 
+/* What we let the peer do: nothing one-sided while our own rendezvous is
+ * off (session_rndv.c refuses it anyway; said here, the peer never asks). */
 static uint32_t my_caps(void)
 {
+	if (!sess_rndv_enabled())
+		return 0;
 	switch (ssw_session_cfg.rdma_mode) {
 	case SSW_RDMA_READ_ONLY:
 		return SSW_CAP_RDMA_READ;
@@ -334,14 +338,13 @@ int ssw_session_tcp_state(struct ssw_session *s)
 	return st;
 }
 
-int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep *ep,
-				 const struct ssw_session_opts *o, struct ssw_session **out)
+struct ssw_session *ssw_session_connected(const struct ssw_provider *prov, struct ssw_ep *ep,
+					 const struct ssw_session_opts *o, const void *reply, size_t reply_len)
 {
 	struct ssw_wire_init peer;
-	size_t plen = sizeof peer;
-	int rc = prov->conn->connect_complete(ep, &peer, &plen);
-	if (rc < 0)
-		return rc;
+	size_t plen = reply_len;
+	if (plen == sizeof peer)
+		memcpy(&peer, reply, sizeof peer);
 	if (plen == 0) {
 		/* one-trip provider: the listener's INIT comes first on the
 		 * ring; until then assume it is like us (a larger window is
@@ -350,8 +353,7 @@ int ssw_session_connect_complete(const struct ssw_provider *prov, struct ssw_ep 
 		peer.pid = 0;
 		plen = sizeof peer;
 	}
-	*out = plen == sizeof peer ? ssw_session_new(prov, ep, o, &peer) : NULL;
-	return *out ? 0 : -EPROTO;
+	return plen == sizeof peer ? ssw_session_new(prov, ep, o, &peer) : NULL;
 }
 
 int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o)

@@ -249,6 +249,8 @@ ssize_t sess_send_inline(struct ssw_session *s, const struct iovec *iov, int iov
 int sess_send_rndv_done(struct ssw_session *s, uint64_t id, uint64_t len, int status);
 int sess_stage_rr(struct ssw_session *s);
 int sess_stage_rw(struct ssw_session *s);
+/* Our rendezvous is on (a threshold or a mode set): else we refuse the peer's. */
+bool sess_rndv_enabled(void);
 int sess_rndv_choose(struct ssw_session *s, size_t len);
 ssize_t sess_send_rndv(struct ssw_session *s, const void *buf, size_t len, int how);
 ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want);

@@ -23,6 +23,14 @@ int sess_send_rndv_done(struct ssw_session *s, uint64_t id, uint64_t len, int st
 	return sess_send_ctl(s, SSW_MSG_RNDV_DONE, &d, sizeof d);
 }
 
+/* Is our own rendezvous on?  A receiver whose rendezvous is off lets
+ * nobody copy into or out of its process: it refuses the peer's RNDV_READ
+ * and WRITE_REQ, and the bytes come through the ring. */
+bool sess_rndv_enabled(void)
+{
+	return ssw_session_cfg.rdma_mode != SSW_RDMA_NONE && ssw_session_cfg.rndv_threshold != SSW_RNDV_OFF;
+}
+
 /* Read the next n bytes of the peer's RNDV_READ into v, and tell the peer
  * when it is all read.  Returns n, 0 when the transport refused one-sided
  * access (the peer then sends the rest inline), or -1 when the connection
@@ -30,7 +38,7 @@ int sess_send_rndv_done(struct ssw_session *s, uint64_t id, uint64_t len, int st
 static ssize_t rr_read(struct ssw_session *s, const struct iovec *v, int k, uint64_t n)
 {
 	s->rr.busy = true;
-	int rc = sess_rma(s, false, v, k, &s->rr.desc, s->rr.done, n);
+	int rc = sess_rndv_enabled() ? sess_rma(s, false, v, k, &s->rr.desc, s->rr.done, n) : -EPERM;
 	s->rr.busy = false;
 	if (rc == -EPERM) {
 		s->rr.active = false;
@@ -68,6 +76,17 @@ int sess_stage_rr(struct ssw_session *s)
 	return 1;
 }
 
+/* Refuse the peer's WRITE_REQ: a sink of no bytes (the writer answers
+ * WRITE_DONE -EPERM and sends the rest inline). */
+static int rw_refuse(struct ssw_session *s)
+{
+	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = 0 };
+	s->rw.sink_out = true;
+	s->rw.sink_to_q = true;
+	s->rw.sink_len = 0;
+	return sess_send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk) == 0;
+}
+
 /* Offer the queue as the sink of the peer's WRITE_REQ. */
 int sess_stage_rw(struct ssw_session *s)
 {
@@ -76,6 +95,8 @@ int sess_stage_rw(struct ssw_session *s)
 	 * collected it yet (it waits unlocked): nothing left to offer */
 	if (n == 0 || s->rw.wdone)
 		return 0;
+	if (!sess_rndv_enabled())
+		return rw_refuse(s);
 	if (n > room)
 		n = room;
 	if (n < 4096 && n < s->rw.total - s->rw.done)
@@ -162,7 +183,8 @@ static ssize_t send_rndv_write(struct ssw_session *s, const void *buf, size_t le
 		s->txr.sink_have = false;
 		uint64_t n = s->txr.sink.len < len - done ? s->txr.sink.len : len - done;
 		struct iovec v = { (uint8_t *)buf + done, n };
-		int w = sess_rma(s, true, &v, 1, &s->txr.sink.desc, 0, n);
+		/* a sink of no bytes: the peer refuses (its rendezvous is off) */
+		int w = n ? sess_rma(s, true, &v, 1, &s->txr.sink.desc, 0, n) : -EPERM;
 		struct ssw_wire_done wd = { .id = req.id, .len = w == 0 ? n : 0, .status = w == 0 ? 0 : -EPERM };
 		rc = sess_send_ctl(s, SSW_MSG_WRITE_DONE, &wd, sizeof wd);
 		if (w < 0) {
@@ -194,14 +216,19 @@ ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int i
 		return -EINVAL;
 	uint64_t n = v[0].iov_len < s->rw.total - s->rw.done ? v[0].iov_len : s->rw.total - s->rw.done;
 	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = n };
-	if (ssw_session_cfg.fault_regfail ||
-	    s->p->rdma->register_rdma_memory(s->ep, v[0].iov_base, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
-		return -ENOBUFS;
-	s->rw.sink_out = true;
-	s->rw.sink_to_q = false;
-	s->rw.sink_len = n;
+	int rc;
 	s->rw.wdone = false;
-	int rc = sess_send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
+	if (!sess_rndv_enabled()) {
+		rc = rw_refuse(s) ? 0 : -ECONNRESET;
+	} else {
+		if (ssw_session_cfg.fault_regfail ||
+		    s->p->rdma->register_rdma_memory(s->ep, v[0].iov_base, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
+			return -ENOBUFS;
+		s->rw.sink_out = true;
+		s->rw.sink_to_q = false;
+		s->rw.sink_len = n;
+		rc = sess_send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
+	}
 	while (rc == 0 && s->rw.sink_out) {
 		int pr = sess_pump(s, false);
 		if (s->broken || pr < 0 || s->reset || s->peer_closed) {
@@ -211,7 +238,8 @@ ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int i
 		if (pr == 0 && s->rw.sink_out && sess_wait_peer(s, 0) == -EINTR)
 			continue; /* the peer is writing into this buffer: finish first */
 	}
-	s->p->rdma->deregister_rdma_memory(s->ep, &sk.desc);
+	if (sk.desc.len)
+		s->p->rdma->deregister_rdma_memory(s->ep, &sk.desc);
 	if (rc < 0)
 		return rc;
 	if (!s->rw.wdone)

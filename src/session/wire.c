@@ -36,8 +36,10 @@ int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_
 		return m->h.len ? -1 : 0;
 	case SSW_MSG_RNDV_READ:
 	case SSW_MSG_SINK:
+		/* a SINK of 0 bytes and no descriptor refuses the peer's
+		 * WRITE_REQ (session_rndv.c rw_refuse) */
 		if (fixed(m, m->payload, sizeof m->u.rndv, &m->u.rndv) || m->u.rndv.desc.len > SSW_RDMA_DESC_MAX ||
-		    m->u.rndv.len == 0)
+		    (m->u.rndv.len == 0 && (m->h.type == SSW_MSG_RNDV_READ || m->u.rndv.desc.len)))
 			return -1;
 		return 0;
 	case SSW_MSG_RNDV_DONE:

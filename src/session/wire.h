@@ -5,11 +5,14 @@
 #define SSW_WIRE_H
 
 #include <sockswitch/provider.h>
+#include "session/session.h"
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2: credits and windows count stream bytes (1 counted shm ring bytes) */
-#define SSW_WIRE_VERSION 2
+/* The newest protocol version (session.h SSW_PROTO_MAX); 3: vouched
+ * descriptors and SINK refusals, 2: credits and windows count stream bytes
+ * (1 counted shm ring bytes) */
+#define SSW_WIRE_VERSION SSW_PROTO_MAX
 
 enum ssw_msg_type {
 	SSW_MSG_INIT = 1,       /* first message each way: window, capabilities, pid */

@@ -57,6 +57,10 @@ int ssw_fd_close(int fd);
  * switched fd in [lo, hi] is let go of as close() does. */
 void ssw_fd_close_range(unsigned lo, unsigned hi);
 
+/* A provider's own library changed one of its epoll sets (an epoll_ctl in
+ * ssw_provider_calls that succeeded): told to the providers (own_epoll_ctl). */
+void ssw_provider_own_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
+
 /* Set-up */
 int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len);
 int ssw_listen(int fd, int backlog);
@@ -99,9 +103,17 @@ void ssw_fork_end(pid_t pid);
 
 /* exec, spawn and fds sent to other processes: switched connections go
  * through relay processes (relay.h). */
+#define SSW_EXEC_KEEP_MAX 64
+/* Descriptors whose close-on-exec was taken off for an exec (put back if it fails). */
+struct ssw_exec_keep {
+	int n;
+	int fd[SSW_EXEC_KEEP_MAX];
+};
 struct ssw_exec_undo {
 	struct ssw_sock **dropped; /* holds given up for the exec, given back if it fails */
 	int n;
+	struct ssw_exec_keep keep; /* listeners' provider descriptors kept open for the new image */
+	char inherit[2048];        /* the new image's SOCKSWITCH_INHERIT ("": none) */
 };
 /* Before exec (in_place) or posix_spawn (!in_place): relay every switched
  * connection the new program inherits; for an exec, also give up this
@@ -109,6 +121,9 @@ struct ssw_exec_undo {
 void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u);
 /* The exec failed: this image holds its connections again. */
 void ssw_exec_failed(struct ssw_exec_undo *u);
+/* At load, in an image exec'd with switched listeners: SOCKSWITCH_INHERIT's
+ * value (setup/exec.c); the switch starts and takes them back. */
+void ssw_exec_inherited(const char *spec);
 /* Before passing fds to another process (SCM_RIGHTS): relay the switched
  * connections among them.  Those fds stay usable here, through the relay. */
 void ssw_relay_fds(const int *fds, int n);

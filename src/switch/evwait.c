@@ -1,6 +1,7 @@
 /* evwait.c — the adaptive busy-poll budget and socket arming shared by
  * poll.c and epoll.c (see evwait.h). */
 #include "switch/evwait.h"
+#include "switch/setup/setup.h"
 
 #include "common/sys.h"
 #include "common/waitpol.h"
@@ -53,22 +54,12 @@ int ssw_ev_arm(struct ssw_sock *s, struct pollfd *pf, int n, int *nout, bool *st
 {
 	*nout = 0;
 	*armed = NULL;
-	if (s->state == SSW_ST_LISTENING) {
-		int k = 0;
-		pthread_mutex_lock(&s->lock); /* fork may close listeners (listen.c) */
-		for (int i = 0; i < s->npl && k < n; i++)
-			pf[k++] = (struct pollfd){ .fd = s->pl[i].prov->conn->listener_fd(s->pl[i].l), .events = POLLIN };
-		pthread_mutex_unlock(&s->lock);
+	int k = ssw_setup_wait_fds(s, pf, n); /* a listener's or a connect's */
+	if (k >= 0) {
 		*nout = k;
-		return k ? SSW_EV_ARMED : SSW_EV_IDLE;
-	}
-	struct ssw_ep *cep = s->cep;
-	if (s->state == SSW_ST_CONNECTING && cep) {
-		if (n < 1)
-			return SSW_EV_NAP;
-		pf[0] = (struct pollfd){ .fd = s->prov->conn->connect_fd(cep), .events = POLLIN };
-		*nout = 1;
-		return SSW_EV_ARMED;
+		if (s->state == SSW_ST_LISTENING)
+			return k ? SSW_EV_ARMED : SSW_EV_IDLE;
+		return k ? SSW_EV_ARMED : SSW_EV_NAP;
 	}
 	struct ssw_session *sess = s->sess;
 	if (!sess)

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "common/waitpol.h"
-#include "switch/sock.h"
+#include "switch/sock/sock.h"
 
 /* Adaptive spin (per thread).  A wait spins for ssw_ev_spin_ns() before it
  * sleeps.  The budget grows when spinning paid off or when a sleep ended

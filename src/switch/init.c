@@ -3,10 +3,12 @@
  * the application on kernel TCP, with one message. */
 #include "switch/switch.h"
 
+#include "switch/setup/setup.h"
+
 #include "common/log.h"
 #include "common/params.h"
 #include "session/session.h"
-#include "switch/providers.h"
+#include "switch/route/providers.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -103,6 +105,19 @@ bool ssw_init(void)
 {
 	pthread_once(&once, init_once);
 	return active;
+}
+
+void ssw_exec_inherited(const char *spec)
+{
+	if (ssw_init())
+		ssw_setup_exec_import(spec);
+}
+
+void ssw_provider_own_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	for (int t = 0; t < ssw_registry_count; t++)
+		if (usable_ok[t] && usable[t].p.own_epoll_ctl)
+			usable[t].p.own_epoll_ctl(epfd, op, fd, ev);
 }
 
 const struct ssw_provider *ssw_provider_for(int t)

@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "switch/api.h"
-#include "switch/route.h"
-#include "switch/sock.h"
+#include "switch/route/route.h"
+#include "switch/sock/sock.h"
 
 extern struct ssw_routes ssw_routes_table;
 
@@ -26,6 +26,8 @@ const struct ssw_provider *ssw_provider_for(int t);
 /* Set-up (the rest: api.h) */
 /* A listener's provider side has a connection accept would take now. */
 bool ssw_listener_ready(struct ssw_sock *s);
+/* For a connecting socket: connect() again, SO_ERROR, poll (sock/connect.c).
+ * 0 connected, -EINPROGRESS pending, or the final error. */
 int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
 void ssw_sock_load_opts(struct ssw_sock *s, int fd);
 
@@ -61,14 +63,10 @@ int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct 
  * it again. */
 void ssw_epoll_touch(struct ssw_sock *s);
 
-/* A listener listens on a provider whose endpoints cannot be shared
- * between processes (no SSW_CAP_SHARED_CONTEXT). */
-bool ssw_listen_has_private(const struct ssw_sock *s);
-/* Close those provider listeners (fork: see fork.c), under s->lock;
- * their names are appended to names.  Returns how many were closed. */
-int ssw_listen_drop_private(struct ssw_sock *s, char *names, size_t len);
-
 /* fork (fork.c; ssw_fork_begin and _end: api.h) */
+/* This process forked (or is a child of a fork) since the switch started:
+ * its open files may be shared with another process. */
+bool ssw_forked(void);
 /* Around creating or closing a session, so a fork sees all or none of it. */
 void ssw_fork_guard_enter(void);
 void ssw_fork_guard_leave(void);
@@ -76,6 +74,7 @@ void ssw_fork_guard_leave(void);
 /* Statistics (stats.c) */
 struct ssw_counters {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;
+	_Atomic unsigned long refused; /* connection requests dropped at accept (listen.c refuse) */
 };
 extern struct ssw_counters ssw_counters;
 void ssw_stats_account_closed(struct ssw_sock *s);

@@ -79,19 +79,17 @@ void conf_inet(struct sockaddr_storage *ss, socklen_t *len, const char *ip, int 
 
 /* A listener on a fresh address (its connect address in *dst). */
 struct ssw_listener *conf_listen(int wildcard, struct sockaddr_storage *dst, socklen_t *dlen);
-/* Connect to dst and accept it, driving both ends (and the listener helper
- * the SPI describes, when the provider has one) to completion. */
+/* Connect to dst and accept it, driving both ends to completion. */
 void conf_pair(struct ssw_listener *l, const struct sockaddr_storage *dst, socklen_t dlen, struct ssw_ep **c,
 	       struct ssw_ep **a);
 /* The provider's connect, made where the environment's connectors live. */
 int conf_connect(const struct sockaddr *dst, socklen_t dlen, const void *priv, size_t plen, struct ssw_ep **out);
 /* A connected pair on a listener of its own (closed: *l NULL when l is NULL). */
 void conf_pair_new(struct ssw_listener **l, struct ssw_ep **c, struct ssw_ep **a);
-/* Take one connection off l, helping the listener side as the switch's
- * helper would; 0 or -EAGAIN after ms. */
+/* Take one connection off l; 0 or -EAGAIN after ms. */
 int conf_accept(struct ssw_listener *l, struct ssw_ep **a, void *priv, size_t *priv_len, int ms);
-/* Finish a connect that returned -EINPROGRESS; driving l too when non-NULL.
- * 0 or the error, -ETIMEDOUT after ms. */
+/* Finish a connect that returned -EINPROGRESS (l: the listener, to sleep on
+ * too, or NULL).  0 or the error, -ETIMEDOUT after ms. */
 int conf_connect_wait(struct ssw_ep *c, struct ssw_listener *l, void *reply, size_t *reply_len, int ms);
 
 /* Let the provider progress on an endpoint no case is waiting on (a real

@@ -1,5 +1,6 @@
 /* conf_conn.c — conformance of connection set-up: listen, connect, accept,
  * refused connects, listener readiness and the listener's end. */
+#include "session/session.h"
 #include "conf.h"
 
 #include <arpa/inet.h>
@@ -120,8 +121,7 @@ void conf_connect_without_accept(void **state)
 		uint8_t priv[4] = { 'c', 'o', 'n', (uint8_t)i };
 		int rc = conf_connect((struct sockaddr *)&dst, dlen, priv, sizeof priv, &c[i]);
 		assert_true(rc == 0 || rc == -EINPROGRESS);
-		bool helper = CONF_HAS(P->conn, listener_progress_fd) && P->conn->listener_progress_fd(l) >= 0;
-		if (rc == -EINPROGRESS && !helper) {
+		if (rc == -EINPROGRESS) {
 			/* connect_fd becomes readable when connect_complete can tell */
 			struct pollfd p = { .fd = P->conn->connect_fd(c[i]), .events = POLLIN };
 			assert_int_equal(poll(&p, 1, 5000), 1);
@@ -131,12 +131,6 @@ void conf_connect_without_accept(void **state)
 			while ((rc = P->conn->connect_complete(c[i], reply, &rlen)) == -EINPROGRESS && conf_ms() - t0 < 100)
 				rlen = sizeof reply;
 			assert_int_equal(rc, 0);
-		}
-		if (rc == -EINPROGRESS) {
-			char reply[SSW_CONNECT_PRIV_MAX];
-			size_t rlen = sizeof reply;
-			/* only the switch's listener helper runs, never accept() */
-			assert_int_equal(conf_connect_wait(c[i], l, reply, &rlen, 5000), 0);
 		}
 		conf_send_seq(c[i], NULL, 100 + (unsigned)i, 50 + (size_t)i);
 	}
@@ -173,13 +167,13 @@ void conf_wildcard_and_inuse(void **state)
 		struct ssw_listener *l = NULL, *l2 = NULL;
 		struct ssw_ep *c, *a;
 		assert_int_equal(conf_env->addr(wild, &at, &dst, &len), 0);
-		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, &l), 0);
+		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, SSW_PROTO_MAX, &l), 0);
 		/* a wildcard listener serves the specific local address */
 		conf_pair(l, &dst, len, &c, &a);
 		conf_send_seq(c, a, 3, 33);
 		conf_expect_seq(a, c, 3, 33);
 		/* another provider listener on that exact address: refused */
-		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, &l2), -EADDRINUSE);
+		assert_int_equal(P->conn->listen((struct sockaddr *)&at, len, 8, SSW_PROTO_MAX, &l2), -EADDRINUSE);
 		P->conn->close(c, SSW_CLOSE_ORDERLY);
 		P->conn->close(a, SSW_CLOSE_ORDERLY);
 		P->conn->listener_close(l);

@@ -1,6 +1,6 @@
 /* main.c — ssw_diff, the differential tester: random programs for two
  * connected TCP endpoints, run on kernel TCP and under the switch, their
- * transcripts compared (tests/diff/README in the top README's "Testing").
+ * transcripts compared (README, "Tests").
  *
  *   ssw_diff check --preload LIB [--profile shm|fabric] [--from N --count M | --seed N [--steps LIST]]
  *                  [--netns NS_A,NS_B --addr A_ADDR] [--slow K] [--replay CMD] [--show] [--verbose]

@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "session/session.h"
 #include "common/sys.h"
 #include "providers/shm/shm_priv.h"
 
@@ -99,7 +100,7 @@ static struct ssw_listener *the_listener(void)
 	inet_pton(AF_INET, "127.211.7.13", &a.sin_addr);
 	for (int i = 0; i < 20 && !l; i++) {
 		a.sin_port = htons((uint16_t)(20000 + (getpid() * 7 + i) % 40000));
-		if (ssw_provider_shm.conn->listen((struct sockaddr *)&a, sizeof a, 16, &l) < 0)
+		if (ssw_provider_shm.conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l) < 0)
 			l = NULL;
 	}
 	return l;

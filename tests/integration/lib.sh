@@ -75,6 +75,27 @@ ssw_setup_preload() {
   fi
 }
 
+# ssw_need_fabric — first thing in a test of the fabric provider: a build that
+# left the provider out (cmake/fabric.cmake: -DSSW_FABRIC=OFF, or AUTO where
+# libfabric's headers were not found) skips the test (77), saying why.
+# scripts/build.sh, and so CI, configures with SSW_FABRIC=ON: there the
+# provider is always built and these tests always run.  SSW_NS_EXPECT=fallback
+# (netns.sh) runs them anyway, expecting kernel TCP.
+ssw_need_fabric() {
+  local why
+  [ "${SSW_NS_EXPECT:-}" != fallback ] || return 0
+  why=$(ssw_fabric_left_out) || exit 1
+  [ -z "$why" ] || { echo "SKIP: this build has no fabric provider ($why)"; exit 77; }
+}
+
+# ssw_fabric_left_out — print why this build has no fabric provider (nothing
+# when it has one)
+ssw_fabric_left_out() {
+  local cache="$SSW_BUILD/CMakeCache.txt"
+  [ -f "$cache" ] || { echo "FAIL: $cache missing: cannot tell whether this build has the fabric provider" >&2; return 1; }
+  sed -n 's/^SSW_FABRIC_LEFT_OUT:INTERNAL=//p' "$cache"
+}
+
 # ---------------------------------------------------------------- netns -----
 
 # ssw_enter_netns "$@" — call first thing in a test: re-executes the test inside

@@ -77,6 +77,22 @@ for what in library configuration memfd eventfd rendezvous CMA limits namespace;
   ssw_check "doctor: checks $what" grep -qE "^(ok  |warn)  $what" "$T/d1.out"
 done
 ssw_check "doctor: says what is switched" grep -qE '^  127\.0\.0\.1 +-> shm$' "$T/d1.out"
+# the providers this build has: fabric unless the build left it out (cmake/fabric.cmake)
+left_out=$(sed -n 's/^SSW_FABRIC_LEFT_OUT:INTERNAL=//p' "$SSW_BUILD/CMakeCache.txt")
+if [ -z "$left_out" ]; then want="providers built in: shm fabric"; else want="providers built in: shm; left out: fabric ($left_out)"; fi
+ssw_assert_eq "doctor: the providers built in" "$(grep -E '^ok    providers built in' "$T/d1.out")" "ok    $want"
+# a library of another build (its facts say other providers): doctor warns
+"$SSW_PYTHON" - "$SSW_BUILD/libsockswitch.so" "$T/other.so" <<'EOF'
+import sys
+b = open(sys.argv[1], "rb").read()
+tag = b"\nsockswitch build: providers built in: "
+i = b.index(tag) + len(tag)
+open(sys.argv[2], "wb").write(b[:i] + b"shX" + b[i + 3:])
+EOF
+SOCKSWITCH_LIB=$T/other.so "$CLI" doctor >"$T/d5.out" 2>&1
+ssw_check "doctor: a library of another build is named" \
+  grep -qE "^warn  library: $T/other.so is another build: providers built in: shX" "$T/d5.out"
+ssw_assert_eq "--version: the providers built in" "$("$CLI" --version)" "sockswitch $(sed -n 's/^#define SSW_VERSION "\(.*\)"/\1/p' "$SSW_SRC/cli/cli.h") ($want)"
 "$CLI" doctor --conf "$BAD" >"$T/d2.out" 2>&1; rc=$?
 ssw_assert_eq "doctor bad conf: exit 1" "$rc" 1
 ssw_check "doctor bad conf: FAIL line with file:line" grep -qE "^FAIL  configuration: $BAD:2: " "$T/d2.out"
@@ -108,15 +124,15 @@ done
 # ---- man pages
 if command -v cmake >/dev/null 2>&1 && [ -f "$SSW_BUILD/cmake_install.cmake" ]; then
   cmake --install "$SSW_BUILD" --prefix "$T/inst" >"$T/install.log" 2>&1
-  for m in man1/sockswitch.1 man5/sockswitch.conf.5; do
+  for m in man1/sockswitch.1.gz man5/sockswitch.conf.5.gz; do
     ssw_check "installed: share/man/$m" test -s "$T/inst/share/man/$m"
   done
   if command -v man >/dev/null 2>&1; then
-    for m in man1/sockswitch.1 man5/sockswitch.conf.5; do
+    for m in man1/sockswitch.1.gz man5/sockswitch.conf.5.gz; do
       out=$(MANWIDTH=80 man --warnings -l "$T/inst/share/man/$m" 2>&1 >/dev/null)
       [ -z "$out" ] && ssw_ok "$m renders without warnings" || ssw_fail "$m: $out"
     done
-    MANWIDTH=80 man -l "$T/inst/share/man/man1/sockswitch.1" 2>/dev/null | grep -q 'sockswitch stat' &&
+    MANWIDTH=80 man -l "$T/inst/share/man/man1/sockswitch.1.gz" 2>/dev/null | grep -q 'sockswitch stat' &&
       ssw_ok "sockswitch(1) documents stat" || ssw_fail "sockswitch(1) documents stat"
   fi
 else

@@ -6,6 +6,7 @@
 # connection); a server without the switch is reached over kernel TCP; a
 # port nobody listens on is refused at once.
 source "$(dirname "$0")/lib.sh"
+ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 [ "$(id -u)" = 0 ] || { echo "FAIL: needs root (ip netns, veth): a cross-host test that skips proves nothing"; exit 1; }

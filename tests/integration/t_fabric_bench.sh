@@ -13,6 +13,7 @@
 SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
+ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 case "$SSW_NS_EXPECT" in fabric|fallback) ;; *) echo "FAIL: SSW_NS_EXPECT='$SSW_NS_EXPECT'"; exit 1 ;; esac

@@ -14,6 +14,7 @@
 # t_fabric_apps once).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
+ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_pair

@@ -15,6 +15,7 @@
 SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
+ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_pair

@@ -7,6 +7,7 @@
 # inside the test's own network namespace.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
+ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_single lp

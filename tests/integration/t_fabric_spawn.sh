@@ -10,6 +10,7 @@
 # Route 127.0.0.0/8 over fabric, inside the test's own network namespace.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
+ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_single sp

@@ -11,6 +11,7 @@
 # column is printed beside it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
+ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_pair

@@ -100,7 +100,7 @@ c.sendall(b"root-secret-password"); c.shutdown(socket.SHUT_WR); c.recv(1); c.clo
 
 hijack() { # NAME SQUAT_FORM SERVER_HOST PORT ORDER(before|after)
   local n=$1 form=$2 shost=$3 port=$4 order=$5 rname
-  if [ "$form" = wild ]; then rname="sockswitch.v2:4*:$port"; else rname="sockswitch.v2:4:127.0.0.1:$port"; fi
+  if [ "$form" = wild ]; then rname="sockswitch.v3:4*:$port"; else rname="sockswitch.v3:4:127.0.0.1:$port"; fi
   ssw_step "hijack $n: nobody squats $rname $order root's server on $shost:$port"
   if [ "$order" = after ]; then server "$shost" "$port" "$T/$n.srv"; ssw_wait_file "$T/$n.srv.ready" 10; fi
   squatter "$rname" "$T/n/$n.sq" 3; ssw_wait_file "$T/n/$n.sq.ready" 10
@@ -120,7 +120,7 @@ hijack spec-before spec 127.0.0.1 7103 before
 
 # the listener that found its name taken says so in `sockswitch stat` (checked
 # while a server stands on a squatted name)
-squatter "sockswitch.v2:4:127.0.0.1:7104" "$T/n/st.sq" 5; ssw_wait_file "$T/n/st.sq.ready" 10
+squatter "sockswitch.v3:4:127.0.0.1:7104" "$T/n/st.sq" 5; ssw_wait_file "$T/n/st.sq.ready" 10
 server 127.0.0.1 7104 "$T/st.srv"; ssw_wait_file "$T/st.srv.ready" 10
 sleep 0.5
 "$SSW_BUILD/sockswitch" stat -a >"$T/stat.out" 2>&1 || "$SSW_BUILD/sockswitch" stat >"$T/stat.out" 2>&1

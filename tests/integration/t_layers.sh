@@ -51,6 +51,17 @@ if [ -n "$hits" ]; then
 fi
 ssw_assert_eq "includes that reach a higher layer or past a public header" "$bad_includes" 0
 
+# connection set-up has one owner: only src/switch/setup calls a provider's
+# set-up ops (listen, accept, connect and their fds, connect_complete, the
+# peer's address and credentials for a claim); the session uses the
+# endpoint it is given (close, ep_caps, peer_cred for SIGURG's owner)
+setup_ops='listen\|listener_fd\|listener_close\|listener_ready\|accept\|connect\|connect_fd\|connect_complete\|peer_addr'
+hits=$(grep -rn "conn->\($setup_ops\)(" src --include='*.c' | grep -v '^src/switch/setup/' || true)
+if [ -n "$hits" ]; then echo "$hits" | sed "s|^|    |"; fi
+ssw_assert_eq "calls of provider set-up ops outside src/switch/setup" "$(printf '%s' "$hits" | grep -c .)" 0
+hits=$(grep -rln "conn->peer_cred(" src --include='*.c' | grep -v '^src/switch/setup/\|^src/session/session_urg.c' || true)
+ssw_assert_eq "peer credentials asked outside the set-up (and SIGURG's owner check)" "$(printf '%s' "$hits" | grep -c .)" 0
+
 # The interposed names are what libsockswitch.so exports; ssw_core is
 # everything below the interposition layer (CMakeLists.txt).
 nm -D --defined-only "$SSW_BUILD/libsockswitch.so" | awk '{print $3}' | sed 's/@.*//' | sort -u >"$T/exported.dat"

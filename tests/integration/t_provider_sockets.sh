@@ -8,6 +8,7 @@
 # fabric gives exactly two kernel listening sockets (P and the provider's
 # P + 10000), and a switched client's echo through it comes back intact.
 source "$(dirname "$0")/lib.sh"
+ssw_need_fabric
 ssw_enter_netns "$@"
 ssw_setup_preload
 ssw_tmpdir

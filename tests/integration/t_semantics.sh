@@ -48,6 +48,7 @@ SEM_OVER=${SEM_OVER:-shm}
 case "$SEM_OVER" in
   shm) ;;
   fabric)
+    ssw_need_fabric
     export SOCKSWITCH_ROUTES='route 127.0.0.0/8 fabric provider=tcp'
     # README, Limits: each a documented limit of fabric connections
     KNOWN_DIFF=(

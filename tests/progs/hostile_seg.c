@@ -42,7 +42,8 @@
 
 #include "providers/shm/shm_priv.h"
 #include "session/wire.h"
-#include "switch/addr.h"
+#include "switch/setup/setup_priv.h"
+#include "switch/sock/addr.h"
 
 #define WAIT_MS 10000
 
@@ -85,8 +86,8 @@ static socklen_t rv_name(struct sockaddr_un *un, int port, int wildcard)
 {
 	memset(un, 0, sizeof *un);
 	un->sun_family = AF_UNIX;
-	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:4*:%d", port)
-			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:4:127.0.0.1:%d", port);
+	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v3:4*:%d", port)
+			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v3:4:127.0.0.1:%d", port);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 

@@ -608,6 +608,31 @@ static void sc_v4mapped(void) { pair_ex(AF_INET6, true, AF_INET, any_srv, any_cl
 static void sc_wildcard_v4(void) { pair_ex(AF_INET, true, AF_INET, any_srv, any_cli); }
 static void sc_wildcard_v6(void) { pair_ex(AF_INET6, true, AF_INET6, any_srv, any_cli); }
 
+/* ---- errno_kept: a connect that succeeds leaves errno as it was ---------- */
+
+static void errno_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 5);
+	close(fd);
+}
+
+/* a wildcard listener: the switch looks for the specific rendezvous name
+ * first, which is not there (its connect fails, ECONNREFUSED) */
+static void errno_cli(const struct addr *a)
+{
+	int fd = socket(a->ss.ss_family, SOCK_STREAM, 0);
+	errno = EDOM;
+	int rc = connect(fd, (const struct sockaddr *)&a->ss, a->len);
+	say("connect = %d, errno after it: %s", rc, ename(errno));
+	errno = EDOM;
+	rc = (int)send(fd, "hello", 5, 0);
+	say("send = %d, errno after it: %s", rc, ename(errno));
+	close(fd);
+}
+
+static void sc_errno_kept(void) { pair_ex(AF_INET, true, AF_INET, errno_srv, errno_cli); }
+
 /* ---- self_connect: one thread connects to its own listener, then accepts */
 
 static void sc_self_connect(void)
@@ -4322,6 +4347,7 @@ static const struct scenario scenarios[] = {
 	{ "names_v6", sc_names_v6, "getsockname/getpeername/accept address consistent on both ends (IPv6)" },
 	{ "v4mapped", sc_v4mapped, "IPv4 client to a dual-stack IPv6 wildcard listener" },
 	{ "wildcard_v4", sc_wildcard_v4, "client to a 0.0.0.0 listener" },
+	{ "errno_kept", sc_errno_kept, "a connect and a send that succeed leave errno as it was" },
 	{ "wildcard_v6", sc_wildcard_v6, "client to a :: listener over ::1" },
 	{ "self_connect", sc_self_connect, "one thread: nonblocking connect to its own listener, accept, exchange" },
 	{ "nb_connect", sc_nb_connect, "nonblocking connect: EINPROGRESS, POLLOUT, SO_ERROR 0, EISCONN, data" },

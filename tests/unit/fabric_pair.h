@@ -7,6 +7,7 @@
 
 #include <sockswitch/provider.h>
 
+#include "session/session.h"
 #include "common/sys.h"
 
 #include <arpa/inet.h>
@@ -48,9 +49,9 @@ static inline void make_pair(struct pair *p, int port)
 	memset(p, 0, sizeof *p);
 	p->port = port;
 	struct sockaddr_in a = lo(port);
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &p->l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &p->l), 0);
 	const char hello[] = "switch private data";
-	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, hello, sizeof hello, &p->c);
+	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, SSW_PROTO_MAX, hello, sizeof hello, &p->c);
 	assert_true(rc == 0 || rc == -EINPROGRESS);
 	char reply[64];
 	size_t rl = sizeof reply;

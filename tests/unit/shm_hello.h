@@ -7,7 +7,8 @@
 
 #include "providers/shm/shm_priv.h"
 #include "session/wire.h"
-#include "switch/addr.h"
+#include "switch/setup/setup_priv.h"
+#include "switch/sock/addr.h"
 
 #include <string.h>
 #include <sys/mman.h>

@@ -10,6 +10,7 @@
 
 #include <sockswitch/provider.h>
 
+#include "session/session.h"
 #include "common/sys.h"
 #include "fabric_pair.h"
 
@@ -295,7 +296,7 @@ static void test_refused(void **st)
 	(void)st;
 	struct sockaddr_in a = lo(base_port + 5); /* nobody listens */
 	struct ssw_ep *ep = NULL;
-	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, "x", 1, &ep);
+	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, SSW_PROTO_MAX, "x", 1, &ep);
 	if (rc == -EINPROGRESS) {
 		char r[8];
 		size_t rl = sizeof r;
@@ -454,9 +455,9 @@ static void test_listener_close_resets_queue(void **st)
 	(void)st;
 	struct sockaddr_in a = lo(base_port + 9);
 	struct ssw_listener *l;
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l), 0);
 	struct ssw_ep *c;
-	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, "q", 1, &c);
+	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, SSW_PROTO_MAX, "q", 1, &c);
 	assert_true(rc == 0 || rc == -EINPROGRESS);
 	char r[8];
 	size_t rl = sizeof r;
@@ -467,7 +468,7 @@ static void test_listener_close_resets_queue(void **st)
 	WAIT_FOR(P->progress->peer_state(c, 1, NULL) & SSW_PEER_RESET, c, NULL);
 	P->conn->close(c, SSW_CLOSE_ABORT);
 	/* the port is free again */
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l), 0);
 	P->conn->listener_close(l);
 }
 

@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "session/session.h"
 #include "fabric_pair.h"
 #include "../progs/fdcount.h"
 
@@ -34,7 +35,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	int r = (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev);
 	if (r == 0 && ssw_provider_calls)
-		ssw_provfd_epoll(epfd, op, fd, ev);
+		P->own_epoll_ctl(epfd, op, fd, ev); /* the provider's op, as the switch calls it */
 	return r;
 }
 
@@ -54,7 +55,7 @@ static int base_port;
 static void connect_one(struct ssw_listener *l, int port, struct ssw_ep **c, struct ssw_ep **s)
 {
 	struct sockaddr_in a = lo(port);
-	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, "hub", 3, c);
+	int rc = P->conn->connect((struct sockaddr *)&a, sizeof a, SSW_PROTO_MAX, "hub", 3, c);
 	assert_true(rc == 0 || rc == -EINPROGRESS);
 	char reply[64];
 	size_t rl = sizeof reply;
@@ -98,7 +99,7 @@ static void test_descriptors_per_endpoint(void **st)
 	enum { N = 48 };
 	struct ssw_listener *l;
 	struct sockaddr_in a = lo(base_port);
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 64, &l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 64, SSW_PROTO_MAX, &l), 0);
 	struct ssw_ep *c[N + 1], *s[N + 1];
 	connect_one(l, base_port, &c[N], &s[N]); /* the process's queues exist now */
 	int f0 = count_fds();
@@ -141,7 +142,7 @@ static void test_other_endpoints_reader_rings(void **st)
 	(void)st;
 	struct ssw_listener *l;
 	struct sockaddr_in a = lo(base_port + 1);
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l), 0);
 	struct ssw_ep *ca, *sa, *cb, *sb;
 	connect_one(l, base_port + 1, &ca, &sa);
 	connect_one(l, base_port + 1, &cb, &sb);
@@ -190,7 +191,7 @@ static void test_output_leaves_without_its_owner(void **st)
 	(void)st;
 	struct ssw_listener *l;
 	struct sockaddr_in a = lo(base_port + 2);
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 128, &l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 128, SSW_PROTO_MAX, &l), 0);
 	/* a pair split across two hubs: fill hubs, freeing one slot of a
 	 * full one, until a connector takes a hub's last slot */
 	struct ssw_ep *c[64] = { 0 }, *s[64] = { 0 };
@@ -255,7 +256,7 @@ static void test_neighbour_key_is_refused(void **st)
 	(void)st;
 	struct ssw_listener *l;
 	struct sockaddr_in a = lo(base_port + 3);
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l), 0);
 	for (int delta = -1; delta <= 1; delta += 2) {
 		struct ssw_ep *ca, *sa, *cb, *sb;
 		connect_one(l, base_port + 3, &ca, &sa);
@@ -320,7 +321,7 @@ static void test_fork_child_and_parent_share_a_hub(void **st)
 	(void)st;
 	struct ssw_listener *l;
 	struct sockaddr_in a = lo(base_port + 4);
-	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, &l), 0);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l), 0);
 	struct ssw_ep *ca, *sa, *cb, *sb;
 	connect_one(l, base_port + 4, &ca, &sa);
 	connect_one(l, base_port + 4, &cb, &sb);

@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 #include "common/params.h"
-#include "switch/providers.h"
+#include "switch/route/providers.h"
+#include "switch/setup/setup.h"
 #include "switch/switch.h"
 
 extern const struct ssw_provider ssw_provider_shm;
@@ -63,9 +64,9 @@ static struct ssw_sock *make_listener(int fd)
 {
 	struct ssw_sock *s = ssw_sock_new(SSW_ST_LISTENING, fd, AF_INET);
 	assert_non_null(s);
-	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE };
-	s->pl[s->npl++] = (struct ssw_plisten){ &shared_p.p, L_SHARED };
-	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE }; /* dual stack: a second one */
+	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE, SSW_PROTO_MAX, false };
+	s->pl[s->npl++] = (struct ssw_plisten){ &shared_p.p, L_SHARED, SSW_PROTO_MAX, false };
+	s->pl[s->npl++] = (struct ssw_plisten){ &private_p.p, L_PRIVATE, SSW_PROTO_MAX, false }; /* dual stack: a second one */
 	return s;
 }
 
@@ -73,7 +74,7 @@ static struct ssw_sock *make_listener(int fd)
 static int after_fork_ok(struct ssw_sock *s)
 {
 	return s->npl == 1 && s->pl[0].prov == &shared_p.p && s->pl[0].l == L_SHARED && closed_private == 2 &&
-	       closed_shared == 0 && !ssw_listen_has_private(s);
+	       closed_shared == 0 && !ssw_setup_listener_has_private(s);
 }
 
 static void test_fork_drops_private_listeners(void **state)
@@ -85,7 +86,7 @@ static void test_fork_drops_private_listeners(void **state)
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_true(fd >= 0 && efd >= 0);
 	struct ssw_sock *s = make_listener(fd);
-	assert_true(ssw_listen_has_private(s));
+	assert_true(ssw_setup_listener_has_private(s));
 	ssw_fdtab_set(fd, s);
 	ssw_sock_put(s); /* the table holds it */
 

@@ -20,7 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "switch/relay.h"
+#include "switch/share/relay.h"
 
 static struct sockaddr_storage L, P;
 static socklen_t LL, PL;

@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "switch/providers.h"
-#include "switch/route.h"
+#include "switch/route/providers.h"
+#include "switch/route/route.h"
 
 /* Routes name providers by the registry's names; the tests follow it. */
 #define T_SHM ssw_registry_find("shm", 3)

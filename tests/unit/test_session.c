@@ -214,7 +214,11 @@ static void test_connect_complete_one_trip(void **state)
 	(void)state;
 	struct pair p;
 	assert_int_equal(ssw_shm_pair(RING, &p.ea, &p.eb), 0);
-	assert_int_equal(ssw_session_connect_complete(&ssw_provider_shm, p.ea, NULL, &p.a), 0);
+	uint8_t reply[SSW_SESSION_INIT_BYTES];
+	size_t rlen = sizeof reply;
+	assert_int_equal(ssw_provider_shm.conn->connect_complete(p.ea, reply, &rlen), 0);
+	assert_int_equal(rlen, 0);
+	p.a = ssw_session_connected(&ssw_provider_shm, p.ea, NULL, reply, rlen);
 	assert_non_null(p.a);
 	struct ssw_session_opts small = { .rcvbuf = 16384 };
 	struct ssw_wire_init ia;

@@ -18,10 +18,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "session/session.h"
 #include "providers/shm/shm_priv.h"
 #include "shm_hello.h"
 #include "session/wire.h"
-#include "switch/addr.h"
+#include "switch/sock/addr.h"
 
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
@@ -173,7 +174,7 @@ static struct ssw_listener *listener(void)
 	inet_pton(AF_INET, "127.211.7.14", &a.sin_addr); /* nobody else's name */
 	for (int i = 0; i < 20 && !l; i++) {
 		a.sin_port = htons((uint16_t)(20000 + (getpid() * 7 + i) % 40000));
-		if (ssw_provider_shm.conn->listen((struct sockaddr *)&a, sizeof a, 16, &l) < 0)
+		if (ssw_provider_shm.conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l) < 0)
 			l = NULL;
 	}
 	assert_non_null(l);

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "session/session.h"
 #include "providers/shm/shm_priv.h"
 #include "shm_hello.h"
 
@@ -42,14 +43,14 @@ static struct ssw_listener *listener(void)
 {
 	struct ssw_listener *l = NULL;
 	if (addr.sin_port) {
-		assert_int_equal(CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, &l), 0);
+		assert_int_equal(CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, SSW_PROTO_MAX, &l), 0);
 		return l;
 	}
 	addr.sin_family = AF_INET;
 	inet_pton(AF_INET, "127.211.9.3", &addr.sin_addr);
 	for (int i = 0; i < 20 && !l; i++) {
 		addr.sin_port = htons((uint16_t)(20000 + (getpid() * 11 + i) % 40000));
-		if (CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, &l) < 0)
+		if (CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, SSW_PROTO_MAX, &l) < 0)
 			l = NULL;
 	}
 	assert_non_null(l);
@@ -59,7 +60,7 @@ static struct ssw_listener *listener(void)
 static struct ssw_ep *connect_ep(void)
 {
 	struct ssw_ep *ep = NULL;
-	assert_int_equal(CONN->connect((struct sockaddr *)&addr, sizeof addr, "p", 1, &ep), 0);
+	assert_int_equal(CONN->connect((struct sockaddr *)&addr, sizeof addr, SSW_PROTO_MAX, "p", 1, &ep), 0);
 	return ep;
 }
 
@@ -199,7 +200,7 @@ static void test_not_reused_for_another_listener(void **state)
 		close(done[1]);
 		alarm(5);
 		struct ssw_listener *l2 = NULL;
-		if (CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, &l2) < 0)
+		if (CONN->listen((struct sockaddr *)&addr, sizeof addr, 16, SSW_PROTO_MAX, &l2) < 0)
 			_exit(2);
 		(void)!write(go[1], "g", 1);
 		uint8_t priv[SSW_CONNECT_PRIV_MAX];

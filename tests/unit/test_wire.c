@@ -247,6 +247,15 @@ static void test_reject_payloads(void **state)
 	r.len = 0;
 	n = build(buf, SSW_MSG_SINK, &r, sizeof r, 0, 0);
 	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), -1);
+	n = build(buf, SSW_MSG_RNDV_READ, &r, sizeof r, 0, 0);
+	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), -1);
+	/* ... but a sink of nothing with no descriptor is a refusal (a
+	 * receiver whose rendezvous is off) */
+	r.desc.len = 0;
+	n = build(buf, SSW_MSG_SINK, &r, sizeof r, 0, 0);
+	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), 0);
+	n = build(buf, SSW_MSG_RNDV_READ, &r, sizeof r, 0, 0);
+	assert_int_equal(ssw_wire_parse(buf, n, 0, &m), -1);
 
 	/* a write rendezvous of zero bytes (found by fuzz_session_rx: the
 	 * session went on to offer a zero-length sink, itself malformed) */

@@ -85,7 +85,7 @@ static void forget_info(const struct sockaddr_storage *dst, size_t al)
 
 static void conn_set(struct ssw_ep *ep);
 
-static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
+static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, uint32_t proto, const void *priv, size_t priv_len,
 		       struct ssw_ep **out)
 {
 	(void)dstlen;
@@ -159,11 +159,11 @@ static int fab_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 	struct {
 		struct fab_cm_hdr h;
 		uint8_t d[SSW_CONNECT_PRIV_MAX];
-	} data = { .h = { .magic = FAB_CM_MAGIC, .len = (uint32_t)priv_len } };
+	} data = { .h = { .magic = FAB_CM_MAGIC(proto), .len = (uint32_t)priv_len } };
 	memcpy(data.d, priv, priv_len);
 	size_t dl = sizeof data.h + priv_len;
 	if (cm < dl) {
-		data.h.magic = FAB_CM_MAGIC_MSG;
+		data.h.magic = FAB_CM_MAGIC_MSG(proto);
 		dl = sizeof data.h;
 		memcpy(ep->priv, priv, priv_len);
 		ep->priv_len = priv_len;

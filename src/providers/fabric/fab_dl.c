@@ -1,6 +1,7 @@
 /* fab_dl.c — libfabric, loaded on first use: linked in, its dependencies
  * (verbs, psm2, ...) cost every process under the switch ~200 ms at start,
- * most of which never make a fabric connection. */
+ * most of which never make a fabric connection.  The one loader of the
+ * tree: the provider and `sockswitch doctor` (fab_probe.c) go through it. */
 #include "providers/fabric/fab_priv.h"
 
 #include "common/log.h"
@@ -8,7 +9,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 static int (*p_getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *, struct fi_info **);
 static void (*p_freeinfo)(struct fi_info *);
@@ -17,6 +20,7 @@ static int (*p_fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
 static const char *(*p_strerror)(int);
 static uint32_t (*p_version)(void);
 static int load_rc = -ENOSYS;
+static char load_why[256];
 
 static void load(void)
 {
@@ -37,7 +41,7 @@ static void load(void)
 			sigaction(s, &saved[s], NULL);
 	}
 	if (!h) {
-		SSW_WARN("fabric: cannot load libfabric.so.1 (%s): fabric routes use kernel TCP", dlerror());
+		snprintf(load_why, sizeof load_why, "cannot load libfabric.so.1 (%s)", dlerror());
 		load_rc = -ENODEV;
 		return;
 	}
@@ -49,14 +53,26 @@ static void load(void)
 	p_version = (__typeof__(p_version))dlsym(h, "fi_version");
 	load_rc = p_getinfo && p_freeinfo && p_dupinfo && p_fabric && p_strerror ? 0 : -ENODEV;
 	if (load_rc)
-		SSW_WARN("fabric: libfabric.so.1 lacks the functions the provider needs: fabric routes use kernel TCP");
+		snprintf(load_why, sizeof load_why, "libfabric.so.1 lacks the functions the provider needs");
+}
+
+int fab_dl_open(const char **why)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, load);
+	if (why)
+		*why = load_rc ? load_why : NULL;
+	return load_rc;
 }
 
 int fab_dl_load(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, load);
-	return load_rc;
+	static atomic_bool said;
+	const char *why;
+	int rc = fab_dl_open(&why);
+	if (rc && !atomic_exchange(&said, true))
+		SSW_WARN("fabric: %s: fabric routes use kernel TCP", why);
+	return rc;
 }
 
 int fab_getinfo(uint32_t v, const char *node, const char *service, uint64_t flags, const struct fi_info *hints,

@@ -199,14 +199,14 @@ static int fab_init(void)
 	snprintf(describe_buf, sizeof describe_buf, "fabric (libfabric %s, port-offset %d)", fab_prov_name,
 		 fab_map_port(1) - 1);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
-	/* which of libfabric's sockets is whose (fab_hub.c) */
-	ssw_provfd_epoll_hook(fab_hub_epoll_note);
 	return 0;
 }
 
 static const char *fab_describe(void) { return describe_buf[0] ? describe_buf : "fabric (libfabric)"; }
 
 const struct ssw_provider ssw_provider_fabric = {
+	/* which of libfabric's sockets is whose (fab_hub.c) */
+	.own_epoll_ctl = fab_hub_epoll_note,
 	.spi_version = SSW_SPI_VERSION,
 	.name = "fabric",
 	.caps = SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE,

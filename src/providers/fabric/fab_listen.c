@@ -8,6 +8,7 @@
 #include "providers/fabric/fab_priv.h"
 
 #include "common/log.h"
+#include "common/sockdiag.h"
 #include "common/sys.h"
 
 #include <arpa/inet.h>
@@ -19,6 +20,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 /* All listeners of this process and the accept thread's state, under lmu.
  * Lock order: the gate (fab_gate_enter), then lmu, then an endpoint's mu. */
@@ -97,10 +99,10 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 		fab_freeinfo(info);
 		return;
 	}
-	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG;
-	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
+	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG(l->proto);
+	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC(l->proto) && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
 	    (!in_msg && h->len > dl - sizeof *h)) {
-		SSW_DEBUG("fabric: refused a connection request with malformed data");
+		SSW_DEBUG("fabric: refused a connection request with malformed data or of another protocol version");
 		fi_reject(l->pep, info->handle, NULL, 0);
 		fab_freeinfo(info);
 		return;
@@ -470,7 +472,24 @@ void fab_listen_atfork_child(void)
 	watched = NULL;
 }
 
-int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
+/* Our fabric port is taken.  By another user, that is worth a warning and
+ * a note for `stat`: the port its listener holds (P + offset) answers the
+ * remote connectors of ours (README Security), while we serve kernel TCP
+ * and the other providers only. */
+static void note_port_taken(const struct sockaddr_storage *a, int app_port)
+{
+	struct sockaddr_storage d;
+	uid_t uid;
+	memcpy(&d, a, sizeof d);
+	if (ssw_diag_listener_uid(&d, &uid) < 0 || uid == geteuid())
+		return;
+	int port = ntohs(((struct sockaddr_in *)&d)->sin_port);
+	ssw_diag_note("fabric port %d (for port %d) is taken by uid %u", port, app_port, (unsigned)uid);
+	SSW_WARN("listen on port %d: its fabric port %d is taken by uid %u: no fabric listener (remote peers use kernel "
+		 "TCP, or reach that user's listener)", app_port, port, (unsigned)uid);
+}
+
+int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto, struct ssw_listener **out)
 {
 	(void)addrlen;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
@@ -492,6 +511,7 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 		return -ENOMEM;
 	}
 	l->pid = ssw_pid();
+	l->proto = proto;
 	l->efd = -1;
 	h->src_addr = malloc(al);
 	h->src_addrlen = al;
@@ -547,6 +567,8 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, stru
 	if (rc) {
 		int e = rc == -FI_EADDRINUSE || rc == -EADDRINUSE ? -EADDRINUSE : fab_errno(rc);
 		SSW_DEBUG("fabric: listen on port %d: %s", port, fab_strerror(-rc));
+		if (e == -EADDRINUSE)
+			note_port_taken(&a, ntohs(((const struct sockaddr_in *)addr)->sin_port));
 		if (l->pep)
 			fi_close(&l->pep->fid);
 		if (l->eq)

@@ -19,6 +19,14 @@ static size_t fab_max_msg(struct ssw_ep *ep)
 	return FAB_MSG_MAX;
 }
 
+/* Two full messages: the peer posts FAB_RX_N buffers and packs several
+ * small messages into one (fab_pack.h), so the window is bytes, not
+ * buffers; more in flight only waits in the sender's tx backlog. */
+static size_t fab_window(struct ssw_ep *ep)
+{
+	return 2 * fab_max_msg(ep);
+}
+
 /* ctl: the message carries no stream data (the SPI's send_ctl) */
 static int send_msg(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, bool ctl)
 {
@@ -319,6 +327,7 @@ static int fab_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
 const struct ssw_msg_ops fab_msg_ops = {
 	.size = sizeof(struct ssw_msg_ops),
 	.max_msg = fab_max_msg,
+	.window = fab_window,
 	.send = fab_send,
 	.recv_peek = fab_recv_peek,
 	.recv_done = fab_recv_done,

@@ -65,8 +65,11 @@ struct fab_hdr {
  * The magic is also the wire's version: a peer that does not know it
  * rejects the request, and the connector goes to kernel TCP (version 2:
  * FAB_T_PACK, which a version 1 peer would take for corrupt input). */
-#define FAB_CM_MAGIC 0x53534632u /* "SSF2": the data follows in the request */
-#define FAB_CM_MAGIC_MSG 0x53534832u /* "SSH2": the data follows as the first message (FAB_T_HELLO) */
+/* The magic names the switch's protocol version (provider.h listen: 2 is
+ * "SSF2", the library before versions; 3 "SSF3"): a listener rejects
+ * another version's request, and the connector goes to kernel TCP. */
+#define FAB_CM_MAGIC(proto) (0x53534630u + (uint32_t)(proto))     /* "SSF<v>": the data follows in the request */
+#define FAB_CM_MAGIC_MSG(proto) (0x53534830u + (uint32_t)(proto)) /* "SSH<v>": it follows as the first message (FAB_T_HELLO) */
 struct fab_cm_hdr {
 	uint32_t magic;
 	uint32_t len; /* bytes of the switch's private data that follow */
@@ -264,6 +267,7 @@ struct ssw_ep {
 
 struct ssw_listener {
 	pid_t pid;
+	uint32_t proto;            /* the protocol version its requests must speak */
 	struct fab_fabric *fab;
 	struct fi_info *info;
 	struct fid_pep *pep;
@@ -276,6 +280,10 @@ struct ssw_listener {
 };
 
 /* fab_dl.c: the few libfabric functions that are not inline, loaded on first use */
+/* Loads libfabric once: 0, or -ENODEV with why set to one phrase
+ * ("cannot load libfabric.so.1 (...)"); says nothing. */
+int fab_dl_open(const char **why);
+/* fab_dl_open for the provider's own use: the failure is logged, once. */
 int fab_dl_load(void);
 int fab_getinfo(uint32_t v, const char *node, const char *service, uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info);
@@ -390,7 +398,7 @@ bool fab_data_uncredited(const struct ssw_ep *ep);
 int fab_keep_fds(struct ssw_ep *ep, int *fds, int max);
 
 /* fab_listen.c: listeners and the accept thread */
-int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out);
+int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto, struct ssw_listener **out);
 int fab_listener_fd(struct ssw_listener *l);
 int fab_listener_ready(struct ssw_listener *l);
 int fab_accept(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);

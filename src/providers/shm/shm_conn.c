@@ -23,8 +23,11 @@
 #include <sys/un.h>
 #include <pthread.h>
 
-/* Abstract socket names are private to the network namespace, like ports. */
-static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int wildcard)
+/* Abstract socket names are private to the network namespace, like ports.
+ * The name carries the protocol version (provider.h listen): "sockswitch.v2"
+ * was the library before versions, which a connector of today never dials
+ * (nor one of then ours). */
+static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int wildcard, uint32_t proto)
 {
 	char host[INET6_ADDRSTRLEN] = "";
 	int port;
@@ -42,8 +45,9 @@ static socklen_t rv_name(struct sockaddr_un *un, const struct sockaddr *sa, int 
 		port = ntohs(in6->sin6_port);
 		fam = '6';
 	}
-	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c*:%d", fam, port)
-			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v2:%c:%s:%d", fam, host, port);
+	int n = wildcard ? snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v%u:%c*:%d", proto, fam, port)
+			 : snprintf(un->sun_path + 1, sizeof un->sun_path - 1, "sockswitch.v%u:%c:%s:%d", proto, fam, host,
+				    port);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -102,8 +106,8 @@ static int hs_send(int fd, const void *msg, size_t len, const int *fds, int nfds
  * others are closed: the sender is untrusted).  Returns bytes, 0 on EOF, -errno. */
 static ssize_t hs_recv(int fd, void *msg, size_t len, int *fds, int want)
 {
-	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
+	union { /* fds, and the credentials SO_PASSCRED adds (shm_vouch.c) */
+		char buf[CMSG_SPACE(8 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { msg, len };
@@ -202,11 +206,14 @@ static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int con
 	if (ring_size < SHM_RING_MIN || ring_size > SHM_RING_MAX || (ring_size & (ring_size - 1)))
 		return -EPROTO;
 	struct stat st;
-	if (shm_seg_check(memfd, want, &st) < 0)
+	if (fstat(memfd, &st) < 0)
 		return -EPROTO;
-	/* the same connector sending the same segment again: our mapping of it */
+	/* the same connector sending the same segment again: our mapping of it,
+	 * checked when it was first mapped (its seals forbid any change since) */
 	shm_peer_cred(ep);
 	void *p = atomic_load(&ep->cred_ok) ? shm_seg_map_take(st.st_dev, st.st_ino, want, ep->peer_pid, ep->peer_uid) : NULL;
+	if (!p && shm_seg_check_stat(memfd, want, &st) < 0)
+		return -EPROTO;
 	if (!p) {
 		p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 		if (p == MAP_FAILED)
@@ -262,13 +269,14 @@ static bool name_squatted(const struct sockaddr_un *un, socklen_t ul, const stru
 }
 
 
-static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, struct ssw_listener **out)
+static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto,
+		      struct ssw_listener **out)
 {
 	struct sockaddr_un un;
 	(void)addrlen;
 	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
-	socklen_t ul = rv_name(&un, addr, is_wildcard(addr));
+	socklen_t ul = rv_name(&un, addr, is_wildcard(addr), proto);
 	struct ssw_listener *l = calloc(1, sizeof *l);
 	if (!l)
 		return -ENOMEM;
@@ -276,12 +284,18 @@ static int shm_listen(const struct sockaddr *addr, socklen_t addrlen, int backlo
 	pthread_mutex_init(&l->mu, NULL);
 	int rc;
 	l->lfd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+	/* the connections it accepts inherit SO_PASSCRED: the peer's vouches
+	 * come with its credentials (shm_vouch.c) */
+	shm_vouch_passcred(l->lfd);
 	if (l->lfd >= 0 && sys_bind(l->lfd, (struct sockaddr *)&un, ul) < 0) {
 		if (errno == EADDRINUSE && name_squatted(&un, ul, addr))
 			errno = EACCES;
 		goto fail;
 	}
 	if (l->lfd < 0 || sys_listen(l->lfd, backlog < 16 ? 16 : backlog) < 0)
+		goto fail;
+	l->handed = ssw_shared_alloc(4096, 4096); /* the processes sharing the listener count together */
+	if (!l->handed)
 		goto fail;
 	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, l->hb) < 0)
 		goto fail;
@@ -297,6 +311,7 @@ fail:
 	rc = -errno;
 	int fds[4] = { l->lfd, l->hb[0], l->hb[1], l->epfd };
 	close_fds(fds, 4);
+	ssw_shared_free((void *)l->handed, 4096, false); /* this process's view: a sibling may still count */
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 	return rc;
@@ -381,8 +396,10 @@ static void hand_back(struct ssw_listener *l)
 	l->npending = 0;
 	pthread_mutex_unlock(&l->mu);
 	for (int i = 0; i < n; i++) {
-		if (hs_send(l->hb[1], "r", 1, &fds[i], 1) == 0)
+		if (hs_send(l->hb[1], "r", 1, &fds[i], 1) == 0) {
+			atomic_fetch_add(l->handed, 1);
 			sys_close(fds[i]);
+		}
 		else
 			park(l, fds[i]);
 	}
@@ -468,14 +485,25 @@ static int accept_all(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 	return -EAGAIN;
 }
 
+/* A handed-back request was taken: one fewer in the pair (a count that
+ * only saves a look at an empty pair, so it never goes below zero). */
+static void taken_back(struct ssw_listener *l)
+{
+	int n = atomic_load(l->handed);
+	while (n > 0 && !atomic_compare_exchange_weak(l->handed, &n, n - 1))
+		;
+}
+
 /* Requests another process handed back, until one has its HELLO. */
 static int take_handed_back(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
 	char b;
 	int c;
-	while (l->npending < SHM_MAX_PENDING && hs_recv(l->hb[0], &b, 1, &c, 1) == 1)
+	while (l->npending < SHM_MAX_PENDING && hs_recv(l->hb[0], &b, 1, &c, 1) == 1) {
+		taken_back(l);
 		if (take_conn(l, c, out, priv, priv_len) == 0)
 			return 0;
+	}
 	return -EAGAIN;
 }
 
@@ -490,6 +518,8 @@ static bool park_incoming(struct ssw_listener *l, int from)
 	while (l->npending < SHM_MAX_PENDING &&
 	       (from == l->lfd ? (c = sys_accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0
 			       : hs_recv(l->hb[0], &b, 1, &c, 1) == 1)) {
+		if (from != l->lfd)
+			taken_back(l);
 		bool hello = hello_waits(c) || hello_wait(c);
 		park(l, ssw_fd_hide(c));
 		if (hello)
@@ -547,10 +577,15 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 	 * handed back (taken off the backlog earlier), then the backlog. */
 	if (!l->npending) {
 		/* nothing half-arrived: no need to ask the set (a HELLO follows
-		 * its connect at once) */
-		if (take_handed_back(l, out, priv, priv_len) == 0)
+		 * its connect at once).  What a sibling handed back came off the
+		 * backlog earlier: first, when the count says there is some; and
+		 * looked for after an empty backlog anyway (a count a dead
+		 * sibling left short) */
+		if (atomic_load(l->handed) && take_handed_back(l, out, priv, priv_len) == 0)
 			return 0;
-		return accept_all(l, out, priv, priv_len);
+		if (accept_all(l, out, priv, priv_len) == 0)
+			return 0;
+		return take_handed_back(l, out, priv, priv_len);
 	}
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	int held[SHM_MAX_PENDING], nheld;
@@ -639,8 +674,81 @@ static void shm_listener_close(struct ssw_listener *l)
 		close_fds(l->pending, l->npending); /* copies of the parent's */
 	int fds[4] = { l->lfd, l->hb[0], l->hb[1], l->epfd };
 	close_fds(fds, 4);
+	ssw_shared_free((void *)l->handed, 4096, false); /* this process's view: a sibling may still count */
 	pthread_mutex_destroy(&l->mu);
 	free(l);
+}
+
+/* ---- across exec -------------------------------------------------------- */
+
+/* The new image needs the rendezvous listener and the handback pair; the
+ * requests this image parked (HELLO not read yet) go into the pair first,
+ * where the new image finds them (they would die with this image's epoll
+ * set).  Its own epoll set it makes anew. */
+static int shm_listener_export(struct ssw_listener *l, int *fds, int max)
+{
+	if (max < 3)
+		return -ENOSPC;
+	if (l->epfd_pid == ssw_pid())
+		hand_back(l);
+	fds[0] = l->lfd;
+	fds[1] = l->hb[0];
+	fds[2] = l->hb[1];
+	return 3;
+}
+
+/* fd is an AF_UNIX SOCK_SEQPACKET socket, listening or not as asked. */
+static bool unix_seqpacket(int fd, int listening)
+{
+	int v = 0;
+	socklen_t l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
+		return false;
+	l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) < 0 || v != SOCK_SEQPACKET)
+		return false;
+	l = sizeof v;
+	return sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v == listening;
+}
+
+/* The descriptors come through the environment: each must be what
+ * export gave, the rendezvous listener bound to exactly the name of this
+ * address and version, and the pair two connected ends of our user. */
+static int shm_listener_import(const struct sockaddr *addr, socklen_t addrlen, uint32_t proto, const int *fds, int n,
+			       struct ssw_listener **out)
+{
+	(void)addrlen;
+	if (n != 3 || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+		return -EINVAL;
+	struct sockaddr_un want, got, a, b;
+	socklen_t wl = rv_name(&want, addr, is_wildcard(addr), proto), gl = sizeof got, al = sizeof a, bl = sizeof b;
+	struct ucred ca, cb;
+	socklen_t cl = sizeof ca, dl = sizeof cb;
+	if (!unix_seqpacket(fds[0], 1) || !unix_seqpacket(fds[1], 0) || !unix_seqpacket(fds[2], 0) ||
+	    sys_getsockname(fds[0], (struct sockaddr *)&got, &gl) < 0 || gl != wl || memcmp(&got, &want, wl) != 0 ||
+	    sys_getsockopt(fds[1], SOL_SOCKET, SO_PEERCRED, &ca, &cl) < 0 ||
+	    sys_getsockopt(fds[2], SOL_SOCKET, SO_PEERCRED, &cb, &dl) < 0 || ca.uid != cb.uid || ca.uid != geteuid() ||
+	    SYS_(getpeername, fds[1], (struct sockaddr *)&a, &al) < 0 || SYS_(getpeername, fds[2], (struct sockaddr *)&b, &bl) < 0)
+		return -EINVAL;
+	struct ssw_listener *l = calloc(1, sizeof *l);
+	if (!l)
+		return -ENOMEM;
+	l->lfd = fds[0];
+	l->hb[0] = fds[1];
+	l->hb[1] = fds[2];
+	l->epfd = -1;
+	pthread_mutex_init(&l->mu, NULL);
+	/* the count of handed-back requests starts at zero here: an empty
+	 * backlog makes accept look at the pair anyway (take_request) */
+	l->handed = ssw_shared_alloc(4096, 4096);
+	if (!l->handed || own_epfd(l) < 0) {
+		ssw_shared_free((void *)l->handed, 4096, false);
+		pthread_mutex_destroy(&l->mu);
+		free(l);
+		return -ENOMEM;
+	}
+	*out = l;
+	return 0;
 }
 
 /* ---- connecting side --------------------------------------------------- */
@@ -699,21 +807,48 @@ static bool rdv_peer_ok(int ctl, const struct sockaddr *dst, struct ucred *peer)
 	return false;
 }
 
+/* Nobody of our protocol version listens at dst: is it one of the next
+ * older or newer (a server started before or after a package upgrade)?
+ * Said for `stat`; only looked for on this miss, four failed connects of
+ * an abstract name (about 1 us each). */
+static void note_other_version(const struct sockaddr *dst, uint32_t proto)
+{
+	uint32_t other[2] = { proto - 1, proto + 1 };
+	struct sockaddr_un un;
+	for (int i = 0; i < 2; i++)
+		for (int wild = 0; wild < 2; wild++) {
+			int fd = sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+			if (fd < 0)
+				return;
+			socklen_t ul = rv_name(&un, dst, wild, other[i]);
+			bool there = sys_connect(fd, (struct sockaddr *)&un, ul) == 0 || errno == EAGAIN;
+			sys_close(fd);
+			if (there) {
+				char a[80];
+				ssw_diag_note("the switched listener of %s speaks protocol version %u, we %u",
+					      addr_txt(dst, a, sizeof a), other[i], proto);
+				return;
+			}
+		}
+}
+
 /* Connect ep->ctl_fd to the rendezvous of dst: its own name, else the
  * wildcard's; a name answered by someone else than the listener's owner is
  * passed over (a squatter on the specific name does not hide the real
  * wildcard listener).  0, -ENOENT (nobody switched there), -EAGAIN (backlog
  * full), -EACCES (only impostors answered), or -errno. */
-static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, struct ucred *peer)
+static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, uint32_t proto, struct ucred *peer)
 {
 	struct sockaddr_un un;
 	int rc = -ENOENT;
 	for (int wild = 0; wild < 2; wild++) {
-		if (ep->ctl_fd < 0)
+		if (ep->ctl_fd < 0) {
 			ep->ctl_fd = ssw_fd_hide(sys_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+			shm_vouch_passcred(ep->ctl_fd); /* the acceptor's vouches (shm_vouch.c) */
+		}
 		if (ep->ctl_fd < 0)
 			return -errno;
-		socklen_t ul = rv_name(&un, dst, wild);
+		socklen_t ul = rv_name(&un, dst, wild, proto);
 		if (sys_connect(ep->ctl_fd, (struct sockaddr *)&un, ul) == 0) {
 			if (rdv_peer_ok(ep->ctl_fd, dst, peer))
 				return 0;
@@ -725,11 +860,13 @@ static int rdv_connect(struct ssw_ep *ep, const struct sockaddr *dst, struct ucr
 		if (errno == EAGAIN) /* listener's backlog is full */
 			return -EAGAIN;
 	}
+	if (rc == -ENOENT)
+		note_other_version(dst, proto);
 	return rc;
 }
 
-static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void *priv, size_t priv_len,
-		       struct ssw_ep **out)
+static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, uint32_t proto, const void *priv,
+		       size_t priv_len, struct ssw_ep **out)
 {
 	(void)dstlen;
 	if (priv_len > SSW_CONNECT_PRIV_MAX)
@@ -746,7 +883,7 @@ static int shm_connect(const struct sockaddr *dst, socklen_t dstlen, const void 
 		shm_ep_free(ep);
 		return rc;
 	}
-	rc = rdv_connect(ep, dst, &peer);
+	rc = rdv_connect(ep, dst, proto, &peer);
 	if (rc == 0)
 		rc = shm_seg_settle(&g, peer.pid, peer.uid);
 	if (rc < 0)
@@ -857,6 +994,8 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.listener_fd = shm_listener_fd,
 	.accept = shm_accept,
 	.listener_close = shm_listener_close,
+	.listener_export = shm_listener_export,
+	.listener_import = shm_listener_import,
 	.connect = shm_connect,
 	.connect_fd = shm_connect_fd,
 	.connect_complete = shm_connect_complete,

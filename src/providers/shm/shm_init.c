@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static int shm_init(void)
 {
@@ -17,12 +18,16 @@ static int shm_init(void)
 }
 
 static size_t shm_max_msg(struct ssw_ep *ep) { return ep->tx.size / 4 - SHM_REC_HDR; }
+/* half the ring: the other half is slack for records' framing and padding
+ * and for the record that wraps at the end of the ring */
+static size_t shm_window(struct ssw_ep *ep) { return 2 * shm_max_msg(ep); }
 /* a ring record: its header, the message padded to 8 bytes */
 static size_t shm_msg_space(struct ssw_ep *ep, size_t len) { (void)ep; return SHM_REC_HDR + ((len + 7) & ~(size_t)7); }
 
 static const struct ssw_msg_ops shm_msg_ops = {
 	.size = sizeof(struct ssw_msg_ops),
 	.max_msg = shm_max_msg,
+	.window = shm_window,
 	.send = shm_ring_send,
 	.recv_peek = shm_ring_peek,
 	.recv_done = shm_ring_done,
@@ -44,15 +49,36 @@ static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 	return k;
 }
 
-/* After the HELLO the rendezvous connection carries doorbells (1 byte) and
- * at most a refusal (longer: the listener could not take us, a reset); its
- * hang-up means every process holding the peer's end is gone. */
-static void ctl_record(struct ssw_ep *ep, ssize_t n)
+/* After the HELLO the rendezvous connection carries doorbells (1 byte),
+ * vouches for rendezvous descriptors (shm_vouch.c) and at most a refusal
+ * (anything else: the listener could not take us, a reset); its hang-up
+ * means every process holding the peer's end is gone. */
+void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh)
 {
+	if (n > 1 && shm_vouch_is(rec, n)) {
+		if (mh)
+			shm_vouch_record(ep, rec, n, mh);
+		return;
+	}
 	if (n > 1)
 		ep->err = -ECONNRESET;
 	if (n == 0 || n > 1)
 		ep->peer_gone = 1;
+}
+
+ssize_t shm_ctl_take(struct ssw_ep *ep, int flags)
+{
+	struct shm_vouch m;
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { &m, sizeof m };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
+	ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, flags);
+	if (n >= 0) /* a record longer than a vouch is a refusal, its text unread */
+		shm_ctl_record(ep, &m, mh.msg_flags & MSG_TRUNC ? sizeof m + 1 : (size_t)n, &mh);
+	return n;
 }
 
 #define DRAIN_MAX 16
@@ -61,19 +87,25 @@ static void ctl_record(struct ssw_ep *ep, ssize_t n)
  * (a wake-up should cost the sleeper no more than kernel TCP's recv). */
 static void ctl_drain(struct ssw_ep *ep)
 {
-	struct shm_hs m[2];
+	struct shm_vouch m[DRAIN_MAX];
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} cm[DRAIN_MAX];
 	struct iovec iov[DRAIN_MAX];
 	struct mmsghdr mm[DRAIN_MAX];
-	for (int i = 0; i < DRAIN_MAX; i++) {
-		/* records share one buffer: only their lengths matter (a doorbell
-		 * is 1 byte; anything longer is a refusal, its text unread) */
-		iov[i] = (struct iovec){ .iov_base = &m[i & 1], .iov_len = sizeof m[0] };
-		mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
-	}
 	for (int round = 0; round < 4 && !ep->peer_gone; round++) {
+		for (int i = 0; i < DRAIN_MAX; i++) {
+			/* a record longer than a vouch is a refusal, its text unread */
+			iov[i] = (struct iovec){ .iov_base = &m[i], .iov_len = sizeof m[i] };
+			mm[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1,
+							       .msg_control = cm[i].buf, .msg_controllen = sizeof cm[i].buf } };
+		}
 		int n = (int)SYS_(recvmmsg, ep->ctl_fd, mm, DRAIN_MAX, MSG_DONTWAIT, NULL);
-		for (int i = 0; i < n && !ep->peer_gone; i++)
-			ctl_record(ep, (ssize_t)mm[i].msg_len);
+		for (int i = 0; i < n && !ep->peer_gone; i++) {
+			size_t len = mm[i].msg_hdr.msg_flags & MSG_TRUNC ? sizeof m[i] + 1 : mm[i].msg_len;
+			shm_ctl_record(ep, &m[i], len, &mm[i].msg_hdr);
+		}
 		if (n < DRAIN_MAX)
 			return;
 	}
@@ -89,9 +121,11 @@ static void ctl_probe(struct ssw_ep *ep)
 	if (sys_poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return;
 	struct shm_hs m;
-	/* the first record left: a doorbell (1 byte), a refusal, or nothing */
+	/* the first record left: a doorbell (1 byte), a vouch, a refusal, or
+	 * nothing; all but a refusal leave a hang-up (peeked: the record stays) */
 	ssize_t n = SYS_(recvfrom, ep->ctl_fd, &m, sizeof m, MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC, NULL, NULL);
-	ctl_record(ep, n > 1 ? n : 0);
+	bool refusal = n > 1 && !shm_vouch_is(&m, (size_t)n);
+	shm_ctl_record(ep, &m, refusal ? (size_t)n : 0, NULL);
 }
 
 static void shm_wake_leave(struct ssw_ep *ep)
@@ -140,11 +174,9 @@ static int shm_sleep(struct ssw_ep *ep, int ms)
 			return -ENOSYS;
 		ep->ctl_timeo_ms = ms;
 	}
-	struct shm_hs m;
-	ssize_t n = SYS_(recvfrom, ep->ctl_fd, &m, sizeof m, 0, NULL, NULL);
+	ssize_t n = shm_ctl_take(ep, 0);
 	int err = errno;
 	if (n >= 0) {
-		ctl_record(ep, n);
 		/* as in wake_ack: the producer may ring again only now */
 		atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
 		atomic_thread_fence(memory_order_seq_cst);

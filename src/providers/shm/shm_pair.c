@@ -60,6 +60,8 @@ int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b)
 	}
 	if (SYS_(socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &fd[1]) < 0)
 		goto sys_fail;
+	shm_vouch_passcred(fd[1]);
+	shm_vouch_passcred(fd[2]);
 	fd[3] = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	fd[4] = sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (fd[3] < 0 || fd[4] < 0)

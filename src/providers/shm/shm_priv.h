@@ -112,6 +112,26 @@ struct shm_seg_key {
 	uint32_t uid;
 };
 
+/* A rendezvous descriptor (shm_rdma.c): whose memory, where, which registration. */
+#define SHM_DESC_MAGIC 0x43534d52u /* "RMSC" */
+struct shm_desc {
+	uint32_t magic;
+	int32_t pid;
+	uint64_t addr;
+	uint64_t len;
+	uint64_t gen;
+};
+
+/* The registering process's word on a descriptor, with the kernel's
+ * credentials beside it (shm_vouch.c). */
+#define SHM_VOUCH_MAGIC 0x48435556u /* "VUCH" */
+struct shm_vouch {
+	uint32_t magic;
+	uint32_t pad;
+	struct shm_desc d;
+};
+#define SHM_VOUCHES 8
+
 struct ssw_ep {
 	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
 			    * bytes both ways (1 byte each; anything longer is a refusal) */
@@ -133,6 +153,10 @@ struct ssw_ep {
 	_Atomic int cred_done;
 	_Atomic int cred_ok;  /* peer_pid/peer_uid came from the kernel (SO_PEERCRED answered) */
 	uint64_t seg_dev, seg_ino; /* acceptor: the segment's memfd (shm_seg_map_keep) */
+	/* descriptors the peer vouched for (shm_vouch.c), the newest SHM_VOUCHES */
+	_Atomic uint32_t vouch_lock;
+	uint32_t nvouch;
+	struct shm_desc vouched[SHM_VOUCHES];
 };
 
 #define SHM_MAX_PENDING 1024
@@ -140,6 +164,7 @@ struct ssw_ep {
 struct ssw_listener {
 	int lfd;           /* abstract unix listening socket */
 	int hb[2];         /* handback pair: requests sent on [1] reach any process on [0] */
+	_Atomic int *handed; /* requests in the pair (fork-shared; a hint: see taken_back) */
 	int epfd;          /* lfd + hb[0] + this process's pending requests (listener_fd) */
 	pid_t epfd_pid;    /* epoll sets are shared across fork: one per process */
 	pthread_mutex_t mu; /* pending[] (threads accepting at once) */
@@ -166,6 +191,8 @@ int shm_rdma_queued(void);
 int shm_seg_create(const char *name, uint64_t size);
 /* A peer's memfd may be mapped for `want` bytes: 0, or -EPROTO (logged at info). */
 int shm_seg_check(int fd, uint64_t want, struct stat *st);
+/* The same, for a memfd whose fstat the caller has. */
+int shm_seg_check_stat(int fd, uint64_t want, const struct stat *st);
 
 /* shm_seg.c: the connector's segments (new, the spare, recycled) */
 struct shm_seg {
@@ -231,6 +258,30 @@ struct ssw_ep *shm_ep_alloc(void);     /* zeroed, fork-shared */
 
 /* shm_rdma.c */
 extern const struct ssw_rdma_ops shm_rdma_ops;
+
+/* shm_vouch.c: the kernel's word on whose memory a descriptor opens */
+struct msghdr;
+/* SO_PASSCRED on a rendezvous socket (the listener's: accepted ones inherit it). */
+void shm_vouch_passcred(int fd);
+/* Vouch for our descriptor d on the rendezvous connection: 0 or -EPERM. */
+int shm_vouch_send(struct ssw_ep *ep, const struct shm_desc *d);
+/* The same with these credentials (the kernel refuses ones not ours unless
+ * we are root: tests play a forger with it): 0 or -errno. */
+struct ucred;
+int shm_vouch_send_as(struct ssw_ep *ep, const struct shm_desc *d, const struct ucred *cr);
+/* Is this rendezvous-connection record a vouch? */
+bool shm_vouch_is(const void *rec, size_t n);
+/* Keep a vouch read from the connection (mh: its credentials). */
+void shm_vouch_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
+/* May we copy from or into the peer's d: vouched for by the process it
+ * names, whose uids are ours now?  0 or -EPERM. */
+int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d);
+
+/* shm_init.c: one record read from the rendezvous connection after the
+ * handshake (n its length, 0 at hang-up; mh its credentials, or NULL). */
+void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
+/* Read and record one (recvmsg flags): its length, 0 at hang-up, or -1. */
+ssize_t shm_ctl_take(struct ssw_ep *ep, int flags);
 
 /* shm_pair.c (test support): a connected pair without the rendezvous. */
 int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b);

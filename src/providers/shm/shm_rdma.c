@@ -15,16 +15,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define SHM_DESC_MAGIC 0x43534d52u /* "RMSC" */
-
-struct shm_desc {
-	uint32_t magic;
-	int32_t pid;
-	uint64_t addr;
-	uint64_t len;
-	uint64_t gen;
-};
-
 int shm_cma_disabled;
 
 static int shm_register_memory(struct ssw_ep *ep, void *addr, size_t len, struct ssw_mr *mr)
@@ -42,15 +32,19 @@ static void shm_deregister_memory(struct ssw_ep *ep, struct ssw_mr *mr)
 	(void)ep, (void)mr;
 }
 
+/* The descriptor, and the vouch that lets the peer use it (shm_vouch.c):
+ * without one the peer refuses it, and the transfer goes through the ring. */
 static int shm_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, uint32_t access,
 				    struct ssw_rdma_desc *desc)
 {
 	static uint64_t gen;
-	(void)ep, (void)access;
+	(void)access;
 	struct shm_desc d = { SHM_DESC_MAGIC, (int32_t)ssw_pid(), (uint64_t)(uintptr_t)addr, len,
 			      __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED) };
 	memcpy(desc->data, &d, sizeof d);
 	desc->len = sizeof d;
+	if (!shm_cma_disabled)
+		(void)shm_vouch_send(ep, &d);
 	return 0;
 }
 
@@ -68,12 +62,12 @@ static int check_desc(struct ssw_ep *ep, const struct ssw_rdma_desc *desc, uint6
 	memcpy(d, desc->data, sizeof *d);
 	if (d->magic != SHM_DESC_MAGIC || off > d->len || len > d->len - off || d->addr + d->len < d->addr)
 		return -EINVAL;
-	/* Only the process at the other end of this connection; anything else
-	 * (e.g. a forked sharer) goes through the copy path. */
+	/* Only the process that registered it, as the kernel vouches, and of
+	 * our user now; anything else goes through the ring (-EPERM). */
 	shm_peer_cred(ep);
-	if (shm_cma_disabled || d->pid != ep->peer_pid || !(ep->caps & SSW_CAP_RDMA_READ))
+	if (shm_cma_disabled || !(ep->caps & SSW_CAP_RDMA_READ))
 		return -EPERM;
-	return 0;
+	return shm_vouch_check(ep, d);
 }
 
 static int cma(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const struct ssw_rdma_desc *desc,

@@ -45,27 +45,36 @@ int shm_seg_create(const char *name, uint64_t size)
  * stay, so checking in this order leaves no window.  hugetlbfs memfds can be
  * sealed too, but a hole punched in one faults with SIGBUS when the huge page
  * pool is empty: only tmpfs (plain memfd) segments are taken. */
-int shm_seg_check(int fd, uint64_t want, struct stat *stp)
+int shm_seg_check_stat(int fd, uint64_t want, const struct stat *st)
 {
 	const char *why = NULL;
-	struct stat st;
 	struct statfs sf;
 	int seals = sys_fcntl(fd, F_GET_SEALS, 0);
 	if (seals < 0)
 		why = "not a sealable memfd";
 	else if ((seals & ~SEALS_IGNORED) != SHM_SEALS)
 		why = "not sealed against resizing as agreed";
-	else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+	else if (!S_ISREG(st->st_mode))
 		why = "not a regular file";
-	else if ((uint64_t)st.st_size < want)
+	else if ((uint64_t)st->st_size < want)
 		why = "smaller than its ring size needs";
 	else if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
 		why = "not plain shared memory";
-	if (!why) {
-		if (stp)
-			*stp = st;
+	if (!why)
 		return 0;
-	}
 	SSW_INFO("shm: refused a peer's segment: %s (seals %#x)", why, seals < 0 ? 0 : (unsigned)seals);
 	return -EPROTO;
+}
+
+int shm_seg_check(int fd, uint64_t want, struct stat *stp)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		SSW_INFO("shm: refused a peer's segment: %s", "not a regular file");
+		return -EPROTO;
+	}
+	int rc = shm_seg_check_stat(fd, want, &st);
+	if (rc == 0 && stp)
+		*stp = st;
+	return rc;
 }

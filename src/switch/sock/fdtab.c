@@ -1,0 +1,192 @@
+/* fdtab.c — maps file descriptors to switched sockets.  A flat array indexed by
+ * fd, read without locks: socket objects are type-stable (recycled, never
+ * returned to malloc) and a reader takes a reference only while the count is
+ * not zero, then checks the slot still holds the same object.  So a close
+ * racing with a call in another thread never frees a socket in use.  Beside it,
+ * one byte per fd caches what the switch learned when the fd was created
+ * (saves probing system calls at connect time). */
+#include "switch/sock/sock.h"
+
+#include "common/log.h"
+#include "switch/stat/statreg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+static struct ssw_sock **tab;
+static uint8_t *info;
+static int tab_size;
+static _Atomic int tab_count;   /* entries: lets plain-only processes skip the lock */
+static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* A thread walking the table (the stat refresher) may hold its lock at a
+ * fork: take it around the fork so the child never inherits it held. */
+static void fork_prepare(void)
+{
+	pthread_rwlock_wrlock(&tab_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_rwlock_unlock(&tab_lock);
+}
+
+/* not an unlock: the child's thread has another id than the locker */
+static void fork_child(void)
+{
+	pthread_rwlock_init(&tab_lock, NULL);
+}
+
+int ssw_fdtab_init(void)
+{
+	struct rlimit rl;
+	long n = 65536;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && (long)rl.rlim_max > n)
+		n = (long)rl.rlim_max;
+	if (n > (1L << 22))
+		n = 1L << 22;
+	static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&once);
+	if (tab) {
+		pthread_mutex_unlock(&once);
+		return 0;
+	}
+	void *p = mmap(NULL, (size_t)n * (sizeof *tab + 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		pthread_mutex_unlock(&once);
+		return -ENOMEM;
+	}
+	info = (uint8_t *)p + (size_t)n * sizeof *tab;
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	tab_size = (int)n;
+	__atomic_store_n(&tab, (struct ssw_sock **)p, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&once);
+	return 0;
+}
+
+struct ssw_sock *ssw_sock_get(int fd)
+{
+	if (fd < 0 || fd >= tab_size || !atomic_load_explicit(&tab_count, memory_order_relaxed))
+		return NULL;
+	for (;;) {
+		struct ssw_sock *s = __atomic_load_n(&tab[fd], __ATOMIC_ACQUIRE);
+		if (!s)
+			return NULL;
+		int r = atomic_load_explicit(&s->refs, memory_order_relaxed);
+		do {
+			if (r == 0)
+				break; /* being torn down: the slot is about to be empty */
+		} while (!atomic_compare_exchange_weak(&s->refs, &r, r + 1));
+		if (r == 0)
+			continue;
+		if (__atomic_load_n(&tab[fd], __ATOMIC_ACQUIRE) == s)
+			return s;
+		ssw_sock_put(s); /* recycled for another fd meanwhile */
+	}
+}
+
+void ssw_sock_put(struct ssw_sock *s)
+{
+	if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+		ssw_sock_destroy(s);
+}
+
+int ssw_fdtab_set(int fd, struct ssw_sock *s)
+{
+	if (fd < 0 || fd >= tab_size)
+		return -EMFILE;
+	ssw_statreg_ensure(); /* a switched socket: publish this process for `sockswitch stat` */
+	pthread_rwlock_wrlock(&tab_lock);
+	struct ssw_sock *old = tab[fd];
+	atomic_fetch_add(&s->refs, 1);
+	atomic_fetch_add(&s->fdrefs, 1);
+	__atomic_store_n(&tab[fd], s, __ATOMIC_RELEASE);
+	if (!old)
+		atomic_fetch_add(&tab_count, 1);
+	pthread_rwlock_unlock(&tab_lock);
+	if (old) {
+		atomic_fetch_sub(&old->fdrefs, 1);
+		ssw_sock_put(old);
+	}
+	return 0;
+}
+
+struct ssw_sock *ssw_fdtab_take(int fd)
+{
+	if (fd < 0 || fd >= tab_size || !__atomic_load_n(&tab[fd], __ATOMIC_RELAXED))
+		return NULL;
+	pthread_rwlock_wrlock(&tab_lock);
+	struct ssw_sock *s = tab[fd];
+	if (s) {
+		__atomic_store_n(&tab[fd], NULL, __ATOMIC_RELEASE);
+		atomic_fetch_sub(&tab_count, 1);
+		atomic_fetch_sub(&s->fdrefs, 1);
+	}
+	pthread_rwlock_unlock(&tab_lock);
+	return s;
+}
+
+bool ssw_fdtab_any(const int *fds, int n)
+{
+	if (!atomic_load_explicit(&tab_count, memory_order_relaxed))
+		return false;
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0 && fds[i] < tab_size && __atomic_load_n(&tab[fds[i]], __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
+void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg)
+{
+	if (!atomic_load_explicit(&tab_count, memory_order_relaxed))
+		return;
+	pthread_rwlock_rdlock(&tab_lock);
+	for (int fd = 0; fd < tab_size; fd++)
+		if (tab[fd])
+			fn(fd, tab[fd], arg);
+	pthread_rwlock_unlock(&tab_lock);
+}
+
+int ssw_fdtab_size(void)
+{
+	return tab_size;
+}
+
+int ssw_fdtab_count(void)
+{
+	return atomic_load_explicit(&tab_count, memory_order_relaxed);
+}
+
+/* In a relay process (relay.c): the table keeps only fd's socket.  Other
+ * sockets are dropped without their teardown, which belongs to the processes
+ * that hold them: their objects are simply left behind. */
+void ssw_fdtab_forget_except(int keep)
+{
+	struct ssw_sock *ks = keep >= 0 && keep < tab_size ? tab[keep] : NULL;
+	for (int fd = 0; fd < tab_size && atomic_load(&tab_count) > (ks ? 1 : 0); fd++) {
+		if (fd == keep || !tab[fd])
+			continue;
+		struct ssw_sock *s = ssw_fdtab_take(fd);
+		if (s == ks)
+			ssw_sock_put(s);
+	}
+}
+
+uint8_t ssw_fdinfo_get(int fd)
+{
+	return fd >= 0 && fd < tab_size ? __atomic_load_n(&info[fd], __ATOMIC_RELAXED) : 0;
+}
+
+void ssw_fdinfo_set(int fd, uint8_t v)
+{
+	if (fd >= 0 && fd < tab_size)
+		__atomic_store_n(&info[fd], v, __ATOMIC_RELAXED);
+}
+
+void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear)
+{
+	if (fd >= 0 && fd < tab_size && __atomic_load_n(&info[fd], __ATOMIC_RELAXED))
+		__atomic_store_n(&info[fd], (uint8_t)((info[fd] & ~clear) | set), __ATOMIC_RELAXED);
+}

@@ -1,0 +1,54 @@
+/* sock.c — creation and teardown of the switch's socket objects. */
+#include "switch/switch.h"
+
+#include "common/log.h"
+#include "switch/setup/setup.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Socket objects are recycled, never freed: the fd table reads them without
+ * locks (see fdtab.c), so their memory must stay valid. */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ssw_sock *pool;
+
+struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family)
+{
+	pthread_mutex_lock(&pool_lock);
+	struct ssw_sock *s = pool;
+	if (s)
+		pool = *(struct ssw_sock **)&s->sess;
+	pthread_mutex_unlock(&pool_lock);
+	if (!s)
+		s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	/* refs is 0 here and no reader increments a zero count: clear the rest */
+	memset((char *)s + sizeof s->refs, 0, sizeof *s - sizeof s->refs);
+	atomic_init(&s->fdrefs, 0);
+	pthread_mutex_init(&s->lock, NULL);
+	s->state = st;
+	s->fd = fd;
+	s->family = family;
+	s->rcvtimeo_ms = s->sndtimeo_ms = -1;
+	s->proof_fd = -1;
+	atomic_store(&s->refs, 1);
+	return s;
+}
+
+void ssw_sock_destroy(struct ssw_sock *s)
+{
+	ssw_setup_release(s); /* its proof asks the session: before it goes */
+	if (s->sess) {
+		ssw_fork_guard_enter();
+		if (ssw_session_last_holder(s->sess)) /* counted once, by the last holder */
+			ssw_stats_account_closed(s);
+		ssw_session_close(s->sess, s->linger_on && s->linger_s == 0);
+		ssw_fork_guard_leave();
+	}
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_lock(&pool_lock);
+	*(struct ssw_sock **)&s->sess = pool;
+	pool = s;
+	pthread_mutex_unlock(&pool_lock);
+}

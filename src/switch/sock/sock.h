@@ -1,0 +1,103 @@
+/* sock.h — the switch's view of one application socket, and the fd table
+ * that finds it.  Only sockets the switch serves are in the table (listeners
+ * with a provider half, connections over a provider); everything else is a
+ * plain kernel socket and never reaches this code after one table load. */
+#ifndef SSW_SOCK_H
+#define SSW_SOCK_H
+
+#include <sockswitch/provider.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "session/session.h"
+#include "switch/api.h"
+
+enum ssw_state { SSW_ST_LISTENING = 1, SSW_ST_CONNECTING, SSW_ST_CONNECTED };
+
+/* Provider listeners of one socket: per provider, one per address family
+ * (a dual-stack wildcard listens on :: and 0.0.0.0). */
+#define SSW_MAX_PLISTEN 8
+
+struct ssw_plisten {
+	const struct ssw_provider *prov;
+	struct ssw_listener *l;
+	uint32_t proto;              /* the protocol version its requests speak */
+	bool any4;                   /* on 0.0.0.0 beside a dual-stack [::] one */
+};
+
+struct ssw_sock {
+	_Atomic int refs;            /* fd table entries + calls in progress */
+	_Atomic int fdrefs;          /* fd table entries (dup) */
+	pthread_mutex_t lock;        /* state transitions */
+	enum ssw_state state;
+	int fd;                      /* the first fd (for stats and logs) */
+	int family;
+	_Atomic int nonblock;        /* O_NONBLOCK of the open file description */
+	unsigned fork_gen;           /* fork.c: session held for the fork of this generation */
+	struct sockaddr_storage local, peer;
+	socklen_t local_len, peer_len;
+	int rcvtimeo_ms, sndtimeo_ms;/* -1: none */
+	struct ssw_session_opts opts;
+	bool linger_on;
+	int linger_s;
+	const struct ssw_provider *prov; /* a connection's provider (NULL for a listener: see pl) */
+	struct ssw_session *sess;
+
+	/* connecting */
+	struct ssw_ep *cep;
+	_Atomic bool connect_unseen; /* completed after EINPROGRESS, no connect() since */
+	struct sockaddr_storage dst;
+	socklen_t dst_len;
+	int proof_fd;                /* proof.c: the kernel socket's hidden duplicate or listening proof, or -1 */
+	bool reuseport_ours;         /* proof.c set SO_REUSEPORT on the kernel socket (getsockopt says 0) */
+
+	/* listening */
+	struct ssw_plisten pl[SSW_MAX_PLISTEN]; /* each with its own provider */
+	int npl;
+	struct ssw_session_opts lopts;
+	pid_t looked_by;             /* the last process to accept on it or poll it (fork.c) */
+	bool v6only;                 /* an IPv6 listener that serves IPv6 only (IPV6_V6ONLY) */
+	_Atomic unsigned refused;    /* requests dropped at accept (handshake or address check failed) */
+	char lnote[96];              /* why: the last refusal, or a provider half lost at listen (stat) */
+
+	void *ep_watch;              /* epoll.c: this socket's epoll entries (under epoll.c's lock) */
+};
+
+/* fd table (ssw_fdtab_init, ssw_sock_get, ssw_sock_put, ssw_fdtab_any: api.h) */
+/* Install s at fd (takes a table reference). */
+int ssw_fdtab_set(int fd, struct ssw_sock *s);
+/* Remove fd's entry; returns the sock with the table's reference moved to
+ * the caller (who must put it), or NULL. */
+struct ssw_sock *ssw_fdtab_take(int fd);
+/* Call fn on every sock in the table (under the table lock: keep it short). */
+void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg);
+
+int ssw_fdtab_count(void);
+int ssw_fdtab_size(void);
+void ssw_fdtab_forget_except(int keep);
+
+struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family);
+
+/* What the switch knows of an fd from its creation (0: nothing). */
+enum {
+	SSW_FI_KNOWN = 1,     /* created through our socket() */
+	SSW_FI_TCP4 = 2,
+	SSW_FI_TCP6 = 4,
+	SSW_FI_OPTS = 8,      /* a SOL_SOCKET option was set: read them back */
+	SSW_FI_BOUND = 16,
+	SSW_FI_NONBLOCK = 32,
+	SSW_FI_EPOLL = 64,    /* an epoll fd (made through our epoll_create) */
+	SSW_FI_NOTRELAY = 128,/* looked at: not a relay's socket (relayed.c) */
+};
+uint8_t ssw_fdinfo_get(int fd);
+void ssw_fdinfo_set(int fd, uint8_t v);
+/* Change bits of a known fd (no effect when nothing is known of it). */
+void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear);
+
+/* Teardown when the last reference goes: closes the session / listeners. */
+void ssw_sock_destroy(struct ssw_sock *s);
+
+#endif

@@ -1,0 +1,103 @@
+/* stats.c — process-wide counters of the switch, and the one-line summary a
+ * process appends to SOCKSWITCH_STATS_FILE at exit (tests read it to prove
+ * the payload went over a provider). */
+#include "switch/switch.h"
+
+#include "common/log.h"
+#include "common/params.h"
+#include "common/safefile.h"
+#include "common/sys.h"
+#include "switch/stat/statreg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct ssw_counters ssw_counters;
+
+void ssw_stats_account_closed(struct ssw_sock *s)
+{
+	struct ssw_session_stats st;
+	if (!s->sess)
+		return;
+	ssw_session_get_stats(s->sess, &st);
+	atomic_fetch_add(&ssw_counters.bytes_sent, st.bytes_sent);
+	atomic_fetch_add(&ssw_counters.bytes_received, st.bytes_received);
+}
+
+struct live_sum {
+	unsigned long sent, received;
+};
+
+static void add_live(int fd, struct ssw_sock *s, void *arg)
+{
+	struct live_sum *l = arg;
+	struct ssw_session_stats st;
+	(void)fd;
+	/* a dup'ed socket appears once per fd: count it at its first fd only */
+	if (!s->sess || s->fd != fd)
+		return;
+	ssw_session_get_stats(s->sess, &st);
+	l->sent += st.bytes_sent;
+	l->received += st.bytes_received;
+}
+
+void ssw_stats_forget(void)
+{
+	atomic_store(&ssw_counters.switched, 0);
+	atomic_store(&ssw_counters.fallback, 0);
+	atomic_store(&ssw_counters.bytes_sent, 0);
+	atomic_store(&ssw_counters.bytes_received, 0);
+	atomic_store(&ssw_counters.refused, 0);
+}
+
+/* Set once the file was found unusable and said so: one warning per process. */
+static bool stats_warned;
+
+/* The summary file, opened like every file a setting names (safefile.c):
+ * regular, never blocking, never through another user's planted link. */
+static int open_stats(const char *path)
+{
+	char why[256];
+	int fd = ssw_file_open(path, SSW_FILE_APPEND, why, sizeof why);
+	if (fd < 0 && !stats_warned) {
+		stats_warned = true;
+		SSW_WARN("SOCKSWITCH_STATS_FILE=%s: %s (no statistics written)", path, why);
+	}
+	return fd;
+}
+
+void ssw_stats_check_file(void)
+{
+	const char *path = ssw_param_str(SSW_P_STATS_FILE);
+	if (!path || !*path)
+		return;
+	int fd = open_stats(path);
+	if (fd >= 0)
+		sys_close(fd);
+}
+
+void ssw_stats_dump_at_exit(void)
+{
+	const char *path = ssw_param_str(SSW_P_STATS_FILE);
+	if (!path || !*path || stats_warned)
+		return;
+	ssw_statreg_quiesce();
+	struct live_sum l = { 0, 0 };
+	ssw_fdtab_each(add_live, &l);
+	char line[256];
+	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu\n",
+			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
+			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received,
+			 atomic_load(&ssw_counters.refused));
+	int fd = open_stats(path);
+	if (fd < 0)
+		return;
+	(void)!sys_write(fd, line, (size_t)n);
+	sys_close(fd);
+}
+
+void ssw_raise_sigpipe(void)
+{
+	SYS_(tgkill, getpid(), SYS_(gettid, 0), SIGPIPE);
+}
