@@ -30,6 +30,8 @@ bool ssw_listener_ready(struct ssw_sock *s);
  * 0 connected, -EINPROGRESS pending, or the final error. */
 int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
 void ssw_sock_load_opts(struct ssw_sock *s, int fd);
+/* SO_LINGER {1, 0} as every process holding the connection sees it (io.c) */
+bool ssw_sock_linger0(struct ssw_sock *s);
 
 /* fds (api.h has what the interposition layer reports) */
 /* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */

@@ -2858,6 +2858,64 @@ static void fork_cli(const struct addr *a)
 
 static void sc_fork_after_connect(void) { pair(AF_INET, fork_srv, fork_cli); }
 
+/* ---- fork_opts: the socket's options are the open file's, shared by the
+ * processes after fork: a timeout or O_NONBLOCK one of them sets holds for
+ * the other, and SO_LINGER 0 makes the last close a reset ------------- */
+
+static int g_po[2], g_op[2]; /* parent -> child, child -> parent */
+
+static void opts_child(void *arg)
+{
+	(void)arg;
+	char c;
+	if (read(g_po[0], &c, 1) != 1) /* the parent set SO_RCVTIMEO */
+		die("parent went away");
+	RECV(g_fd, 10, 0); /* nothing comes: the parent's 50 ms timeout */
+	int fl = fcntl(g_fd, F_GETFL);
+	RC("fcntl(O_NONBLOCK on)", fcntl(g_fd, F_SETFL, fl | O_NONBLOCK));
+	if (write(g_op[1], "!", 1) != 1)
+		die("pipe");
+	if (read(g_po[0], &c, 1) != 1) /* the parent set SO_LINGER {1, 0} and closed its copy */
+		die("parent went away");
+	say("exiting without close (the last holder)");
+}
+
+static void fork_opts_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void fork_opts_cli(const struct addr *a)
+{
+	g_fd = conn(a);
+	if (pipe(g_po) < 0 || pipe(g_op) < 0)
+		die("pipe");
+	struct proc ch = spawn("client-child", opts_child, NULL);
+	struct timeval tv = { 0, 50000 };
+	RC("setsockopt(SO_RCVTIMEO, 50 ms)", setsockopt(g_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	if (write(g_po[1], "!", 1) != 1)
+		die("pipe");
+	char c;
+	if (read(g_op[0], &c, 1) != 1) /* the child set O_NONBLOCK */
+		die("child went away");
+	RECV(g_fd, 10, 0); /* the child's O_NONBLOCK: at once */
+	struct linger l = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(g_fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	RC("close its copy", close(g_fd));
+	if (write(g_po[1], "!", 1) != 1)
+		die("pipe");
+	reap(&ch);
+	tell();
+}
+
+static void sc_fork_opts(void) { pair(AF_INET, fork_opts_srv, fork_opts_cli); }
+
 static void keep_child(void *arg)
 {
 	(void)arg;
@@ -4418,6 +4476,7 @@ static const struct scenario scenarios[] = {
 	{ "dup2", sc_dup2, "dup2 and F_DUPFD_CLOEXEC copies carry the connection" },
 	{ "dup2_replace", sc_dup2_replace, "dup2 onto another connection's fd closes that connection" },
 	{ "fork_after_connect", sc_fork_after_connect, "child writes, parent closes its copy: data, then EOF when the child exits" },
+	{ "fork_opts", sc_fork_opts, "after fork a timeout, O_NONBLOCK, SO_LINGER 0 one process sets hold for the other" },
 	{ "fork_parent_keeps", sc_fork_parent_keeps, "child exits, parent still holds: no EOF until the parent closes" },
 	{ "exec_inherit", sc_exec_inherit, "fork+exec with an inherited connected socket" },
 	{ "scm_rights", sc_scm_rights, "a connected socket sent over SCM_RIGHTS: the receiver talks to the peer, sees its names, EOF" },

@@ -45,7 +45,7 @@ static bool must_close(int fd)
 		return false;
 	bool r = s->state == SSW_ST_CONNECTED && s->sess && s->prov &&
 		 (!(s->prov->caps & SSW_CAP_SHARED_CONTEXT) ||
-		  (ssw_session_last_holder(s->sess) && ((s->linger_on && s->linger_s == 0) || ssw_session_unread(s->sess))));
+		  (ssw_session_last_holder(s->sess) && (ssw_sock_linger0(s) || ssw_session_unread(s->sess))));
 	ssw_sock_put(s);
 	return r;
 }
