@@ -165,7 +165,9 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 			if (r >= 0) {
 				m->msg_namelen = 0;
 				m->msg_controllen = 0;
-				m->msg_flags = 0;
+				/* the urgent byte says so (tcp_recvmsg's recv_urg), and
+				 * MSG_TRUNC when there was no room for it */
+				m->msg_flags = (flags & MSG_OOB) ? MSG_OOB | (r == 0 ? MSG_TRUNC : 0) : 0;
 			}
 			SSW_RET(r);
 		}

@@ -1862,6 +1862,40 @@ static void oob_waitall_srv(int lfd)
 
 static void sc_oob_waitall(void) { pair(AF_INET, oob_waitall_srv, oob_send_cli); }
 
+/* recvmsg of the urgent byte: msg_flags says MSG_OOB (and MSG_TRUNC
+ * without room for it) */
+static void RECVMSG_FLAGS(int fd, size_t n, int flags)
+{
+	char b[64];
+	struct iovec v = { b, n };
+	struct msghdr mh;
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &v;
+	mh.msg_iovlen = 1;
+	mh.msg_flags = -1;
+	errno = 0;
+	ssize_t r = recvmsg(fd, &mh, flags);
+	int e = errno;
+	say("recvmsg(%zu, %s) = %s%s%s msg_flags=%s", n, flagstr(flags), rcs(r, e), r > 0 ? " " : "",
+	    r > 0 ? esc(b, (size_t)r) : "", r >= 0 ? flagstr(mh.msg_flags) : "-");
+}
+
+static void oob_recvmsg_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECVMSG_FLAGS(fd, 0, MSG_OOB | MSG_PEEK);
+	RECVMSG_FLAGS(fd, 10, MSG_OOB | MSG_PEEK);
+	RECVMSG_FLAGS(fd, 10, MSG_OOB);
+	RECVMSG_FLAGS(fd, 10, MSG_OOB);
+	RECVMSG_FLAGS(fd, 10, 0);
+	tell();
+	RECVMSG_FLAGS(fd, 10, 0);
+	close(fd);
+}
+
+static void sc_oob_recvmsg(void) { pair(AF_INET, oob_recvmsg_srv, oob_send_cli); }
+
 /* splice from the socket into a pipe, and what it moved */
 static void SPLICE_OUT(int fd, size_t n)
 {
@@ -4448,6 +4482,7 @@ static const struct scenario scenarios[] = {
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
 	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
+	{ "oob_recvmsg", sc_oob_recvmsg, "recvmsg of the urgent byte: msg_flags MSG_OOB (MSG_TRUNC without room)" },
 	{ "oob_waitall", sc_oob_waitall, "MSG_WAITALL stops at the urgent mark" },
 	{ "oob_splice", sc_oob_splice, "splice from the socket stops at the urgent mark and never passes it" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
