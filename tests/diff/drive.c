@@ -95,7 +95,7 @@ static void status_line(struct run *r, const char *who, int st)
 static bool collect(struct run *r, int k, long *val)
 {
 	struct endpoint *e = &r->e[k];
-	uint64_t deadline = now_ms_() + 30000u * (unsigned)r->slow;
+	uint64_t deadline = now_ms_() + 15000u * (unsigned)r->slow;
 	for (;;) {
 		/* whole lines first */
 		char *nl;
@@ -142,7 +142,7 @@ static bool collect(struct run *r, int k, long *val)
 		}
 		if (now_ms_() > deadline) {
 			putf(&r->out, "%s driver: no answer from %s within %d s (hung)\n", r->prefix, k ? "B" : "A",
-			     30 * r->slow);
+			     15 * r->slow);
 			return false;
 		}
 	}

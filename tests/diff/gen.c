@@ -90,6 +90,7 @@ struct mside {
 	bool nonblock, oobinline, linger0, rcvtimeo;
 	bool cork;        /* TCP_CORK left on: what it sends waits up to 200 ms */
 	bool shut_rd, shut_wr;
+	bool shut_called; /* shutdown() was called on it (a wake-up in the kernel) */
 	bool fin_in;      /* the peer's FIN arrived */
 	int rst;          /* 0; 1: reset; 2: maybe */
 	bool end_in;      /* a FIN or a reset arrived: reads never block */
@@ -402,10 +403,13 @@ static bool explained_held_to_closed(const struct model *m, int i, bool held)
 
 /* An edge-triggered epoll set of a socket that sent its FIN: kernel TCP
  * reports one more edge when the peer's ACK moves it from FIN_WAIT1 to
- * FIN_WAIT2 (a state change wakes the set); the switch has no such step. */
+ * FIN_WAIT2 (a state change wakes the set); the switch has no such step.
+ * Nor does it make an edge of the process's own shutdown() (any: one that
+ * changes nothing, or says ENOTCONN, wakes the kernel's set too): the
+ * local wake-up of issue 19, item 4. */
 static bool explained_et_after_fin(const struct mside *x)
 {
-	return x->shut_wr && x->ep_added && (x->ep_events & EPOLLET);
+	return (x->shut_wr || x->shut_called) && x->ep_added && (x->ep_events & EPOLLET);
 }
 
 /* Sending by endpoint i, any kind: the model's side of it. */
@@ -661,6 +665,7 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		break;
 	case OP_SHUTDOWN: {
 		int how = s->sub;
+		x->shut_called = true;
 		if (x->rst)
 			break; /* ENOTCONN: nothing moves */
 		if (x->thr == TH_SEND && how != SHUT_RD)
