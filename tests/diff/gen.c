@@ -777,7 +777,9 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		out->qmin = out->qmax = 0;
 		break;
 	case OP_CONNECT2:
-		if (i != 1 || !m->e[0].listener || m->e[0].lshut || !m->e[0].m_alive || m->e[0].backlog >= 4)
+		/* README Limits: over fabric a connection its client closed before
+		 * the server accepted it is refused (accept never sees it) */
+		if (fab || i != 1 || !m->e[0].listener || m->e[0].lshut || !m->e[0].m_alive || m->e[0].backlog >= 4)
 			return false;
 		m->e[0].backlog++;
 		break;
