@@ -252,6 +252,14 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 	bool peek = flags & MSG_PEEK;
 	size_t copied = 0, qpeek = 0;
 	bool took_marks = false;
+	/* urgent bytes the peer sent before this call are in, as in the kernel
+	 * (where they moved the mark when they came, the reader where it stood
+	 * then: sess_take_oob) */
+	if (s->p->progress->note) {
+		sess_peer_check(s, false);
+		if (s->urg.peer != s->urg.seen)
+			sess_pump(s, true);
+	}
 	while (copied < want) {
 		size_t lim = want - copied;
 		uint64_t pos = s->rx_pos + (peek ? qpeek : 0);

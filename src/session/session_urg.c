@@ -81,6 +81,11 @@ static void urg_raise_for_peer(struct ssw_session *s)
  * newer urgent byte moves the mark and the older one becomes plain data. */
 void sess_take_oob(struct ssw_session *s, uint8_t byte)
 {
+	/* tcp_check_urg: a reader standing at the older mark (not inline)
+	 * skips that byte when a newer one comes: it is lost, neither data
+	 * nor out of band */
+	if (s->urg.mark_valid && !s->urg.inline_ && s->rx_pos == s->urg.mark && s->q.len > 0)
+		sess_q_take(s, 1);
 	if (sess_q_reserve(s, 1) < 0) {
 		sess_set_broken(s, "out of memory for urgent byte");
 		return;

@@ -893,17 +893,19 @@ static long exec_step(const struct cmd *c)
 
 static void settle_fd(const struct settle *st)
 {
-	if (sock < 0 || (st->fionread_min < 0 && !st->revents && !st->unsent))
+	if (sock < 0)
 		return;
-	/* light (a switched run on shm, whose sends are in the ring when they
-	 * return): no FIONREAD, which would take every byte out of the ring;
-	 * held bytes are the peer's to take once its hold is over */
-	struct settle l;
 	/* FIONREAD counts nothing past an urgent mark: held bytes there are
 	 * waited out (README Limits: the kernel pushes what follows urgent
 	 * data at once, the switch holds it its 200 ms) */
 	if (!light && st->held && st->fionread_min < 0)
 		usleep((DIFF_HOLD_MS + 20) * 1000);
+	if (st->fionread_min < 0 && !st->revents && !st->unsent && !(light && st->held))
+		return;
+	/* light (a switched run on shm, whose sends are in the ring when they
+	 * return): no FIONREAD, which would take every byte out of the ring;
+	 * held bytes are the peer's to take once its hold is over */
+	struct settle l;
 	if (light) {
 		l = *st;
 		if (l.fionread_min >= 0)

@@ -2006,6 +2006,40 @@ static void oob_twice_read_srv(int lfd)
 
 static void sc_oob_twice_read(void) { pair(AF_INET, oob_twice_read_srv, oob_twice_cli); }
 
+/* a reader standing at an urgent mark when a newer urgent byte comes: the
+ * older byte is skipped (tcp_check_urg), neither data nor out of band */
+static void oob_at_mark_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	RECV(fd, 100, 0);
+	RECV(fd, 100, MSG_OOB);
+	RECV(fd, 100, MSG_DONTWAIT);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void oob_at_mark_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "ab", MSG_OOB);
+	tell();
+	await();
+	SEND(fd, "xyc", MSG_OOB);
+	tell();
+	await();
+	close(fd);
+}
+
+static void sc_oob_at_mark(void) { pair(AF_INET, oob_at_mark_srv, oob_at_mark_cli); }
+
 /* MSG_PEEK|MSG_WAITALL waits for the whole amount, then peeks it */
 static void peek_waitall_srv(int lfd)
 {
@@ -4487,6 +4521,7 @@ static const struct scenario scenarios[] = {
 	{ "oob_splice", sc_oob_splice, "splice from the socket stops at the urgent mark and never passes it" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
 	{ "oob_twice_read", sc_oob_twice_read, "two urgent bytes, plain reads only: the older byte reads as data" },
+	{ "oob_at_mark", sc_oob_at_mark, "a newer urgent byte while the reader stands at the older mark: that byte is skipped" },
 	{ "oob_twice", sc_oob_twice, "two urgent bytes before the reader looks" },
 	{ "oob_twice_inline", sc_oob_twice_inline, "two urgent bytes, SO_OOBINLINE" },
 	{ "oob_multibyte", sc_oob_multibyte, "send(\"xyz\", MSG_OOB): only the last byte is urgent" },
