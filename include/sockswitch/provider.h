@@ -272,11 +272,12 @@ struct ssw_msg_ops {
 	 *  - send_commit: send the reserved message, its first `len` bytes
 	 *    (<= the reserved length).  hold == 0: as send (it and every held
 	 *    message become visible, the peer is woken if it sleeps).  hold != 0:
-	 *    the message is queued but held: the peer neither sees it nor is
-	 *    woken, until a send, a commit without hold or a flush, or the
-	 *    endpoint's orderly close; at the latest SSW_HOLD_MS after the first
-	 *    held message (the peer then takes them by itself: its arm() bounds
-	 *    the sleep).  0, or -EINVAL without a reservation.
+	 *    the message is queued but held: the peer does not see it, until a
+	 *    send, a commit without hold or a flush, or the endpoint's orderly
+	 *    close (an abortive one drops it); at the latest SSW_HOLD_MS after
+	 *    the first held message (the peer then takes them by itself: its
+	 *    arm() bounds the sleep, and a peer asleep when the hold starts is
+	 *    woken once for that).  0, or -EINVAL without a reservation.
 	 *  - flush: make held messages visible; wakes the peer at most once. */
 	int (*send_reserve)(struct ssw_ep *ep, size_t len, void **buf);
 	int (*send_commit)(struct ssw_ep *ep, size_t len, int hold);

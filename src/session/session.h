@@ -115,6 +115,20 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max);
  * that closes all others. */
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
+/* Options of the socket's open file that a fork shares (fcntl's O_NONBLOCK,
+ * SO_RCVTIMEO and SO_SNDTIMEO in ms, SO_LINGER: -1 off, else seconds):
+ * set by whichever process holding the connection sets them, read by all
+ * (dflt: this process's own value, until one sets it). */
+enum { SSW_SOPT_NONBLOCK, SSW_SOPT_RCVTIMEO, SSW_SOPT_SNDTIMEO, SSW_SOPT_LINGER, SSW_SOPT_COUNT };
+void ssw_session_sopt_set(struct ssw_session *s, int which, int v);
+int ssw_session_sopt(struct ssw_session *s, int which, int dflt);
+/* splice from the socket: tcp_read_sock stops at urgent data and never
+ * skips the byte (a recv does).  Returns 1 with *room, the most a splice
+ * may take now (SIZE_MAX: no mark ahead); at the mark itself what the
+ * kernel's splice answers (0, -EAGAIN, a pending error). */
+int ssw_session_splice_room(struct ssw_session *s, bool nonblock, size_t *room);
+/* Received data not yet read (what makes kernel TCP's close a reset). */
+bool ssw_session_unread(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
 short ssw_session_poll(struct ssw_session *s);

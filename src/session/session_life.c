@@ -186,6 +186,30 @@ bool sess_rx_pending_data(struct ssw_session *s)
 	return s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type) && s->hm.h.type != SSW_MSG_FIN);
 }
 
+void ssw_session_sopt_set(struct ssw_session *s, int which, int v)
+{
+	if (which < 0 || which >= SSW_SOPT_COUNT)
+		return;
+	atomic_store(&s->sopt[which], v);
+	atomic_fetch_or(&s->sopt_set, 1u << which);
+}
+
+int ssw_session_sopt(struct ssw_session *s, int which, int dflt)
+{
+	if (which < 0 || which >= SSW_SOPT_COUNT || !(atomic_load(&s->sopt_set) & (1u << which)))
+		return dflt;
+	return atomic_load(&s->sopt[which]);
+}
+
+bool ssw_session_unread(struct ssw_session *s)
+{
+	if (!sess_enter(s))
+		return false;
+	bool r = !s->broken && sess_rx_pending_data(s);
+	sess_unlock(s);
+	return r;
+}
+
 /* This process lets go of the connection; the others keep it. */
 static void drop_local(struct ssw_session *s)
 {

@@ -138,6 +138,13 @@ struct ssw_session {
 	bool broken;               /* protocol violation: stop parsing the peer's messages */
 
 	struct sess_urg urg;
+
+	/* The socket's own options (O_NONBLOCK, SO_RCVTIMEO, SO_SNDTIMEO,
+	 * SO_LINGER) belong to its open file, which the processes holding the
+	 * connection after fork share: the last value any of them set (the
+	 * bit in sopt_set says which were), over each process's own copy */
+	_Atomic int sopt[SSW_SOPT_COUNT];
+	_Atomic uint32_t sopt_set;
 	struct sess_wait w;
 	struct ssw_session_stats st;
 };

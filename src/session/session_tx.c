@@ -282,6 +282,19 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	bool hold = s->cork || (flags & MSG_MORE);
 	size_t sent = 0;
 	ret = 0;
+	/* No piece for a rendezvous: the pieces of one writev/sendmsg go as
+	 * messages cut across them, as the kernel's segments are (one message
+	 * up to its size: a reader woken by a first piece alone would miss the
+	 * others, which kernel TCP hands over in the same segment) */
+	bool rndv = false;
+	for (int i = 0; big && i < iovcnt && !rndv; i++)
+		rndv = sess_rndv_choose(s, iov[i].iov_len) != 0;
+	if (!rndv) {
+		ret = sess_send_inline(s, iov, iovcnt, total, 0, nonblock, dl, hold);
+		if (ret > 0)
+			sent = (size_t)ret;
+		iovcnt = 0;
+	}
 	for (int i = 0; i < iovcnt && ret >= 0; i++) {
 		const uint8_t *b = iov[i].iov_base;
 		size_t len = iov[i].iov_len;

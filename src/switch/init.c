@@ -48,8 +48,7 @@ static void start_provider(int i, const struct ssw_route_rule *rule)
 		return;
 	}
 	usable_ok[i] = true;
-	if (!(usable[i].p.caps & SSW_CAP_SHARED_CONTEXT))
-		ssw_exit_close_private(); /* its connections die with the process (exit.c) */
+	ssw_exit_close_private(); /* exit closes connections as the kernel would (exit.c) */
 }
 
 /* One line per rejected setting; true when one of them turns the switch off. */

@@ -30,11 +30,13 @@ bool ssw_listener_ready(struct ssw_sock *s);
  * 0 connected, -EINPROGRESS pending, or the final error. */
 int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
 void ssw_sock_load_opts(struct ssw_sock *s, int fd);
+/* SO_LINGER {1, 0} as every process holding the connection sees it (io.c) */
+bool ssw_sock_linger0(struct ssw_sock *s);
 
 /* fds (api.h has what the interposition layer reports) */
 /* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */
 int ssw_close(int fd);
-/* At exit, close the connections of providers without shared context (exit.c). */
+/* At exit, close the connections the kernel would close differently than a dead process (exit.c). */
 void ssw_exit_close_private(void);
 /* The fd `newfd` now refers to the same socket as `oldfd` (dup family):
  * what the switch knows of oldfd (entry, fd info, relayed) goes to newfd too. */

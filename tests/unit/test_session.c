@@ -535,6 +535,51 @@ static void test_staging_keeps_window_send(void **state)
 
 /* ---- receive flags and urgent data -------------------------------------- */
 
+/* The pieces of one writev leave as one message (as one segment of kernel
+ * TCP): a reader woken by the first publication finds all of them.  Seen
+ * from the transport: one DATA message of 6 bytes, not 3 of 2. */
+static void test_writev_one_message(void **state)
+{
+	(void)state;
+	struct pair p;
+	open_pair(&p, NULL, NULL);
+	char a[] = "ab", b[] = "cd", c[] = "ef";
+	struct iovec v[3] = { { a, 2 }, { b, 2 }, { c, 2 } };
+	assert_int_equal(ssw_session_send(p.a, v, 3, 0, true, -1), 6);
+	const void *msg;
+	size_t len;
+	assert_int_equal(ssw_provider_shm.msg->recv_peek(p.eb, &msg, &len), 0);
+	struct ssw_wire_hdr h;
+	assert_true(len >= sizeof h);
+	memcpy(&h, msg, sizeof h);
+	assert_int_equal(h.type, SSW_MSG_DATA);
+	assert_int_equal(h.len, 6);
+	char buf[16];
+	assert_int_equal(rcv(p.b, buf, sizeof buf, 0), 6);
+	assert_memory_equal(buf, "abcdef", 6);
+	close_pair(&p);
+}
+
+/* A peek wanting more than the first message sees the next ones too, as
+ * the kernel's peek spans segments. */
+static void test_peek_spans_messages(void **state)
+{
+	(void)state;
+	struct pair p;
+	open_pair(&p, NULL, NULL);
+	char buf[16];
+	assert_int_equal(snd(p.a, "ab", 2, 0), 2);
+	assert_int_equal(snd(p.a, "cd", 2, 0), 2);
+	assert_int_equal(snd(p.a, "ef", 2, 0), 2);
+	assert_int_equal(rcv(p.b, buf, 5, MSG_PEEK), 5);
+	assert_memory_equal(buf, "abcde", 5);
+	assert_int_equal(rcv(p.b, buf, 1, 0), 1);
+	assert_int_equal(rcv(p.b, buf, sizeof buf, MSG_PEEK), 5);
+	assert_memory_equal(buf, "bcdef", 5);
+	assert_int_equal(rcv(p.b, buf, sizeof buf, 0), 5);
+	close_pair(&p);
+}
+
 static void test_peek(void **state)
 {
 	(void)state;
@@ -1274,6 +1319,8 @@ int main(void)
 		T(test_staging_keeps_window_poll),
 		T(test_staging_keeps_window_send),
 		T(test_peek),
+		T(test_peek_spans_messages),
+		T(test_writev_one_message),
 		T(test_waitall),
 		T(test_oob_mark),
 		T(test_oob_inline),

@@ -931,6 +931,8 @@ static void shm_close(struct ssw_ep *ep, int how)
 	shm_rdma_cancel(ep); /* queued transfers (async mode) never touch their buffers after close */
 	if (ep->tx.ctl && how == SSW_CLOSE_ORDERLY)
 		shm_ring_flush(ep); /* held messages go before the end, as a kernel close sends corked data */
+	if (ep->tx.ctl && how == SSW_CLOSE_ABORT)
+		shm_ring_drop_held(ep); /* a reset sends nothing it held (its hold not over) */
 	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {
 		/* Said at once, beside the ring, so the peer's poll sees it behind
 		 * unread data; a peer that sleeps (or watches: epoll) is armed

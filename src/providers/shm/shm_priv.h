@@ -234,6 +234,8 @@ int shm_ring_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
 int shm_ring_reserve(struct ssw_ep *ep, size_t len, void **buf);
 int shm_ring_commit(struct ssw_ep *ep, size_t len, int hold);
 void shm_ring_flush(struct ssw_ep *ep);
+/* An abortive close: records still held (their hold not over) are never published. */
+void shm_ring_drop_held(struct ssw_ep *ep);
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len);
 void shm_ring_done(struct ssw_ep *ep);
 int shm_ring_arm(struct ssw_ep *ep);

@@ -114,9 +114,23 @@ static void publish(struct ssw_ep *ep, int hold)
 {
 	struct shm_ring *r = &ep->tx;
 	if (hold) {
-		if (atomic_load_explicit(&r->ctl->held, memory_order_relaxed) <= r->pub)
-			atomic_store_explicit(&r->ctl->held_ns, ssw_now_ns(), memory_order_relaxed);
+		uint64_t h = atomic_load_explicit(&r->ctl->held, memory_order_relaxed), now = ssw_now_ns();
+		bool start = h <= r->pub;
+		if (!start && now - atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed) >= (uint64_t)SSW_HOLD_MS * 1000000u) {
+			/* the last hold is over (its records were the peer's to take
+			 * already): they are published, and a new hold starts */
+			r->pub = h;
+			atomic_store_explicit(&r->ctl->tail, h, memory_order_release);
+			start = true;
+		}
+		if (start)
+			atomic_store_explicit(&r->ctl->held_ns, now, memory_order_relaxed);
 		atomic_store_explicit(&r->ctl->held, r->pos, memory_order_release);
+		/* A peer asleep already would never learn that the hold ends (its
+		 * arm found nothing held): woken once, it sleeps again until then,
+		 * as kernel TCP sends corked data by itself at its 200 ms ceiling */
+		if (start)
+			shm_wake_peer(ep);
 		return;
 	}
 	r->pub = r->pos;
@@ -261,12 +275,28 @@ static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns)
 		return HELD_CORRUPT;
 	uint64_t t0 = atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed);
 	uint64_t now = ssw_now_ns(), hold = (uint64_t)SSW_HOLD_MS * 1000000u;
-	if (ep->peer_gone || atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN ||
-	    now - t0 >= hold || t0 > now)
+	bool over = now - t0 >= hold || t0 > now;
+	uint32_t closed = atomic_load_explicit(&r->ctl->closed, memory_order_acquire);
+	/* an abortive close (or a death with our data unread) sends nothing it
+	 * still held: tcp_close's reset drops the unsent queue (the closer
+	 * drops the mark, shm_ring_drop_held; this covers a reader that loaded
+	 * it first, and a peer that died) */
+	if (!over && (closed == SHM_CLOSED_RESET || (ep->peer_gone && closed == SHM_OPEN && shm_gone_state(ep) == -ECONNRESET)))
+		return from;
+	if (ep->peer_gone || closed != SHM_OPEN || over)
 		return h;
 	if (wait_ns)
 		*wait_ns = t0 + hold - now;
 	return from;
+}
+
+void shm_ring_drop_held(struct ssw_ep *ep)
+{
+	struct shm_ring *r = &ep->tx;
+	uint64_t t0 = atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed), now = ssw_now_ns();
+	if (atomic_load_explicit(&r->ctl->held, memory_order_relaxed) > r->pub && now - t0 < (uint64_t)SSW_HOLD_MS * 1000000u &&
+	    t0 <= now)
+		atomic_store_explicit(&r->ctl->held, r->pub, memory_order_release);
 }
 
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
