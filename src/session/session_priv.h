@@ -20,6 +20,8 @@
 struct rxq {
 	uint8_t *buf;
 	size_t off, len, cap;
+	size_t hi;                 /* the most of buf used since it was last given back (session_mem.c) */
+	uint64_t gen, mark;        /* stagings so far; gen at the last idle look */
 };
 
 /* A send's rendezvous in progress (one at a time: other senders wait on tx_cv). */
