@@ -50,12 +50,15 @@ void stat_usage(FILE *out)
 		"  SENT, RECEIVED       payload bytes (messages) each way; for kernel TCP the\n"
 		"                       bytes acknowledged / received and data segments\n"
 		"  CREDITS              send credit left / limit, and the receive window granted\n"
+		"  RING                 the connection's shared memory resident now (shm: both\n"
+		"                       rings and their header; - when not known)\n"
 		"\n"
 		"options:\n"
 		"  --json          one JSON array of objects with the keys pid, command, fd,\n"
 		"                  local, remote, provider, provider_describe, state,\n"
 		"                  bytes_sent, bytes_received,\n"
 		"                  msgs_sent, msgs_received, tx_inflight, tx_limit, rx_window,\n"
+		"                  ring_resident (bytes, null when not known),\n"
 		"                  shared, stale, fallback_reason (null when switched)\n"
 		"  -p, --pid PID   only the sockets of process PID\n"
 		"  -h, --help      show this help\n"
@@ -518,12 +521,17 @@ static void print_json(const struct row *rows, int n)
 		cli_json_str(s->describe[0] ? s->describe : s->provider);
 		printf(", \"state\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu, "
 		       "\"msgs_sent\": %llu, \"msgs_received\": %llu, \"tx_inflight\": %llu, \"tx_limit\": %llu, "
-		       "\"rx_window\": %llu, \"shared\": %s, \"stale\": %s, \"fallback_reason\": ",
+		       "\"rx_window\": %llu, \"ring_resident\": ",
 		       ssw_statreg_state_name(s->state), (unsigned long long)s->bytes_sent,
 		       (unsigned long long)s->bytes_received, (unsigned long long)s->msgs_sent,
 		       (unsigned long long)s->msgs_received, (unsigned long long)s->tx_inflight,
-		       (unsigned long long)s->tx_limit, (unsigned long long)s->rx_window,
-		       s->flags & SSW_SR_F_SHARED ? "true" : "false", r->stale ? "true" : "false");
+		       (unsigned long long)s->tx_limit, (unsigned long long)s->rx_window);
+		if (s->ring_resident)
+			printf("%llu", (unsigned long long)s->ring_resident);
+		else
+			printf("null");
+		printf(", \"shared\": %s, \"stale\": %s, \"fallback_reason\": ", s->flags & SSW_SR_F_SHARED ? "true" : "false",
+		       r->stale ? "true" : "false");
 		if (s->kind == SSW_SR_KERNEL)
 			cli_json_str(s->reason);
 		else
@@ -577,13 +585,15 @@ static void print_table(const struct row *rows, int n)
 	for (int i = 0; i < n; i++)
 		if ((int)strlen(prov_shown(&rows[i].s)) > pw)
 			pw = (int)strlen(prov_shown(&rows[i].s));
-	printf("%-7s %-15s %4s %-*s %-10s %-22s %-22s %11s %11s %-17s %s\n", "PID", "COMMAND", "FD", pw, "PROVIDER",
-	       "STATE", "LOCAL", "REMOTE", "SENT", "RECEIVED", "CREDITS", "REASON");
+	printf("%-7s %-15s %4s %-*s %-10s %-22s %-22s %11s %11s %-17s %9s %s\n", "PID", "COMMAND", "FD", pw, "PROVIDER",
+	       "STATE", "LOCAL", "REMOTE", "SENT", "RECEIVED", "CREDITS", "RING", "REASON");
 	for (int i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 		const struct ssw_statreg_slot *s = &r->s;
-		char sent[24], recv[24], cred[40] = "-", tx[16], rx[16];
+		char sent[24], recv[24], cred[40] = "-", tx[16], rx[16], ring[24] = "-";
 		human(s->bytes_sent, sent, sizeof sent);
+		if (s->ring_resident)
+			human(s->ring_resident, ring, sizeof ring);
 		human(s->bytes_received, recv, sizeof recv);
 		if (s->kind == SSW_SR_SWITCHED && s->tx_limit) {
 			uint64_t left = s->tx_limit > s->tx_inflight ? s->tx_limit - s->tx_inflight : 0;
@@ -596,9 +606,9 @@ static void print_table(const struct row *rows, int n)
 			 s->flags & SSW_SR_F_SHARED ? "+shared" : "", r->stale ? "?" : "");
 		char comm[sizeof r->comm * 4], prov[sizeof s->describe * 4], loc[sizeof s->local * 4],
 			rem[sizeof s->remote * 4], why[sizeof s->reason * 4];
-		printf("%-7d %-15s %4d %-*s %-10s %-22s %-22s %11s %11s %-17s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
+		printf("%-7d %-15s %4d %-*s %-10s %-22s %-22s %11s %11s %-17s %9s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
 		       s->fd, pw, esc(prov_shown(s), prov, sizeof prov), state, esc(s->local, loc, sizeof loc),
-		       esc(s->remote, rem, sizeof rem), sent, recv, cred,
+		       esc(s->remote, rem, sizeof rem), sent, recv, cred, ring,
 		       s->kind == SSW_SR_KERNEL ? esc(s->reason, why, sizeof why) : "");
 	}
 	if (!n)

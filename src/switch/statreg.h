@@ -77,7 +77,9 @@ struct ssw_statreg_slot {
 	char local[64], remote[64];   /* "1.2.3.4:80", "[::1]:80", "*" */
 	char reason[96];          /* why kernel TCP (SSW_SR_KERNEL) */
 	char describe[48];        /* the provider's describe() line ("fabric (libfabric tcp)"), or "" */
-	char pad[16];
+	uint64_t ring_resident;   /* bytes of the connection's shared memory resident (shm: its segment,
+				   * both rings), 0: not known */
+	char pad[8];
 };
 
 _Static_assert(sizeof(struct ssw_statreg_slot) == 384, "slot layout");
