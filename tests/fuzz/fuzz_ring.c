@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.peer_gone = !!(h.flags & 4);
 	c.rx = (struct shm_ring){ .ctl = ctl[0], .data = ring[0], .size = RS, .pos = pos, .other = pos };
 	uint64_t txpos = h.head & ~7ull;
-	c.tx = (struct shm_ring){ .ctl = ctl[1], .data = ring[1], .size = RS, .pos = txpos, .other = txpos };
+	c.tx = (struct shm_ring){ .ctl = ctl[1], .data = ring[1], .size = RS, .pos = txpos, .other = txpos,
+				  .can_skip = true };
 	atomic_store(&ctl[1]->head, h.flags & 2 ? h.head : txpos - (h.tail % (RS + 16)));
 
 	int err = 0;

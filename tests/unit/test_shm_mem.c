@@ -106,6 +106,27 @@ static void test_pingpong_keeps_first_page(void **state)
 	assert_false(g->a->tx.dirty); /* never past the floor: no trim to ask for */
 }
 
+/* A consumer that never said it follows rewinds (a switch of before
+ * them: its word in the header stays 0) is written to as it always was. */
+static void test_no_rewind_toward_older_peer(void **state)
+{
+	struct rig *g = *state;
+	struct shm_seg_hdr *h = g->a->seg;
+	atomic_store(&h->feat[1], 0);
+	for (unsigned i = 0; i < 200; i++) {
+		send_msg(g->a, 1016, i);
+		recv_msg(g->b, 1016, i);
+	}
+	assert_int_equal(atomic_load(&g->a->tx.ctl->skip), 0);
+	assert_int_equal(resident_pages(g->a, 0), (int)PAGES);
+	/* the other way the connector said so: the acceptor rewinds */
+	for (unsigned i = 0; i < 200; i++) {
+		send_msg(g->b, 1016, i);
+		recv_msg(g->a, 1016, i);
+	}
+	assert_int_equal(resident_pages(g->a, 1), 1);
+}
+
 static void test_no_rewind_over_unread(void **state)
 {
 	struct rig *g = *state;
@@ -253,7 +274,7 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_pingpong_keeps_first_page), T(test_no_rewind_over_unread), T(test_rewind_leaves_whole_ring), T(test_rewind_held),
+		T(test_pingpong_keeps_first_page), T(test_no_rewind_toward_older_peer), T(test_no_rewind_over_unread), T(test_rewind_leaves_whole_ring), T(test_rewind_held),
 		T(test_trim_after_stream),         T(test_trim_waits_for_idle_and_reader),
 		T(test_forced_trim_keeps_unread),  T(test_resident),
 	};

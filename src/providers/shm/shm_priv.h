@@ -20,7 +20,7 @@
 #endif
 
 #define SHM_MAGIC 0x4d575353u /* "SSWM" */
-#define SHM_VERSION 2 /* 2: rewinds (skip) */
+#define SHM_VERSION 1
 #define SHM_DATA_OFF 4096u
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)
@@ -70,7 +70,14 @@ struct shm_seg_hdr {
 	/* written by the acceptor's last holder as its last touch of the
 	 * segment: the connector may recycle it (shm_seg.c) */
 	_Atomic uint32_t released;
+	/* what each side's switch understands (SHM_FEAT_*): [0] written by
+	 * the connector with the header, [1] by the acceptor when it maps the
+	 * segment.  A producer uses a feature once its consumer has said so:
+	 * a switch that predates a field never sees it used (it leaves its
+	 * word 0, the fields past its own header being zero). */
+	_Atomic uint32_t feat[2];
 };
+#define SHM_FEAT_SKIP 1u /* the consumer follows the producer's rewinds (ctl->skip) */
 
 /* A ring record: header then payload, padded to 8 bytes. */
 /* CTL: a message without stream data (its loss at the peer's death is no reset) */
@@ -94,6 +101,8 @@ struct shm_ring {
 	uint64_t taken;    /* consumer: end of held records taken before their publication */
 	uint64_t trim_mark; /* producer: pos at the last trim look (unchanged at the next: idle) */
 	uint64_t skip;     /* producer: the last rewind's index (ctl->skip) */
+	const _Atomic uint32_t *peer_feat; /* producer: the consumer's SHM_FEAT_* word (NULL: none) */
+	bool can_skip;     /* producer: the consumer said SHM_FEAT_SKIP */
 	bool rewind;       /* producer: the reserved record goes to the next lap's start */
 	bool dirty;        /* producer: records went past SHM_RING_FLOOR since the last trim */
 };

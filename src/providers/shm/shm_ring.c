@@ -27,6 +27,7 @@ void shm_seg_init(struct shm_seg_hdr *h, uint64_t ring_size)
 	h->version = SHM_VERSION;
 	h->ring_size = ring_size;
 	h->seg_size = shm_seg_size(ring_size);
+	atomic_store_explicit(&h->feat[0], SHM_FEAT_SKIP, memory_order_relaxed);
 }
 
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector)
@@ -39,6 +40,10 @@ void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_siz
 	ep->rx.ctl = &h->ring[r];
 	ep->rx.data = base + (uint64_t)r * ring_size;
 	ep->rx.size = ring_size;
+	ep->tx.peer_feat = &h->feat[connector ? 1 : 0];
+	ep->tx.can_skip = false;
+	if (!connector) /* the acceptor's word, before it sends anything */
+		atomic_store_explicit(&h->feat[1], SHM_FEAT_SKIP, memory_order_relaxed);
 }
 
 static int corrupt(struct ssw_ep *ep)
@@ -105,12 +110,19 @@ static bool tx_head(struct shm_ring *r, uint64_t *out)
  * after a rewind would find the ring full).  Whether the ring is empty
  * costs a read of the consumer's index (a cache line it writes): a last
  * look that found it empty serves, else it is asked only when the record
- * would reach a new page.  1: rewind, 0: not, -ECONNRESET. */
+ * would reach a new page.  Only toward a consumer that said it follows
+ * rewinds (SHM_FEAT_SKIP: a switch of before them reads on as it always
+ * did).  1: rewind, 0: not, -ECONNRESET. */
 static int rewind_wanted(struct ssw_ep *ep, uint64_t off, uint64_t need)
 {
 	struct shm_ring *r = &ep->tx;
 	if (!off)
 		return 0;
+	if (!r->can_skip) { /* a consumer that does not follow rewinds (an older switch), or not yet known */
+		if (!r->peer_feat || !(atomic_load_explicit(r->peer_feat, memory_order_relaxed) & SHM_FEAT_SKIP))
+			return 0;
+		r->can_skip = true;
+	}
 	if (r->other != r->pos) {
 		if ((off + need - 1) / SHM_PAGE == (off - 1) / SHM_PAGE)
 			return 0;
