@@ -85,6 +85,7 @@ static void *housekeeper(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_setname_np(pthread_self(), "ssw-trim"); /* what ps -L shows */
 	struct refs r = { .max = 1024 };
 	pthread_mutex_lock(&look_lock);
 	r.v = malloc(sizeof *r.v * (size_t)r.max);
