@@ -52,3 +52,37 @@ bool ssw_trim_settle(uint32_t seen)
 {
 	return atomic_compare_exchange_strong(&pending, &seen, 0);
 }
+
+static uint64_t quiet(const struct ssw_trim_clock *c)
+{
+	return c->quiet_ns ? c->quiet_ns : SSW_TRIM_QUIET_MIN_NS;
+}
+
+bool ssw_trim_idle(struct ssw_trim_clock *c, uint64_t state, uint64_t now)
+{
+	if (state != c->mark || !c->mark_ns) {
+		c->mark = state;
+		c->mark_ns = now;
+		return false;
+	}
+	return now - c->mark_ns >= quiet(c);
+}
+
+void ssw_trim_given(struct ssw_trim_clock *c, uint64_t now)
+{
+	c->trimmed_ns = now;
+}
+
+void ssw_trim_regrown(struct ssw_trim_clock *c, uint64_t now)
+{
+	if (!c->trimmed_ns)
+		return;
+	uint64_t q = quiet(c), away = now - c->trimmed_ns;
+	/* back within a few quiet times: giving it back cost more than it saved */
+	if (away < 4 * q)
+		q = q * 2 > SSW_TRIM_QUIET_MAX_NS ? SSW_TRIM_QUIET_MAX_NS : q * 2;
+	else if (away > 16 * q)
+		q = q / 2 < SSW_TRIM_QUIET_MIN_NS ? SSW_TRIM_QUIET_MIN_NS : q / 2;
+	c->quiet_ns = q;
+	c->trimmed_ns = 0;
+}

@@ -11,25 +11,25 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
-/* The staging queue (session_rx.c): empty at this look and at the last one,
- * with nothing staged in between: its pages go (MADV_REMOVE: the session
- * lives in shared memory, where MADV_DONTNEED would keep them).  1 while
- * pages may be left. */
+/* The staging queue (session_rx.c): empty, and nothing staged for its
+ * quiet time (common/trim.h): its pages go (MADV_REMOVE: the session lives
+ * in shared memory, where MADV_DONTNEED would keep them).  1 while pages
+ * may be left. */
 static int q_trim(struct ssw_session *s)
 {
 	struct rxq *q = &s->q;
 	if (!q->hi)
 		return 0;
-	if (q->len || q->gen != q->mark) {
-		q->mark = q->gen;
+	uint64_t now = ssw_now_ns();
+	if (!ssw_trim_idle(&q->idle, q->gen, now) || q->len)
 		return 1;
-	}
 	size_t top = (q->hi + 4095) & ~(size_t)4095;
 	if (top > q->cap)
 		top = q->cap;
 	(void)madvise(q->buf, top, MADV_REMOVE); /* buf is page-aligned (ssw_session_new) */
 	q->hi = 0;
 	q->off = 0;
+	ssw_trim_given(&q->idle, now);
 	return 0;
 }
 

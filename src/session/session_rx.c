@@ -164,8 +164,10 @@ int sess_q_reserve(struct ssw_session *s, size_t more)
 		return -ENOBUFS;
 	q->gen++;
 	if (q->off + q->len + more > q->hi) {
-		if (!q->hi)
+		if (!q->hi) {
+			ssw_trim_regrown(&q->idle, ssw_now_ns());
 			ssw_trim_note();
+		}
 		q->hi = q->off + q->len + more;
 	}
 	return 0;

@@ -11,19 +11,21 @@
  *
  * Prints one line
  *   RESULT conns=N rounds=R size=S busy_shmem_kib=B idle_shmem_kib=I
- *          per_conn_kib=P tcp_mem_kib=T secs=X
+ *          per_conn_kib=P tcp_mem_kib=T secs=X housekeeper_cpu_ms=H
  * shmem: the shared memory (memfd, MAP_SHARED, tmpfs) resident in client
  * and server together (Pss_Shmem of /proc/PID/smaps_rollup summed: a page
  * both map counts once), over the baseline taken before connecting; busy:
  * right after the last round trip; idle (and per_conn): after IDLE_S
  * seconds.  tcp_mem: the kernel's TCP buffer memory at that point over its
  * baseline (/proc/net/sockstat "mem", pages; host-wide, so other TCP
- * traffic on the host shows in it).  Exit 0 ok, 1 failure, 77 when
+ * traffic on the host shows in it).  housekeeper_cpu_ms: CPU time of the
+ * switch's housekeeping threads (ssw-trim) in both processes.  Exit 0 ok, 1 failure, 77 when
  * RLIMIT_NOFILE cannot be raised far enough. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -171,6 +173,40 @@ static void serve(int lfd, int ctl)
 	}
 }
 
+/* CPU time (ms) of pid's threads named `name` (the switch's housekeeper). */
+static long thread_cpu_ms(pid_t pid, const char *name)
+{
+	char path[512], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	long ms = 0;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		if (strncmp(buf, name, strlen(name)) != 0)
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		char *p = strrchr(buf, ')');
+		unsigned long ut = 0, st = 0;
+		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+			ms += (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+	}
+	if (d)
+		closedir(d);
+	return ms;
+}
+
 /* Shared memory resident in both processes together. */
 static long shmem_kib(pid_t srv)
 {
@@ -258,9 +294,10 @@ int main(int argc, char **argv)
 	struct timespec idle = { (time_t)idle_s, (long)((idle_s - (double)(time_t)idle_s) * 1e9) };
 	nanosleep(&idle, NULL);
 	long idle_shm = shmem_kib(srv) - base_shm, tcp = tcp_mem_kib() - base_tcp;
+	long hk = thread_cpu_ms(getpid(), "ssw-trim") + thread_cpu_ms(srv, "ssw-trim");
 	printf("RESULT conns=%ld rounds=%ld size=%ld busy_shmem_kib=%ld idle_shmem_kib=%ld per_conn_kib=%.1f "
-	       "tcp_mem_kib=%ld secs=%.2f\n",
-	       conns, rounds, size, busy, idle_shm, (double)idle_shm / (double)conns, tcp, secs);
+	       "tcp_mem_kib=%ld secs=%.2f housekeeper_cpu_ms=%ld\n",
+	       conns, rounds, size, busy, idle_shm, (double)idle_shm / (double)conns, tcp, secs, hk);
 
 	close(pp[1]);
 	int st;

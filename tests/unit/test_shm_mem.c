@@ -77,6 +77,15 @@ static void recv_msg(struct ssw_ep *ep, size_t n, unsigned seed)
 	shm_ring_done(ep);
 }
 
+/* The housekeeper's look at a's ring, as if its last look had been its
+ * quiet time ago (a second at first): what a real look finds a second on. */
+static int look_later(struct ssw_ep *ep)
+{
+	if (ep->tx.idle.mark_ns)
+		ep->tx.idle.mark_ns -= 2 * SSW_TRIM_QUIET_MIN_NS;
+	return shm_ring_trim(ep, 0);
+}
+
 /* Pages of ring r's data area resident in the memfd. */
 static int resident_pages(struct ssw_ep *ep, int r)
 {
@@ -209,10 +218,12 @@ static void test_trim_after_stream(void **state)
 	stream(g, 40, 8000, 4, 10); /* round the ring, four messages unread at a time */
 	assert_true(g->a->tx.dirty);
 	assert_int_equal(resident_pages(g->a, 0), (int)PAGES);
-	/* the first look notes where the ring stands, the next one trims */
+	/* the first look notes where the ring stands; a second one at once
+	 * finds it idle too short a time; one a second later trims */
+	assert_int_equal(shm_ring_trim(g->a, 0), 1);
 	assert_int_equal(shm_ring_trim(g->a, 0), 1);
 	assert_int_equal(resident_pages(g->a, 0), (int)PAGES);
-	assert_int_equal(shm_ring_trim(g->a, 0), 0);
+	assert_int_equal(look_later(g->a), 0);
 	assert_false(g->a->tx.dirty);
 	/* the floor and the page the next record goes to */
 	assert_true(resident_pages(g->a, 0) <= (int)(SHM_RING_FLOOR / SHM_PAGE) + 1);
@@ -228,14 +239,31 @@ static void test_trim_waits_for_idle_and_reader(void **state)
 	stream(g, 20, 8000, 4, 10);
 	assert_int_equal(shm_ring_trim(g->a, 0), 1);
 	send_msg(g->a, 8000, 50); /* sent since the look: not idle */
-	assert_int_equal(shm_ring_trim(g->a, 0), 1);
+	assert_int_equal(look_later(g->a), 1);
 	assert_int_equal(resident_pages(g->a, 0), (int)PAGES);
 	/* unread: nothing goes however long it idles */
-	assert_int_equal(shm_ring_trim(g->a, 0), 1);
+	assert_int_equal(look_later(g->a), 1);
 	assert_int_equal(resident_pages(g->a, 0), (int)PAGES);
 	recv_msg(g->b, 8000, 50);
-	assert_int_equal(shm_ring_trim(g->a, 0), 0);
+	assert_int_equal(look_later(g->a), 0);
 	assert_true(resident_pages(g->a, 0) <= (int)(SHM_RING_FLOOR / SHM_PAGE) + 1);
+}
+
+/* Traffic back soon after a trim: the next trim waits twice as long. */
+static void test_trim_backs_off(void **state)
+{
+	struct rig *g = *state;
+	stream(g, 20, 8000, 4, 10);
+	assert_int_equal(shm_ring_trim(g->a, 0), 1);
+	assert_int_equal(look_later(g->a), 0);
+	stream(g, 20, 8000, 4, 30); /* at once: the trim was wasted */
+	assert_int_equal(g->a->tx.idle.quiet_ns, 2 * SSW_TRIM_QUIET_MIN_NS);
+	assert_int_equal(shm_ring_trim(g->a, 0), 1);
+	g->a->tx.idle.mark_ns -= SSW_TRIM_QUIET_MIN_NS + SSW_TRIM_QUIET_MIN_NS / 2;
+	assert_int_equal(shm_ring_trim(g->a, 0), 1); /* 1.5 s idle: not yet */
+	assert_int_equal(resident_pages(g->a, 0), (int)PAGES);
+	g->a->tx.idle.mark_ns -= SSW_TRIM_QUIET_MIN_NS;
+	assert_int_equal(shm_ring_trim(g->a, 0), 0); /* 2.5 s */
 }
 
 static void test_forced_trim_keeps_unread(void **state)
@@ -275,7 +303,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_pingpong_keeps_first_page), T(test_no_rewind_toward_older_peer), T(test_no_rewind_over_unread), T(test_rewind_leaves_whole_ring), T(test_rewind_held),
-		T(test_trim_after_stream),         T(test_trim_waits_for_idle_and_reader),
+		T(test_trim_after_stream),         T(test_trim_waits_for_idle_and_reader), T(test_trim_backs_off),
 		T(test_forced_trim_keeps_unread),  T(test_resident),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/trim.h"
+
 /* seals older headers may lack (the kernel's values) */
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -99,7 +101,7 @@ struct shm_ring {
 	uint64_t pub;      /* producer: tail last published (pos - pub: held or reserved) */
 	uint64_t resv;     /* producer: record bytes reserved by send_reserve, 0 if none */
 	uint64_t taken;    /* consumer: end of held records taken before their publication */
-	uint64_t trim_mark; /* producer: pos at the last trim look (unchanged at the next: idle) */
+	struct ssw_trim_clock idle; /* producer: how long pos has stood still (shm_ring_trim) */
 	uint64_t skip;     /* producer: the last rewind's index (ctl->skip) */
 	const _Atomic uint32_t *peer_feat; /* producer: the consumer's SHM_FEAT_* word (NULL: none) */
 	bool can_skip;     /* producer: the consumer said SHM_FEAT_SKIP */

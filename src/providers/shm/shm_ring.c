@@ -183,6 +183,7 @@ int shm_ring_reserve(struct ssw_ep *ep, size_t len, void **buf)
 	if (off + need > SHM_RING_FLOOR && !r->dirty) {
 		/* past the floor: the housekeeper gives it back once idle */
 		r->dirty = true;
+		ssw_trim_regrown(&r->idle, ssw_now_ns());
 		ssw_trim_note();
 	}
 	r->resv = need;
@@ -464,11 +465,12 @@ static void punch(struct shm_ring *r, uint64_t a, uint64_t b)
  * and the one holding pos (the next record, or the rewind's PAD, goes
  * there).  MADV_REMOVE on our mapping frees them in the memfd, for the
  * peer's mapping too (the consumer reads only below pos, so it never
- * sees them go; a later write faults a zeroed page in again).  An idle
- * look first notes where the ring stands and trims only at a later look
- * that finds it unchanged and drained: a ring in use is never trimmed
- * between two messages (a page given back costs its refault, about 5-15
- * us here on each side).  Returns 1 while pages past the floor may be
+ * sees them go; a later write faults a zeroed page in again).  Only once
+ * pos has stood still for the ring's quiet time (common/trim.h: a second,
+ * longer for a ring whose traffic came back soon after its last trim) and
+ * the consumer has read it all: a ring in use is never trimmed between
+ * two messages (a page given back costs its refault, about 5-15 us here
+ * on each side).  Returns 1 while pages past the floor may be
  * left (look again), 0 when not. */
 int shm_ring_trim(struct ssw_ep *ep, int force)
 {
@@ -476,11 +478,11 @@ int shm_ring_trim(struct ssw_ep *ep, int force)
 	if (!r->ctl || !r->dirty)
 		return 0;
 	/* (a reservation seen here was abandoned: the session writes and
-	 * commits under the lock its caller holds) */
-	if (!force && (r->pos != r->trim_mark || r->pos != r->pub)) {
-		r->trim_mark = r->pos; /* sent (or holds corked records) since the last look: not idle */
+	 * commits under the lock its caller holds; corked records unpublished
+	 * count as a change) */
+	uint64_t now = ssw_now_ns();
+	if (!force && !ssw_trim_idle(&r->idle, r->pos != r->pub ? ~r->pos : r->pos, now))
 		return 1;
-	}
 	uint64_t head;
 	if (!tx_head(r, &head))
 		return 0; /* corrupt: the next send says so; nothing to give back */
@@ -498,7 +500,7 @@ int shm_ring_trim(struct ssw_ep *ep, int force)
 		punch(r, floor, k0);
 		punch(r, k1, r->size);
 	}
-	r->trim_mark = r->pos;
+	ssw_trim_given(&r->idle, now);
 	r->dirty = false;
 	return 0;
 }
