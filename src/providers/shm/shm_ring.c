@@ -338,10 +338,6 @@ static int empty_state(struct ssw_ep *ep)
 	return -EAGAIN;
 }
 
-/* Records the peer holds past `from` that we may take now: its hold time
- * is over, or it is gone (a kernel close sends corked data too).  Returns
- * their end (`from` when none; *wait_ns: how long until they are ours), or
- * HELD_CORRUPT. */
 /* Where our next record starts: our position, or the next lap's start
  * when the producer rewound there (its skip is our position) and has
  * records up to `frontier` (published or held) past it.  The producer's
@@ -354,6 +350,10 @@ static uint64_t rx_start(const struct shm_ring *r, uint64_t frontier)
 	return next_lap(r, r->pos);
 }
 
+/* Records the peer holds past `from` that we may take now: its hold time
+ * is over, or it is gone (a kernel close sends corked data too).  Returns
+ * their end (`from` when none; *wait_ns: how long until they are ours), or
+ * HELD_CORRUPT. */
 #define HELD_CORRUPT UINT64_MAX
 static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns)
 {
