@@ -290,6 +290,23 @@ struct ssw_msg_ops {
 	 * enough of the transport that a waiting sender must hear of it.
 	 * Optional (NULL: len). */
 	size_t (*msg_space)(struct ssw_ep *ep, size_t len);
+
+	/* Memory like kernel TCP's: give back transport memory the endpoint
+	 * holds beyond a small floor of its own choosing, once it idles.  Called
+	 * from time to time by a housekeeping thread while any is held, under
+	 * the session's exclusion (no send runs meanwhile), and with force at
+	 * the end of the connection (nothing more is sent).  Without force the
+	 * provider decides what idle means (e.g. nothing sent since the last
+	 * call and everything sent read).  Returns 1 while memory beyond the
+	 * floor may be left (call again later), 0 when not.  The provider
+	 * asks for the calls with ssw_trim_note() (common/trim.h) when its
+	 * memory grows past the floor.  Optional (NULL: nothing to give back). */
+	int (*trim)(struct ssw_ep *ep, int force);
+
+	/* Bytes of memory the endpoint's transport holds resident now (what
+	 * `sockswitch stat` shows), -1 when not known; may cost a system call.
+	 * Optional (NULL: not known). */
+	int64_t (*resident)(struct ssw_ep *ep);
 };
 
 /* Longest a held message stays invisible (the kernel's TCP_CORK ceiling). */

@@ -173,4 +173,13 @@ struct ssw_session_stats {
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);
 
+/* Memory like kernel TCP's (session_mem.c).  The housekeeping thread's look
+ * at a connection: what stayed idle since its last look is given back
+ * (never waits for the lock: a busy connection is looked at again).
+ * Returns 1 while memory may be left to give back later, 0 when not. */
+int ssw_session_trim(struct ssw_session *s);
+/* Bytes of the connection's transport memory resident now (`stat`; may
+ * cost a system call), -1 when not known. */
+int64_t ssw_session_resident(struct ssw_session *s);
+
 #endif

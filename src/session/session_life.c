@@ -4,6 +4,7 @@
  * holder's close reaches the peer. */
 #include "session/session_priv.h"
 
+#include "common/kick.h"
 #include "common/log.h"
 #include "common/waitpol.h"
 
@@ -307,6 +308,9 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
 		}
 	}
+	/* as the kernel's sk_state_change: our threads asleep on the socket
+	 * look again (a recv returns 0, a send EPIPE; poll sees the new bits) */
+	ssw_kick(s);
 	sess_unlock(s);
 	return rc;
 }

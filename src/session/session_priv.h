@@ -3,6 +3,7 @@
 #define SSW_SESSION_PRIV_H
 
 #include "common/sys.h"
+#include "common/trim.h"
 #include "session/session.h"
 #include "session/wire.h"
 
@@ -20,6 +21,9 @@
 struct rxq {
 	uint8_t *buf;
 	size_t off, len, cap;
+	size_t hi;                 /* the most of buf used since it was last given back (session_mem.c) */
+	uint64_t gen;              /* stagings so far */
+	struct ssw_trim_clock idle; /* how long gen has stood still */
 };
 
 /* A send's rendezvous in progress (one at a time: other senders wait on tx_cv). */

@@ -9,6 +9,7 @@
 #include "session/session_priv.h"
 
 #include "common/log.h"
+#include "common/trim.h"
 #include "common/waitpol.h"
 
 #include <errno.h>
@@ -157,8 +158,19 @@ int sess_q_reserve(struct ssw_session *s, size_t more)
 	if (ssw_session_cfg.fault_nomem)
 		return -ENOBUFS;
 	/* fixed capacity, reserved with the session (it must not move: forked
-	 * processes share it); pages are only used as far as it ever fills */
-	return q->len + more <= q->cap ? 0 : -ENOBUFS;
+	 * processes share it); pages are only used as far as it fills, and
+	 * given back once it idles (session_mem.c) */
+	if (q->len + more > q->cap)
+		return -ENOBUFS;
+	q->gen++;
+	if (q->off + q->len + more > q->hi) {
+		if (!q->hi) {
+			ssw_trim_regrown(&q->idle, ssw_now_ns());
+			ssw_trim_note();
+		}
+		q->hi = q->off + q->len + more;
+	}
+	return 0;
 }
 
 /* Stage the head stream message into the private queue (see file comment).
@@ -235,6 +247,8 @@ void sess_q_take(struct ssw_session *s, size_t n)
 {
 	s->q.off += n;
 	s->q.len -= n;
+	if (!s->q.len)
+		s->q.off = 0; /* empty: the next staging starts at the front, on pages already there */
 	s->rx_pos += n;
 	if (s->urg.mark_valid && s->rx_pos > s->urg.mark)
 		s->urg.mark_valid = s->urg.have = false; /* read past the mark: urgent state ends */

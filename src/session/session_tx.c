@@ -215,11 +215,13 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 				break;
 			return w == -ETIMEDOUT ? -EAGAIN : w;
 		}
+		if (snd_down(s)) /* another thread shut us down (sk_stream_wait_memory) */
+			break;
 	}
 	if (sent == at && total > at) {
 		if (ended)
 			return fill_err; /* 0: the producer had nothing (end of file) */
-		if (tcp_closed(s) || s->so_error)
+		if (tcp_closed(s) || s->so_error || snd_down(s))
 			return sess_take_send_error(s);
 		if (s->peer_closed) {
 			sess_on_reset(s);

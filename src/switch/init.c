@@ -81,6 +81,7 @@ static void init_once(void)
 	if (refused)
 		return;
 	ssw_session_config_apply();
+	ssw_trim_init();
 	if (ssw_routes_load(&ssw_routes_table, err, sizeof err) < 0) {
 		SSW_WARN("%s; switch off, using kernel TCP", err);
 		return;

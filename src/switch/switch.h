@@ -73,6 +73,12 @@ bool ssw_forked(void);
 void ssw_fork_guard_enter(void);
 void ssw_fork_guard_leave(void);
 
+/* The housekeeping thread that gives back idle connections' memory
+ * (trim.c): registered at start-up; around fork (after statreg's). */
+void ssw_trim_init(void);
+void ssw_trim_fork_begin(void);
+void ssw_trim_fork_end(bool child);
+
 /* Statistics (stats.c) */
 struct ssw_counters {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;

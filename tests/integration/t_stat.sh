@@ -62,12 +62,23 @@ if wait_for provider=shm state=connected remote=127.0.0.1:$P1; then
   r2=$(Q "$T/stat.json" get bytes_received local=127.0.0.1:$P1 state=connected)
   ssw_assert_gt "switched: client bytes_sent grows ($s1 -> $s2)" "$s2" "$s1"
   ssw_assert_gt "switched: server bytes_received grows ($r1 -> $r2)" "$r2" "$r1"
+  # both ends map one segment: its header page at least, both rings at most
+  rc=$(Q "$T/stat.json" get ring_resident remote=127.0.0.1:$P1)
+  rs=$(Q "$T/stat.json" get ring_resident local=127.0.0.1:$P1 state=connected)
+  ssw_check "switched: client's ring memory shown ($rc bytes)" test "$rc" -ge 4096 -a "$rc" -le $((4096 + 2 * 512 * 1024))
+  ssw_check "switched: server's ring memory shown ($rs bytes)" test "$rs" -ge 4096 -a "$rs" -le $((4096 + 2 * 512 * 1024))
+  ssw_assert_eq "switched: the listener has no ring memory" \
+    "$(Q "$T/stat.json" get ring_resident state=listening local=127.0.0.1:$P1)" None
   stat_json -p "$CPID"
   ssw_assert_eq "-p $CPID: only that process" "$(Q "$T/stat.json" count)" "$(Q "$T/stat.json" count pid=$CPID)"
   ssw_assert_eq "-p $CPID: its connection" "$(Q "$T/stat.json" count pid=$CPID remote=127.0.0.1:$P1)" 1
   "$CLI" stat >"$T/stat.txt" 2>&1
   ssw_check "table: header and a connected shm row" \
     grep -qE "^$CPID +python3? +[0-9]+ +shm +connected +127\.0\.0\.1:[0-9]+ +127\.0\.0\.1:$P1 " "$T/stat.txt"
+  ssw_check "table: a RING column, in KiB for the connection" \
+    grep -qE "^PID .* CREDITS +RING +REASON" "$T/stat.txt"
+  ssw_check "table: the connection's ring memory in KiB" \
+    grep -qE "^$CPID +python3? .*127\.0\.0\.1:$P1 .* [0-9.]+ KiB *$" "$T/stat.txt"
   ssw_check "registry file of the client exists" test -f "$DIR/$CPID.stat"
   # half-close: the client's end is in a closing state (FIN_WAIT2); the
   # server reads its EOF and leaves
@@ -92,6 +103,7 @@ if wait_for provider=tcp remote=127.0.0.1:$P2 state=connected; then
   stat_json
   b2=$(Q "$T/stat.json" get bytes_sent remote=127.0.0.1:$P2)
   ssw_assert_gt "fallback: kernel TCP bytes_sent grows ($b1 -> $b2)" "$b2" "$b1"
+  ssw_assert_eq "fallback: no ring memory" "$(Q "$T/stat.json" get ring_resident remote=127.0.0.1:$P2)" None
 else
   ssw_fail "fallback: connection not listed: $(cat "$T/stat.json")"
 fi

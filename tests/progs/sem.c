@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -4457,6 +4458,308 @@ static void dup_twice_srv(int lfd)
 
 static void sc_epoll_dup_twice(void) { pair(AF_INET, dup_twice_srv, dup_twice_cli); }
 
+/* ---- shut_wakes_*: a shutdown wakes the threads asleep on the socket -------
+ * Another thread of the process (or the peer) shuts the socket down while a
+ * thread sleeps in recv, send, poll, select, epoll_wait or accept: the
+ * kernel wakes it at once (sk_state_change), and it returns what the new
+ * state says, or sleeps on when that changes nothing for it.  The sleeper
+ * has slept a while first (1.2 s: a sleep that only ends by itself would
+ * end up to a second later); "within 0.3 s" is a margin, not a figure. */
+
+enum { SW_RECV, SW_SEND, SW_POLL, SW_SELECT, SW_EPOLL, SW_ACCEPT };
+
+struct sleeper {
+	int fd, kind;
+	short events;         /* SW_POLL, SW_SELECT (POLLIN: read set, POLLOUT: write set), SW_EPOLL */
+	long r;               /* recv/send/poll/select/epoll_wait/accept's result (SW_SEND: the last send's) */
+	int err;
+	short revents;        /* poll revents, epoll events (low bits), select: POLLIN/POLLOUT ready */
+	size_t sent;          /* SW_SEND: bytes the blocking sends took */
+	_Atomic int done;
+	pthread_t th;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *w = arg;
+	char buf[64 * 1024];
+	memset(buf, 's', sizeof buf);
+	errno = 0;
+	switch (w->kind) {
+	case SW_RECV:
+		w->r = recv(w->fd, buf, sizeof buf, 0);
+		break;
+	case SW_SEND: /* until a send fails: a blocked one may return a part first */
+		while ((w->r = send(w->fd, buf, sizeof buf, MSG_NOSIGNAL)) > 0)
+			w->sent += (size_t)w->r;
+		break;
+	case SW_POLL: {
+		struct pollfd p = { w->fd, w->events, 0 };
+		w->r = poll(&p, 1, 2000);
+		w->revents = p.revents;
+		break;
+	}
+	case SW_SELECT: {
+		fd_set rs, ws;
+		FD_ZERO(&rs);
+		FD_ZERO(&ws);
+		if (w->events & POLLIN)
+			FD_SET(w->fd, &rs);
+		if (w->events & POLLOUT)
+			FD_SET(w->fd, &ws);
+		struct timeval tv = { 2, 0 };
+		w->r = select(w->fd + 1, &rs, &ws, NULL, &tv);
+		w->revents = (short)((FD_ISSET(w->fd, &rs) ? POLLIN : 0) | (FD_ISSET(w->fd, &ws) ? POLLOUT : 0));
+		break;
+	}
+	case SW_EPOLL: {
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+		struct epoll_event ev = { .events = (uint32_t)w->events };
+		epoll_ctl(ep, EPOLL_CTL_ADD, w->fd, &ev);
+		w->r = epoll_wait(ep, &ev, 1, 2000);
+		w->revents = w->r > 0 ? (short)ev.events : 0;
+		close(ep);
+		break;
+	}
+	case SW_ACCEPT:
+		w->r = accept(w->fd, NULL, NULL);
+		break;
+	}
+	w->err = errno;
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+static void sleeper_start(struct sleeper *w, int fd, int kind, short events)
+{
+	memset(w, 0, sizeof *w);
+	w->fd = fd;
+	w->kind = kind;
+	w->events = events;
+	if (pthread_create(&w->th, NULL, sleeper_main, w) != 0)
+		die("pthread_create: %s", ename(errno));
+}
+
+/* Has it returned within ms? */
+static bool sleeper_within(struct sleeper *w, int ms)
+{
+	uint64_t t0 = now_ms();
+	while (!atomic_load(&w->done) && now_ms() - t0 < (uint64_t)ms)
+		usleep(1000);
+	return atomic_load(&w->done);
+}
+
+static const char *sleeper_what(const struct sleeper *w)
+{
+	static const char *n[] = { "recv", "send", "poll", "select", "epoll_wait", "accept" };
+	return n[w->kind];
+}
+
+/* Joins it and says what its call returned. */
+static void sleeper_say(struct sleeper *w)
+{
+	pthread_join(w->th, NULL);
+	const char *what = sleeper_what(w);
+	if (w->kind == SW_POLL || w->kind == SW_SELECT)
+		say("%s(%s) = %s ready %s", what, evstr(w->events), rcs(w->r, w->err), evstr(w->revents));
+	else if (w->kind == SW_EPOLL)
+		say("%s(%s) = %s events %s", what, epstr((uint32_t)(unsigned short)w->events), rcs(w->r, w->err),
+		    epstr((uint32_t)(unsigned short)w->revents));
+	else if (w->kind == SW_ACCEPT)
+		say("%s = %s", what, w->r >= 0 ? "a connection" : rcs(w->r, w->err));
+	else
+		say("%s = %s", what, rcs(w->r, w->err));
+	if (w->kind == SW_ACCEPT && w->r >= 0)
+		close((int)w->r);
+}
+
+/* shutdown(how) while w sleeps: it must go on sleeping (wake false) or
+ * return within 0.3 s. */
+static void shut_and_see(int fd, int how, const char *name, struct sleeper *w, bool wake)
+{
+	RC(name, shutdown(fd, how));
+	if (wake)
+		say("%s returned within 0.3 s: %s", sleeper_what(w), sleeper_within(w, 300) ? "yes" : "no");
+	else
+		say("%s still asleep 0.1 s later: %s", sleeper_what(w), sleeper_within(w, 100) ? "no" : "yes");
+}
+
+/* Nonblocking sends until the window is shut for good: the receiver does
+ * not read, and what was in flight is acknowledged (no POLLOUT later). */
+static void fill_window(int fd)
+{
+	char b[64 * 1024];
+	memset(b, 'f', sizeof b);
+	set_nonblock(fd, true);
+	for (int round = 0; round < 40; round++) {
+		size_t n = 0;
+		ssize_t w;
+		while ((w = send(fd, b, sizeof b, MSG_NOSIGNAL)) > 0)
+			n += (size_t)w;
+		if (round && !n)
+			break;
+		usleep(SETTLE_US);
+	}
+	set_nonblock(fd, false);
+}
+
+static void shut_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* the client is done: close (maybe with its data unread) */
+	close(fd);
+	tell();
+}
+
+static void shut_recv_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct sleeper w;
+	sleeper_start(&w, fd, SW_RECV, 0);
+	usleep(1200 * 1000);
+	shut_and_see(fd, SHUT_WR, "shutdown(SHUT_WR) while another thread sleeps in recv", &w, false);
+	shut_and_see(fd, SHUT_RD, "shutdown(SHUT_RD) while another thread sleeps in recv", &w, true);
+	sleeper_say(&w);
+	tell();
+	await();
+	close(fd);
+}
+
+static void sc_shut_wakes_recv(void) { pair(AF_INET, shut_srv, shut_recv_cli); }
+
+static void shut_send_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	fill_window(fd);
+	struct sleeper w;
+	sleeper_start(&w, fd, SW_SEND, 0);
+	usleep(1200 * 1000);
+	shut_and_see(fd, SHUT_RD, "shutdown(SHUT_RD) while another thread sleeps in send", &w, false);
+	shut_and_see(fd, SHUT_WR, "shutdown(SHUT_WR) while another thread sleeps in send", &w, true);
+	sleeper_say(&w);
+	tell();
+	await();
+	close(fd);
+}
+
+static void sc_shut_wakes_send(void) { pair(AF_INET, shut_srv, shut_send_cli); }
+
+/* For each of poll, select and epoll_wait, two connections with a full
+ * window: a wait for input sleeps on through SHUT_WR and wakes at SHUT_RD
+ * (readable, RDHUP); a wait for output sleeps on through SHUT_RD and wakes
+ * at SHUT_WR (epoll_wait: SHUT_RDWR). */
+#define SHUT_POLL_CONNS 6
+static void shut_poll_srv(int lfd)
+{
+	int fds[SHUT_POLL_CONNS];
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		fds[i] = acc(lfd);
+	await();
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		close(fds[i]);
+	tell();
+}
+
+static void shut_poll_cli(const struct addr *a)
+{
+	static const int kinds[3] = { SW_POLL, SW_SELECT, SW_EPOLL };
+	int fds[SHUT_POLL_CONNS];
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		fds[i] = conn(a);
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		fill_window(fds[i]);
+	for (int i = 0; i < 3; i++) {
+		int in = fds[2 * i], out = fds[2 * i + 1];
+		struct sleeper w;
+		sleeper_start(&w, in, kinds[i], kinds[i] == SW_SELECT ? POLLIN : POLLIN | POLLRDHUP);
+		usleep(200 * 1000);
+		shut_and_see(in, SHUT_WR, "shutdown(SHUT_WR) while another thread waits for input", &w, false);
+		shut_and_see(in, SHUT_RD, "shutdown(SHUT_RD) while another thread waits for input", &w, true);
+		sleeper_say(&w);
+		sleeper_start(&w, out, kinds[i], POLLOUT);
+		usleep(200 * 1000);
+		shut_and_see(out, SHUT_RD, "shutdown(SHUT_RD) while another thread waits for output", &w, false);
+		if (kinds[i] == SW_EPOLL)
+			shut_and_see(out, SHUT_RDWR, "shutdown(SHUT_RDWR) while another thread waits for output", &w, true);
+		else
+			shut_and_see(out, SHUT_WR, "shutdown(SHUT_WR) while another thread waits for output", &w, true);
+		sleeper_say(&w);
+	}
+	tell();
+	await();
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		close(fds[i]);
+}
+
+static void sc_shut_wakes_poll(void) { pair(AF_INET, shut_poll_srv, shut_poll_cli); }
+
+/* A thread asleep in accept: SHUT_WR leaves it asleep (a connection still
+ * comes through), SHUT_RD makes accept fail with EINVAL. */
+static void shut_accept_srv(int lfd)
+{
+	struct sleeper w;
+	sleeper_start(&w, lfd, SW_ACCEPT, 0);
+	usleep(200 * 1000);
+	shut_and_see(lfd, SHUT_WR, "shutdown(SHUT_WR) of the listener while another thread sleeps in accept", &w, false);
+	tell(); /* the client connects */
+	say("accept returned within 3 s: %s", sleeper_within(&w, 3000) ? "yes" : "no");
+	sleeper_say(&w);
+	sleeper_start(&w, lfd, SW_ACCEPT, 0);
+	usleep(200 * 1000);
+	shut_and_see(lfd, SHUT_RD, "shutdown(SHUT_RD) of the listener while another thread sleeps in accept", &w, true);
+	sleeper_say(&w);
+	tell();
+	await();
+}
+
+static void shut_accept_cli(const struct addr *a)
+{
+	await();
+	int fd = conn(a);
+	await();
+	tell();
+	close(fd);
+}
+
+static void sc_shut_wakes_accept(void) { pair(AF_INET, shut_accept_srv, shut_accept_cli); }
+
+/* The peer's shutdown: its SHUT_WR (a FIN) wakes our recv with 0; its
+ * close with our data unread (a reset) wakes our blocked send. */
+static void shut_peer_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* the client sleeps in recv */
+	usleep(1200 * 1000);
+	tell();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	await(); /* the client sleeps in send */
+	usleep(1200 * 1000);
+	tell();
+	RC("close with unread data", close(fd));
+	await();
+}
+
+static void shut_peer_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct sleeper w;
+	sleeper_start(&w, fd, SW_RECV, 0);
+	tell();
+	await(); /* the peer shuts down now */
+	say("recv returned within 0.3 s of the peer's SHUT_WR: %s", sleeper_within(&w, 300) ? "yes" : "no");
+	sleeper_say(&w);
+	fill_window(fd);
+	sleeper_start(&w, fd, SW_SEND, 0);
+	tell();
+	await(); /* the peer closes now */
+	say("send returned within 0.3 s of the peer's close: %s", sleeper_within(&w, 300) ? "yes" : "no");
+	sleeper_say(&w);
+	tell();
+	close(fd);
+}
+
+static void sc_shut_wakes_peer(void) { pair(AF_INET, shut_peer_srv, shut_peer_cli); }
+
 /* ================================================================ table */
 
 struct scenario {
@@ -4578,6 +4881,11 @@ static const struct scenario scenarios[] = {
 	{ "epoll_hup_reset", sc_epoll_hup_reset, "peer reset: ERR|HUP wakes an epoll_wait with interest 0; every interest set" },
 	{ "rcvbuf_connect", sc_rcvbuf_connect, "SO_RCVBUF 16 KiB before connect: the receiver's queue stays small" },
 	{ "rcvbuf_listen", sc_rcvbuf_listen, "SO_RCVBUF/SO_SNDBUF on the listener: the accepted socket inherits them" },
+	{ "shut_wakes_recv", sc_shut_wakes_recv, "another thread's SHUT_RD wakes a recv asleep 1.2 s (SHUT_WR does not): 0" },
+	{ "shut_wakes_send", sc_shut_wakes_send, "another thread's SHUT_WR wakes a send blocked on a full window (SHUT_RD does not): EPIPE" },
+	{ "shut_wakes_poll", sc_shut_wakes_poll, "another thread's shutdown wakes poll, select and epoll_wait waiting for input (SHUT_RD) or output (SHUT_WR)" },
+	{ "shut_wakes_accept", sc_shut_wakes_accept, "another thread's SHUT_RD of a listener makes a sleeping accept fail (EINVAL); SHUT_WR does not" },
+	{ "shut_wakes_peer", sc_shut_wakes_peer, "the peer's SHUT_WR wakes a recv asleep 1.2 s (0); its close with data unread wakes a blocked send" },
 	{ "epoll_dup_twice", sc_epoll_dup_twice, "a socket and its dup in one epoll set (LT and ET): one arrival reports both" },
 };
 

@@ -11,7 +11,7 @@ import json
 import sys
 
 REQUIRED = ["pid", "fd", "local", "remote", "provider", "state", "bytes_sent",
-            "bytes_received", "fallback_reason"]
+            "bytes_received", "ring_resident", "fallback_reason"]
 
 
 def match(o, conds):

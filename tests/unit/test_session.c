@@ -28,6 +28,7 @@
 #include "common/sys.h"
 #include "providers/shm/shm_priv.h"
 #include "session/session.h"
+#include "session/session_priv.h"
 #include "session/wire.h"
 
 extern const struct ssw_provider ssw_provider_shm;
@@ -1298,6 +1299,75 @@ static void test_write_req_then_peer_dies(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* Resident pages of [p, p+len). */
+static long resident(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	unsigned char v[2048];
+	assert_true((e - a) / 4096 <= sizeof v);
+	assert_int_equal(mincore((void *)a, e - a, v), 0);
+	long n = 0;
+	for (size_t i = 0; i < (e - a) / 4096; i++)
+		n += v[i] & 1;
+	return n;
+}
+
+/* Memory like kernel TCP's: after a stream, the housekeeper's looks
+ * (ssw_session_trim) give back the staging queue and the rings' pages past
+ * their floors, once idle; what follows is intact. */
+static void test_idle_trim(void **state)
+{
+	(void)state;
+	struct pair p;
+	open_pair(&p, NULL, NULL);
+	static uint8_t out[200000], in[200000];
+	pattern(out, sizeof out, 7);
+	for (size_t off = 0; off < sizeof out;) {
+		ssize_t k = snd(p.a, out + off, sizeof out - off, 0);
+		assert_true(k > 0);
+		off += (size_t)k;
+		(void)ssw_session_fionread(p.b); /* stages what arrived: the queue fills */
+	}
+	struct ssw_session *b = p.b;
+	size_t hi = b->q.hi;
+	assert_true(hi >= 100000);
+	assert_true(resident(b->q.buf, hi) >= 20);
+	int64_t ring0 = ssw_session_resident(p.a);
+	assert_true(ring0 >= 100000);
+	assert_int_equal(rcv_all(p.b, in, sizeof in, 1000), sizeof in);
+	assert_memory_equal(in, out, sizeof in);
+	/* the first look notes, one a second later gives back (the clocks
+	 * are set back instead of waiting) */
+	assert_int_equal(ssw_session_trim(p.b), 1);
+	assert_int_equal(ssw_session_trim(p.a), 1);
+	assert_int_equal(ssw_session_trim(p.b), 1); /* too soon */
+	assert_true(b->q.hi > 0);
+	b->q.idle.mark_ns -= 2 * SSW_TRIM_QUIET_MIN_NS;
+	p.ea->tx.idle.mark_ns -= 2 * SSW_TRIM_QUIET_MIN_NS;
+	assert_int_equal(ssw_session_trim(p.b), 0);
+	assert_int_equal(ssw_session_trim(p.a), 0);
+	assert_int_equal(b->q.hi, 0);
+	assert_int_equal(resident(b->q.buf, hi), 0);
+	int64_t ring1 = ssw_session_resident(p.a);
+	assert_int_equal(ring1, ssw_session_resident(p.b)); /* one segment */
+	assert_true(ring1 <= 4096 + 2 * (SHM_RING_FLOOR + 4096));
+	/* and on */
+	pattern(out, sizeof out, 8);
+	for (size_t off = 0; off < sizeof out;) {
+		ssize_t k = snd(p.a, out + off, sizeof out - off, 0);
+		assert_true(k > 0);
+		off += (size_t)k;
+		(void)ssw_session_fionread(p.b);
+	}
+	assert_int_equal(rcv_all(p.b, in, sizeof in, 1000), sizeof in);
+	assert_memory_equal(in, out, sizeof in);
+	/* a busy connection is not trimmed: its lock is held */
+	pthread_mutex_lock(&p.a->lock);
+	assert_int_equal(ssw_session_trim(p.a), 1);
+	pthread_mutex_unlock(&p.a->lock);
+	close_pair(&p);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1342,6 +1412,7 @@ int main(void)
 		T(test_corrupt_rendezvous),
 		T(test_corrupt_ring),
 		T(test_write_req_then_peer_dies),
+		T(test_idle_trim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -942,6 +942,8 @@ static void shm_close(struct ssw_ep *ep, int how)
 				      memory_order_seq_cst);
 		shm_wake_peer(ep);
 	}
+	if (ep->tx.ctl && how != SSW_CLOSE_DETACH)
+		shm_ring_trim(ep, 1); /* before the segment is released (recycled): what was read goes */
 	if (ep->seg && how != SSW_CLOSE_DETACH) {
 		struct shm_seg_hdr *h = ep->seg;
 		if (ep->tx.ctl == &h->ring[1]) { /* the acceptor's last touch: its connector may recycle it */

@@ -37,6 +37,8 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.send_commit = shm_ring_commit,
 	.flush = shm_ring_flush,
 	.msg_space = shm_msg_space,
+	.trim = shm_ring_trim,
+	.resident = shm_seg_resident,
 };
 
 static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)

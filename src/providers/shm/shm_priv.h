@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/trim.h"
+
 /* seals older headers may lack (the kernel's values) */
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -25,6 +27,13 @@
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)
 #define SHM_REC_HDR 8u
+#define SHM_PAGE 4096u
+/* What a transmit ring keeps when its connection idles (shm_ring_trim):
+ * its first pages, where traffic that never fills the ring stays (a ring
+ * rewinds to its start whenever the consumer has read everything: a
+ * ping-pong of messages up to a few KiB never leaves them).  Pages past it
+ * are given back once the ring has been drained and unused for a while. */
+#define SHM_RING_FLOOR (2u * SHM_PAGE)
 
 /* One direction of a connection.  Each index lives on its own cache line so
  * producer and consumer never write the same line (no false sharing). */
@@ -36,6 +45,10 @@ struct shm_ring_ctl {
 	_Atomic uint64_t held;
 	_Atomic uint64_t held_ns;
 	_Atomic int32_t cpu;                  /* 1 + the CPU the producer last published from (0: not yet; a hint: peer_cpu) */
+	/* the producer rewound here (it found the ring empty): a consumer that
+	 * stands at this index, with records published or held past the next
+	 * lap's start, goes on there (shm_ring.c) */
+	_Atomic uint64_t skip;
 	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
 	_Alignas(64) _Atomic uint32_t armed;  /* consumer threads (about to go) asleep: a count */
 	_Atomic uint32_t rung;                /* producer rang since the consumer last woke */
@@ -59,7 +72,14 @@ struct shm_seg_hdr {
 	/* written by the acceptor's last holder as its last touch of the
 	 * segment: the connector may recycle it (shm_seg.c) */
 	_Atomic uint32_t released;
+	/* what each side's switch understands (SHM_FEAT_*): [0] written by
+	 * the connector with the header, [1] by the acceptor when it maps the
+	 * segment.  A producer uses a feature once its consumer has said so:
+	 * a switch that predates a field never sees it used (it leaves its
+	 * word 0, the fields past its own header being zero). */
+	_Atomic uint32_t feat[2];
 };
+#define SHM_FEAT_SKIP 1u /* the consumer follows the producer's rewinds (ctl->skip) */
 
 /* A ring record: header then payload, padded to 8 bytes. */
 /* CTL: a message without stream data (its loss at the peer's death is no reset) */
@@ -81,6 +101,12 @@ struct shm_ring {
 	uint64_t pub;      /* producer: tail last published (pos - pub: held or reserved) */
 	uint64_t resv;     /* producer: record bytes reserved by send_reserve, 0 if none */
 	uint64_t taken;    /* consumer: end of held records taken before their publication */
+	struct ssw_trim_clock idle; /* producer: how long pos has stood still (shm_ring_trim) */
+	uint64_t skip;     /* producer: the last rewind's index (ctl->skip) */
+	const _Atomic uint32_t *peer_feat; /* producer: the consumer's SHM_FEAT_* word (NULL: none) */
+	bool can_skip;     /* producer: the consumer said SHM_FEAT_SKIP */
+	bool rewind;       /* producer: the reserved record goes to the next lap's start */
+	bool dirty;        /* producer: records went past SHM_RING_FLOOR since the last trim */
 };
 
 /* The consumer's view of the published tail: one that still lags behind
@@ -240,6 +266,11 @@ int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len);
 void shm_ring_done(struct ssw_ep *ep);
 int shm_ring_arm(struct ssw_ep *ep);
 size_t shm_ring_room(struct ssw_ep *ep);
+/* Give back our transmit ring's pages past the floor (msg op trim; force:
+ * the connection ends, nothing is sent any more). */
+int shm_ring_trim(struct ssw_ep *ep, int force);
+/* Bytes of the segment resident (msg op resident), -1 if unknown. */
+int64_t shm_seg_resident(struct ssw_ep *ep);
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector);
 uint64_t shm_seg_size(uint64_t ring_size);
 /* The connector writes the header of a new (zeroed) segment. */

@@ -105,6 +105,7 @@ bool ssw_forked(void)
 void ssw_fork_begin(void)
 {
 	ssw_statreg_fork_begin(); /* first: statreg.c says why */
+	ssw_trim_fork_begin();    /* the same for the housekeeper's looks (trim.c) */
 	pthread_rwlock_wrlock(&fork_lock);
 	forking = true;
 	if (++fork_gen == 0)
@@ -124,6 +125,7 @@ void ssw_fork_end(pid_t pid)
 		ssw_pid_forget();
 		ssw_stats_forget();
 		ssw_statreg_fork_end(true);
+		ssw_trim_fork_end(true);
 		drop_private(false);
 		pthread_rwlock_init(&fork_lock, NULL);
 		return;
@@ -140,5 +142,6 @@ void ssw_fork_end(pid_t pid)
 		drop_private(true);
 	}
 	pthread_rwlock_unlock(&fork_lock);
+	ssw_trim_fork_end(false);
 	ssw_statreg_fork_end(false);
 }

@@ -129,7 +129,7 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 	/* the kernel reads the file first: nothing to read (no count, or its
 	 * end) is 0, whatever the socket's state (shut down, reset, full) */
 	struct stat st;
-	int fl = fcntl(in_fd, F_GETFL);
+	int fl = sys_fcntl(in_fd, F_GETFL, 0);
 	if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY)
 		return -EBADF;
 	if (count == 0 || (fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size))
