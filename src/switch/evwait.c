@@ -35,6 +35,7 @@ void ssw_ev_spin_hit(void)
 
 void ssw_ev_slept(uint64_t slept_ns, bool woken)
 {
+	ssw_wait_slept();
 	uint32_t m = spin_max();
 	if (woken && slept_ns < 4ull * m) {
 		/* the event came within a few spin budgets: spin longer */
