@@ -62,9 +62,11 @@ bool ssw_wait_yields_off(void);
 /* After publishing to a consumer last seen on `peer_cpu` (the provider's
  * hint): yield once if this thread has held its CPU for SSW_CEDE_NS (since
  * it last yielded or slept) and the consumer shares that CPU, or is awake
- * (`peer_awake`: not asleep waiting for us) on another one (waitpol.c).
- * Mode auto only.  ssw_wait_cede(cpu) is ssw_wait_cede_to(cpu, false). */
+ * (`peer_awake`: not asleep waiting for us) on another one, where the
+ * clock is looked at every SSW_CEDE_LOOK-th send only (waitpol.c).  Mode
+ * auto only.  ssw_wait_cede(cpu) is ssw_wait_cede_to(cpu, false). */
 #define SSW_CEDE_NS 50000ull
+#define SSW_CEDE_LOOK 8
 void ssw_wait_cede_to(int peer_cpu, bool peer_awake);
 void ssw_wait_cede(int peer_cpu);
 /* After a sleep (the thread gave its CPU up): the cede's clock restarts. */

@@ -282,25 +282,29 @@ static void cede_awake_round(int cpu, int *asleep, int *awake, int *after_sleep)
 		uint64_t t0 = ssw_now_ns();
 		while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS) /* hold the CPU */
 			ssw_cpu_relax();
+		/* SSW_CEDE_LOOK sends each: one of them looks at the clock */
 		long before = switched_away();
-		ssw_wait_cede_to(other, false);
+		for (int k = 0; k < SSW_CEDE_LOOK; k++)
+			ssw_wait_cede_to(other, false);
 		*asleep += switched_away() != before;
 		before = switched_away();
-		ssw_wait_cede_to(other, true);
+		for (int k = 0; k < SSW_CEDE_LOOK; k++)
+			ssw_wait_cede_to(other, true);
 		*awake += switched_away() != before;
 		t0 = ssw_now_ns();
 		while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS)
 			ssw_cpu_relax();
 		ssw_wait_slept(); /* as a wait that slept just now */
 		before = switched_away();
-		ssw_wait_cede_to(other, true);
+		for (int k = 0; k < SSW_CEDE_LOOK; k++)
+			ssw_wait_cede_to(other, true);
 		*after_sleep += switched_away() != before;
 	}
 }
 
 /* A consumer awake on another CPU (it answers within the busy-poll, so
  * the pair never sleeps nor yields): after SSW_CEDE_NS of holding the CPU
- * a send yields once, so that the processes waiting for this CPU get it
+ * one of the next SSW_CEDE_LOOK sends yields once, so that the processes waiting for this CPU get it
  * (a neighbour there is always runnable: the yield switches); not for a
  * consumer elsewhere that sleeps (its wake-up is the scheduler's business),
  * and not right after a sleep, which gave the CPU up.  Preemptions (ticks,
