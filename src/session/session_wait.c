@@ -311,6 +311,14 @@ int ssw_session_peer_cpu(struct ssw_session *s)
 	return ep && s->p->progress->peer_cpu ? s->p->progress->peer_cpu(ep) : -1;
 }
 
+uint64_t ssw_session_wake_sent_ns(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	if (sess_foreign(s))
+		return 0;
+	return ep && s->p->progress->wake_sent_ns ? s->p->progress->wake_sent_ns(ep) : 0;
+}
+
 void sess_cede(struct ssw_session *s)
 {
 	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
