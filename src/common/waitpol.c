@@ -146,6 +146,12 @@ bool ssw_spin_step(struct ssw_spin *sp)
 		if (sp->burn >= sp->budget || elapsed >= SSW_SPIN_WALL_NS)
 			return false;
 	}
+	/* CPU-bound neighbours about: sleep at once, as kernel TCP's waiter
+	 * does.  Not even the pause: two processes that answer each other
+	 * within it on two CPUs would hold both without yielding (the cede is
+	 * off too) until the tick, while everyone else waits */
+	if (mode == SSW_WAITMODE_AUTO && now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
+		return false;
 	sp->spun = true;
 	if (mode == SSW_WAITMODE_SPIN || (mode == SSW_WAITMODE_AUTO && elapsed < SSW_SPIN_PAUSE_NS && !sp->handoff)) {
 		for (int j = 0; j < 16; j++)
@@ -153,8 +159,6 @@ bool ssw_spin_step(struct ssw_spin *sp)
 		sp->last = now;
 		return true;
 	}
-	if (mode == SSW_WAITMODE_AUTO && now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
-		return false; /* CPU-bound neighbours about: sleep rather than yield */
 	sched_yield();
 	uint64_t back = ssw_now_ns();
 	cpu_held_since = back;

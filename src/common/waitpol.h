@@ -24,7 +24,7 @@
  * while a sleeper's wake-up would preempt it.  When two yields close
  * together come back after SSW_SPIN_HOG_NS (waitpol.c: hog_seen), yields
  * are off in this process for a pause (20 ms, doubling up to 1 s while it
- * keeps finding them): waits then pause-spin briefly and sleep.
+ * keeps finding them): waits then sleep at once.
  * Two processes that keep answering each other within the pause, on two
  * CPUs, never yield nor sleep: they would hold both CPUs until the
  * scheduler's tick while everyone else waits.  So a sender that has held
