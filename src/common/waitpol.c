@@ -146,11 +146,15 @@ bool ssw_spin_step(struct ssw_spin *sp)
 		if (sp->burn >= sp->budget || elapsed >= SSW_SPIN_WALL_NS)
 			return false;
 	}
-	/* CPU-bound neighbours about: sleep at once, as kernel TCP's waiter
-	 * does.  Not even the pause: two processes that answer each other
-	 * within it on two CPUs would hold both without yielding (the cede is
-	 * off too) until the tick, while everyone else waits */
-	if (mode == SSW_WAITMODE_AUTO && now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
+	/* CPU-bound neighbours about: no yields, and the cede is off too.  The
+	 * pause still catches a peer that answers at once on another CPU (a
+	 * pinned pair: 1 us round trips), but two processes answering each
+	 * other within it would then hold both CPUs without a break until the
+	 * tick, while everyone else waits: once this thread has held its CPU
+	 * for SSW_CEDE_NS, its next wait sleeps at once, as kernel TCP's
+	 * waiter does (the cede, by sleeping) */
+	if (mode == SSW_WAITMODE_AUTO && now < atomic_load_explicit(&no_yield_until, memory_order_relaxed) &&
+	    (elapsed >= SSW_SPIN_PAUSE_NS || sp->handoff || now - cpu_held_since >= SSW_CEDE_NS))
 		return false;
 	sp->spun = true;
 	if (mode == SSW_WAITMODE_SPIN || (mode == SSW_WAITMODE_AUTO && elapsed < SSW_SPIN_PAUSE_NS && !sp->handoff)) {

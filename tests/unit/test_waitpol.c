@@ -160,13 +160,16 @@ static void test_auto_hands_over_to_neighbour(void **st)
 {
 	(void)st;
 	pthread_t t = with_neighbour(true);
-	int handed = 0;
-	for (int i = 0; i < 8; i++) {
+	int handed = 0, tried = 0;
+	for (int i = 0; i < 40 && tried < 8; i++) {
 		struct ssw_spin sp;
 		uint64_t el;
 		ssw_wait_set_mode(SSW_WAITMODE_AUTO); /* a stray long yield (load) ends one wait only */
 		ssw_spin_start(&sp, ssw_now_ns(), 50000);
 		count_steps(&sp, &el);
+		if (ssw_wait_yields_off())
+			continue; /* two long yields (programs beside the test) ended it: another */
+		tried++;
 		if (el >= SSW_SPIN_WALL_NS && sp.burn < 50000)
 			handed++;
 	}
@@ -328,9 +331,11 @@ static void test_cede_to_awake_peer_elsewhere(void **st)
 }
 
 /* A CPU-bound neighbour takes a whole slice at each yield: after a few
- * such yields the process stops yielding, and a wait then ends at once,
- * without a step (not even the busy-poll: a pair answering each other
- * within it would hold two CPUs), well before a slice. */
+ * such yields the process stops yielding, and a wait then ends after its
+ * short busy-poll, well before a slice; a wait of a thread that has held
+ * its CPU for SSW_CEDE_NS ends at once, without a step (a pair answering
+ * each other within the busy-poll would otherwise hold two CPUs until the
+ * tick: the cede, by sleeping). */
 static void test_auto_stops_yielding_beside_cpu_hog(void **st)
 {
 	(void)st;
@@ -345,8 +350,16 @@ static void test_auto_stops_yielding_beside_cpu_hog(void **st)
 	bool off = ssw_wait_yields_off();
 	struct ssw_spin sp;
 	uint64_t el;
+	ssw_wait_slept(); /* as a wait that slept just now */
 	ssw_spin_start(&sp, ssw_now_ns(), 50000);
-	int steps = count_steps(&sp, &el);
+	count_steps(&sp, &el);
+	uint64_t t0 = ssw_now_ns();
+	while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS) /* hold the CPU */
+		ssw_cpu_relax();
+	struct ssw_spin held;
+	uint64_t el2;
+	ssw_spin_start(&held, ssw_now_ns(), 50000);
+	int steps = count_steps(&held, &el2);
 	bool still_off = ssw_wait_yields_off();
 	without_neighbour(t);
 	assert_true(off);
