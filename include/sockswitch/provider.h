@@ -445,6 +445,16 @@ struct ssw_progress_ops {
 	 * it spun that long, would it have caught it?  Lock-free, any thread;
 	 * the peer's word, a hint only.  Optional (NULL: not known). */
 	uint64_t (*wake_sent_ns)(struct ssw_ep *ep);
+
+	/* Is a thread of the peer asleep waiting for our messages (it armed
+	 * and has not woken since)?  1 asleep, 0 not (running, or runnable:
+	 * it will see our next message without a wake-up), -1 not known.  A
+	 * hint for the wait policy: a sender whose receiver stays awake on
+	 * another CPU holds its own CPU for as long as the two keep answering
+	 * each other, and must let it go now and then when others want it.
+	 * Lock-free, any thread; the peer's word, a hint only.  Optional
+	 * (NULL: not known). */
+	int (*peer_asleep)(struct ssw_ep *ep);
 };
 
 enum { SSW_CLOSE_ORDERLY = 0, SSW_CLOSE_ABORT = 1, SSW_CLOSE_DETACH = 2 };

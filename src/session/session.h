@@ -149,6 +149,9 @@ bool ssw_session_rx_ready(struct ssw_session *s);
 /* The CPU the peer was last seen on (a hint for the wait policy), -1 when
  * not known or the peer is on another host.  Lock-free. */
 int ssw_session_peer_cpu(struct ssw_session *s);
+/* When the peer last rang this session's doorbell (the provider's
+ * wake_sent_ns), 0 when not known.  Lock-free. */
+uint64_t ssw_session_wake_sent_ns(struct ssw_session *s);
 
 int ssw_session_fionread(struct ssw_session *s);
 int ssw_session_atmark(struct ssw_session *s);

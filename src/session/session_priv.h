@@ -287,5 +287,7 @@ void sess_urg_flush(void);                          /* SIGURGs owed by this thre
 /* session_wait.c */
 void sess_peer_check(struct ssw_session *s, bool probe);
 int sess_wait_peer(struct ssw_session *s, uint64_t deadline);
+/* After publishing (unlocked): the wait policy's cede (common/waitpol.h). */
+void sess_cede(struct ssw_session *s);
 
 #endif

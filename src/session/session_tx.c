@@ -326,7 +326,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	}
 	sess_unlock(s);
 	if (sent && !hold)
-		ssw_wait_cede(ssw_session_peer_cpu(s));
+		sess_cede(s);
 	if (sent)
 		return (ssize_t)sent;
 	return ret;
@@ -347,7 +347,7 @@ ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fil
 	bool held = s->cork || (flags & MSG_MORE);
 	sess_unlock(s);
 	if (r > 0 && !held)
-		ssw_wait_cede(ssw_session_peer_cpu(s));
+		sess_cede(s);
 	return r;
 }
 
@@ -360,7 +360,7 @@ void ssw_session_set_cork(struct ssw_session *s, bool on)
 		sess_flush_held(s);
 	sess_unlock(s);
 	if (!on)
-		ssw_wait_cede(ssw_session_peer_cpu(s));
+		sess_cede(s);
 }
 
 bool ssw_session_cork(struct ssw_session *s)

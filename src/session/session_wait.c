@@ -183,6 +183,7 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	int err = errno;
 	if (kick >= 0)
 		ssw_kick_disarm(r > 0 ? pfd[n - 1].revents : 0);
+	ssw_wait_slept();
 	atomic_fetch_sub(&s->w.sleepers, 1);
 	sess_lock(s);
 	if (!lone)
@@ -319,6 +320,24 @@ int ssw_session_peer_cpu(struct ssw_session *s)
 	if (sess_foreign(s))
 		return -1;
 	return ep && s->p->progress->peer_cpu ? s->p->progress->peer_cpu(ep) : -1;
+}
+
+uint64_t ssw_session_wake_sent_ns(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	if (sess_foreign(s))
+		return 0;
+	return ep && s->p->progress->wake_sent_ns ? s->p->progress->wake_sent_ns(ep) : 0;
+}
+
+void sess_cede(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	const struct ssw_progress_ops *pg = s->p->progress;
+	if (sess_foreign(s) || !ep)
+		return;
+	int cpu = pg->peer_cpu ? pg->peer_cpu(ep) : -1;
+	ssw_wait_cede_to(cpu, pg->peer_asleep && pg->peer_asleep(ep) == 0);
 }
 
 bool ssw_session_rx_ready(struct ssw_session *s)

@@ -247,9 +247,15 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		int err = errno;
 		if (kick >= 0)
 			ssw_kick_disarm(r > 0 ? k[kslot].revents : 0);
+		uint64_t woke_at = ssw_now_ns(), first = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			uint64_t rang = sl[i].armed ? ssw_ev_rang(sl[i].armed, t0, woke_at) : 0;
+			if (rang && (!first || rang < first))
+				first = rang;
+		}
 		disarm_all(sl, n);
 		disarm_nested(narmed, nheld, &nna);
-		ssw_ev_slept(ssw_now_ns() - t0, r > 0);
+		ssw_ev_slept(woke_at - t0, r > 0, first ? first - t_start : 0);
 		if (r < 0 && err == EINTR) {
 			ret = -EINTR;
 			break;

@@ -293,6 +293,33 @@ static void test_arm_and_wake(void **state)
 	assert_int_equal(atomic_load(&g->ctl[0]->armed), 0);
 }
 
+/* The wait policy's hint of whether the consumer sleeps: seen by the
+ * producer from the consumer's arming until it wakes (wake_ack), with two
+ * sleepers until both woke. */
+static void test_peer_asleep(void **state)
+{
+	struct rig *g = *state;
+	const struct ssw_progress_ops *pg = ssw_provider_shm.progress;
+	assert_int_equal(pg->peer_asleep(&g->p), 0); /* awake: never armed */
+	assert_int_equal(shm_ring_arm(&g->c), 0);
+	assert_int_equal(pg->peer_asleep(&g->p), 1);
+	assert_int_equal(pg->peer_asleep(&g->c), 0); /* the other direction */
+	pg->wake_ack(&g->c);
+	assert_int_equal(pg->peer_asleep(&g->p), 0);
+	assert_int_equal(shm_ring_arm(&g->c), 0);
+	assert_int_equal(shm_ring_arm(&g->c), 0); /* a second thread */
+	pg->wake_leave(&g->c);
+	assert_int_equal(pg->peer_asleep(&g->p), 1);
+	pg->wake_ack(&g->c);
+	assert_int_equal(pg->peer_asleep(&g->p), 0);
+	/* armed, then a message: the producer rings, the consumer wakes */
+	assert_int_equal(shm_ring_arm(&g->c), 0);
+	assert_int_equal(send_buf(&g->p, "z", 1), 0);
+	assert_int_equal(eventfd_count(g->efd_c), 1);
+	pg->wake_ack(&g->c);
+	assert_int_equal(pg->peer_asleep(&g->p), 0);
+}
+
 /* The wait policy's hints: the CPU the sender published from, and when it
  * rang a sleeper (its clock is ours), each seen by the receiver. */
 static void test_peer_cpu_and_wake_time(void **state)
@@ -707,6 +734,7 @@ int main(void)
 		T(test_full_would_block),
 		T(test_arm_and_wake),
 		T(test_peer_cpu_and_wake_time),
+		T(test_peer_asleep),
 		T(test_closed_orderly),
 		T(test_peer_died_with_unread_data_resets),
 		T(test_closed_reset),

@@ -258,6 +258,12 @@ static uint64_t shm_wake_sent_ns(struct ssw_ep *ep)
 	return ep->rx.ctl ? atomic_load_explicit(&ep->rx.ctl->rang_ns, memory_order_relaxed) : 0;
 }
 
+/* The consumer's count of threads armed to sleep on the ring we fill. */
+static int shm_peer_asleep(struct ssw_ep *ep)
+{
+	return ep->tx.ctl ? atomic_load_explicit(&ep->tx.ctl->armed, memory_order_relaxed) != 0 : -1;
+}
+
 static const struct ssw_progress_ops shm_progress_ops = {
 	.size = sizeof(struct ssw_progress_ops),
 	.poll_cq = shm_rdma_poll_cq,
@@ -272,6 +278,7 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.peer_tag = shm_peer_tag,
 	.peer_cpu = shm_peer_cpu,
 	.wake_sent_ns = shm_wake_sent_ns,
+	.peer_asleep = shm_peer_asleep,
 };
 
 const struct ssw_provider ssw_provider_shm = {
