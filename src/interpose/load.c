@@ -5,4 +5,5 @@ __attribute__((constructor)) static void early(void)
 {
 	ssw_real_init();
 	ssw_fdtab_init();
+	ssw_mem_monitor_start();
 }

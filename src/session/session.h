@@ -32,6 +32,9 @@ int ssw_session_config_load(char *err, size_t errlen);
 /* Applies the settings as last loaded (ssw_params_load), invalid ones at
  * their defaults. */
 void ssw_session_config_apply(void);
+/* Would the settings turn the rendezvous on (before the switch starts: the
+ * memory hooks are installed only where a registration cache may serve)? */
+bool ssw_session_rndv_configured(void);
 
 /* Socket options that drive the session. */
 struct ssw_session_opts {

@@ -45,6 +45,14 @@ void ssw_session_config_apply(void)
 	ssw_wait_set_mode(wmode);
 }
 
+bool ssw_session_rndv_configured(void)
+{
+	int mode = ssw_param_choice(SSW_P_RDMA);
+	if (mode == 3) /* none */
+		return false;
+	return ssw_param(SSW_P_RNDV_THRESHOLD)->set || mode == 1 || mode == 2;
+}
+
 int ssw_session_config_load(char *err, size_t errlen)
 {
 	ssw_params_load();

@@ -38,7 +38,7 @@ if mode == "read":
         if not x:
             break
         d += x
-    print("got=%d secret=%s offer=%s tail=%s" % (len(d), b"MASTER-SECRET" in d, b"WORKER-OFFER" in d, d.endswith(b"TAIL")))
+    print("got=%d secret=%s offer=%s after=%s tail=%s" % (len(d), b"MASTER-SECRET" in d, b"WORKER-OFFER" in d, b"AFTER-DEREG" in d, d.endswith(b"TAIL")))
 else:
     c.sendall(b"C" * (128 << 10)); c.shutdown(socket.SHUT_WR)
     c.recv(1)
@@ -75,5 +75,12 @@ ssw_check "and says done" grep -q "done_status=0 " "$T/honest-on/server.out"
 run honest-off honest-read 7805 read
 ssw_check "a client whose rendezvous is off refuses it" grep -q "done_status=-1 " "$T/honest-off/server.out"
 ssw_check "and reads none of it" grep -q "offer=False" "$T/honest-off/client.out"
+
+ssw_step "revocation: the worker's descriptor offered again after its deregistration"
+run stale-on stale-read 7806 read SOCKSWITCH_RDMA=read
+ssw_check "the first offer was read by CMA" grep -q "first_status=0" "$T/stale-on/server.out"
+ssw_check "the old descriptor was refused" grep -q "done_status=-1 " "$T/stale-on/server.out"
+ssw_check "and what the buffer held after deregistration never reached the client" grep -q "after=False" "$T/stale-on/client.out"
+ssw_check "the stream went on inline" grep -q "tail=True" "$T/stale-on/client.out"
 
 ssw_finish

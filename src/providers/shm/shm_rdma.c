@@ -32,49 +32,60 @@ static void shm_deregister_memory(struct ssw_ep *ep, struct ssw_mr *mr)
 	(void)ep, (void)mr;
 }
 
-/* The descriptor, and the vouch that lets the peer use it (shm_vouch.c):
- * without one the peer refuses it, and the transfer goes through the ring. */
+/* The descriptor: a slot of this process's exposure table opened for the
+ * range, and the vouch for that table (shm_vouch.c; once per process and
+ * connection): without one the peer refuses it, and the transfer goes
+ * through the ring. */
 static int shm_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, uint32_t access,
 				    struct ssw_rdma_desc *desc)
 {
-	static uint64_t gen;
-	(void)access;
-	struct shm_desc d = { SHM_DESC_MAGIC, (int32_t)ssw_pid(), (uint64_t)(uintptr_t)addr, len,
-			      __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED) };
+	struct shm_desc d;
+	access &= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+	if (!access || !len)
+		return -EINVAL;
+	if (shm_expo_open(addr, len, access, &d) < 0)
+		return -ENOBUFS;
+	memset(desc, 0, sizeof *desc);
 	memcpy(desc->data, &d, sizeof d);
 	desc->len = sizeof d;
 	if (!shm_cma_disabled)
-		(void)shm_vouch_send(ep, &d);
+		(void)shm_vouch_send(ep);
 	return 0;
 }
 
+/* The slot closes: the peer's next copy with this descriptor is refused. */
 static void shm_deregister_rdma_memory(struct ssw_ep *ep, const struct ssw_rdma_desc *desc)
 {
-	/* CMA cannot revoke access; the session refuses stale transfers by id. */
-	(void)ep, (void)desc;
+	(void)ep;
+	struct shm_desc d;
+	if (desc->len != sizeof d)
+		return;
+	memcpy(&d, desc->data, sizeof d);
+	shm_expo_close(&d);
 }
 
 static int check_desc(struct ssw_ep *ep, const struct ssw_rdma_desc *desc, uint64_t off, size_t len,
-		      struct shm_desc *d)
+		      struct shm_desc *d, int write)
 {
 	if (desc->len != sizeof *d)
 		return -EINVAL;
 	memcpy(d, desc->data, sizeof *d);
 	if (d->magic != SHM_DESC_MAGIC || off > d->len || len > d->len - off || d->addr + d->len < d->addr)
 		return -EINVAL;
-	/* Only the process that registered it, as the kernel vouches, and of
-	 * our user now; anything else goes through the ring (-EPERM). */
+	/* Only an exposure still open in the process that vouched for it, as
+	 * the kernel says, of our user now; anything else goes through the
+	 * ring (-EPERM). */
 	shm_peer_cred(ep);
 	if (shm_cma_disabled || !(ep->caps & SSW_CAP_RDMA_READ))
 		return -EPERM;
-	return shm_vouch_check(ep, d);
+	return shm_vouch_check(ep, d, write != 0);
 }
 
 static int cma(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const struct ssw_rdma_desc *desc,
 	       uint64_t off, size_t len, int write)
 {
 	struct shm_desc d;
-	int rc = check_desc(ep, desc, off, len, &d);
+	int rc = check_desc(ep, desc, off, len, &d, write);
 	if (rc < 0)
 		return rc;
 	size_t cap = 0;
@@ -152,7 +163,7 @@ static int queue(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const
 	/* what does not validate is refused now, as a provider checks its
 	 * arguments before posting; the copy's own failures complete later */
 	struct shm_desc d;
-	int rc = check_desc(ep, desc, off, len, &d);
+	int rc = check_desc(ep, desc, off, len, &d, write);
 	if (rc < 0)
 		return rc;
 	if (iovcnt < 1 || iovcnt > 64)
