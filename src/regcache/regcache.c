@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/params.h"
+#include "common/sys.h"
 
 /* Registrations cover whole pages so that neighbouring buffers on the same
  * pages hit; pinning is page-granular anyway. */
@@ -34,6 +35,7 @@ struct rc_entry {
 	bool dead;       /* out of the index: freed at the last put */
 	bool registered; /* flush deregisters entries under their users */
 	bool exposed;    /* got for remote access since the last revoke */
+	pid_t pid;       /* the process that made it: a forked child leaves its parent's alone */
 };
 
 struct ssw_regcache {
@@ -293,6 +295,7 @@ static int miss(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, uint32_t acce
 	if (!en)
 		return -ENOBUFS;
 	link_init(&en->link);
+	en->pid = ssw_pid();
 
 	uintptr_t ms = rs, me = re;
 	uint32_t macc = access;
@@ -409,9 +412,36 @@ static void flush_locked(struct ssw_regcache *rc)
 		do_dereg(rc, entry_of(l));
 }
 
+/* A forked child starts every cache empty: the registrations belong to the
+ * parent's transport state (its provider's, not copied with the memory in
+ * any usable way), a thread of the parent may have been inside a cache, and
+ * the child's memory will soon differ.  Its copies of the entries are left
+ * alone (leaked), and puts of them ignored (rc_entry.pid). */
+static void forked_child(void)
+{
+	pthread_mutex_init(&caches_lock, NULL);
+	for (struct ssw_regcache *rc = caches; rc; rc = rc->gnext) {
+		pthread_mutex_init(&rc->lock, NULL);
+		rc->n = 0;
+		link_init(&rc->lru);
+		link_init(&rc->detached);
+		atomic_fetch_sub(&tot.entries, (int64_t)rc->nregs);
+		atomic_fetch_sub(&tot.bytes, (int64_t)rc->bytes);
+		rc->nregs = rc->bytes = 0;
+		rc->log_pos = atomic_load(&log_head);
+	}
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void atfork_install(void)
+{
+	pthread_atfork(NULL, NULL, forked_child);
+}
+
 struct ssw_regcache *ssw_regcache_new(size_t max_entries, size_t max_bytes, const struct ssw_regcache_ops *ops,
 				      void *ctx)
 {
+	pthread_once(&atfork_once, atfork_install);
 	if (!ops || !ops->reg || !ops->dereg) {
 		errno = EINVAL;
 		return NULL;
@@ -508,8 +538,8 @@ void ssw_regcache_put(struct ssw_regcache *rc, struct ssw_reg *reg)
 	struct rc_entry *en = (struct rc_entry *)reg;
 	bool bad = false;
 
-	if (!reg)
-		return;
+	if (!reg || en->pid != ssw_pid())
+		return; /* made before a fork: the parent's (forked_child) */
 	pthread_mutex_lock(&rc->lock);
 	if (en->reg.inuse <= 0) {
 		bad = true;
