@@ -72,6 +72,7 @@ void ssw_fork_guard_leave(void);
 struct ssw_counters {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;
 	_Atomic unsigned long refused; /* connection requests dropped at accept (listen.c refuse) */
+	_Atomic unsigned long rndv, rndv_fallback; /* of connections closed: rendezvous sends done, refused */
 };
 extern struct ssw_counters ssw_counters;
 void ssw_stats_account_closed(struct ssw_sock *s);

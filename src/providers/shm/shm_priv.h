@@ -196,6 +196,7 @@ struct ssw_listener {
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
+extern int shm_pin_mode;     /* SOCKSWITCH_FAULT=pin: read exposures backed by pinned pages (shm_rdma.c) */
 /* SOCKSWITCH_FAULT=async (tests): rdma_read/rdma_write queue the copy and
  * return -EINPROGRESS; a later poll_cq of the endpoint does it and reports
  * it (the newest first while several are queued), as an RDMA provider would. */
@@ -288,8 +289,9 @@ int shm_vouch_send(struct ssw_ep *ep);
 /* Expose [addr, addr+len) of this process for access: a slot of its table
  * opened, and *d describing it.  0, or -ENOBUFS (every slot in use). */
 int shm_expo_open(void *addr, size_t len, uint32_t access, struct shm_desc *d);
-/* Close the exposure d names (ours): the peer's copy is refused from now on. */
-void shm_expo_close(const struct shm_desc *d);
+/* Close the exposure d names (ours): the peer's copy is refused from now on.
+ * false when d names no open exposure of ours. */
+bool shm_expo_close(const struct shm_desc *d);
 /* Exposures open in this process (tests). */
 unsigned shm_expo_open_count(void);
 /* Is this rendezvous-connection record a vouch? */

@@ -115,16 +115,17 @@ int shm_expo_open(void *addr, size_t len, uint32_t access, struct shm_desc *d)
 	return -ENOBUFS;
 }
 
-void shm_expo_close(const struct shm_desc *d)
+bool shm_expo_close(const struct shm_desc *d)
 {
 	if (d->magic != SHM_DESC_MAGIC || d->pid != (int32_t)ssw_pid() || d->slot >= SHM_EXPO_SLOTS)
-		return;
+		return false;
 	struct shm_expo *x = &expo[d->slot];
 	if (atomic_load(&x->gen) != d->gen)
-		return; /* not (or no longer) this exposure */
+		return false; /* not (or no longer) this exposure */
 	atomic_store_explicit(&x->gen, 0, memory_order_release);
 	atomic_store_explicit(&x->gen2, 0, memory_order_release);
 	atomic_fetch_and(&expo_used[d->slot / 64], ~(1ull << (d->slot % 64)));
+	return true;
 }
 
 unsigned shm_expo_open_count(void)
