@@ -153,6 +153,8 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 struct ssw_session_stats {
 	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
 	uint64_t rndv_read, rndv_write, rndv_fallback;
+	uint64_t rdma_regs;      /* buffers exposed to the peer (register_rdma_memory: each one a
+				  * registration of its own over fabric, its key revoked at the end) */
 	uint64_t rma_async;      /* RDMA transfers the provider completed later (poll_cq) */
 	uint64_t tx_inflight, tx_limit, rx_window;
 	uint64_t tx_credited;   /* credit bytes the peer ever returned: a monotonic count, so that
