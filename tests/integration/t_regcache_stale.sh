@@ -21,6 +21,12 @@ ssw_ns_pair
 PROG=$SSW_BUILD/tests/stale_send
 [ -x "$PROG" ] || { echo "FAIL: stale_send not built"; exit 1; }
 FRAMES=42 # 2 rounds of 2+2+3+2+2+10
+# scenarios whose second buffer must land where the first was: all five
+# twice, less a few (the fabric provider's own allocations may take one);
+# under AddressSanitizer malloc is ASan's, which never gives an address
+# back: only the mmap and madvise scenarios then
+REUSE_MIN=6
+[[ "$SSW_PRELOAD" == *asan* ]] && REUSE_MIN=4
 RNDV=(SOCKSWITCH_RDMA=read SOCKSWITCH_RNDV_THRESHOLD=64K SOCKSWITCH_RNDV_MAX=0)
 
 # run NAME ADDR CLIENT-NS [CLIENT-ENV…]: the receiver in A on ADDR, the sender in CLIENT-NS
@@ -43,7 +49,7 @@ run() {
   ssw_assert_eq "$name: stale bytes" "$(ssw_kv "$T/$name-server.out" stale)" 0
   ssw_assert_eq "$name: frames sent by the rendezvous" "$(ssw_stats_sum "$T/$name-client.stats" rndv)" "$FRAMES"
   ssw_assert_eq "$name: rendezvous refused" "$(ssw_stats_sum "$T/$name-client.stats" rndv_fallback)" 0
-  ssw_assert_ge "$name: buffers that came back at a freed buffer's address" "$(ssw_kv "$T/$name-client.out" reused)" 6
+  ssw_assert_ge "$name: buffers that came back at a freed buffer's address" "$(ssw_kv "$T/$name-client.out" reused)" "$REUSE_MIN"
   ssw_assert_eq "$name: the sender's connection was switched" "$(ssw_stats_sum "$T/$name-client.stats" switched)" 1
 }
 
