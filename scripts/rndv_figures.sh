@@ -5,7 +5,8 @@
 # namespaces joined by a veth, libfabric's tcp provider), each in these
 # columns, taking turns round after round:
 #   kernel     kernel TCP (no switch)
-#   ring       switched, the rendezvous off (messages through the ring/fabric)
+#   ring       switched, the rendezvous off (SOCKSWITCH_RDMA=none: messages
+#              through the ring, or fabric messages)
 #   rndv       switched, the rendezvous on (the receiver reads the sender's
 #              buffer), registration cache on
 #   rndv-nc    the same with SOCKSWITCH_REGCACHE=0
@@ -18,7 +19,8 @@
 # pinned to the first allowed CPU and the sender to the second.
 #
 #   sudo bash scripts/rndv_figures.sh [ROUNDS] [SECONDS]   (default 3 rounds of 2 s)
-#   RNDV_FIG_CASES="shm:1048576 fab:4194304" to run only some cases
+#   RNDV_FIG_CASES="shm:1048576 fab:4194304" to run only some cases,
+#   RNDV_FIG_COLS="ring rndv" only some columns
 # Root: ip netns.  Prints one line per run and a table of means (min-max).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +30,7 @@ LIB=$B/libsockswitch.so
 ROUNDS=${1:-3}
 DUR=${2:-2}
 CASES=${RNDV_FIG_CASES:-shm:1048576 shm:4194304 fab:1048576 fab:4194304}
-COLS=(kernel ring rndv rndv-nc)
+read -ra COLS <<<"${RNDV_FIG_COLS:-kernel ring rndv rndv-nc}"
 [ "$(id -u)" = 0 ] || { echo "needs root (ip netns)"; exit 1; }
 T=$(mktemp -d /tmp/rndvfig.XXXXXX)
 NSA=rndvfig$$a NSB=rndvfig$$b
@@ -52,7 +54,7 @@ ROUTES='route 10.77.0.0/16 fabric provider=tcp'
 col_env() { # COLUMN: the environment of both workers
   case $1 in
     kernel) echo "" ;;
-    ring) echo "LD_PRELOAD=$LIB" ;;
+    ring) echo "LD_PRELOAD=$LIB SOCKSWITCH_RDMA=none" ;;
     rndv) echo "LD_PRELOAD=$LIB SOCKSWITCH_RDMA=read SOCKSWITCH_RNDV_THRESHOLD=64K SOCKSWITCH_RNDV_MAX=0" ;;
     rndv-nc) echo "LD_PRELOAD=$LIB SOCKSWITCH_RDMA=read SOCKSWITCH_RNDV_THRESHOLD=64K SOCKSWITCH_RNDV_MAX=0 SOCKSWITCH_REGCACHE=0" ;;
   esac

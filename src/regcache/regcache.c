@@ -20,8 +20,10 @@
 /* Ranges the invalidation log holds: a cache that falls further behind
  * drops everything it holds. */
 #define LOG_N 512u
-/* Steps a reader waits for a writer between taking a log slot and filling it. */
-#define LOG_WAIT 10000
+/* Yields a reader waits for a writer between taking a log slot and filling it
+ * (a few instructions, unless it was preempted there: then the reader drops
+ * everything it holds rather than wait). */
+#define LOG_WAIT 100
 
 struct rc_link {
 	struct rc_link *prev, *next;

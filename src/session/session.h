@@ -15,9 +15,8 @@ struct ssw_session;
 /* Tunables, read once from the environment (session_config.c). */
 struct ssw_session_config {
 	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous
-				    * (SSW_RNDV_OFF: none; the default unless a mode is forced) */
-	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit).  Past the
-				    * L2 cache a one-core CMA copy loses to the two-core ring pipeline */
+				    * (SSW_RNDV_DEFAULT; 64 KiB when a mode is forced) */
+	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit) */
 	int rdma_mode;             /* SOCKSWITCH_RDMA: 0 auto, 1 read, 2 write, 3 none */
 	uint32_t spin_max_ns;      /* SOCKSWITCH_SPIN_US */
 	int fault_regfail;         /* SOCKSWITCH_FAULT=regfail: registration fails (tests) */
@@ -25,6 +24,7 @@ struct ssw_session_config {
 };
 enum { SSW_RDMA_AUTO = 0, SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY, SSW_RDMA_NONE };
 #define SSW_RNDV_OFF UINT32_MAX
+#define SSW_RNDV_DEFAULT (4u << 20)
 extern struct ssw_session_config ssw_session_cfg;
 /* Re-reads the settings from the environment and applies the session's.
  * Returns 0, or -1 with a message naming the bad variable. */
@@ -32,7 +32,7 @@ int ssw_session_config_load(char *err, size_t errlen);
 /* Applies the settings as last loaded (ssw_params_load), invalid ones at
  * their defaults. */
 void ssw_session_config_apply(void);
-/* Would the settings turn the rendezvous on (before the switch starts: the
+/* Do the settings leave the rendezvous on (before the switch starts: the
  * memory hooks are installed only where a registration cache may serve)? */
 bool ssw_session_rndv_configured(void);
 

@@ -114,9 +114,13 @@ static void mem_changing(void *addr, size_t len)
 void ssw_mem_monitor_start(void)
 {
 	/* only where a cache may be used: the rendezvous is on, the cache too,
-	 * and the settings leave the switch on */
+	 * the settings leave the switch on, and a provider that registers
+	 * memory may carry connections (shm registers none: Cross Memory
+	 * Attach finds the pages at each copy; tests make it pin) */
 	if (ssw_param_choice(SSW_P_REGCACHE) == 0 || !ssw_session_rndv_configured() ||
 	    ssw_param_choice(SSW_P_DISABLE) == 1 || ssw_params_first_refusal() >= 0)
+		return;
+	if (ssw_param_choice(SSW_P_FAULT) != 3 && !ssw_routes_name_other_than("shm"))
 		return;
 	int rc = ssw_memhook_install(mem_changing);
 	ssw_regcache_set_monitored(rc == 0);
