@@ -63,7 +63,12 @@ void stat_usage(FILE *out)
 		"                  ring_resident (bytes, null when not known),\n"
 		"                  shared, stale, refused (a listener's dropped connection\n"
 		"                  requests), fallback_reason (null when switched), note (a\n"
-		"                  switched listener's last dropped request or lost provider)\n"
+		"                  switched listener's last dropped request or lost provider),\n"
+		"                  and the process's registration caches (per process: the\n"
+		"                  same in each of its rows): regcache_hits, regcache_misses,\n"
+		"                  regcache_evictions, regcache_invalidations (entries dropped\n"
+		"                  because their memory was unmapped), regcache_registrations\n"
+		"                  (registrations made), regcache_entries, regcache_bytes (held)\n"
 		"  -p, --pid PID   only the sockets of process PID\n"
 		"  -h, --help      show this help\n"
 		"\n"
@@ -88,6 +93,7 @@ struct row {
 	char comm[17];
 	bool stale;
 	struct ssw_statreg_slot s;
+	__typeof__(((struct ssw_statreg_hdr *)0)->regcache) rc; /* its process's */
 };
 
 struct rows {
@@ -314,6 +320,7 @@ static void read_slots(int fd, const struct ssw_statreg_hdr *h, int pid, bool st
 		r->stale = stale;
 		memcpy(r->comm, h->comm, sizeof h->comm);
 		r->comm[16] = '\0';
+		r->rc = h->regcache;
 		r->s = *s;
 		/* the strings come from another process: make sure they end */
 		r->s.provider[sizeof r->s.provider - 1] = '\0';
@@ -545,6 +552,13 @@ static void print_json(const struct row *rows, int n)
 			cli_json_str(s->reason);
 		else
 			printf("null");
+		printf(", \"regcache_hits\": %llu, \"regcache_misses\": %llu, \"regcache_evictions\": %llu, "
+		       "\"regcache_invalidations\": %llu, \"regcache_registrations\": %llu, \"regcache_entries\": %llu, "
+		       "\"regcache_bytes\": %llu",
+		       (unsigned long long)r->rc.hits, (unsigned long long)r->rc.misses,
+		       (unsigned long long)r->rc.evictions, (unsigned long long)r->rc.invalidations,
+		       (unsigned long long)r->rc.registrations, (unsigned long long)r->rc.entries,
+		       (unsigned long long)r->rc.bytes);
 		printf("}");
 	}
 	printf("%s]\n", n ? "\n" : "");

@@ -15,9 +15,8 @@ struct ssw_session;
 /* Tunables, read once from the environment (session_config.c). */
 struct ssw_session_config {
 	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous
-				    * (SSW_RNDV_OFF: none; the default unless a mode is forced) */
-	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit).  Past the
-				    * L2 cache a one-core CMA copy loses to the two-core ring pipeline */
+				    * (SSW_RNDV_DEFAULT; 64 KiB when a mode is forced) */
+	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit) */
 	int rdma_mode;             /* SOCKSWITCH_RDMA: 0 auto, 1 read, 2 write, 3 none */
 	uint32_t spin_max_ns;      /* SOCKSWITCH_SPIN_US */
 	int fault_regfail;         /* SOCKSWITCH_FAULT=regfail: registration fails (tests) */
@@ -25,6 +24,7 @@ struct ssw_session_config {
 };
 enum { SSW_RDMA_AUTO = 0, SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY, SSW_RDMA_NONE };
 #define SSW_RNDV_OFF UINT32_MAX
+#define SSW_RNDV_DEFAULT (4u << 20)
 extern struct ssw_session_config ssw_session_cfg;
 /* Re-reads the settings from the environment and applies the session's.
  * Returns 0, or -1 with a message naming the bad variable. */
@@ -32,6 +32,9 @@ int ssw_session_config_load(char *err, size_t errlen);
 /* Applies the settings as last loaded (ssw_params_load), invalid ones at
  * their defaults. */
 void ssw_session_config_apply(void);
+/* Do the settings leave the rendezvous on (before the switch starts: the
+ * memory hooks are installed only where a registration cache may serve)? */
+bool ssw_session_rndv_configured(void);
 
 /* Socket options that drive the session. */
 struct ssw_session_opts {
@@ -167,6 +170,8 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 struct ssw_session_stats {
 	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
 	uint64_t rndv_read, rndv_write, rndv_fallback;
+	uint64_t rdma_regs;      /* buffers exposed to the peer (register_rdma_memory: each one a
+				  * registration of its own over fabric, its key revoked at the end) */
 	uint64_t rma_async;      /* RDMA transfers the provider completed later (poll_cq) */
 	uint64_t tx_inflight, tx_limit, rx_window;
 	uint64_t tx_credited;   /* credit bytes the peer ever returned: a monotonic count, so that

@@ -135,7 +135,8 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	if (peer->version != SSW_WIRE_VERSION || peer->window < 4096)
 		return NULL;
 	/* queue: what credits allow to be staged, plus one staged rendezvous */
-	uint64_t rmax = ssw_session_cfg.rndv_max ? ssw_session_cfg.rndv_max : STAGE_RNDV_MAX;
+	uint64_t rmax = ssw_session_cfg.rndv_max && ssw_session_cfg.rndv_max < STAGE_RNDV_MAX ? ssw_session_cfg.rndv_max
+											  : STAGE_RNDV_MAX;
 	size_t head_sz = (sizeof(struct ssw_session) + 4095) & ~(size_t)4095;
 	size_t qcap = (size_t)sess_window_cap(prov, ep) + (size_t)rmax + (64u << 10);
 	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap, sizeof *s);

@@ -13,7 +13,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define STAGE_RNDV_MAX (64u << 20)   /* largest rendezvous we stage to break a send/send deadlock */
+/* Largest rendezvous we stage to break a send/send deadlock, and what the
+ * session's queue reserves for it (address space, touched only when used;
+ * RNDV_MAX below it reserves less) */
+#define STAGE_RNDV_MAX (8u << 20)
 #define CHUNK_MAX (32u << 10)        /* inline DATA message payload cap */
 #define WINDOW_DEFAULT (4u << 20)    /* unread bytes a receiver takes, as loopback TCP */
 

@@ -83,6 +83,8 @@ void ssw_trim_fork_end(bool child);
 struct ssw_counters {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;
 	_Atomic unsigned long refused; /* connection requests dropped at accept (listen.c refuse) */
+	_Atomic unsigned long rndv, rndv_fallback, rdma_regs; /* of connections closed: rendezvous sends done,
+							       * refused, buffers exposed */
 };
 extern struct ssw_counters ssw_counters;
 void ssw_stats_account_closed(struct ssw_sock *s);

@@ -5,7 +5,9 @@
 # that fell back to kernel TCP show provider tcp and the reason (no switched
 # listener, route says tcp, peer not switched); a process killed with -9 and
 # the ones that exit leave nothing behind; 5,000 connections of one process
-# are all listed (past the first 4,096-slot table); -p of a missing pid fails.
+# are all listed (past the first 4,096-slot table); -p of a missing pid fails;
+# a process whose large sends go by the rendezvous shows its registration
+# cache's counters (per process) growing.
 source "$(dirname "$0")/lib.sh"
 ssw_enter_netns "$@"
 ssw_setup_preload
@@ -121,8 +123,37 @@ else
   ssw_fail "route tcp: connection not listed: $(cat "$T/stat.json")"
 fi
 
+# ---- the registration cache's counters (per process): 256 KiB sends from
+# one buffer by the rendezvous, registrations pinned (SOCKSWITCH_FAULT=pin:
+# shm itself registers nothing)
+RV=(SOCKSWITCH_RDMA=read SOCKSWITCH_RNDV_THRESHOLD=64K)
+ssw_bg rc-server switched "${RV[@]}" -- "$SSW_PYTHON" "$SSW_PROGS/trickle.py" server --port-file "$T/rc.port"
+ssw_wait_file "$T/rc.port" 10
+P5=$(cat "$T/rc.port")
+ssw_bg rc-client switched "${RV[@]}" SOCKSWITCH_FAULT=pin -- "$SSW_PYTHON" "$SSW_PROGS/trickle.py" client \
+  --port "$P5" --stop-file "$T/rc.stop" --chunk 262144 --max-s 25
+if wait_for provider=shm state=connected remote=127.0.0.1:$P5; then
+  RPID=$(Q "$T/stat.json" get pid remote=127.0.0.1:$P5)
+  h1=$(Q "$T/stat.json" get regcache_hits pid=$RPID)
+  for ((i = 0; i < 50; i++)); do
+    stat_json -p "$RPID"
+    h2=$(Q "$T/stat.json" get regcache_hits pid=$RPID)
+    [ "${h2:-0}" -gt "${h1:-0}" ] && break
+    sleep 0.1
+  done
+  ssw_check "regcache: stat --json has the cache's keys" Q "$T/stat.json" check
+  ssw_assert_gt "regcache: hits of the sender grow ($h1 -> $h2)" "${h2:-0}" "${h1:-0}"
+  ssw_assert_ge "regcache: the sender's misses (its buffer registered once)" \
+    "$(Q "$T/stat.json" get regcache_misses pid=$RPID)" 1
+  stat_json
+  ssw_assert_eq "regcache: the receiver (nothing of its own exposed) has none" \
+    "$(Q "$T/stat.json" get regcache_misses local=127.0.0.1:$P5 state=connected)" 0
+else
+  ssw_fail "regcache: connection not listed: $(cat "$T/stat.json")"
+fi
+
 # ---- everything ends: nothing listed, nothing left behind
-touch "$T/sw.stop" "$T/fb.stop" "$T/rt.stop"
+touch "$T/sw.stop" "$T/fb.stop" "$T/rt.stop" "$T/rc.stop"
 for p in "${SSW_BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
 SSW_BG_PIDS=()
 ssw_check "switched pair: server read everything" grep -q '^SERVER ok' "$T/sw-server.out"

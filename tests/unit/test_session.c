@@ -142,7 +142,7 @@ static int setup(void **state)
 {
 	(void)state;
 	saved_cfg = ssw_session_cfg;
-	/* the rendezvous band these tests exercise (the product default is off) */
+	/* the rendezvous band these tests exercise (the product default: 4 MiB and up) */
 	ssw_session_cfg.rndv_threshold = 64u << 10;
 	ssw_session_cfg.rndv_max = 256u << 10;
 	return 0;

@@ -14,6 +14,7 @@ static int shm_init(void)
 {
 	shm_cma_disabled = ssw_param_choice(SSW_P_CMA) == 0;
 	shm_rdma_async = ssw_param_choice(SSW_P_FAULT) == 2; /* SOCKSWITCH_FAULT=async */
+	shm_pin_mode = ssw_param_choice(SSW_P_FAULT) == 3;   /* SOCKSWITCH_FAULT=pin */
 	return 0;
 }
 

@@ -138,25 +138,47 @@ struct shm_seg_key {
 	uint32_t uid;
 };
 
-/* A rendezvous descriptor (shm_rdma.c): whose memory, where, which registration. */
-#define SHM_DESC_MAGIC 0x43534d52u /* "RMSC" */
+/* A rendezvous descriptor (shm_rdma.c): whose memory, where, and which
+ * exposure of it: slot `slot` of the owner's exposure table, open while it
+ * holds this generation (shm_vouch.c).  Deregistration closes the slot, so
+ * the peer's copy of the descriptor is refused at once. */
+#define SHM_DESC_MAGIC 0x32534d52u /* "RMS2" */
 struct shm_desc {
 	uint32_t magic;
 	int32_t pid;
 	uint64_t addr;
 	uint64_t len;
 	uint64_t gen;
+	uint32_t slot;
+	uint32_t access; /* SSW_CAP_RDMA_READ / _WRITE */
 };
 
-/* The registering process's word on a descriptor, with the kernel's
- * credentials beside it (shm_vouch.c). */
-#define SHM_VOUCH_MAGIC 0x48435556u /* "VUCH" */
+/* One exposure, as its owner publishes it in its own memory: the peer reads
+ * it there (Cross Memory Attach) before every copy.  gen and gen2 bracket
+ * the rest (both equal and nonzero: open and consistent). */
+struct shm_expo {
+	_Atomic uint64_t gen;
+	uint64_t nonce;   /* the owner's, as its vouch says */
+	uint64_t addr, len;
+	uint32_t access, pad;
+	_Atomic uint64_t gen2;
+};
+#define SHM_EXPO_SLOTS 4096u
+
+/* A process's word, with the kernel's credentials beside it: its exposure
+ * table is at `table` (nslots slots, each carrying `nonce`).  Sent once per
+ * process and connection, before its first exposure (shm_vouch.c). */
+#define SHM_VOUCH_MAGIC 0x32435556u /* "VUC2" */
 struct shm_vouch {
 	uint32_t magic;
+	int32_t pid;
+	uint32_t nslots;
 	uint32_t pad;
-	struct shm_desc d;
+	uint64_t table;
+	uint64_t nonce;
 };
-#define SHM_VOUCHES 8
+#define SHM_VOUCHES 8  /* vouching processes remembered per connection (the newest) */
+#define SHM_VOUCHERS 8 /* processes of our side that vouched on a connection */
 
 struct ssw_ep {
 	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
@@ -179,10 +201,12 @@ struct ssw_ep {
 	_Atomic int cred_done;
 	_Atomic int cred_ok;  /* peer_pid/peer_uid came from the kernel (SO_PEERCRED answered) */
 	uint64_t seg_dev, seg_ino; /* acceptor: the segment's memfd (shm_seg_map_keep) */
-	/* descriptors the peer vouched for (shm_vouch.c), the newest SHM_VOUCHES */
+	/* the peer's processes that vouched (shm_vouch.c), the newest SHM_VOUCHES */
 	_Atomic uint32_t vouch_lock;
 	uint32_t nvouch;
-	struct shm_desc vouched[SHM_VOUCHES];
+	struct shm_vouch vouched[SHM_VOUCHES];
+	/* our processes that vouched on this connection (pids; 0: free) */
+	_Atomic int32_t vouchers[SHM_VOUCHERS];
 };
 
 #define SHM_MAX_PENDING 1024
@@ -199,6 +223,7 @@ struct ssw_listener {
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
+extern int shm_pin_mode;     /* SOCKSWITCH_FAULT=pin: read exposures backed by pinned pages (shm_rdma.c) */
 /* SOCKSWITCH_FAULT=async (tests): rdma_read/rdma_write queue the copy and
  * return -EINPROGRESS; a later poll_cq of the endpoint does it and reports
  * it (the newest first while several are queued), as an RDMA provider would. */
@@ -294,19 +319,29 @@ extern const struct ssw_rdma_ops shm_rdma_ops;
 struct msghdr;
 /* SO_PASSCRED on a rendezvous socket (the listener's: accepted ones inherit it). */
 void shm_vouch_passcred(int fd);
-/* Vouch for our descriptor d on the rendezvous connection: 0 or -EPERM. */
-int shm_vouch_send(struct ssw_ep *ep, const struct shm_desc *d);
-/* The same with these credentials (the kernel refuses ones not ours unless
- * we are root: tests play a forger with it): 0 or -errno. */
+/* Vouch for this process's exposure table on the rendezvous connection,
+ * unless it did on this connection already: 0 or -EPERM. */
+int shm_vouch_send(struct ssw_ep *ep);
+/* A vouch with these credentials, every time (the kernel refuses ones not
+ * ours unless we are root: tests play a forger with it): 0 or -errno. */
 struct ucred;
-int shm_vouch_send_as(struct ssw_ep *ep, const struct shm_desc *d, const struct ucred *cr);
+int shm_vouch_send_as(struct ssw_ep *ep, const struct ucred *cr);
+/* Expose [addr, addr+len) of this process for access: a slot of its table
+ * opened, and *d describing it.  0, or -ENOBUFS (every slot in use). */
+int shm_expo_open(void *addr, size_t len, uint32_t access, struct shm_desc *d);
+/* Close the exposure d names (ours): the peer's copy is refused from now on.
+ * false when d names no open exposure of ours. */
+bool shm_expo_close(const struct shm_desc *d);
+/* Exposures open in this process (tests). */
+unsigned shm_expo_open_count(void);
 /* Is this rendezvous-connection record a vouch? */
 bool shm_vouch_is(const void *rec, size_t n);
 /* Keep a vouch read from the connection (mh: its credentials). */
 void shm_vouch_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
-/* May we copy from or into the peer's d: vouched for by the process it
- * names, whose uids are ours now?  0 or -EPERM. */
-int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d);
+/* May we copy from (write: into) the peer's d: the process it names vouched
+ * for its table, the slot there is open for exactly d with that access, and
+ * that process's uids are ours now?  0 or -EPERM. */
+int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d, bool write);
 
 /* shm_init.c: one record read from the rendezvous connection after the
  * handshake (n its length, 0 at hang-up; mh its credentials, or NULL). */

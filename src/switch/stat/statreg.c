@@ -34,6 +34,7 @@
  * inherits old entries.  A process of the
  * same uid can still truncate a program's own file or doorbell (SIGBUS), as
  * it could ptrace it: same-uid processes trust each other, as in the kernel. */
+#include "regcache/regcache.h"
 #include "switch/stat/statreg.h"
 
 #include "common/log.h"
@@ -533,6 +534,15 @@ static void refresh(struct collect *c)
 			dropped++;
 	}
 	__atomic_store_n(&hdr->dropped, (uint32_t)dropped + atomic_load(&kernel_dropped), __ATOMIC_RELAXED);
+	struct ssw_regcache_stats rc;
+	ssw_regcache_totals(&rc);
+	hdr->regcache.hits = rc.hits;
+	hdr->regcache.misses = rc.misses;
+	hdr->regcache.evictions = rc.evictions;
+	hdr->regcache.invalidations = rc.invalidations;
+	hdr->regcache.registrations = rc.registrations;
+	hdr->regcache.entries = rc.entries;
+	hdr->regcache.bytes = rc.bytes;
 	__atomic_store_n(&hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&reg_lock);
 

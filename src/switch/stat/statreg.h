@@ -59,6 +59,11 @@ struct ssw_statreg_hdr {
 	uint32_t dropped;         /* sockets not shown: the table was full (atomic) */
 	uint32_t used;            /* slots at and past this index are free (atomic) */
 	char comm[16];
+	/* the process's registration caches (regcache.h ssw_regcache_totals),
+	 * as of the last refresh: per process, not per connection */
+	struct {
+		uint64_t hits, misses, evictions, invalidations, registrations, entries, bytes;
+	} regcache;
 };
 
 struct ssw_statreg_slot {
