@@ -58,6 +58,15 @@ static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
  * means every process holding the peer's end is gone. */
 void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh)
 {
+	/* no descriptor belongs on this connection: one a peer attached would
+	 * stay open in our table (a hostile peer could fill it) */
+	for (struct cmsghdr *c = mh ? CMSG_FIRSTHDR(mh) : NULL; c; c = CMSG_NXTHDR((struct msghdr *)mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+				sys_close(fd);
+			}
 	if (n > 1 && shm_vouch_is(rec, n)) {
 		if (mh)
 			shm_vouch_record(ep, rec, n, mh);
