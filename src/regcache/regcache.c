@@ -195,6 +195,16 @@ static bool over_bounds(const struct ssw_regcache *rc, size_t more_regs, size_t 
 	return rc->max_bytes && rc->bytes + more_bytes > rc->max_bytes + freed_bytes;
 }
 
+/* One idle entry out of the index and the cache, counted. */
+static void evict(struct ssw_regcache *rc, struct rc_entry *en)
+{
+	size_t i = first_ending_after(rc, en->reg.start);
+	index_splice(rc, i, i + 1, NULL);
+	drop_idle(rc, en);
+	rc->evictions++;
+	atomic_fetch_add(&tot.evictions, 1);
+}
+
 /* Evict least recently released entries until one more registration of
  * `len` bytes fits.  Idle entries overlapping the miss [s, e) go anyway
  * (freed_*): they are skipped here and counted as room. */
@@ -206,11 +216,7 @@ static void make_room(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, size_t 
 		l = l->prev;
 		if (overlaps(en, s, e))
 			continue;
-		size_t i = first_ending_after(rc, en->reg.start);
-		index_splice(rc, i, i + 1, NULL);
-		drop_idle(rc, en);
-		rc->evictions++;
-		atomic_fetch_add(&tot.evictions, 1);
+		evict(rc, en);
 	}
 }
 
@@ -224,11 +230,7 @@ static size_t evict_idle(struct ssw_regcache *rc, uintptr_t s, uintptr_t e)
 		l = l->prev;
 		if (overlaps(en, s, e))
 			continue;
-		size_t i = first_ending_after(rc, en->reg.start);
-		index_splice(rc, i, i + 1, NULL);
-		drop_idle(rc, en);
-		rc->evictions++;
-		atomic_fetch_add(&tot.evictions, 1);
+		evict(rc, en);
 		k++;
 	}
 	return k;

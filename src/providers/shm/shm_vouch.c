@@ -294,18 +294,8 @@ static void drain(struct ssw_ep *ep)
 	if (ep->ctl_fd < 0 || ep->peer_gone)
 		return;
 	for (int k = 0; k < 64; k++) {
-		struct shm_vouch rec;
-		union {
-			char buf[CMSG_SPACE(sizeof(struct ucred))];
-			struct cmsghdr align;
-		} u;
-		struct iovec iov = { &rec, sizeof rec };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-		ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, MSG_DONTWAIT);
-		if (n < 0)
-			return;
-		shm_ctl_record(ep, &rec, (mh.msg_flags & MSG_TRUNC) ? sizeof rec + 1 : (size_t)n, &mh);
-		if (n == 0 || ep->peer_gone)
+		ssize_t n = shm_ctl_take(ep, MSG_DONTWAIT);
+		if (n <= 0 || ep->peer_gone)
 			return;
 	}
 }
