@@ -115,6 +115,15 @@ bool ssw_setup_listener_has_private(const struct ssw_sock *s)
 	return false;
 }
 
+int ssw_setup_listener_drop_all(struct ssw_sock *s)
+{
+	int n = s->npl;
+	for (int i = 0; i < n; i++)
+		s->pl[i].prov->conn->listener_close(s->pl[i].l);
+	s->npl = 0;
+	return n;
+}
+
 int ssw_setup_listener_drop_private(struct ssw_sock *s, char *names, size_t len)
 {
 	int k = 0, dropped = 0;

@@ -70,6 +70,9 @@ bool ssw_setup_listener_has_private(const struct ssw_sock *s);
 /* Close those provider listeners (fork: see share/fork.c), under s->lock;
  * their names are appended to names.  Returns how many were closed. */
 int ssw_setup_listener_drop_private(struct ssw_sock *s, char *names, size_t len);
+/* Close every provider listener (the listener was sent to another process
+ * with SCM_RIGHTS: see share/relay.c), under s->lock; how many. */
+int ssw_setup_listener_drop_all(struct ssw_sock *s);
 
 /* ---- accepting (accept.c) ------------------------------------------------ */
 

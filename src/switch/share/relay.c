@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,6 +421,28 @@ static bool in_list(const int *fds, int n, int fd)
 	return false;
 }
 
+/* A listener sent to another process: that process may accept on it, and
+ * its switch cannot tell that the kernel socket is switched here, so a
+ * client that reached our provider listeners would wait for an accept that
+ * never comes.  The listener goes back to kernel TCP here: new clients
+ * connect by the kernel, which any holder accepts (requests already
+ * waiting on a provider are reset, as a closed listener's).  A process
+ * that shares the listener by fork keeps its own provider listeners (README
+ * Limits).  Adopting it in the receiver, as an exec'd image does
+ * (setup/exec.c), is not done for SCM_RIGHTS. */
+static void pass_listener(struct held *h)
+{
+	struct ssw_sock *s = h->s;
+	pthread_mutex_lock(&s->lock);
+	int n = ssw_setup_listener_drop_all(s);
+	if (n)
+		snprintf(s->lnote, sizeof s->lnote, "%s", "sent to another process (SCM_RIGHTS): kernel TCP only");
+	pthread_mutex_unlock(&s->lock);
+	if (n)
+		SSW_INFO("fd %d: listener sent to another process with SCM_RIGHTS: kernel TCP only from now on",
+			 h->fds[0]);
+}
+
 void ssw_relay_fds(const int *fds, int n)
 {
 	struct collect c = { 0 };
@@ -432,6 +455,10 @@ void ssw_relay_fds(const int *fds, int n)
 		bool sent = false;
 		for (int j = 0; j < h->nfds; j++)
 			sent |= in_list(fds, n, h->fds[j]);
+		if (sent && h->s->state == SSW_ST_LISTENING) {
+			pass_listener(h);
+			continue;
+		}
 		if (!sent || h->s->state != SSW_ST_CONNECTED || !h->s->sess)
 			continue;
 		(void)live_fds(h);
