@@ -97,8 +97,8 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 int ssw_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, bool *handled);
 int ssw_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask, bool *handled);
 bool ssw_epoll_has_members(int epfd);
-/* Drop the switch's own kick events (epoll.c) from events a plain kernel
- * epoll_wait returned; returns how many are left. */
+/* Drop the switch's own kick events (events/epoll_inner.c) from events a
+ * plain kernel epoll_wait returned; returns how many are left. */
 int ssw_epoll_filter(struct epoll_event *ev, int n);
 
 /* fork: holders of fork-shared sessions (around the C library's fork) */

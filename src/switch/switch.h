@@ -56,7 +56,7 @@ void ssw_epoll_forget(int epfd);
  * 1 if a switched member is ready now, 0 if not, -1 if it has none. */
 int ssw_epoll_peek(int epfd);
 /* Sleeping on such an epoll fd from outside: arm its switched members (see
- * ssw_ev_arm in evwait.h for the return values), then after the sleep
+ * ssw_ev_arm in events/evwait.h for the return values), then after the sleep
  * ssw_session_sleep_done + ssw_sock_put each armed/held. */
 int ssw_epoll_arm_members(int epfd, struct pollfd *pf, int n, int *nout, struct ssw_session **armed,
 			  struct ssw_sock **held, int hmax, int *na);

@@ -1,5 +1,5 @@
 /* test_evwait.c — the adaptive spin budget of poll/select/epoll waits
- * (switch/evwait.c): after a sleep it grows when the event came soon
+ * (switch/events/evwait.c): after a sleep it grows when the event came soon
  * enough that a longer spin would have caught it, and shrinks otherwise;
  * "soon" is judged from the peer's ring time when the provider knows it,
  * from the sleep's length (wake-up included) when it does not. */
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "switch/evwait.h"
+#include "switch/events/evwait.h"
 
 #define MAX_NS 50000u /* the default most a wait may spin (SOCKSWITCH_SPIN_US) */
 #define MIN_NS 2000u

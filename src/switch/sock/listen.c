@@ -9,7 +9,7 @@
 
 #include "common/log.h"
 #include "common/sys.h"
-#include "switch/evwait.h"
+#include "switch/events/evwait.h"
 #include "switch/setup/setup.h"
 #include "switch/sock/addr.h"
 #include "switch/stat/statreg.h"

@@ -63,7 +63,7 @@ struct ssw_sock {
 	_Atomic unsigned refused;    /* requests dropped at accept (handshake or address check failed) */
 	char lnote[96];              /* why: the last refusal, or a provider half lost at listen (stat) */
 
-	void *ep_watch;              /* epoll.c: this socket's epoll entries (under epoll.c's lock) */
+	void *ep_watch;              /* events/epoll_set.c: this socket's epoll entries (under epx_lock) */
 };
 
 /* fd table (ssw_fdtab_init, ssw_sock_get, ssw_sock_put, ssw_fdtab_any: api.h) */

@@ -6,7 +6,7 @@
 
 #include "common/kick.h"
 #include "common/sys.h"
-#include "switch/evwait.h"
+#include "switch/events/evwait.h"
 
 #include <errno.h>
 #include <stdlib.h>

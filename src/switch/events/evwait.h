@@ -1,4 +1,4 @@
-/* evwait.h — shared pieces of poll.c and epoll.c: the adaptive busy-poll
+/* evwait.h — shared pieces of poll.c and epoll_wait.c: the adaptive busy-poll
  * budget and arming one switched socket before the caller sleeps. */
 #ifndef SSW_EVWAIT_H
 #define SSW_EVWAIT_H

@@ -1,6 +1,6 @@
 /* evwait.c — the adaptive busy-poll budget and socket arming shared by
- * poll.c and epoll.c (see evwait.h). */
-#include "switch/evwait.h"
+ * poll.c and epoll_wait.c (see evwait.h). */
+#include "switch/events/evwait.h"
 #include "switch/setup/setup.h"
 
 #include "common/sys.h"
