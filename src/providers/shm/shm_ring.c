@@ -337,10 +337,23 @@ int shm_gone_state(struct ssw_ep *ep)
 	return ep->gone_state;
 }
 
-/* What an empty ring means: nothing yet, or the peer is gone. */
+#define HELD_CORRUPT UINT64_MAX
+static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns);
+
+/* What an empty ring means: nothing yet, or the peer is gone; 1: not empty
+ * after all.  The peer publishes its last records, then says it closed:
+ * a tail read before the close was said may have missed them, so a close
+ * (or a death) seen here sends the caller to look once more — read first,
+ * end after, as kernel TCP delivers every byte before the FIN. */
 static int empty_state(struct ssw_ep *ep)
 {
 	uint32_t c = atomic_load_explicit(&ep->rx.ctl->closed, memory_order_acquire);
+	if (c == SHM_CLOSED_ORDERLY || (c == SHM_OPEN && ep->peer_gone)) {
+		struct shm_ring *r = &ep->rx;
+		uint64_t t = shm_rx_tail(r, r->pos);
+		if (t != r->pos || held_end(ep, t, NULL) != t)
+			return 1;
+	}
 	if (c == SHM_CLOSED_RESET)
 		return ep->err = -ECONNRESET;
 	if (c != SHM_OPEN && c != SHM_CLOSED_ORDERLY)
@@ -368,7 +381,6 @@ static uint64_t rx_start(const struct shm_ring *r, uint64_t frontier)
  * is over, or it is gone (a kernel close sends corked data too).  Returns
  * their end (`from` when none; *wait_ns: how long until they are ours), or
  * HELD_CORRUPT. */
-#define HELD_CORRUPT UINT64_MAX
 static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns)
 {
 	struct shm_ring *r = &ep->rx;
@@ -427,8 +439,12 @@ int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 			if (tail < r->pos || tail - r->pos > r->size || (tail & 7))
 				return corrupt(ep);
 			r->other = tail;
-			if (tail == r->pos)
-				return empty_state(ep);
+			if (tail == r->pos) {
+				int e = empty_state(ep);
+				if (e == 1)
+					continue; /* records came before the close */
+				return e;
+			}
 		}
 		uint64_t off = r->pos & (r->size - 1);
 		uint64_t avail = r->other - r->pos;
