@@ -393,7 +393,7 @@ static void test_close_races_last_record(void **state)
 {
 	(void)state;
 	int lost = 0;
-	for (int round = 0; round < 20000 && !lost; round++) {
+	for (int round = 0; round < 3000 && !lost; round++) {
 		void *st;
 		setup(&st);
 		struct close_race cr = { .g = st };
