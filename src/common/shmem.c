@@ -11,6 +11,7 @@
  * a threaded process costs a TLB shoot-down), so freed mappings that no
  * other process can still see are kept for reuse, a few per size.  A forked
  * child forgets the pool: those mappings are shared with its parent. */
+#include "common/forklocal.h"
 #include "common/sys.h"
 
 #include <pthread.h>
@@ -19,16 +20,20 @@
 
 #define POOL_MAX 16
 
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+#define pool_lock (ssw_fl->pool_lock) /* a child's is unlocked (forklocal.h) */
 static struct {
 	void *p;
 	size_t size;
 } pool[POOL_MAX];
 static int npool;
 
+/* Nothing written when the pool is empty (a fork-per-connection server's
+ * parent frees its connections' memory without reuse): a write here would
+ * cost the child a page fault at every fork. */
 static void forget_in_child(void)
 {
-	pthread_mutex_init(&pool_lock, NULL); /* another thread may have held it */
+	if (!npool)
+		return;
 	for (int i = 0; i < npool; i++)
 		SYS_(munmap, pool[i].p, pool[i].size);
 	npool = 0;
@@ -37,6 +42,20 @@ static void forget_in_child(void)
 static void install(void)
 {
 	pthread_atfork(NULL, NULL, forget_in_child);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+void ssw_mem_populate(void *p, size_t len)
+{
+	static int unsupported;
+	if (!len || __atomic_load_n(&unsupported, __ATOMIC_RELAXED))
+		return;
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	if (SYS_(madvise, a, e - a, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
+		__atomic_store_n(&unsupported, 1, __ATOMIC_RELAXED);
 }
 
 void *ssw_shared_alloc(size_t size, size_t zero)
@@ -56,7 +75,11 @@ void *ssw_shared_alloc(size_t size, size_t zero)
 	pthread_mutex_unlock(&pool_lock);
 	/* NORESERVE: the staging area is reserved, pages come on first use */
 	long p = SYS_(mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == -1 ? NULL : (void *)p;
+	if (p == -1)
+		return NULL;
+	/* the caller writes its first bytes at once (the zeroed head) */
+	ssw_mem_populate((void *)p, zero < size ? zero : size);
+	return (void *)p;
 }
 
 void ssw_shared_free(void *p, size_t size, bool reuse)

@@ -66,7 +66,8 @@ static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) {
  * must go to the kernel as they are, never be switched (provcall.c). */
 extern __thread int ssw_provider_calls;
 
-/* getpid(2), cached (pid.c); ssw_pid_forget() in a fork child. */
+/* getpid(2), cached (pid.c: a fork child's cache is empty); ssw_pid_forget()
+ * where a process is made without libc's fork (relay.c's clone). */
 pid_t ssw_pid(void);
 void ssw_pid_forget(void);
 
@@ -75,6 +76,10 @@ void ssw_pid_forget(void);
  * when no other process can still see it (kept for the next alloc). */
 void *ssw_shared_alloc(size_t size, size_t zero);
 void ssw_shared_free(void *p, size_t size, bool reuse);
+/* Fault in [p, p + len) now, writable, in one system call (shmem.c): a page
+ * fault costs 10-35 us on the virtual machines we measure, a populated page
+ * 2-3 us.  Best effort (Linux >= 5.14): a kernel without it faults later. */
+void ssw_mem_populate(void *p, size_t len);
 
 /* Move one of the switch's own fds above FD_SETSIZE when the limit allows
  * (fdhide.c); returns the fd to use (the old one is closed if moved). */

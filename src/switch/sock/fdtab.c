@@ -7,6 +7,7 @@
  * (saves probing system calls at connect time). */
 #include "switch/sock/sock.h"
 
+#include "common/forklocal.h"
 #include "common/log.h"
 #include "switch/stat/statreg.h"
 
@@ -19,7 +20,9 @@ static struct ssw_sock **tab;
 static uint8_t *info;
 static int tab_size;
 static _Atomic int tab_count;   /* entries: lets plain-only processes skip the lock */
-static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
+static _Atomic int tab_end;     /* above every fd ever in the table: walks stop there */
+/* in the fork-local page: a child's is a fresh one (forklocal.h) */
+#define tab_lock (ssw_fl->tab_lock)
 
 /* A thread walking the table (the stat refresher) may hold its lock at a
  * fork: take it around the fork so the child never inherits it held. */
@@ -31,12 +34,6 @@ static void fork_prepare(void)
 static void fork_parent(void)
 {
 	pthread_rwlock_unlock(&tab_lock);
-}
-
-/* not an unlock: the child's thread has another id than the locker */
-static void fork_child(void)
-{
-	pthread_rwlock_init(&tab_lock, NULL);
 }
 
 int ssw_fdtab_init(void)
@@ -59,7 +56,7 @@ int ssw_fdtab_init(void)
 		return -ENOMEM;
 	}
 	info = (uint8_t *)p + (size_t)n * sizeof *tab;
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	pthread_atfork(fork_prepare, fork_parent, NULL);
 	tab_size = (int)n;
 	__atomic_store_n(&tab, (struct ssw_sock **)p, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&once);
@@ -105,6 +102,8 @@ int ssw_fdtab_set(int fd, struct ssw_sock *s)
 	__atomic_store_n(&tab[fd], s, __ATOMIC_RELEASE);
 	if (!old)
 		atomic_fetch_add(&tab_count, 1);
+	if (fd >= atomic_load_explicit(&tab_end, memory_order_relaxed))
+		atomic_store_explicit(&tab_end, fd + 1, memory_order_relaxed);
 	pthread_rwlock_unlock(&tab_lock);
 	if (old) {
 		atomic_fetch_sub(&old->fdrefs, 1);
@@ -143,7 +142,8 @@ void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg
 	if (!atomic_load_explicit(&tab_count, memory_order_relaxed))
 		return;
 	pthread_rwlock_rdlock(&tab_lock);
-	for (int fd = 0; fd < tab_size; fd++)
+	int end = atomic_load_explicit(&tab_end, memory_order_relaxed);
+	for (int fd = 0; fd < end; fd++)
 		if (tab[fd])
 			fn(fd, tab[fd], arg);
 	pthread_rwlock_unlock(&tab_lock);
@@ -165,7 +165,8 @@ int ssw_fdtab_count(void)
 void ssw_fdtab_forget_except(int keep)
 {
 	struct ssw_sock *ks = keep >= 0 && keep < tab_size ? tab[keep] : NULL;
-	for (int fd = 0; fd < tab_size && atomic_load(&tab_count) > (ks ? 1 : 0); fd++) {
+	int end = atomic_load(&tab_end);
+	for (int fd = 0; fd < end && atomic_load(&tab_count) > (ks ? 1 : 0); fd++) {
 		if (fd == keep || !tab[fd])
 			continue;
 		struct ssw_sock *s = ssw_fdtab_take(fd);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-struct ssw_counters ssw_counters;
+_Static_assert(sizeof(struct ssw_counter_set) <= sizeof ssw_fl->counters, "the counters fit their fork-local room");
 
 void ssw_stats_account_closed(struct ssw_sock *s)
 {
@@ -40,15 +40,6 @@ static void add_live(int fd, struct ssw_sock *s, void *arg)
 	ssw_session_get_stats(s->sess, &st);
 	l->sent += st.bytes_sent;
 	l->received += st.bytes_received;
-}
-
-void ssw_stats_forget(void)
-{
-	atomic_store(&ssw_counters.switched, 0);
-	atomic_store(&ssw_counters.fallback, 0);
-	atomic_store(&ssw_counters.bytes_sent, 0);
-	atomic_store(&ssw_counters.bytes_received, 0);
-	atomic_store(&ssw_counters.refused, 0);
 }
 
 /* Set once the file was found unusable and said so: one warning per process. */
