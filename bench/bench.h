@@ -43,16 +43,25 @@ struct bench_params {
 	int conns;        /* load family: pairs, clients or connections; 0 elsewhere */
 };
 
+/* The load cases whose clients are several processes (pingpong,
+ * forkserver, sendfile) report beside the p99 over all requests how the
+ * clients fared each: the worst client's own p99 (each process's p99, then
+ * the largest), the slowest client's requests/s, and the slowest's over the
+ * fastest's (1 = all served alike).  A client that waits
+ * while the others trade the cores shows here, not in the overall p99. */
+enum { BENCH_V_WORST_P99 = 3, BENCH_V_SLOWEST, BENCH_V_SPREAD, BENCH_VALUES };
+
 /* What one run of one case in one mode produced. */
 struct bench_result {
 	int ok;
 	int skipped;      /* not measured, for a reason in error (not a failure) */
 	char error[256];  /* why it failed, for the report */
 	char note[256];   /* something odd that did not spoil the numbers */
-	double v[3];      /* latency: p50, p99 in us; stream: MB/s, msg/s; connect: conn/s;
+	double v[BENCH_VALUES]; /* latency: p50, p99 in us; stream: MB/s, msg/s; connect: conn/s;
 			   * load: requests/s, p99 in us (manyconns: conn/s in v[2]); duplex: MB/s;
 			   * burst: connects/s, ms until all made a round trip; forkconn: requests/s,
-			   * the worst client's p99 in us; forkexit: us per cycle */
+			   * the worst client's p99 in us; forkexit: us per cycle;
+			   * load cases with several client processes also v[BENCH_V_WORST_P99..] */
 	long samples;     /* round trips, messages or connections actually measured */
 };
 

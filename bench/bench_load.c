@@ -229,6 +229,20 @@ int load_result(struct load_group *g, const struct bench_params *p, struct bench
 	r->v[0] = (double)count / p->duration;
 	r->v[1] = load_hist_pct(&all, 99) * 1e6;
 	r->samples = count;
+	/* each client by itself: a client that hardly ran has few requests
+	 * and a long tail, and counts as it is */
+	double worst = 0, slow = INFINITY, fast = 0;
+	for (int i = 0; i < g->n; i++) {
+		const struct load_slot *s = &g->slot[i];
+		double rate = (double)s->count / p->duration;
+		double p99 = s->hist.n ? load_hist_pct(&s->hist, 99) * 1e6 : INFINITY;
+		worst = p99 > worst ? p99 : worst;
+		slow = rate < slow ? rate : slow;
+		fast = rate > fast ? rate : fast;
+	}
+	r->v[BENCH_V_WORST_P99] = worst;
+	r->v[BENCH_V_SLOWEST] = slow;
+	r->v[BENCH_V_SPREAD] = slow / fast;
 	r->ok = 1;
 	return 0;
 }

@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* One printed line: a case yields one (connect) to three (manyconns). */
-#define MAX_ROWS 3
+/* One printed line: a case yields one (connect) to five (pingpong). */
+#define MAX_ROWS 5
 struct row {
-	char name[64];   /* machine name, for JSON */
-	char label[64];  /* human name, for the table */
+	char name[96];   /* machine name, for JSON */
+	char label[96];  /* human name, for the table */
 	const char *unit;
 	int idx;         /* which of bench_result.v */
 	int higher_is_better;
@@ -26,10 +26,11 @@ static void set_row(struct row *r, const char *name, const char *label, const ch
 	r->higher_is_better = higher;
 }
 
-/* Load cases: a rate row, then p99 (or a bandwidth row for duplex). */
+/* Load cases: a rate row, then p99 (or a bandwidth row for duplex); then
+ * how the clients fared each where the clients are several processes. */
 static int load_rows(const struct bench_case *c, const char *id, const char *what, struct row rows[MAX_ROWS])
 {
-	char name[64], label[64];
+	char name[96], label[96];
 	if (c->p.kind == BENCH_DUPLEX) {
 		snprintf(name, sizeof(name), "load_duplex_%s_bandwidth", id);
 		set_row(&rows[0], name, what, "MB/s", 0, 1);
@@ -50,13 +51,26 @@ static int load_rows(const struct bench_case *c, const char *id, const char *wha
 		set_row(&rows[1], name, label, "ms", 1, 0);
 		return 2;
 	}
+	const char *rate = c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_MANYCONNS ? "rt/s" : "req/s";
 	snprintf(name, sizeof(name), "%s_rate", base);
-	set_row(&rows[0], name, what, c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_MANYCONNS ? "rt/s" : "req/s", 0, 1);
+	set_row(&rows[0], name, what, rate, 0, 1);
 	snprintf(name, sizeof(name), "%s_p99", base);
 	snprintf(label, sizeof(label), "%s p99", what);
 	if (c->p.kind == BENCH_FORKCONN)
 		snprintf(label, sizeof(label), "fork/req worst p99");
 	set_row(&rows[1], name, label, "us", 1, 0);
+	if (c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_FORKSERVER || c->p.kind == BENCH_SENDFILE) {
+		snprintf(name, sizeof(name), "%s_p99_worst_client", base);
+		snprintf(label, sizeof(label), "%s worst p99", what);
+		set_row(&rows[2], name, label, "us", BENCH_V_WORST_P99, 0);
+		snprintf(name, sizeof(name), "%s_slowest_client_rate", base);
+		snprintf(label, sizeof(label), "%s slowest", what);
+		set_row(&rows[3], name, label, rate, BENCH_V_SLOWEST, 1);
+		snprintf(name, sizeof(name), "%s_client_min_max", base);
+		snprintf(label, sizeof(label), "%s min/max", what);
+		set_row(&rows[4], name, label, "ratio", BENCH_V_SPREAD, 1);
+		return 5;
+	}
 	if (c->p.kind != BENCH_MANYCONNS)
 		return 2;
 	snprintf(name, sizeof(name), "%s_connect", base);
@@ -153,8 +167,11 @@ void bench_report_table(const struct bench_case *cases, int n, const struct benc
 		       info->load ? " (load cases: not pinned)" : "");
 	else
 		printf("workers placed by the scheduler (not pinned)\n");
-	printf("ratio = switched/kernel for rates, kernel/switched for latency: above 1 means switched is faster\n\n");
-	printf("%-24s %-7s %13s %13s %9s\n", "case", "unit", "kernel TCP", "switched", "ratio");
+	printf("ratio = switched/kernel for rates, kernel/switched for latency: above 1 means switched is faster\n");
+	if (info->load)
+		printf("worst p99 = the worst client's own p99; slowest = the slowest client's rate;\n"
+		       "min/max = slowest client's rate over the fastest's (1: every client served alike)\n");
+	printf("\n%-30s %-7s %13s %13s %9s\n", "case", "unit", "kernel TCP", "switched", "ratio");
 	for (int i = 0; i < n; i++) {
 		struct row rows[MAX_ROWS];
 		int nr = rows_of(&cases[i], rows);
@@ -167,7 +184,7 @@ void bench_report_table(const struct bench_case *cases, int n, const struct benc
 				snprintf(x, sizeof(x), "-");
 			else  /* a small ratio keeps its digits: 0.004x is not 0.00x */
 				snprintf(x, sizeof(x), sp < 0.1 ? "%.3fx" : "%.2fx", sp);
-			printf("%-24s %-7s %13s %13s %9s\n", rows[j].label, rows[j].unit, k, s, x);
+			printf("%-30s %-7s %13s %13s %9s\n", rows[j].label, rows[j].unit, k, s, x);
 		}
 	}
 	int header = 0;

@@ -42,7 +42,7 @@ static bool is_latency(enum bench_kind k, int i)
 		return i <= 1;                 /* p50, p99 */
 	if (k == BENCH_FORKEXIT)
 		return i == 0;                 /* us per cycle */
-	return bench_is_load(k) && i == 1; /* p99 */
+	return bench_is_load(k) && (i == 1 || i == BENCH_V_WORST_P99); /* p99s */
 }
 
 void bench_merge_rounds(enum bench_kind kind, const struct bench_result *rr, int n, struct bench_result *out)
@@ -58,7 +58,7 @@ void bench_merge_rounds(enum bench_kind kind, const struct bench_result *rr, int
 		if (!out->note[0] && rr[k].note[0])
 			memcpy(out->note, rr[k].note, sizeof(out->note));
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < BENCH_VALUES; i++) {
 		if (is_latency(kind, i)) {
 			out->v[i] = median(rr, n, i);
 		} else {

@@ -306,7 +306,8 @@ static void verdict(struct worker *ws, int n, int timed_out, struct bench_result
 	for (int i = 0; i < n; i++) {
 		const char *res = line_of(&ws[i], "result");
 		if (res && !failed(&ws[i]) &&
-		    sscanf(res, "%lf %lf %lf %ld", &out->v[0], &out->v[1], &out->v[2], &out->samples) == 4) {
+		    sscanf(res, "%lf %lf %lf %ld %lf %lf %lf", &out->v[0], &out->v[1], &out->v[2], &out->samples,
+			   &out->v[BENCH_V_WORST_P99], &out->v[BENCH_V_SLOWEST], &out->v[BENCH_V_SPREAD]) >= 4) {
 			out->ok = 1;
 			const struct worker *o = &ws[1 - i];
 			if (n == 2 && failed(o))

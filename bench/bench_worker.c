@@ -132,7 +132,8 @@ int bench_worker_main(int argc, char **argv)
 	}
 
 	if (rc == 0 && r.ok)
-		dprintf(1, "result %.17g %.17g %.17g %ld\n", r.v[0], r.v[1], r.v[2], r.samples);
+		dprintf(1, "result %.17g %.17g %.17g %ld %.17g %.17g %.17g\n", r.v[0], r.v[1], r.v[2], r.samples,
+			r.v[BENCH_V_WORST_P99], r.v[BENCH_V_SLOWEST], r.v[BENCH_V_SPREAD]);
 	else if (rc < 0)
 		dprintf(1, "error %s\n", r.error);
 	return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;

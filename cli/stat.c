@@ -50,6 +50,8 @@ void stat_usage(FILE *out)
 		"  SENT, RECEIVED       payload bytes (messages) each way; for kernel TCP the\n"
 		"                       bytes acknowledged / received and data segments\n"
 		"  CREDITS              send credit left / limit, and the receive window granted\n"
+		"  RING                 the connection's shared memory resident now (shm: both\n"
+		"                       rings and their header; - when not known)\n"
 		"  REASON               why kernel TCP; for a switched listener, the connection\n"
 		"                       requests it dropped (last reason) or a provider it lost\n"
 		"\n"
@@ -58,9 +60,15 @@ void stat_usage(FILE *out)
 		"                  local, remote, provider, provider_describe, state,\n"
 		"                  bytes_sent, bytes_received,\n"
 		"                  msgs_sent, msgs_received, tx_inflight, tx_limit, rx_window,\n"
+		"                  ring_resident (bytes, null when not known),\n"
 		"                  shared, stale, refused (a listener's dropped connection\n"
 		"                  requests), fallback_reason (null when switched), note (a\n"
-		"                  switched listener's last dropped request or lost provider)\n"
+		"                  switched listener's last dropped request or lost provider),\n"
+		"                  and the process's registration caches (per process: the\n"
+		"                  same in each of its rows): regcache_hits, regcache_misses,\n"
+		"                  regcache_evictions, regcache_invalidations (entries dropped\n"
+		"                  because their memory was unmapped), regcache_registrations\n"
+		"                  (registrations made), regcache_entries, regcache_bytes (held)\n"
 		"  -p, --pid PID   only the sockets of process PID\n"
 		"  -h, --help      show this help\n"
 		"\n"
@@ -85,6 +93,7 @@ struct row {
 	char comm[17];
 	bool stale;
 	struct ssw_statreg_slot s;
+	__typeof__(((struct ssw_statreg_hdr *)0)->regcache) rc; /* its process's */
 };
 
 struct rows {
@@ -311,6 +320,7 @@ static void read_slots(int fd, const struct ssw_statreg_hdr *h, int pid, bool st
 		r->stale = stale;
 		memcpy(r->comm, h->comm, sizeof h->comm);
 		r->comm[16] = '\0';
+		r->rc = h->regcache;
 		r->s = *s;
 		/* the strings come from another process: make sure they end */
 		r->s.provider[sizeof r->s.provider - 1] = '\0';
@@ -522,11 +532,16 @@ static void print_json(const struct row *rows, int n)
 		cli_json_str(s->describe[0] ? s->describe : s->provider);
 		printf(", \"state\": \"%s\", \"bytes_sent\": %llu, \"bytes_received\": %llu, "
 		       "\"msgs_sent\": %llu, \"msgs_received\": %llu, \"tx_inflight\": %llu, \"tx_limit\": %llu, "
-		       "\"rx_window\": %llu, \"shared\": %s, \"stale\": %s, \"refused\": %u, \"fallback_reason\": ",
+		       "\"rx_window\": %llu, \"ring_resident\": ",
 		       ssw_statreg_state_name(s->state), (unsigned long long)s->bytes_sent,
 		       (unsigned long long)s->bytes_received, (unsigned long long)s->msgs_sent,
 		       (unsigned long long)s->msgs_received, (unsigned long long)s->tx_inflight,
-		       (unsigned long long)s->tx_limit, (unsigned long long)s->rx_window,
+		       (unsigned long long)s->tx_limit, (unsigned long long)s->rx_window);
+		if (s->ring_resident)
+			printf("%llu", (unsigned long long)s->ring_resident);
+		else
+			printf("null");
+		printf(", \"shared\": %s, \"stale\": %s, \"refused\": %u, \"fallback_reason\": ",
 		       s->flags & SSW_SR_F_SHARED ? "true" : "false", r->stale ? "true" : "false", s->refused);
 		if (s->kind == SSW_SR_KERNEL)
 			cli_json_str(s->reason);
@@ -537,6 +552,13 @@ static void print_json(const struct row *rows, int n)
 			cli_json_str(s->reason);
 		else
 			printf("null");
+		printf(", \"regcache_hits\": %llu, \"regcache_misses\": %llu, \"regcache_evictions\": %llu, "
+		       "\"regcache_invalidations\": %llu, \"regcache_registrations\": %llu, \"regcache_entries\": %llu, "
+		       "\"regcache_bytes\": %llu",
+		       (unsigned long long)r->rc.hits, (unsigned long long)r->rc.misses,
+		       (unsigned long long)r->rc.evictions, (unsigned long long)r->rc.invalidations,
+		       (unsigned long long)r->rc.registrations, (unsigned long long)r->rc.entries,
+		       (unsigned long long)r->rc.bytes);
 		printf("}");
 	}
 	printf("%s]\n", n ? "\n" : "");
@@ -599,13 +621,15 @@ static void print_table(const struct row *rows, int n)
 	for (int i = 0; i < n; i++)
 		if ((int)strlen(prov_shown(&rows[i].s)) > pw)
 			pw = (int)strlen(prov_shown(&rows[i].s));
-	printf("%-7s %-15s %4s %-*s %-10s %-22s %-22s %11s %11s %-17s %s\n", "PID", "COMMAND", "FD", pw, "PROVIDER",
-	       "STATE", "LOCAL", "REMOTE", "SENT", "RECEIVED", "CREDITS", "REASON");
+	printf("%-7s %-15s %4s %-*s %-10s %-22s %-22s %11s %11s %-17s %9s %s\n", "PID", "COMMAND", "FD", pw, "PROVIDER",
+	       "STATE", "LOCAL", "REMOTE", "SENT", "RECEIVED", "CREDITS", "RING", "REASON");
 	for (int i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 		const struct ssw_statreg_slot *s = &r->s;
-		char sent[24], recv[24], cred[40] = "-", tx[16], rx[16];
+		char sent[24], recv[24], cred[40] = "-", tx[16], rx[16], ring[24] = "-";
 		human(s->bytes_sent, sent, sizeof sent);
+		if (s->ring_resident)
+			human(s->ring_resident, ring, sizeof ring);
 		human(s->bytes_received, recv, sizeof recv);
 		if (s->kind == SSW_SR_SWITCHED && s->tx_limit) {
 			uint64_t left = s->tx_limit > s->tx_inflight ? s->tx_limit - s->tx_inflight : 0;
@@ -618,9 +642,9 @@ static void print_table(const struct row *rows, int n)
 			 s->flags & SSW_SR_F_SHARED ? "+shared" : "", r->stale ? "?" : "");
 		char comm[sizeof r->comm * 4], prov[sizeof s->describe * 4], loc[sizeof s->local * 4],
 			rem[sizeof s->remote * 4], why[sizeof s->reason * 4];
-		printf("%-7d %-15s %4d %-*s %-10s %-22s %-22s %11s %11s %-17s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
+		printf("%-7d %-15s %4d %-*s %-10s %-22s %-22s %11s %11s %-17s %9s %s\n", r->pid, esc(r->comm, comm, sizeof comm),
 		       s->fd, pw, esc(prov_shown(s), prov, sizeof prov), state, esc(s->local, loc, sizeof loc),
-		       esc(s->remote, rem, sizeof rem), sent, recv, cred, reason_shown(s, why, sizeof why));
+		       esc(s->remote, rem, sizeof rem), sent, recv, cred, ring, reason_shown(s, why, sizeof why));
 	}
 	if (!n)
 		printf("(no sockets: no program under the switch in this network namespace has a switched\n"

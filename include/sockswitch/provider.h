@@ -272,11 +272,12 @@ struct ssw_msg_ops {
 	 *  - send_commit: send the reserved message, its first `len` bytes
 	 *    (<= the reserved length).  hold == 0: as send (it and every held
 	 *    message become visible, the peer is woken if it sleeps).  hold != 0:
-	 *    the message is queued but held: the peer neither sees it nor is
-	 *    woken, until a send, a commit without hold or a flush, or the
-	 *    endpoint's orderly close; at the latest SSW_HOLD_MS after the first
-	 *    held message (the peer then takes them by itself: its arm() bounds
-	 *    the sleep).  0, or -EINVAL without a reservation.
+	 *    the message is queued but held: the peer does not see it, until a
+	 *    send, a commit without hold or a flush, or the endpoint's orderly
+	 *    close (an abortive one drops it); at the latest SSW_HOLD_MS after
+	 *    the first held message (the peer then takes them by itself: its
+	 *    arm() bounds the sleep, and a peer asleep when the hold starts is
+	 *    woken once for that).  0, or -EINVAL without a reservation.
 	 *  - flush: make held messages visible; wakes the peer at most once. */
 	int (*send_reserve)(struct ssw_ep *ep, size_t len, void **buf);
 	int (*send_commit)(struct ssw_ep *ep, size_t len, int hold);
@@ -289,6 +290,23 @@ struct ssw_msg_ops {
 	 * enough of the transport that a waiting sender must hear of it.
 	 * Optional (NULL: len). */
 	size_t (*msg_space)(struct ssw_ep *ep, size_t len);
+
+	/* Memory like kernel TCP's: give back transport memory the endpoint
+	 * holds beyond a small floor of its own choosing, once it idles.  Called
+	 * from time to time by a housekeeping thread while any is held, under
+	 * the session's exclusion (no send runs meanwhile), and with force at
+	 * the end of the connection (nothing more is sent).  Without force the
+	 * provider decides what idle means (e.g. nothing sent since the last
+	 * call and everything sent read).  Returns 1 while memory beyond the
+	 * floor may be left (call again later), 0 when not.  The provider
+	 * asks for the calls with ssw_trim_note() (common/trim.h) when its
+	 * memory grows past the floor.  Optional (NULL: nothing to give back). */
+	int (*trim)(struct ssw_ep *ep, int force);
+
+	/* Bytes of memory the endpoint's transport holds resident now (what
+	 * `sockswitch stat` shows), -1 when not known; may cost a system call.
+	 * Optional (NULL: not known). */
+	int64_t (*resident)(struct ssw_ep *ep);
 };
 
 /* Longest a held message stays invisible (the kernel's TCP_CORK ceiling). */
@@ -427,6 +445,16 @@ struct ssw_progress_ops {
 	 * it spun that long, would it have caught it?  Lock-free, any thread;
 	 * the peer's word, a hint only.  Optional (NULL: not known). */
 	uint64_t (*wake_sent_ns)(struct ssw_ep *ep);
+
+	/* Is a thread of the peer asleep waiting for our messages (it armed
+	 * and has not woken since)?  1 asleep, 0 not (running, or runnable:
+	 * it will see our next message without a wake-up), -1 not known.  A
+	 * hint for the wait policy: a sender whose receiver stays awake on
+	 * another CPU holds its own CPU for as long as the two keep answering
+	 * each other, and must let it go now and then when others want it.
+	 * Lock-free, any thread; the peer's word, a hint only.  Optional
+	 * (NULL: not known). */
+	int (*peer_asleep)(struct ssw_ep *ep);
 };
 
 enum { SSW_CLOSE_ORDERLY = 0, SSW_CLOSE_ABORT = 1, SSW_CLOSE_DETACH = 2 };

@@ -35,6 +35,7 @@ struct ssw_forklocal {
 	pthread_rwlock_t tab_lock;         /* switch/sock/fdtab.c */
 	pthread_mutex_t seg_lock;          /* providers/shm/shm_seg.c */
 	pthread_mutex_t if_lock[2];        /* switch/route/local.c: refresh, read */
+	pthread_mutex_t trim_lock[2];      /* switch/sock/trim.c: look, start */
 	_Alignas(64) unsigned char counters[64];  /* switch/stat/stats.c: struct ssw_counters */
 	int statreg_ready;                 /* switch/stat/statreg.h: the registry was looked at */
 	_Alignas(64) unsigned char statreg[192];  /* switch/stat/statreg.c */

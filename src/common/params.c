@@ -15,7 +15,7 @@ static const char *const levels[] = { "error", "warn", "info", "debug", NULL };
 static const char *const bools[] = { "0", "1", NULL };
 static const char *const rdma_modes[] = { "auto", "read", "write", "none", NULL };
 static const char *const wait_modes[] = { "auto", "spin", "yield", "sleep", NULL };
-static const char *const faults[] = { "regfail", "nomem", "async", NULL };
+static const char *const faults[] = { "regfail", "nomem", "async", "pin", NULL };
 
 #define CHOICE(v, d) .type = SSW_PT_CHOICE, .choices = (v), .dchoice = (d)
 
@@ -45,14 +45,19 @@ const struct ssw_param ssw_params[SSW_P_COUNT] = {
 	[SSW_P_CMA] = { "SOCKSWITCH_CMA", CHOICE(bools, 1), .bad = SSW_PB_OFF, .def = "1", .users = "library",
 			.help = "0: never use Cross Memory Attach; large sends are copied through the ring" },
 	[SSW_P_RDMA] = { "SOCKSWITCH_RDMA", CHOICE(rdma_modes, 0), .bad = SSW_PB_OFF, .def = "auto",
-			 .users = "library", .help = "rendezvous mode for large sends (on shm off unless a mode or a threshold is set)" },
+			 .users = "library", .help = "rendezvous mode for large sends (none: never; read|write force a mode)" },
 	[SSW_P_RNDV_THRESHOLD] = { "SOCKSWITCH_RNDV_THRESHOLD", .type = SSW_PT_BYTES, .bad = SSW_PB_OFF,
-				   .def = "off (64K with SOCKSWITCH_RDMA=read|write)", .dnum = UINT32_MAX,
+				   .def = "4M (64K with SOCKSWITCH_RDMA=read|write)", .dnum = 4u << 20,
 				   .lo = 4096, .hi = 1u << 30, .users = "library",
-				   .help = "sends of at least this many bytes use the rendezvous" },
-	[SSW_P_RNDV_MAX] = { "SOCKSWITCH_RNDV_MAX", .type = SSW_PT_BYTES, .bad = SSW_PB_OFF, .def = "256K",
-			     .dnum = 256u << 10, .lo = 0, .hi = 1u << 31, .users = "library",
+				   .help = "blocking sends of at least this many bytes use the rendezvous" },
+	[SSW_P_RNDV_MAX] = { "SOCKSWITCH_RNDV_MAX", .type = SSW_PT_BYTES, .bad = SSW_PB_OFF, .def = "0",
+			     .dnum = 0, .lo = 0, .hi = 1u << 31, .users = "library",
 			     .help = "... and at most this many (0: no limit)" },
+	[SSW_P_REGCACHE] = { "SOCKSWITCH_REGCACHE", CHOICE(bools, 1), .bad = SSW_PB_OFF, .def = "1", .users = "library",
+			     .help = "0: no registration cache (every rendezvous registers and deregisters its buffers)" },
+	[SSW_P_REGCACHE_MAX] = { "SOCKSWITCH_REGCACHE_MAX", .type = SSW_PT_BYTES, .bad = SSW_PB_OFF, .def = "64M",
+				 .dnum = 64u << 20, .lo = 4096, .hi = 1ull << 40, .users = "library",
+				 .help = "bytes of registered memory a cache keeps (per provider domain; also at most 256 entries)" },
 	[SSW_P_WAIT] = { "SOCKSWITCH_WAIT", CHOICE(wait_modes, 0), .bad = SSW_PB_OFF, .def = "auto",
 			 .users = "library", .help = "how a waiting thread spends the time before it sleeps" },
 	[SSW_P_SPIN_US] = { "SOCKSWITCH_SPIN_US", .type = SSW_PT_NUM, .bad = SSW_PB_OFF, .def = "50", .dnum = 50,
@@ -69,8 +74,11 @@ const struct ssw_param ssw_params[SSW_P_COUNT] = {
 	[SSW_P_NO_EXEC_KEEP] = { "SOCKSWITCH_NO_EXEC_KEEP", CHOICE(bools, 0), .bad = SSW_PB_DEFAULT, .def = "0",
 				 .users = "library",
 				 .help = "1: exec does not put the switch back into an environment that dropped it" },
+	[SSW_P_INHERIT] = { "SOCKSWITCH_INHERIT", .type = SSW_PT_TEXT, .bad = SSW_PB_DEFAULT, .def = "none",
+			    .users = "library (set by the switch at exec)",
+			    .help = "switched listeners an exec'd image inherits; set by the switch itself, never by hand" },
 	[SSW_P_FAULT] = { "SOCKSWITCH_FAULT", CHOICE(faults, -1), .bad = SSW_PB_OFF, .def = "none",
-			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, or RDMA completes later (async)" },
+			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin)" },
 };
 
 /* Longest part of a value quoted back: messages stay one readable line. */

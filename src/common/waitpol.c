@@ -31,13 +31,20 @@ bool ssw_wait_yields_off(void)
  * ping-pong pairs on 2 cores: 10 in 100,000 over 500 us, sometimes a few in
  * a row); beside CPU-bound loops, 60% of them take milliseconds.  So a
  * score of long yields (+HOG_STEP each, decaying by 1/32 at every yield
- * that let someone run: about 2048 times the share of long ones): past
- * HOG_SCORE (about two yields in five long, a dozen or more in a row), no
- * yields in this process for SSW_SPIN_HOG_OFF_NS; the score then starts
+ * that let someone run): past HOG_SCORE, two long yields within about 20,
+ * no yields in this process for SSW_SPIN_HOG_OFF_NS; the score then starts
  * just under the mark, so one more long yield after the pause turns them
- * off again, while short ones bring it down. */
+ * off again, while short ones bring it down.
+ * Two, not a dozen (the mark was 800 until the scheduler's yield changed,
+ * EEVDF since Linux 6.6): a yield now also costs the yielder the rest of
+ * its time slice in the scheduler's books (Linux 6.17+ moves its virtual
+ * time to its deadline), so every long yield leaves the process behind a
+ * CPU-bound neighbour for its next slice too, and its wake-ups wait behind
+ * it.  Beside two busy loops and other programs, the load family took
+ * 0.2x kernel TCP's round trips with p99s 13-18x kernel's at the old mark,
+ * 0.9-1.5x (p99 1.1-3x) at this one. */
 #define HOG_STEP 64
-#define HOG_SCORE 800
+#define HOG_SCORE 100
 static bool hog_seen(uint64_t now, uint64_t took)
 {
 	uint32_t sc = atomic_load_explicit(&hog_score, memory_order_relaxed);
@@ -71,17 +78,48 @@ static __thread uint64_t cpu_held_since; /* this thread's last yield */
  * (sendfile 64 KiB, 2 workers and 2 clients on 2 cores: p99 3-4 ms against
  * kernel TCP's 1-2 ms in 4 runs of 5).  So a thread that has held the CPU
  * for SSW_CEDE_NS since it last yielded yields once after publishing to a
- * consumer last seen on its CPU: p99 0.25-1.6 ms, the same throughput. */
-void ssw_wait_cede(int peer_cpu)
+ * consumer last seen on its CPU: p99 0.25-1.6 ms, the same throughput.
+ *
+ * The same for a consumer that is awake on another CPU: the two answer
+ * each other within the busy-poll and never sleep nor yield, so they keep
+ * both CPUs until the scheduler's tick (4 ms at HZ=250) while the other
+ * clients' processes wait, runnable, for a CPU (nothing wakes, so nothing
+ * preempts them).  Measured with 2-8 ping-pong pairs per core: such holds
+ * of 1-9 ms, the worst client's p99 1.5-3.5x kernel TCP's while the
+ * throughput was 2-4x.  A yield every SSW_CEDE_NS (it returns at once when
+ * nobody else wants the CPU) makes them take turns: the worst client's p99
+ * then 0.7-0.9x kernel TCP's at 1 and 2 pairs per core. */
+static __thread unsigned cede_sends; /* sends to a consumer elsewhere */
+
+void ssw_wait_cede_to(int peer_cpu, bool peer_awake)
 {
 	/* on every send: the CPU first (rseq, no clock read), the clock only
-	 * when the consumer shares it */
-	if (mode != SSW_WAITMODE_AUTO || peer_cpu < 0 || peer_cpu != sched_getcpu())
+	 * when the consumer shares it, or at every SSW_CEDE_LOOK-th send to
+	 * one awake elsewhere: a stream to it sends a message every few
+	 * hundred ns, and the clock costs 25-40 ns here */
+	if (mode != SSW_WAITMODE_AUTO || peer_cpu < 0)
+		return;
+	if (peer_cpu != sched_getcpu() && (!peer_awake || ++cede_sends % SSW_CEDE_LOOK))
 		return;
 	uint64_t now = ssw_now_ns();
 	if (now - cpu_held_since < SSW_CEDE_NS || now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
 		return;
 	sched_yield();
+	uint64_t back = ssw_now_ns();
+	cpu_held_since = back;
+	/* a cede that gave a CPU-bound neighbour its slice counts as a wait's
+	 * long yield does */
+	if (back - now >= SSW_SPIN_EMPTY_NS)
+		(void)hog_seen(back, back - now);
+}
+
+void ssw_wait_cede(int peer_cpu)
+{
+	ssw_wait_cede_to(peer_cpu, false);
+}
+
+void ssw_wait_slept(void)
+{
 	cpu_held_since = ssw_now_ns();
 }
 
@@ -108,6 +146,16 @@ bool ssw_spin_step(struct ssw_spin *sp)
 		if (sp->burn >= sp->budget || elapsed >= SSW_SPIN_WALL_NS)
 			return false;
 	}
+	/* CPU-bound neighbours about: no yields, and the cede is off too.  The
+	 * pause still catches a peer that answers at once on another CPU (a
+	 * pinned pair: 1 us round trips), but two processes answering each
+	 * other within it would then hold both CPUs without a break until the
+	 * tick, while everyone else waits: once this thread has held its CPU
+	 * for SSW_CEDE_NS, its next wait sleeps at once, as kernel TCP's
+	 * waiter does (the cede, by sleeping) */
+	if (mode == SSW_WAITMODE_AUTO && now < atomic_load_explicit(&no_yield_until, memory_order_relaxed) &&
+	    (elapsed >= SSW_SPIN_PAUSE_NS || sp->handoff || now - cpu_held_since >= SSW_CEDE_NS))
+		return false;
 	sp->spun = true;
 	if (mode == SSW_WAITMODE_SPIN || (mode == SSW_WAITMODE_AUTO && elapsed < SSW_SPIN_PAUSE_NS && !sp->handoff)) {
 		for (int j = 0; j < 16; j++)
@@ -115,8 +163,6 @@ bool ssw_spin_step(struct ssw_spin *sp)
 		sp->last = now;
 		return true;
 	}
-	if (mode == SSW_WAITMODE_AUTO && now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
-		return false; /* CPU-bound neighbours about: sleep rather than yield */
 	sched_yield();
 	uint64_t back = ssw_now_ns();
 	cpu_held_since = back;

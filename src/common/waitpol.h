@@ -21,10 +21,15 @@
  * most) and sleeps; on a loaded host it keeps handing the core over, at
  * little cost to anyone, for up to SSW_SPIN_WALL_NS before it sleeps.
  * Unless a neighbour is CPU-bound: a yield then gives it a whole slice (ms)
- * while a sleeper's wake-up would preempt it.  When yields often come back
- * after SSW_SPIN_HOG_NS (waitpol.c: hog_seen), yields are off in this
- * process for a pause (20 ms, doubling up to 1 s while it keeps finding
- * them): waits then pause-spin briefly and sleep.
+ * while a sleeper's wake-up would preempt it.  When two yields close
+ * together come back after SSW_SPIN_HOG_NS (waitpol.c: hog_seen), yields
+ * are off in this process for a pause (20 ms, doubling up to 1 s while it
+ * keeps finding them): waits then sleep at once.
+ * Two processes that keep answering each other within the pause, on two
+ * CPUs, never yield nor sleep: they would hold both CPUs until the
+ * scheduler's tick while everyone else waits.  So a sender that has held
+ * its CPU for SSW_CEDE_NS yields once when its consumer shares its CPU or
+ * is awake on another one (ssw_wait_cede_to): clients take turns.
  * No shared state (nothing another user could write), no system call but
  * the yields themselves.
  *
@@ -55,10 +60,17 @@ void ssw_wait_set_mode(int mode);
 bool ssw_wait_yields_off(void);
 
 /* After publishing to a consumer last seen on `peer_cpu` (the provider's
- * hint): yield once if this thread has held its CPU for SSW_CEDE_NS and
- * the consumer shares it (waitpol.c).  Mode auto only. */
+ * hint): yield once if this thread has held its CPU for SSW_CEDE_NS (since
+ * it last yielded or slept) and the consumer shares that CPU, or is awake
+ * (`peer_awake`: not asleep waiting for us) on another one, where the
+ * clock is looked at every SSW_CEDE_LOOK-th send only (waitpol.c).  Mode
+ * auto only.  ssw_wait_cede(cpu) is ssw_wait_cede_to(cpu, false). */
 #define SSW_CEDE_NS 50000ull
+#define SSW_CEDE_LOOK 8
+void ssw_wait_cede_to(int peer_cpu, bool peer_awake);
 void ssw_wait_cede(int peer_cpu);
+/* After a sleep (the thread gave its CPU up): the cede's clock restarts. */
+void ssw_wait_slept(void);
 
 /* One wait's look-before-sleeping phase. */
 struct ssw_spin {
@@ -66,6 +78,7 @@ struct ssw_spin {
 	uint64_t last;    /* end of the previous step */
 	uint64_t burn;    /* CPU held while nobody else wanted it */
 	uint64_t budget;  /* burn allowed (the caller's adaptive spin budget) */
+	uint64_t turned;  /* EXPERIMENT: time others ran during our yields */
 	bool spun;        /* at least one step taken */
 	bool handoff;     /* the peer runs on our CPU: yield from the first step */
 };

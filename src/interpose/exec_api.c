@@ -70,13 +70,18 @@ static char **fix_env(char *const envp[], const char *inherit)
 		    (strncmp(envp[i], ik, sizeof ik - 1) || envp[i][sizeof ik - 1] != '='))
 			out[k++] = envp[i];
 	if (need_pre) {
-		size_t len = strlen(self) + (pre ? strlen(pre) : 0) + 16;
+		/* our own preload list as it was given to us (a sanitizer's
+		 * runtime must stay first), or the library alone */
+		const char *mine = find(environ, "LD_PRELOAD", 10);
+		if (!mine || !strstr(mine, self))
+			mine = self;
+		size_t len = strlen(mine) + (pre ? strlen(pre) : 0) + 16;
 		char *v = malloc(len);
 		if (!v) {
 			free(out);
 			return NULL;
 		}
-		snprintf(v, len, "LD_PRELOAD=%s%s%s", self, pre && *pre ? ":" : "", pre ? pre : "");
+		snprintf(v, len, "LD_PRELOAD=%s%s%s", mine, pre && *pre ? ":" : "", pre ? pre : "");
 		out[k++] = v;
 	}
 	for (int i = 0; keep && environ && environ[i]; i++) {

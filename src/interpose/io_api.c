@@ -80,6 +80,17 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	return REAL(sendmsg)(fd, m, flags);
 }
 
+/* read(), readv() and writev() of nothing: 0 from the VFS before the
+ * socket is asked (vfs_writev, sock_read_iter), so the kernel socket answers
+ * (write(), send() and recv() of nothing are TCP's: EPIPE after SHUT_WR) */
+static bool iov_empty(const struct iovec *iov, int cnt)
+{
+	for (int i = 0; i < cnt; i++)
+		if (iov[i].iov_len)
+			return false;
+	return cnt >= 0;
+}
+
 EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
@@ -94,7 +105,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t len)
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	struct ssw_sock *s = ssw_sock_get(fd);
+	struct ssw_sock *s = iov && iov_empty(iov, cnt) ? NULL : ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_send(s, iov, cnt, 0);
 		if (r != SSW_PASS)
@@ -154,7 +165,9 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 			if (r >= 0) {
 				m->msg_namelen = 0;
 				m->msg_controllen = 0;
-				m->msg_flags = 0;
+				/* the urgent byte says so (tcp_recvmsg's recv_urg), and
+				 * MSG_TRUNC when there was no room for it */
+				m->msg_flags = (flags & MSG_OOB) ? MSG_OOB | (r == 0 ? MSG_TRUNC : 0) : 0;
 			}
 			SSW_RET(r);
 		}
@@ -172,7 +185,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	struct ssw_sock *s = ssw_sock_get(fd);
+	struct ssw_sock *s = len ? ssw_sock_get(fd) : NULL;
 	if (s) {
 		struct iovec v = { buf, len };
 		ssize_t r = do_recv(s, &v, 1, 0);
@@ -191,7 +204,7 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
-	struct ssw_sock *s = ssw_sock_get(fd);
+	struct ssw_sock *s = iov && iov_empty(iov, cnt) ? NULL : ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_recv(s, iov, cnt, 0);
 		if (r != SSW_PASS)

@@ -19,4 +19,5 @@ __attribute__((constructor)) static void early(void)
 			ssw_exec_inherited(copy);
 		free(copy);
 	}
+	ssw_mem_monitor_start();
 }

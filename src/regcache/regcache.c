@@ -3,19 +3,27 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/params.h"
+#include "common/sys.h"
 
 /* Registrations cover whole pages so that neighbouring buffers on the same
  * pages hit; pinning is page-granular anyway. */
 #define RC_PAGE ((uintptr_t)4096)
-/* Invalidations that arrive while this thread is inside the cache (see
- * defer()); past this many, everything idle is dropped instead. */
-#define RC_DEFER_MAX 8
+/* Ranges the invalidation log holds: a cache that falls further behind
+ * drops everything it holds. */
+#define LOG_N 512u
+/* Yields a reader waits for a writer between taking a log slot and filling it
+ * (a few instructions, unless it was preempted there: then the reader drops
+ * everything it holds rather than wait). */
+#define LOG_WAIT 100
 
 struct rc_link {
 	struct rc_link *prev, *next;
@@ -29,88 +37,51 @@ struct rc_entry {
 	bool dead;       /* out of the index: freed at the last put */
 	bool registered; /* flush deregisters entries under their users */
 	bool exposed;    /* got for remote access since the last revoke */
+	pid_t pid;       /* the process that made it: a forked child leaves its parent's alone */
 };
 
 struct ssw_regcache {
-	pthread_mutex_t lock; /* invalidate_all comes from any thread */
+	pthread_mutex_t lock;
 	struct ssw_regcache_ops ops;
 	void *ctx;
-	size_t max;
+	size_t max, max_bytes;
 	/* Sorted by start and never overlapping, so starts and ends are both
 	 * sorted and a lookup is one binary search. */
 	struct rc_entry **idx;
 	size_t n, cap;
 	struct rc_link lru; /* head: released most recently */
 	struct rc_link detached;
-	size_t nregs; /* registrations held, detached ones included: what the cap limits */
+	size_t nregs, bytes; /* registrations held (detached ones included) and their bytes: what the bounds limit */
 	/* Generations come from one counter per cache so that a new entry on
 	 * the same range never brings an old descriptor back to life. */
 	uint64_t next_gen;
-	uint64_t hits, misses, evictions, invalidations, over_cap;
+	uint64_t log_pos; /* the invalidation log up to here is applied */
+	uint64_t hits, misses, evictions, invalidations, regs, over_cap;
 	struct ssw_regcache *gprev, *gnext;
 };
 
+/* ---- process-wide state --------------------------------------------------- */
+
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ssw_regcache *caches;
-static size_t ncaches; /* read without the lock: munmap must stay cheap without caches */
+static _Atomic size_t ncaches; /* without caches an unmap costs one load */
 
-/* Provider callbacks and our own free() may unmap memory, and the interposed
- * munmap calls invalidate_all: taking a lock this thread already holds would
- * deadlock, so such invalidations are queued and applied once the thread
- * holds no cache lock.  initial-exec: the preload library is in the static
- * TLS block, and __tls_get_addr may allocate. */
-#define RC_TLS __thread __attribute__((tls_model("initial-exec")))
-static RC_TLS unsigned t_depth;
-static RC_TLS bool t_draining;
-static RC_TLS unsigned t_npend;
-static RC_TLS bool t_pend_all;
-static RC_TLS uintptr_t t_pend[RC_DEFER_MAX][2];
+static struct {
+	_Atomic uint64_t hits, misses, evictions, invalidations, regs;
+	_Atomic int64_t entries, bytes;
+} tot;
 
-static void invalidate_everywhere(uintptr_t s, uintptr_t e);
+/* The invalidation log: a ring of ranges, each slot a seqlock (odd while its
+ * writer fills it, 2q+2 once range q is in).  Writers never wait. */
+static struct {
+	_Atomic uint64_t seq;
+	_Atomic uintptr_t s, e;
+} rlog[LOG_N];
+static _Atomic uint64_t log_head;
 
-static void drain_deferred(void)
-{
-	t_draining = true;
-	while (t_npend || t_pend_all) {
-		uintptr_t s, e;
-		if (t_pend_all) {
-			s = 0;
-			e = UINTPTR_MAX;
-			t_pend_all = false;
-			t_npend = 0;
-		} else {
-			t_npend--;
-			s = t_pend[t_npend][0];
-			e = t_pend[t_npend][1];
-		}
-		invalidate_everywhere(s, e);
-	}
-	t_draining = false;
-}
+static atomic_bool monitored;
 
-static void enter(pthread_mutex_t *m)
-{
-	pthread_mutex_lock(m);
-	t_depth++;
-}
-
-static void leave(pthread_mutex_t *m)
-{
-	pthread_mutex_unlock(m);
-	if (--t_depth == 0 && !t_draining && (t_npend || t_pend_all))
-		drain_deferred();
-}
-
-static void defer(uintptr_t s, uintptr_t e)
-{
-	if (t_npend < RC_DEFER_MAX) {
-		t_pend[t_npend][0] = s;
-		t_pend[t_npend][1] = e;
-		t_npend++;
-	} else {
-		t_pend_all = true;
-	}
-}
+/* ---- lists and index ------------------------------------------------------- */
 
 static void link_init(struct rc_link *l)
 {
@@ -177,12 +148,22 @@ static void index_splice(struct ssw_regcache *rc, size_t lo, size_t hi, struct r
 	rc->n = rc->n - (hi - lo) + (en ? 1 : 0);
 }
 
+/* ---- registrations --------------------------------------------------------- */
+
+static size_t span(const struct rc_entry *en)
+{
+	return en->reg.end - en->reg.start;
+}
+
 static void do_dereg(struct ssw_regcache *rc, struct rc_entry *en)
 {
 	if (!en->registered)
 		return;
 	en->registered = false;
 	rc->nregs--;
+	rc->bytes -= span(en);
+	atomic_fetch_sub(&tot.entries, 1);
+	atomic_fetch_sub(&tot.bytes, (int64_t)span(en));
 	rc->ops.dereg(rc->ctx, &en->reg);
 }
 
@@ -206,13 +187,21 @@ static void drop(struct ssw_regcache *rc, struct rc_entry *en)
 	}
 }
 
-/* Evict least recently released entries until one more registration fits.
- * `freed` idle entries overlap the miss [s, e) and go anyway: they are
- * skipped here and counted as room. */
-static void make_room(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, size_t freed)
+static bool over_bounds(const struct ssw_regcache *rc, size_t more_regs, size_t more_bytes, size_t freed_regs,
+			size_t freed_bytes)
+{
+	if (rc->nregs + more_regs > rc->max + freed_regs)
+		return true;
+	return rc->max_bytes && rc->bytes + more_bytes > rc->max_bytes + freed_bytes;
+}
+
+/* Evict least recently released entries until one more registration of
+ * `len` bytes fits.  Idle entries overlapping the miss [s, e) go anyway
+ * (freed_*): they are skipped here and counted as room. */
+static void make_room(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, size_t freed, size_t freed_bytes)
 {
 	struct rc_link *l = rc->lru.prev;
-	while (rc->nregs + 1 > rc->max + freed && l != &rc->lru) {
+	while (over_bounds(rc, 1, e - s, freed, freed_bytes) && l != &rc->lru) {
 		struct rc_entry *en = entry_of(l);
 		l = l->prev;
 		if (overlaps(en, s, e))
@@ -221,7 +210,28 @@ static void make_room(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, size_t 
 		index_splice(rc, i, i + 1, NULL);
 		drop_idle(rc, en);
 		rc->evictions++;
+		atomic_fetch_add(&tot.evictions, 1);
 	}
+}
+
+/* Every idle entry outside [s, e) goes (a registration failed: pinning
+ * limits are what it most likely met). */
+static size_t evict_idle(struct ssw_regcache *rc, uintptr_t s, uintptr_t e)
+{
+	size_t k = 0;
+	for (struct rc_link *l = rc->lru.prev; l != &rc->lru;) {
+		struct rc_entry *en = entry_of(l);
+		l = l->prev;
+		if (overlaps(en, s, e))
+			continue;
+		size_t i = first_ending_after(rc, en->reg.start);
+		index_splice(rc, i, i + 1, NULL);
+		drop_idle(rc, en);
+		rc->evictions++;
+		atomic_fetch_add(&tot.evictions, 1);
+		k++;
+	}
+	return k;
 }
 
 static int grow(struct ssw_regcache *rc)
@@ -250,6 +260,11 @@ static int try_reg(struct ssw_regcache *rc, struct rc_entry *en, uintptr_t s, ui
 	en->reg.access = access;
 	en->registered = true;
 	rc->nregs++;
+	rc->bytes += e - s;
+	rc->regs++;
+	atomic_fetch_add(&tot.regs, 1);
+	atomic_fetch_add(&tot.entries, 1);
+	atomic_fetch_add(&tot.bytes, (int64_t)(e - s));
 	return 0;
 }
 
@@ -261,12 +276,19 @@ static int miss(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, uint32_t acce
 	if (e > UINTPTR_MAX - (RC_PAGE - 1))
 		return -ENOBUFS;
 	uintptr_t rs = s & ~(RC_PAGE - 1), re = (e + RC_PAGE - 1) & ~(RC_PAGE - 1);
-	size_t lo, hi, idle = 0;
+	size_t lo, hi, idle = 0, idle_bytes = 0;
 
+	/* too large to keep, or the cache is off: it will serve this use only,
+	 * and takes nothing cached with it */
+	bool keep = rc->max && (!rc->max_bytes || re - rs <= rc->max_bytes);
 	overlap_run(rc, rs, re, &lo, &hi);
 	for (size_t i = lo; i < hi; i++)
-		idle += !rc->idx[i]->reg.inuse;
-	make_room(rc, rs, re, idle);
+		if (!rc->idx[i]->reg.inuse) {
+			idle++;
+			idle_bytes += span(rc->idx[i]);
+		}
+	if (keep)
+		make_room(rc, rs, re, idle, idle_bytes);
 	overlap_run(rc, rs, re, &lo, &hi); /* eviction moved them */
 
 	if (rc->n == rc->cap && grow(rc))
@@ -275,10 +297,11 @@ static int miss(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, uint32_t acce
 	if (!en)
 		return -ENOBUFS;
 	link_init(&en->link);
+	en->pid = ssw_pid();
 
 	uintptr_t ms = rs, me = re;
 	uint32_t macc = access;
-	if (lo < hi) {
+	if (lo < hi && keep) {
 		ms = rc->idx[lo]->reg.start < rs ? rc->idx[lo]->reg.start : rs;
 		me = rc->idx[hi - 1]->reg.end > re ? rc->idx[hi - 1]->reg.end : re;
 		for (size_t i = lo; i < hi; i++)
@@ -289,18 +312,26 @@ static int miss(struct ssw_regcache *rc, uintptr_t s, uintptr_t e, uint32_t acce
 	 * not (pinning limits): the overlapped entries are then just replaced. */
 	if (ret && (ms != rs || me != re || macc != access))
 		ret = try_reg(rc, en, rs, re, access);
+	/* ... and so can one beside many idle pinned entries */
+	if (ret && evict_idle(rc, rs, re))
+		ret = try_reg(rc, en, rs, re, access);
 	if (ret) {
 		free(en);
 		return ret;
 	}
-
-	for (size_t i = lo; i < hi; i++)
-		drop(rc, rc->idx[i]);
-	index_splice(rc, lo, hi, en);
-	if (rc->nregs > rc->max)
-		rc->over_cap++;
 	en->reg.inuse = 1;
 	en->exposed = access != 0;
+	if (keep) {
+		overlap_run(rc, en->reg.start, en->reg.end, &lo, &hi);
+		for (size_t i = lo; i < hi; i++)
+			drop(rc, rc->idx[i]);
+		index_splice(rc, lo, hi, en);
+	} else {
+		en->dead = true;
+		link_add_head(&rc->detached, &en->link);
+	}
+	if (keep && over_bounds(rc, 0, 0, 0, 0))
+		rc->over_cap++;
 	*out = &en->reg;
 	return 0;
 }
@@ -313,18 +344,65 @@ static void invalidate_locked(struct ssw_regcache *rc, uintptr_t s, uintptr_t e)
 		drop(rc, rc->idx[i]);
 	index_splice(rc, lo, hi, NULL);
 	rc->invalidations += hi - lo;
+	atomic_fetch_add(&tot.invalidations, hi - lo);
 }
 
-static void invalidate_everywhere(uintptr_t s, uintptr_t e)
+/* ---- the invalidation log -------------------------------------------------- */
+
+/* Read range q of the log: 1 and the range, 0 not written yet, -1 gone
+ * (overwritten by a later lap). */
+static int log_read(uint64_t q, uintptr_t *s, uintptr_t *e)
 {
-	enter(&caches_lock);
-	for (struct ssw_regcache *rc = caches; rc; rc = rc->gnext) {
-		enter(&rc->lock);
-		invalidate_locked(rc, s, e);
-		leave(&rc->lock);
-	}
-	leave(&caches_lock);
+	uint64_t want = 2 * q + 2;
+	__typeof__(&rlog[0]) l = &rlog[q % LOG_N];
+	uint64_t a = atomic_load_explicit(&l->seq, memory_order_acquire);
+	if (a != want)
+		return a > want ? -1 : 0;
+	*s = atomic_load_explicit(&l->s, memory_order_relaxed);
+	*e = atomic_load_explicit(&l->e, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&l->seq, memory_order_relaxed) == want ? 1 : -1;
 }
+
+/* Apply what was logged since this cache last looked (its lock held). */
+static void sync_locked(struct ssw_regcache *rc)
+{
+	uint64_t head = atomic_load_explicit(&log_head, memory_order_acquire);
+	if (head == rc->log_pos)
+		return;
+	bool all = head - rc->log_pos > LOG_N;
+	for (uint64_t q = rc->log_pos; q < head && !all; q++) {
+		uintptr_t s, e;
+		int r = 0;
+		/* a writer between taking its slot and filling it: a few
+		 * instructions, unless it was preempted there */
+		for (int k = 0; k < LOG_WAIT && (r = log_read(q, &s, &e)) == 0; k++)
+			sched_yield();
+		if (r == 1)
+			invalidate_locked(rc, s, e);
+		else
+			all = true; /* lapped, or never filled: nothing can be trusted */
+	}
+	if (all)
+		invalidate_locked(rc, 0, UINTPTR_MAX);
+	rc->log_pos = head;
+}
+
+void ssw_regcache_invalidate_all(void *addr, size_t len)
+{
+	if (!len || !atomic_load_explicit(&ncaches, memory_order_acquire))
+		return;
+	uintptr_t s = (uintptr_t)addr, e = len > UINTPTR_MAX - s ? UINTPTR_MAX : s + len;
+	uint64_t q = atomic_fetch_add_explicit(&log_head, 1, memory_order_acq_rel);
+	__typeof__(&rlog[0]) l = &rlog[q % LOG_N];
+	atomic_store_explicit(&l->seq, 2 * q + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&l->s, s, memory_order_relaxed);
+	atomic_store_explicit(&l->e, e, memory_order_relaxed);
+	atomic_store_explicit(&l->seq, 2 * q + 2, memory_order_release);
+}
+
+/* ---- the cache's calls -------------------------------------------------------- */
 
 /* Entries in use are deregistered too but stay allocated until their put. */
 static void flush_locked(struct ssw_regcache *rc)
@@ -336,16 +414,36 @@ static void flush_locked(struct ssw_regcache *rc)
 		do_dereg(rc, entry_of(l));
 }
 
-/* [addr, addr+len) clamped to the address space; false when empty. */
-static bool inval_range(void *addr, size_t len, uintptr_t *s, uintptr_t *e)
+/* A forked child starts every cache empty: the registrations belong to the
+ * parent's transport state (its provider's, not copied with the memory in
+ * any usable way), a thread of the parent may have been inside a cache, and
+ * the child's memory will soon differ.  Its copies of the entries are left
+ * alone (leaked), and puts of them ignored (rc_entry.pid). */
+static void forked_child(void)
 {
-	*s = (uintptr_t)addr;
-	*e = len > UINTPTR_MAX - *s ? UINTPTR_MAX : *s + len;
-	return len != 0;
+	pthread_mutex_init(&caches_lock, NULL);
+	for (struct ssw_regcache *rc = caches; rc; rc = rc->gnext) {
+		pthread_mutex_init(&rc->lock, NULL);
+		rc->n = 0;
+		link_init(&rc->lru);
+		link_init(&rc->detached);
+		atomic_fetch_sub(&tot.entries, (int64_t)rc->nregs);
+		atomic_fetch_sub(&tot.bytes, (int64_t)rc->bytes);
+		rc->nregs = rc->bytes = 0;
+		rc->log_pos = atomic_load(&log_head);
+	}
 }
 
-struct ssw_regcache *ssw_regcache_new(size_t max_entries, const struct ssw_regcache_ops *ops, void *ctx)
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void atfork_install(void)
 {
+	pthread_atfork(NULL, NULL, forked_child);
+}
+
+struct ssw_regcache *ssw_regcache_new(size_t max_entries, size_t max_bytes, const struct ssw_regcache_ops *ops,
+				      void *ctx)
+{
+	pthread_once(&atfork_once, atfork_install);
 	if (!ops || !ops->reg || !ops->dereg) {
 		errno = EINVAL;
 		return NULL;
@@ -361,18 +459,21 @@ struct ssw_regcache *ssw_regcache_new(size_t max_entries, const struct ssw_regca
 	}
 	rc->ops = *ops;
 	rc->ctx = ctx;
-	rc->max = max_entries ? max_entries : 1;
+	rc->max = max_entries;
+	rc->max_bytes = max_bytes;
 	rc->next_gen = 1;
 	link_init(&rc->lru);
 	link_init(&rc->detached);
 
-	enter(&caches_lock);
+	pthread_mutex_lock(&caches_lock);
+	/* ranges logged before it existed concern none of its entries */
+	rc->log_pos = atomic_load(&log_head);
 	rc->gnext = caches;
 	if (caches)
 		caches->gprev = rc;
 	caches = rc;
-	__atomic_store_n(&ncaches, ncaches + 1, __ATOMIC_RELEASE);
-	leave(&caches_lock);
+	atomic_fetch_add(&ncaches, 1);
+	pthread_mutex_unlock(&caches_lock);
 	return rc;
 }
 
@@ -380,19 +481,17 @@ void ssw_regcache_free(struct ssw_regcache *rc)
 {
 	if (!rc)
 		return;
-	/* Unlinked first: an invalidate_all in progress holds caches_lock, so
-	 * once this returns none can reach rc. */
-	enter(&caches_lock);
+	pthread_mutex_lock(&caches_lock);
 	if (rc->gprev)
 		rc->gprev->gnext = rc->gnext;
 	else
 		caches = rc->gnext;
 	if (rc->gnext)
 		rc->gnext->gprev = rc->gprev;
-	__atomic_store_n(&ncaches, ncaches - 1, __ATOMIC_RELEASE);
-	leave(&caches_lock);
+	atomic_fetch_sub(&ncaches, 1);
+	pthread_mutex_unlock(&caches_lock);
 
-	enter(&rc->lock);
+	pthread_mutex_lock(&rc->lock);
 	flush_locked(rc);
 	while (rc->detached.next != &rc->detached) {
 		struct rc_entry *en = entry_of(rc->detached.next);
@@ -400,7 +499,7 @@ void ssw_regcache_free(struct ssw_regcache *rc)
 		free(en);
 	}
 	free(rc->idx);
-	leave(&rc->lock);
+	pthread_mutex_unlock(&rc->lock);
 	pthread_mutex_destroy(&rc->lock);
 	free(rc);
 }
@@ -415,11 +514,13 @@ int ssw_regcache_get(struct ssw_regcache *rc, void *addr, size_t len, uint32_t a
 	uintptr_t e = s + len;
 	int ret = 0;
 
-	enter(&rc->lock);
+	pthread_mutex_lock(&rc->lock);
+	sync_locked(rc);
 	size_t i = first_ending_after(rc, s);
 	struct rc_entry *en = i < rc->n ? rc->idx[i] : NULL;
 	if (en && en->reg.start <= s && e <= en->reg.end && (en->reg.access & access) == access) {
 		rc->hits++;
+		atomic_fetch_add(&tot.hits, 1);
 		if (en->reg.inuse++ == 0)
 			link_del(&en->link);
 		if (access)
@@ -427,9 +528,10 @@ int ssw_regcache_get(struct ssw_regcache *rc, void *addr, size_t len, uint32_t a
 		*out = &en->reg;
 	} else {
 		rc->misses++;
+		atomic_fetch_add(&tot.misses, 1);
 		ret = miss(rc, s, e, access, out);
 	}
-	leave(&rc->lock);
+	pthread_mutex_unlock(&rc->lock);
 	return ret;
 }
 
@@ -438,9 +540,9 @@ void ssw_regcache_put(struct ssw_regcache *rc, struct ssw_reg *reg)
 	struct rc_entry *en = (struct rc_entry *)reg;
 	bool bad = false;
 
-	if (!reg)
-		return;
-	enter(&rc->lock);
+	if (!reg || en->pid != ssw_pid())
+		return; /* made before a fork: the parent's (forked_child) */
+	pthread_mutex_lock(&rc->lock);
 	if (en->reg.inuse <= 0) {
 		bad = true;
 	} else if (--en->reg.inuse == 0) {
@@ -461,59 +563,90 @@ void ssw_regcache_put(struct ssw_regcache *rc, struct ssw_reg *reg)
 			link_add_head(&rc->lru, &en->link);
 		}
 	}
-	leave(&rc->lock);
+	pthread_mutex_unlock(&rc->lock);
 	if (bad)
 		SSW_WARN_ONCE("regcache: put of a registration not in use (ignored)");
 }
 
 void ssw_regcache_invalidate(struct ssw_regcache *rc, void *addr, size_t len)
 {
-	uintptr_t s, e;
-	if (!inval_range(addr, len, &s, &e))
+	if (!len)
 		return;
-	enter(&rc->lock);
+	uintptr_t s = (uintptr_t)addr, e = len > UINTPTR_MAX - s ? UINTPTR_MAX : s + len;
+	pthread_mutex_lock(&rc->lock);
 	invalidate_locked(rc, s, e);
-	leave(&rc->lock);
+	pthread_mutex_unlock(&rc->lock);
 }
 
 void ssw_regcache_flush(struct ssw_regcache *rc)
 {
-	enter(&rc->lock);
+	pthread_mutex_lock(&rc->lock);
 	flush_locked(rc);
-	leave(&rc->lock);
+	rc->log_pos = atomic_load(&log_head); /* nothing left for the log to concern */
+	pthread_mutex_unlock(&rc->lock);
 }
 
-void ssw_regcache_get_stats(const struct ssw_regcache *rc, struct ssw_regcache_stats *st)
+void ssw_regcache_sync(struct ssw_regcache *rc)
 {
-	struct ssw_regcache *m = (struct ssw_regcache *)rc; /* the lock, not the cache, changes */
-	enter(&m->lock);
+	pthread_mutex_lock(&rc->lock);
+	sync_locked(rc);
+	pthread_mutex_unlock(&rc->lock);
+}
+
+void ssw_regcache_get_stats(struct ssw_regcache *rc, struct ssw_regcache_stats *st)
+{
+	pthread_mutex_lock(&rc->lock);
+	sync_locked(rc);
 	st->hits = rc->hits;
 	st->misses = rc->misses;
 	st->evictions = rc->evictions;
 	st->invalidations = rc->invalidations;
+	st->registrations = rc->regs;
 	st->entries = rc->nregs;
-	leave(&m->lock);
+	st->bytes = rc->bytes;
+	pthread_mutex_unlock(&rc->lock);
 }
 
-uint64_t ssw_regcache_over_cap(const struct ssw_regcache *rc)
+uint64_t ssw_regcache_over_cap(struct ssw_regcache *rc)
 {
-	struct ssw_regcache *m = (struct ssw_regcache *)rc;
-	enter(&m->lock);
+	pthread_mutex_lock(&rc->lock);
 	uint64_t n = rc->over_cap;
-	leave(&m->lock);
+	pthread_mutex_unlock(&rc->lock);
 	return n;
 }
 
-void ssw_regcache_invalidate_all(void *addr, size_t len)
+void ssw_regcache_totals(struct ssw_regcache_stats *st)
 {
-	uintptr_t s, e;
-	if (!inval_range(addr, len, &s, &e))
-		return;
-	if (t_depth) {
-		defer(s, e);
-		return;
-	}
-	if (!__atomic_load_n(&ncaches, __ATOMIC_ACQUIRE))
-		return;
-	invalidate_everywhere(s, e);
+	st->hits = atomic_load(&tot.hits);
+	st->misses = atomic_load(&tot.misses);
+	st->evictions = atomic_load(&tot.evictions);
+	st->invalidations = atomic_load(&tot.invalidations);
+	st->registrations = atomic_load(&tot.regs);
+	int64_t n = atomic_load(&tot.entries), b = atomic_load(&tot.bytes);
+	st->entries = n > 0 ? (size_t)n : 0;
+	st->bytes = b > 0 ? (size_t)b : 0;
+}
+
+/* ---- settings ------------------------------------------------------------------ */
+
+void ssw_regcache_set_monitored(bool on)
+{
+	atomic_store(&monitored, on);
+}
+
+bool ssw_regcache_monitored(void)
+{
+	return atomic_load(&monitored);
+}
+
+bool ssw_regcache_wanted(void)
+{
+	return ssw_param_choice(SSW_P_REGCACHE) != 0 && ssw_regcache_monitored();
+}
+
+void ssw_regcache_bounds(size_t *max_entries, size_t *max_bytes)
+{
+	bool on = ssw_regcache_wanted();
+	*max_entries = on ? SSW_REGCACHE_ENTRIES : 0;
+	*max_bytes = on ? (size_t)ssw_param_num(SSW_P_REGCACHE_MAX) : 0;
 }

@@ -15,9 +15,8 @@ struct ssw_session;
 /* Tunables, read once from the environment (session_config.c). */
 struct ssw_session_config {
 	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous
-				    * (SSW_RNDV_OFF: none; the default unless a mode is forced) */
-	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit).  Past the
-				    * L2 cache a one-core CMA copy loses to the two-core ring pipeline */
+				    * (SSW_RNDV_DEFAULT; 64 KiB when a mode is forced) */
+	uint32_t rndv_max;         /* SOCKSWITCH_RNDV_MAX: ... and <= this (0: no limit) */
 	int rdma_mode;             /* SOCKSWITCH_RDMA: 0 auto, 1 read, 2 write, 3 none */
 	uint32_t spin_max_ns;      /* SOCKSWITCH_SPIN_US */
 	int fault_regfail;         /* SOCKSWITCH_FAULT=regfail: registration fails (tests) */
@@ -25,6 +24,7 @@ struct ssw_session_config {
 };
 enum { SSW_RDMA_AUTO = 0, SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY, SSW_RDMA_NONE };
 #define SSW_RNDV_OFF UINT32_MAX
+#define SSW_RNDV_DEFAULT (4u << 20)
 extern struct ssw_session_config ssw_session_cfg;
 /* Re-reads the settings from the environment and applies the session's.
  * Returns 0, or -1 with a message naming the bad variable. */
@@ -32,6 +32,9 @@ int ssw_session_config_load(char *err, size_t errlen);
 /* Applies the settings as last loaded (ssw_params_load), invalid ones at
  * their defaults. */
 void ssw_session_config_apply(void);
+/* Do the settings leave the rendezvous on (before the switch starts: the
+ * memory hooks are installed only where a registration cache may serve)? */
+bool ssw_session_rndv_configured(void);
 
 /* Socket options that drive the session. */
 struct ssw_session_opts {
@@ -115,6 +118,20 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max);
  * that closes all others. */
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
+/* Options of the socket's open file that a fork shares (fcntl's O_NONBLOCK,
+ * SO_RCVTIMEO and SO_SNDTIMEO in ms, SO_LINGER: -1 off, else seconds):
+ * set by whichever process holding the connection sets them, read by all
+ * (dflt: this process's own value, until one sets it). */
+enum { SSW_SOPT_NONBLOCK, SSW_SOPT_RCVTIMEO, SSW_SOPT_SNDTIMEO, SSW_SOPT_LINGER, SSW_SOPT_COUNT };
+void ssw_session_sopt_set(struct ssw_session *s, int which, int v);
+int ssw_session_sopt(struct ssw_session *s, int which, int dflt);
+/* splice from the socket: tcp_read_sock stops at urgent data and never
+ * skips the byte (a recv does).  Returns 1 with *room, the most a splice
+ * may take now (SIZE_MAX: no mark ahead); at the mark itself what the
+ * kernel's splice answers (0, -EAGAIN, a pending error). */
+int ssw_session_splice_room(struct ssw_session *s, bool nonblock, size_t *room);
+/* Received data not yet read (what makes kernel TCP's close a reset). */
+bool ssw_session_unread(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
 short ssw_session_poll(struct ssw_session *s);
@@ -135,6 +152,9 @@ bool ssw_session_rx_ready(struct ssw_session *s);
 /* The CPU the peer was last seen on (a hint for the wait policy), -1 when
  * not known or the peer is on another host.  Lock-free. */
 int ssw_session_peer_cpu(struct ssw_session *s);
+/* When the peer last rang this session's doorbell (the provider's
+ * wake_sent_ns), 0 when not known.  Lock-free. */
+uint64_t ssw_session_wake_sent_ns(struct ssw_session *s);
 
 int ssw_session_fionread(struct ssw_session *s);
 int ssw_session_atmark(struct ssw_session *s);
@@ -150,6 +170,8 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 struct ssw_session_stats {
 	uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
 	uint64_t rndv_read, rndv_write, rndv_fallback;
+	uint64_t rdma_regs;      /* buffers exposed to the peer (register_rdma_memory: each one a
+				  * registration of its own over fabric, its key revoked at the end) */
 	uint64_t rma_async;      /* RDMA transfers the provider completed later (poll_cq) */
 	uint64_t tx_inflight, tx_limit, rx_window;
 	uint64_t tx_credited;   /* credit bytes the peer ever returned: a monotonic count, so that
@@ -158,5 +180,14 @@ struct ssw_session_stats {
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);
+
+/* Memory like kernel TCP's (session_mem.c).  The housekeeping thread's look
+ * at a connection: what stayed idle since its last look is given back
+ * (never waits for the lock: a busy connection is looked at again).
+ * Returns 1 while memory may be left to give back later, 0 when not. */
+int ssw_session_trim(struct ssw_session *s);
+/* Bytes of the connection's transport memory resident now (`stat`; may
+ * cost a system call), -1 when not known. */
+int64_t ssw_session_resident(struct ssw_session *s);
 
 #endif

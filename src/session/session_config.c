@@ -8,8 +8,8 @@
 #include <stdio.h>
 
 struct ssw_session_config ssw_session_cfg = {
-	.rndv_threshold = SSW_RNDV_OFF,
-	.rndv_max = 256u << 10,
+	.rndv_threshold = SSW_RNDV_DEFAULT,
+	.rndv_max = 0,
 	.rdma_mode = SSW_RDMA_AUTO,
 	.spin_max_ns = 50000,
 };
@@ -34,15 +34,24 @@ void ssw_session_config_apply(void)
 	int wmode = ssw_param(SSW_P_SPIN_US)->set ? SSW_WAITMODE_SPIN : SSW_WAITMODE_AUTO;
 	if (ssw_param(SSW_P_WAIT)->set)
 		wmode = ssw_param_choice(SSW_P_WAIT);
-	/* Rendezvous is off unless asked for: on shared memory the two-core ring
-	 * pipeline beats a one-sided CMA copy at every size we measured (64 KiB:
-	 * 27-56 vs 11 GB/s; 256 KiB: 18 vs 4-6; 16 MiB: 38 vs 8).  Asking for a
-	 * mode (read/write) without a threshold gets the band 64-256 KiB. */
-	if (c.rndv_threshold == SSW_RNDV_OFF &&
+	/* Rendezvous from 4 MiB on, on both providers (README, "Large sends:
+	 * the rendezvous and the registration cache"; scripts/rndv_figures.sh):
+	 * there it moved 1.2-1.6x the bytes of the messages' path with 10-25%
+	 * less CPU per MB, on shm (one copy by Cross Memory Attach against the
+	 * ring's two) and over fabric (one fi_read against 64 KiB messages);
+	 * at 1 MiB they tie (shm's ring ahead), at 2 MiB it varies.  Asking for
+	 * a mode (read/write) without a threshold gets 64 KiB and up, as
+	 * before. */
+	if (!ssw_param(SSW_P_RNDV_THRESHOLD)->set &&
 	    (c.rdma_mode == SSW_RDMA_READ_ONLY || c.rdma_mode == SSW_RDMA_WRITE_ONLY))
 		c.rndv_threshold = 64u << 10;
 	ssw_session_cfg = c;
 	ssw_wait_set_mode(wmode);
+}
+
+bool ssw_session_rndv_configured(void)
+{
+	return ssw_param_choice(SSW_P_RDMA) != 3; /* none */
 }
 
 int ssw_session_config_load(char *err, size_t errlen)

@@ -4,6 +4,7 @@
  * holder's close reaches the peer. */
 #include "session/session_priv.h"
 
+#include "common/kick.h"
 #include "common/log.h"
 #include "common/waitpol.h"
 
@@ -134,7 +135,8 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	if (peer->version != SSW_WIRE_VERSION || peer->window < 4096)
 		return NULL;
 	/* queue: what credits allow to be staged, plus one staged rendezvous */
-	uint64_t rmax = ssw_session_cfg.rndv_max ? ssw_session_cfg.rndv_max : STAGE_RNDV_MAX;
+	uint64_t rmax = ssw_session_cfg.rndv_max && ssw_session_cfg.rndv_max < STAGE_RNDV_MAX ? ssw_session_cfg.rndv_max
+											  : STAGE_RNDV_MAX;
 	size_t head_sz = (sizeof(struct ssw_session) + 4095) & ~(size_t)4095;
 	size_t qcap = (size_t)sess_window_cap(prov, ep) + (size_t)rmax + (64u << 10);
 	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap, sizeof *s);
@@ -184,6 +186,30 @@ bool sess_rx_pending_data(struct ssw_session *s)
 {
 	sess_pump(s, false);
 	return s->q.len || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type) && s->hm.h.type != SSW_MSG_FIN);
+}
+
+void ssw_session_sopt_set(struct ssw_session *s, int which, int v)
+{
+	if (which < 0 || which >= SSW_SOPT_COUNT)
+		return;
+	atomic_store(&s->sopt[which], v);
+	atomic_fetch_or(&s->sopt_set, 1u << which);
+}
+
+int ssw_session_sopt(struct ssw_session *s, int which, int dflt)
+{
+	if (which < 0 || which >= SSW_SOPT_COUNT || !(atomic_load(&s->sopt_set) & (1u << which)))
+		return dflt;
+	return atomic_load(&s->sopt[which]);
+}
+
+bool ssw_session_unread(struct ssw_session *s)
+{
+	if (!sess_enter(s))
+		return false;
+	bool r = !s->broken && sess_rx_pending_data(s);
+	sess_unlock(s);
+	return r;
 }
 
 /* This process lets go of the connection; the others keep it. */
@@ -283,6 +309,9 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
 		}
 	}
+	/* as the kernel's sk_state_change: our threads asleep on the socket
+	 * look again (a recv returns 0, a send EPIPE; poll sees the new bits) */
+	ssw_kick(s);
 	sess_unlock(s);
 	return rc;
 }

@@ -3,6 +3,7 @@
 #define SSW_SESSION_PRIV_H
 
 #include "common/sys.h"
+#include "common/trim.h"
 #include "session/session.h"
 #include "session/wire.h"
 
@@ -12,7 +13,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define STAGE_RNDV_MAX (64u << 20)   /* largest rendezvous we stage to break a send/send deadlock */
+/* Largest rendezvous we stage to break a send/send deadlock, and what the
+ * session's queue reserves for it (address space, touched only when used;
+ * RNDV_MAX below it reserves less) */
+#define STAGE_RNDV_MAX (8u << 20)
 #define CHUNK_MAX (32u << 10)        /* inline DATA message payload cap */
 #define WINDOW_DEFAULT (4u << 20)    /* unread bytes a receiver takes, as loopback TCP */
 
@@ -20,6 +24,9 @@
 struct rxq {
 	uint8_t *buf;
 	size_t off, len, cap;
+	size_t hi;                 /* the most of buf used since it was last given back (session_mem.c) */
+	uint64_t gen;              /* stagings so far */
+	struct ssw_trim_clock idle; /* how long gen has stood still */
 };
 
 /* A send's rendezvous in progress (one at a time: other senders wait on tx_cv). */
@@ -138,6 +145,13 @@ struct ssw_session {
 	bool broken;               /* protocol violation: stop parsing the peer's messages */
 
 	struct sess_urg urg;
+
+	/* The socket's own options (O_NONBLOCK, SO_RCVTIMEO, SO_SNDTIMEO,
+	 * SO_LINGER) belong to its open file, which the processes holding the
+	 * connection after fork share: the last value any of them set (the
+	 * bit in sopt_set says which were), over each process's own copy */
+	_Atomic int sopt[SSW_SOPT_COUNT];
+	_Atomic uint32_t sopt_set;
 	struct sess_wait w;
 	struct ssw_session_stats st;
 };
@@ -276,5 +290,7 @@ void sess_urg_flush(void);                          /* SIGURGs owed by this thre
 /* session_wait.c */
 void sess_peer_check(struct ssw_session *s, bool probe);
 int sess_wait_peer(struct ssw_session *s, uint64_t deadline);
+/* After publishing (unlocked): the wait policy's cede (common/waitpol.h). */
+void sess_cede(struct ssw_session *s);
 
 #endif

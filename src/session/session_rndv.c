@@ -17,6 +17,15 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/* Expose [buf, buf+len) to the peer (WSPRegisterRdmaMemory), counted. */
+static int expose(struct ssw_session *s, void *buf, size_t len, uint32_t access, struct ssw_rdma_desc *d)
+{
+	if (ssw_session_cfg.fault_regfail || s->p->rdma->register_rdma_memory(s->ep, buf, len, access, d) < 0)
+		return -ENOBUFS;
+	s->st.rdma_regs++;
+	return 0;
+}
+
 int sess_send_rndv_done(struct ssw_session *s, uint64_t id, uint64_t len, int status)
 {
 	struct ssw_wire_done d = { .id = id, .len = len, .status = status };
@@ -104,8 +113,7 @@ int sess_stage_rw(struct ssw_session *s)
 	if (sess_q_reserve(s, n) < 0)
 		return 0;
 	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = n };
-	if (ssw_session_cfg.fault_regfail ||
-	    s->p->rdma->register_rdma_memory(s->ep, s->q.buf + s->q.off + s->q.len, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
+	if (expose(s, s->q.buf + s->q.off + s->q.len, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
 		return 0;
 	s->rw.sink_out = true;
 	s->rw.sink_to_q = true;
@@ -137,8 +145,7 @@ static int wait_rndv(struct ssw_session *s, bool want_sink)
 static ssize_t send_rndv_read(struct ssw_session *s, const void *buf, size_t len)
 {
 	struct ssw_wire_rndv r = { .id = ++s->txr.next_id, .len = len };
-	if (ssw_session_cfg.fault_regfail ||
-	    s->p->rdma->register_rdma_memory(s->ep, (void *)buf, len, SSW_CAP_RDMA_READ, &r.desc) < 0)
+	if (expose(s, (void *)buf, len, SSW_CAP_RDMA_READ, &r.desc) < 0)
 		return -ENOBUFS;
 	s->txr.id = r.id;
 	s->txr.done = false;
@@ -218,17 +225,16 @@ ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int i
 	struct ssw_wire_rndv sk = { .id = s->rw.id, .len = n };
 	int rc;
 	s->rw.wdone = false;
-	if (!sess_rndv_enabled()) {
-		rc = rw_refuse(s) ? 0 : -ECONNRESET;
-	} else {
-		if (ssw_session_cfg.fault_regfail ||
-		    s->p->rdma->register_rdma_memory(s->ep, v[0].iov_base, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
-			return -ENOBUFS;
-		s->rw.sink_out = true;
-		s->rw.sink_to_q = false;
-		s->rw.sink_len = n;
-		rc = sess_send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
-	}
+	/* refused: the writer answers WRITE_DONE -EPERM and goes on inline;
+	 * the caller waits for those bytes as for any others */
+	if (!sess_rndv_enabled())
+		return rw_refuse(s) ? 0 : -ECONNRESET;
+	if (expose(s, v[0].iov_base, n, SSW_CAP_RDMA_WRITE, &sk.desc) < 0)
+		return -ENOBUFS;
+	s->rw.sink_out = true;
+	s->rw.sink_to_q = false;
+	s->rw.sink_len = n;
+	rc = sess_send_ctl(s, SSW_MSG_SINK, &sk, sizeof sk);
 	while (rc == 0 && s->rw.sink_out) {
 		int pr = sess_pump(s, false);
 		if (s->broken || pr < 0 || s->reset || s->peer_closed) {

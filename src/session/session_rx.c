@@ -9,6 +9,7 @@
 #include "session/session_priv.h"
 
 #include "common/log.h"
+#include "common/trim.h"
 #include "common/waitpol.h"
 
 #include <errno.h>
@@ -157,8 +158,19 @@ int sess_q_reserve(struct ssw_session *s, size_t more)
 	if (ssw_session_cfg.fault_nomem)
 		return -ENOBUFS;
 	/* fixed capacity, reserved with the session (it must not move: forked
-	 * processes share it); pages are only used as far as it ever fills */
-	return q->len + more <= q->cap ? 0 : -ENOBUFS;
+	 * processes share it); pages are only used as far as it fills, and
+	 * given back once it idles (session_mem.c) */
+	if (q->len + more > q->cap)
+		return -ENOBUFS;
+	q->gen++;
+	if (q->off + q->len + more > q->hi) {
+		if (!q->hi) {
+			ssw_trim_regrown(&q->idle, ssw_now_ns());
+			ssw_trim_note();
+		}
+		q->hi = q->off + q->len + more;
+	}
+	return 0;
 }
 
 /* Stage the head stream message into the private queue (see file comment).
@@ -235,6 +247,8 @@ void sess_q_take(struct ssw_session *s, size_t n)
 {
 	s->q.off += n;
 	s->q.len -= n;
+	if (!s->q.len)
+		s->q.off = 0; /* empty: the next staging starts at the front, on pages already there */
 	s->rx_pos += n;
 	if (s->urg.mark_valid && s->rx_pos > s->urg.mark)
 		s->urg.mark_valid = s->urg.have = false; /* read past the mark: urgent state ends */
@@ -251,9 +265,30 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 {
 	bool peek = flags & MSG_PEEK;
 	size_t copied = 0, qpeek = 0;
+	bool took_marks = false;
+	/* urgent bytes the peer sent before this call are in, as in the kernel
+	 * (where they moved the mark when they came, the reader where it stood
+	 * then: sess_take_oob) */
+	if (s->p->progress->note) {
+		sess_peer_check(s, false);
+		if (s->urg.peer != s->urg.seen)
+			sess_pump(s, true);
+	}
 	while (copied < want) {
 		size_t lim = want - copied;
 		uint64_t pos = s->rx_pos + (peek ? qpeek : 0);
+		/* A newer urgent byte the peer announced (the provider's marks)
+		 * moves the mark once it arrives, as kernel TCP's urgent pointer
+		 * does, and the older byte becomes plain data: take it in before
+		 * stopping at (or skipping) the old mark */
+		if (s->urg.mark_valid && pos == s->urg.mark && !took_marks && s->p->progress->note) {
+			took_marks = true;
+			sess_peer_check(s, false);
+			if (s->urg.peer != s->urg.seen) {
+				sess_pump(s, true);
+				continue;
+			}
+		}
 		if (s->urg.mark_valid) {
 			if (pos == s->urg.mark && copied)
 				break; /* a read never crosses the urgent mark */
@@ -311,6 +346,11 @@ static ssize_t deliver(struct ssw_session *s, const struct iovec *iov, int iovcn
 		}
 		if (s->hm.h.type == SSW_MSG_DATA) {
 			size_t avail = s->hm.h.len - s->cur_off;
+			/* a peek wanting more than this message looks on, as the
+			 * kernel's does across segments: staged, the queue shows it
+			 * (without memory for it: this message only) */
+			if (peek && avail < lim && sess_stage_head(s))
+				continue;
 			size_t n = avail < lim ? avail : lim;
 			sess_iov_put(iov, iovcnt, copied, s->hm.payload + s->cur_off, n);
 			copied += n;
@@ -351,7 +391,7 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 		sess_unlock(s);
 		return got;
 	}
-	size_t total = 0;
+	size_t total = 0, peeked = 0;
 	bool probed = false;
 	for (;;) {
 		if (want == 0) { /* tcp_recvmsg with len 0: 0 once data is there */
@@ -367,8 +407,23 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 			}
 			if (n > 0)
 				total += (size_t)n;
-			if (total == want || (total && !(flags & MSG_WAITALL)) || (total && (flags & MSG_PEEK)))
+			if (total == want || (total && !(flags & MSG_WAITALL)))
 				break;
+			/* tcp_recvmsg: nor does MSG_WAITALL cross the urgent mark */
+			if (total && s->urg.mark_valid && s->rx_pos == s->urg.mark)
+				break;
+			if (total && (flags & MSG_PEEK)) {
+				/* MSG_PEEK|MSG_WAITALL waits for all of it (or the end), then
+				 * peeks it: what it saw so far is looked at again then.  A
+				 * FIN behind the peeked bytes is taken in (the peek stopped
+				 * at it), else the wait would find it again and again */
+				sess_pump(s, false);
+				sess_peer_check(s, false);
+				if (s->so_error || tcp_closed(s) || rcv_down(s) || nonblock)
+					break;
+				peeked = total;
+				total = 0;
+			}
 		}
 		/* the order of tcp_recvmsg's checks */
 		if (total) {
@@ -402,8 +457,10 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 		}
 		int w = sess_wait_peer(s, dl);
 		if (w < 0) {
-			if (!total)
-				got = w == -ETIMEDOUT ? -EAGAIN : w;
+			if (!total && peeked)
+				total = peeked; /* timed out: what a peek saw */
+			else if (!total)
+				got = w == -ETIMEDOUT ? (want ? -EAGAIN : 0) : w; /* nothing wanted: 0 (its loop ends) */
 			break;
 		}
 	}
@@ -421,6 +478,10 @@ int ssw_session_fionread(struct ssw_session *s)
 		n += s->rr.total - s->rr.done;
 	if (s->hv && s->hm.h.type == SSW_MSG_DATA)
 		n += s->hm.h.len - s->cur_off;
+	/* tcp_inq: while an urgent byte not inline is ahead (read out of band
+	 * or not), only the bytes before the mark */
+	if (s->urg.mark_valid && !s->urg.inline_ && s->urg.mark >= s->rx_pos && n > s->urg.mark - s->rx_pos)
+		n = s->urg.mark - s->rx_pos;
 	sess_unlock(s);
 	return n > INT_MAX ? INT_MAX : (int)n;
 }

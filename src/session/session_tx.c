@@ -215,11 +215,13 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 				break;
 			return w == -ETIMEDOUT ? -EAGAIN : w;
 		}
+		if (snd_down(s)) /* another thread shut us down (sk_stream_wait_memory) */
+			break;
 	}
 	if (sent == at && total > at) {
 		if (ended)
 			return fill_err; /* 0: the producer had nothing (end of file) */
-		if (tcp_closed(s) || s->so_error)
+		if (tcp_closed(s) || s->so_error || snd_down(s))
 			return sess_take_send_error(s);
 		if (s->peer_closed) {
 			sess_on_reset(s);
@@ -282,6 +284,19 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	bool hold = s->cork || (flags & MSG_MORE);
 	size_t sent = 0;
 	ret = 0;
+	/* No piece for a rendezvous: the pieces of one writev/sendmsg go as
+	 * messages cut across them, as the kernel's segments are (one message
+	 * up to its size: a reader woken by a first piece alone would miss the
+	 * others, which kernel TCP hands over in the same segment) */
+	bool rndv = false;
+	for (int i = 0; big && i < iovcnt && !rndv; i++)
+		rndv = sess_rndv_choose(s, iov[i].iov_len) != 0;
+	if (!rndv) {
+		ret = sess_send_inline(s, iov, iovcnt, total, 0, nonblock, dl, hold);
+		if (ret > 0)
+			sent = (size_t)ret;
+		iovcnt = 0;
+	}
 	for (int i = 0; i < iovcnt && ret >= 0; i++) {
 		const uint8_t *b = iov[i].iov_base;
 		size_t len = iov[i].iov_len;
@@ -311,7 +326,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	}
 	sess_unlock(s);
 	if (sent && !hold)
-		ssw_wait_cede(ssw_session_peer_cpu(s));
+		sess_cede(s);
 	if (sent)
 		return (ssize_t)sent;
 	return ret;
@@ -332,7 +347,7 @@ ssize_t ssw_session_send_fill(struct ssw_session *s, size_t count, ssize_t (*fil
 	bool held = s->cork || (flags & MSG_MORE);
 	sess_unlock(s);
 	if (r > 0 && !held)
-		ssw_wait_cede(ssw_session_peer_cpu(s));
+		sess_cede(s);
 	return r;
 }
 
@@ -345,7 +360,7 @@ void ssw_session_set_cork(struct ssw_session *s, bool on)
 		sess_flush_held(s);
 	sess_unlock(s);
 	if (!on)
-		ssw_wait_cede(ssw_session_peer_cpu(s));
+		sess_cede(s);
 }
 
 bool ssw_session_cork(struct ssw_session *s)

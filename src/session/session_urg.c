@@ -81,6 +81,11 @@ static void urg_raise_for_peer(struct ssw_session *s)
  * newer urgent byte moves the mark and the older one becomes plain data. */
 void sess_take_oob(struct ssw_session *s, uint8_t byte)
 {
+	/* tcp_check_urg: a reader standing at the older mark (not inline)
+	 * skips that byte when a newer one comes: it is lost, neither data
+	 * nor out of band */
+	if (s->urg.mark_valid && !s->urg.inline_ && s->rx_pos == s->urg.mark && s->q.len > 0)
+		sess_q_take(s, 1);
 	if (sess_q_reserve(s, 1) < 0) {
 		sess_set_broken(s, "out of memory for urgent byte");
 		return;
@@ -176,4 +181,31 @@ ssize_t sess_recv_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 	if (!(flags & MSG_PEEK))
 		s->urg.have = false;
 	return want ? 1 : 0;
+}
+
+int ssw_session_splice_room(struct ssw_session *s, bool nonblock, size_t *room)
+{
+	*room = SIZE_MAX;
+	if (!sess_enter(s))
+		return 1; /* the read itself says */
+	sess_pump(s, true);
+	int rc = 1;
+	if (s->urg.mark_valid && s->urg.mark > s->rx_pos) {
+		*room = (size_t)(s->urg.mark - s->rx_pos);
+	} else if (s->urg.mark_valid && s->urg.mark == s->rx_pos) {
+		/* tcp_splice_read's checks when it moved nothing */
+		if (s->fin_rcvd)
+			rc = 0;
+		else if (s->so_error) {
+			rc = s->so_error;
+			s->so_error = 0;
+		} else if (rcv_down(s))
+			rc = 0;
+		else if (tcp_closed(s))
+			rc = -ENOTCONN;
+		else
+			rc = nonblock ? -EAGAIN : 0;
+	}
+	sess_unlock(s);
+	return rc;
 }

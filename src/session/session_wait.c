@@ -1,6 +1,7 @@
 /* session_wait.c — waiting on the peer: spin then sleep on the provider, poll bits, epoll arming. */
 #include "session/session_priv.h"
 
+#include "common/kick.h"
 #include "common/log.h"
 #include "common/waitpol.h"
 
@@ -92,7 +93,7 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	uint64_t t0 = ssw_now_ns();
 	if (deadline && t0 >= deadline)
 		return -ETIMEDOUT;
-	uint64_t gen = s->w.rx_gen;
+	uint64_t gen = s->w.rx_gen, kgen = ssw_kick_gen();
 	struct ssw_spin sp;
 	ssw_spin_start(&sp, t0, s->w.spin_ns);
 	ssw_spin_peer_cpu(&sp, ssw_session_peer_cpu(s));
@@ -112,8 +113,9 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	}
 	sess_lock(s);
 	/* another thread took messages in while we spun unlocked (credits we
-	 * wait for, say): their doorbell is gone, so look before sleeping */
-	if (s->w.rx_gen != gen)
+	 * wait for, say): their doorbell is gone, so look before sleeping; or
+	 * shut the socket down (ssw_session_shutdown kicks only armed sleeps) */
+	if (s->w.rx_gen != gen || ssw_kick_gen() != kgen)
 		return 0;
 
 	/* Credits we could not return earlier: the peer may be waiting for them
@@ -123,7 +125,7 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	int armed = pg->arm(ep);
 	if (armed == -EAGAIN)
 		return 0;
-	struct pollfd pfd[4];
+	struct pollfd pfd[5];
 	int n = pg->wait_fds(ep, pfd, 4);
 	bool company = atomic_fetch_add(&s->w.sleepers, 1) > 0;
 	/* Another thread of this connection may take what we wait for (a
@@ -136,10 +138,17 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 		cap = SLEEP_CAP_COMPANY_MS;
 	if (armed > 0 && cap > armed)
 		cap = armed; /* the peer holds corked data: ours when its hold ends */
-	sess_unlock(s);
 	/* alone: sleep in the provider's own wait, which takes the wake-up in
-	 * the same system call (no poll, then drain) */
-	bool lone = !company && pg->sleep;
+	 * the same system call (no poll, then drain); but only the first
+	 * sleep after traffic (1 ms), since nothing but the peer can wake it.
+	 * Longer sleeps poll our kick eventfd too: a shutdown by another
+	 * thread of ours (kernel TCP wakes the sleeper at once) writes it
+	 * (common/kick.h).  Registered under the lock that the shutdown takes. */
+	bool lone = !company && pg->sleep && cap <= SLEEP_CAP_MIN_MS;
+	int kick = lone ? -1 : ssw_kick_arm(s);
+	if (kick >= 0)
+		pfd[n++] = (struct pollfd){ .fd = kick, .events = POLLIN };
+	sess_unlock(s);
 	int r;
 	for (;;) {
 		int ms = -1;
@@ -172,6 +181,9 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 		break;
 	}
 	int err = errno;
+	if (kick >= 0)
+		ssw_kick_disarm(r > 0 ? pfd[n - 1].revents : 0);
+	ssw_wait_slept();
 	atomic_fetch_sub(&s->w.sleepers, 1);
 	sess_lock(s);
 	if (!lone)
@@ -308,6 +320,24 @@ int ssw_session_peer_cpu(struct ssw_session *s)
 	if (sess_foreign(s))
 		return -1;
 	return ep && s->p->progress->peer_cpu ? s->p->progress->peer_cpu(ep) : -1;
+}
+
+uint64_t ssw_session_wake_sent_ns(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	if (sess_foreign(s))
+		return 0;
+	return ep && s->p->progress->wake_sent_ns ? s->p->progress->wake_sent_ns(ep) : 0;
+}
+
+void sess_cede(struct ssw_session *s)
+{
+	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	const struct ssw_progress_ops *pg = s->p->progress;
+	if (sess_foreign(s) || !ep)
+		return;
+	int cpu = pg->peer_cpu ? pg->peer_cpu(ep) : -1;
+	ssw_wait_cede_to(cpu, pg->peer_asleep && pg->peer_asleep(ep) == 0);
 }
 
 bool ssw_session_rx_ready(struct ssw_session *s)

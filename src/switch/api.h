@@ -24,6 +24,10 @@ struct ssw_sock;
 /* At load, before any call: the fd table exists from the start so that
  * socket() can record what it made. */
 int ssw_fdtab_init(void);
+/* At load, while the process has one thread: when the settings may use a
+ * registration cache, patch the C library's mapping calls so that the cache
+ * hears of every unmap first (common/memhook.h). */
+void ssw_mem_monitor_start(void);
 /* Initialise once (config, routes, providers).  false: the switch is off in
  * this process (disabled, or could not start): everything goes to the kernel. */
 bool ssw_init(void);

@@ -1094,7 +1094,8 @@ static int sleep_grow(struct sleep_buf *b, int need)
 /* Sleep on epfd (kernel events, kicks, members' doorbells through the inner
  * set) and the polled members' fds.  Returns >0 woken, 0 timed out or must
  * look again (*again), -errno. */
-static int sleep_once(int epfd, struct sleep_buf *b, uint64_t dl, const sigset_t *mask, bool *again)
+static int sleep_once(int epfd, struct sleep_buf *b, uint64_t t_start, uint64_t dl, const sigset_t *mask,
+		      bool *again)
 {
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = find(epfd, false);
@@ -1138,14 +1139,18 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t dl, const sigset_t
 		r = sys_ppoll(b->pf, (nfds_t)np, left < 0 ? NULL : &ts, mask);
 		err = errno;
 	}
+	uint64_t woke_at = ssw_now_ns(), first = 0;
 	for (int i = 0; i < na; i++) {
+		uint64_t rang = ssw_ev_rang(b->armed[i], t0, woke_at);
+		if (rang && (!first || rang < first))
+			first = rang;
 		ssw_session_sleep_done(b->armed[i]);
 		ssw_epoll_touch(b->held[i]); /* the doorbell it took may have been a watcher's */
 		ssw_sock_put(b->held[i]);
 	}
 	if (*again)
 		return 0;
-	ssw_ev_slept(ssw_now_ns() - t0, r > 0);
+	ssw_ev_slept(woke_at - t0, r > 0, first ? first - t_start : 0);
 	pthread_mutex_lock(&epx_lock);
 	x = find(epfd, false);
 	if (x)
@@ -1225,7 +1230,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 		if (ssw_spin_step(&sp))
 			continue;
 		again = false;
-		int s = sleep_once(epfd, &b, dl, mask, &again);
+		int s = sleep_once(epfd, &b, t_start, dl, mask, &again);
 		if (s < 0) {
 			ret = s;
 			break;

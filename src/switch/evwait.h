@@ -14,10 +14,18 @@
  * sleeps.  The budget grows when spinning paid off or when a sleep ended
  * by an event soon after it began (the peer answers within a wake-up's
  * cost: spinning longer would have caught it), and shrinks when a sleep was
- * long or timed out (idle: spinning only burns CPU). */
+ * long or timed out (idle: spinning only burns CPU).
+ * "Soon": when the peer's wake-up time is known (event_ns: from the start
+ * of the wait, spin included, to the peer's ring; ssw_ev_rang), within the
+ * most a wait may spin; else, within four times that of the sleep's start
+ * (the sleep's length includes the wake-up's own latency, which on a busy
+ * host outlasts any budget). */
 uint64_t ssw_ev_spin_ns(void);
 void ssw_ev_spin_hit(void);
-void ssw_ev_slept(uint64_t slept_ns, bool woken);
+void ssw_ev_slept(uint64_t slept_ns, bool woken, uint64_t event_ns);
+/* The peer's ring of an armed session that fell in the sleep [t_sleep,
+ * now], else 0: callers keep the earliest (the one that woke them). */
+uint64_t ssw_ev_rang(struct ssw_session *s, uint64_t t_sleep, uint64_t now);
 /* Each step of that spin: common/waitpol.h (ssw_spin_start with
  * ssw_ev_spin_ns(), ssw_spin_step). */
 

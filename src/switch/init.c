@@ -6,7 +6,9 @@
 #include "switch/setup/setup.h"
 
 #include "common/log.h"
+#include "common/memhook.h"
 #include "common/params.h"
+#include "regcache/regcache.h"
 #include "session/session.h"
 #include "switch/route/providers.h"
 
@@ -25,6 +27,7 @@ static bool usable_ok[SSW_REGISTRY_MAX];
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool active;
+static int hook_error; /* ssw_mem_monitor_start: why the memory hooks are not there */
 
 /* One line per provider that routes name and that cannot serve: those
  * routes then use kernel TCP. */
@@ -48,8 +51,7 @@ static void start_provider(int i, const struct ssw_route_rule *rule)
 		return;
 	}
 	usable_ok[i] = true;
-	if (!(usable[i].p.caps & SSW_CAP_SHARED_CONTEXT))
-		ssw_exit_close_private(); /* its connections die with the process (exit.c) */
+	ssw_exit_close_private(); /* exit closes connections as the kernel would (exit.c) */
 }
 
 /* One line per rejected setting; true when one of them turns the switch off. */
@@ -82,6 +84,9 @@ static void init_once(void)
 	if (refused)
 		return;
 	ssw_session_config_apply();
+	ssw_trim_init();
+	if (hook_error)
+		SSW_INFO("no memory hooks (%s): the registration cache is off", strerror(-hook_error));
 	if (ssw_routes_load(&ssw_routes_table, err, sizeof err) < 0) {
 		SSW_WARN("%s; switch off, using kernel TCP", err);
 		return;
@@ -100,6 +105,29 @@ static void init_once(void)
 	}
 	active = true;
 	SSW_DEBUG("switch active (%d routes)", ssw_routes_table.nrules);
+}
+
+/* The registration caches learn of a range before its mapping changes. */
+static void mem_changing(void *addr, size_t len)
+{
+	ssw_regcache_invalidate_all(addr, len);
+}
+
+void ssw_mem_monitor_start(void)
+{
+	/* only where a cache may be used: the rendezvous is on, the cache too,
+	 * the settings leave the switch on, and a provider that registers
+	 * memory may carry connections (shm registers none: Cross Memory
+	 * Attach finds the pages at each copy; tests make it pin) */
+	if (ssw_param_choice(SSW_P_REGCACHE) == 0 || !ssw_session_rndv_configured() ||
+	    ssw_param_choice(SSW_P_DISABLE) == 1 || ssw_params_first_refusal() >= 0)
+		return;
+	if (ssw_param_choice(SSW_P_FAULT) != 3 && !ssw_routes_name_other_than("shm"))
+		return;
+	int rc = ssw_memhook_install(mem_changing);
+	ssw_regcache_set_monitored(rc == 0);
+	/* said once ssw_init has set up the log */
+	hook_error = rc;
 }
 
 bool ssw_init(void)

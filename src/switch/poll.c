@@ -4,6 +4,7 @@
  * first so a peer that sends afterwards wakes us. */
 #include "switch/switch.h"
 
+#include "common/kick.h"
 #include "common/sys.h"
 #include "switch/evwait.h"
 
@@ -75,7 +76,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 {
 	struct pslot small[16];
 	struct pslot *sl = n <= 16 ? small : calloc(n, sizeof *sl);
-	struct pollfd *k = calloc(n + n * EXTRA_PER_SOCK + 1 + NESTED_FDS, sizeof *k);
+	struct pollfd *k = calloc(n + n * EXTRA_PER_SOCK + 2 + NESTED_FDS, sizeof *k);
 	struct ssw_session *narmed[NESTED_ARMED];
 	struct ssw_sock *nheld[NESTED_ARMED];
 	int nna = 0;
@@ -98,6 +99,8 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 	/* every switched peer in the set on our CPU: hand it over at once */
 	int peer_cpu = -2;
 	for (;;) {
+		/* a local shutdown from here on makes us look again (kick.h) */
+		uint64_t kgen = ssw_kick_gen();
 		/* 1. switched readiness, and the kernel's view of the rest without waiting */
 		int ready = 0;
 		nfds_t nk = n;
@@ -215,6 +218,21 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			disarm_all(sl, n);
 			continue;
 		}
+		/* a switched connection in the set: another thread's shutdown of
+		 * it changes our answer without a doorbell, and kicks us */
+		int kick = -1;
+		for (nfds_t i = 0; i < n && kick < 0; i++)
+			if (sl[i].armed)
+				kick = ssw_kick_arm(SSW_KICK_ANY);
+		if (kick >= 0 && ssw_kick_gen() != kgen) {
+			ssw_kick_disarm(0);
+			disarm_nested(narmed, nheld, &nna);
+			disarm_all(sl, n);
+			continue;
+		}
+		nfds_t kslot = nk;
+		if (kick >= 0)
+			k[nk++] = (struct pollfd){ .fd = kick, .events = POLLIN };
 		struct timespec ts, *tp = NULL;
 		uint64_t t0 = ssw_now_ns();
 		if (!forever || nap) {
@@ -227,9 +245,17 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		}
 		int r = sys_ppoll(k, nk, tp, mask);
 		int err = errno;
+		if (kick >= 0)
+			ssw_kick_disarm(r > 0 ? k[kslot].revents : 0);
+		uint64_t woke_at = ssw_now_ns(), first = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			uint64_t rang = sl[i].armed ? ssw_ev_rang(sl[i].armed, t0, woke_at) : 0;
+			if (rang && (!first || rang < first))
+				first = rang;
+		}
 		disarm_all(sl, n);
 		disarm_nested(narmed, nheld, &nna);
-		ssw_ev_slept(ssw_now_ns() - t0, r > 0);
+		ssw_ev_slept(woke_at - t0, r > 0, first ? first - t_start : 0);
 		if (r < 0 && err == EINTR) {
 			ret = -EINTR;
 			break;

@@ -31,11 +31,13 @@ bool ssw_listener_ready(struct ssw_sock *s);
  * 0 connected, -EINPROGRESS pending, or the final error. */
 int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms);
 void ssw_sock_load_opts(struct ssw_sock *s, int fd);
+/* SO_LINGER {1, 0} as every process holding the connection sees it (io.c) */
+bool ssw_sock_linger0(struct ssw_sock *s);
 
 /* fds (api.h has what the interposition layer reports) */
 /* close(2) for any fd: drops the switch's entry, then closes the kernel fd. */
 int ssw_close(int fd);
-/* At exit, close the connections of providers without shared context (exit.c). */
+/* At exit, close the connections the kernel would close differently than a dead process (exit.c). */
 void ssw_exit_close_private(void);
 /* The fd `newfd` now refers to the same socket as `oldfd` (dup family):
  * what the switch knows of oldfd (entry, fd info, relayed) goes to newfd too. */
@@ -72,10 +74,18 @@ bool ssw_forked(void);
 void ssw_fork_guard_enter(void);
 void ssw_fork_guard_leave(void);
 
+/* The housekeeping thread that gives back idle connections' memory
+ * (trim.c): registered at start-up; around fork (after statreg's). */
+void ssw_trim_init(void);
+void ssw_trim_fork_begin(void);
+void ssw_trim_fork_end(bool child);
+
 /* Statistics (stats.c) */
 struct ssw_counter_set {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;
 	_Atomic unsigned long refused; /* connection requests dropped at accept (listen.c refuse) */
+	_Atomic unsigned long rndv, rndv_fallback, rdma_regs; /* of connections closed: rendezvous sends done,
+							       * refused, buffers exposed */
 };
 /* In the fork-local page (common/forklocal.h): a forked child starts its
  * counts at zero, since what the parent counted is the parent's, and a

@@ -11,6 +11,7 @@
  * no descriptor leaks (descriptors from an untrusted sender are closed on
  * every path); an endpoint that was accepted works on its fuzzed segment
  * without overrunning it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -88,6 +89,19 @@ static void exercise(struct ssw_ep *ep)
 	(void)ssw_provider_shm.progress->peer_state(ep, 1, NULL);
 }
 
+/* Descriptors open in this process (/proc/self/fd, the directory's own one
+ * not counted). */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	CHECK(d);
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
+}
+
 static struct ssw_listener *the_listener(void)
 {
 	static struct ssw_listener *l;
@@ -114,9 +128,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += size < sizeof h ? size : sizeof h;
 	size -= size < sizeof h ? size : sizeof h;
 	struct ssw_listener *lis = the_listener(); /* made once, before the mark */
-	/* the lowest free descriptor now: the same after this input, or it leaked */
+	/* the lowest free descriptor and how many are open: the same after
+	 * this input, or it leaked (the provider may keep a descriptor high) */
 	int fd_mark = dup(0);
 	close(fd_mark);
+	int fd_count = count_fds();
 
 	/* the record */
 	struct shm_hs hs;
@@ -256,13 +272,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(sp[1]);
 	/* every descriptor the provider received was closed or handed back */
 	int probe = dup(0);
-	if (probe != fd_mark && getenv("FUZZ_FD_DEBUG")) { /* to find which descriptor leaked */
+	int now = count_fds();
+	if ((probe != fd_mark || now != fd_count + 1) && getenv("FUZZ_FD_DEBUG")) { /* to find which descriptor leaked */
 		char cmd[64];
 		snprintf(cmd, sizeof cmd, "ls -l /proc/%d/fd >&2", getpid());
 		(void)!system(cmd);
 		fprintf(stderr, "mode %u fix %u nfds %u fdkind %#x msg_len %zu\n", h.mode % 3, h.fix, nf, h.fdkind, mlen);
 	}
-	CHECK(probe == fd_mark);
+	CHECK(probe == fd_mark && now == fd_count + 1);
 	close(probe);
 	return 0;
 }

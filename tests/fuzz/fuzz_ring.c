@@ -1,6 +1,7 @@
 /* fuzz_ring.c — libFuzzer target for the shm rings: the input is what a
  * hostile peer controls in shared memory (its index, our index as it sees it,
- * its held index and hold time, the closed flag, every byte of the ring).  Consuming and producing must
+ * its held index and hold time, its rewind index, the closed flag, every byte of the ring; our own
+ * sends rewind when its index says the ring is empty).  Consuming and producing must
  * stay inside the ring (ASan checks: the ring is a heap block of exactly its
  * size), end in a bounded number of steps, and report corruption as
  * -ECONNRESET, sticky. */
@@ -22,8 +23,9 @@ struct hdr {
 	uint64_t head;    /* consumer's published index, as the producer reads it */
 	uint32_t closed;
 	uint32_t flags;   /* bit0: tail raw, bit1: head raw, bit2: peer_gone, bit3: hold expired,
-			   * bit4: held raw, bit5: our sends held, 8..: send size */
+			   * bit4: held raw, bit5: our sends held, bit6: skip raw, 8..: send size */
 	uint64_t held;    /* producer's held index (raw or relative to tail) */
+	uint64_t skip;    /* producer's rewind index (bit6 of flags: raw; else ours, pos) */
 };
 
 static uint64_t get(const uint8_t **p, size_t *n, size_t want, void *out)
@@ -62,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t held = h.flags & 16 ? h.held : tail + (h.held % (RS + 16));
 	atomic_store(&ctl[0]->held, held);
 	atomic_store(&ctl[0]->held_ns, h.flags & 8 ? 0 : ssw_now_ns());
+	atomic_store(&ctl[0]->skip, h.flags & 64 ? h.skip : pos); /* at ours: a rewind to the next lap */
 	uint64_t end = held > tail ? held : tail;
 
 	/* c consumes ring 0 (the hostile side's output) and produces ring 1 */
@@ -71,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.peer_gone = !!(h.flags & 4);
 	c.rx = (struct shm_ring){ .ctl = ctl[0], .data = ring[0], .size = RS, .pos = pos, .other = pos };
 	uint64_t txpos = h.head & ~7ull;
-	c.tx = (struct shm_ring){ .ctl = ctl[1], .data = ring[1], .size = RS, .pos = txpos, .other = txpos };
+	c.tx = (struct shm_ring){ .ctl = ctl[1], .data = ring[1], .size = RS, .pos = txpos, .other = txpos,
+				  .can_skip = true };
 	atomic_store(&ctl[1]->head, h.flags & 2 ? h.head : txpos - (h.tail % (RS + 16)));
 
 	int err = 0;

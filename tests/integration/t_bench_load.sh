@@ -4,7 +4,9 @@
 # for RLIMIT_NOFILE, with the reason), and the switched column really was
 # switched: the per-case stats of its workers (--stats-dir) show at least one
 # switched connection per connection the case makes and none that fell back
-# to kernel TCP.  Correctness only: no timing is checked.
+# to kernel TCP; the per-client figures (the worst client's p99, the slowest
+# client, min/max) agree with the overall ones.  Correctness only: no timing
+# is checked.
 source "$(dirname "$0")/lib.sh"
 ssw_enter_netns "$@"
 ssw_setup_preload
@@ -45,6 +47,35 @@ while read -r id name k s skip; do
   ssw_assert_eq "$name: kernel TCP number > 0" "$k" 1
   ssw_assert_eq "$name: switched number > 0" "$s" 1
 done <"$T/rows.txt"
+
+# How the clients fared each (pingpong, forkserver, sendfile): the worst
+# client's own p99, the slowest client's rate, min/max of the clients' rates;
+# in both columns, consistent with the overall figures of the same rounds:
+# the worst client's p99 at least the overall p99 (2% histogram buckets), the
+# slowest client at most the mean client, min/max in (0, 1].
+"$SSW_PYTHON" - "$T/bench.json" >"$T/clients.txt" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {}
+for c in d["cases"]:
+    rows.setdefault(c["case"], {})[c["name"][len(c["case"]) + 1:]] = c
+conns = {"load_sendfile_4KiB": 2, "load_sendfile_64KiB": 2}  # client processes
+for case, r in rows.items():
+    if not case.startswith(("load_pingpong_", "load_forkserver_", "load_sendfile_")):
+        continue
+    n = conns.get(case) or int(case.rsplit("_", 1)[1])
+    for side in ("kernel", "switched"):
+        get = lambda k: (r.get(k) or {}).get(side)
+        rate, p99, worst, slow, mm = (get(k) for k in ("rate", "p99", "p99_worst_client", "slowest_client_rate", "client_min_max"))
+        ok = all(isinstance(v, (int, float)) for v in (rate, p99, worst, slow, mm))
+        ok = ok and worst >= p99 * 0.97 and 0 < slow <= rate / n * 1.001 and 0 < mm <= 1
+        print(case, side, int(ok), rate, p99, worst, slow, mm)
+PY
+ssw_assert_eq "per-client figures parsed" "$?" 0
+ssw_assert_eq "cases with per-client figures, both columns" "$(wc -l <"$T/clients.txt")" 14
+while read -r id side ok rest; do
+  ssw_assert_eq "$id $side: worst client p99 >= p99, slowest <= mean client, 0 < min/max <= 1 ($rest)" "$ok" 1
+done <"$T/clients.txt"
 
 # connections each case makes at the least (client side; the servers count theirs too)
 min_conns() {

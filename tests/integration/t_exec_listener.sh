@@ -49,8 +49,11 @@ for i in range(int(sys.argv[1])):
 PY
 PA=7950
 ssw_step "(a) systemd-socket-activate execs the server at the first connection"
+# it gives the server a fresh environment: the sanitizer's settings go along by name
+keepenv=()
+for v in ASAN_OPTIONS UBSAN_OPTIONS; do [ -n "${!v:-}" ] && keepenv+=(-E "$v"); done
 ssw_bg activate switched SOCKSWITCH_STATS_FILE="$T/a-server.stats" -- \
-  systemd-socket-activate -l 127.0.0.1:$PA "$PY" "$T/activated.py" 4
+  systemd-socket-activate "${keepenv[@]}" -l 127.0.0.1:$PA "$PY" "$T/activated.py" 4
 ssw_wait_listen $PA 10 || ssw_fail "(a) the supervisor did not listen"
 for i in 1 2 3 4; do
   ssw_run switched SOCKSWITCH_STATS_FILE="$T/a-client.stats" -- "$PY" "$T/client.py" $PA a$i >>"$T/a-client.out" 2>>"$T/a-client.err"

@@ -15,5 +15,6 @@ export SEM_SCENARIOS=${SEM_SCENARIOS:-"exchange_v4 duplex nb_connect refused_v4 
   close_wakes_epoll linger0 linger_graceful rst_with_pending epipe kill_clean kill_unread fork_child_exit
   kill_reader_blocked poll select epoll_lt epoll_et accept_nb backlog_order sockopts dup fork_after_connect
   fork_parent_keeps exec_inherit scm_rights exec_eof iovec sendfile cork_close sendfile_nb
-  splice epoll_close_dup epoll_threads epoll_hup_closed epoll_hup_reset rcvbuf_connect epoll_dup_twice epoll_nested epoll_fork oob names_v4"}
+  splice epoll_close_dup epoll_threads epoll_hup_closed epoll_hup_reset rcvbuf_connect epoll_dup_twice epoll_nested epoll_fork oob names_v4
+  shut_wakes_recv shut_wakes_send shut_wakes_poll shut_wakes_accept shut_wakes_peer"}
 exec bash "$(dirname "$0")/t_semantics.sh" "$@"

@@ -4,12 +4,14 @@
 # (tests/progs/cma_forge: nginx, apache prefork and postgres do this); the
 # worker forges rendezvous descriptors naming the master's pid and buffers in
 # its heap.  A root client under the switch (unmodified library) must never
-# read the master's memory into its stream (default settings, and its
-# rendezvous on), nor write its bytes into the master's memory (its
-# rendezvous on, write mode).  The kernel must refuse the worker credentials
+# read the master's memory into its stream (default settings, its
+# rendezvous forced on, or off), nor write its bytes into the master's
+# memory (its rendezvous on, write mode).  The kernel must refuse the worker credentials
 # that name the master.  Control: a worker that stays root and offers its own
 # registered buffer is read by CMA when the client's rendezvous is on (the
-# attack path is the one the protection closes), and refused when it is off.
+# attack path is the one the protection closes; it is on by default from
+# 4 MiB, and the receiver accepts whatever size the sender offers), and
+# refused when it is off (SOCKSWITCH_RDMA=none).
 source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: must run as root (the master is root, its worker nobody)"; exit 77; }
 id nobody >/dev/null 2>&1 || { echo "SKIP: no user nobody"; exit 77; }
@@ -38,7 +40,7 @@ if mode == "read":
         if not x:
             break
         d += x
-    print("got=%d secret=%s offer=%s tail=%s" % (len(d), b"MASTER-SECRET" in d, b"WORKER-OFFER" in d, d.endswith(b"TAIL")))
+    print("got=%d secret=%s offer=%s after=%s tail=%s" % (len(d), b"MASTER-SECRET" in d, b"WORKER-OFFER" in d, b"AFTER-DEREG" in d, d.endswith(b"TAIL")))
 else:
     c.sendall(b"C" * (128 << 10)); c.shutdown(socket.SHUT_WR)
     c.recv(1)
@@ -52,11 +54,17 @@ ssw_step "forged RNDV_READ naming the master's heap, client with default setting
 run read-default forge-read 7801 read
 ssw_check "the client went over shm" grep -q "over shm" "$T/read-default/client.err"
 ssw_check "the client read none of the master's memory" grep -q "secret=False" "$T/read-default/client.out"
-ssw_check "and refused the descriptor (its rendezvous is off)" grep -q "done_status=-1 " "$T/read-default/server.out"
+ssw_check "and refused the descriptor (no vouch from that pid)" grep -q "done_status=-1 " "$T/read-default/server.out"
 ssw_check "the kernel refused credentials naming the master" grep -q "cred_spoof=EPERM" "$T/read-default/server.out"
 ssw_check "the stream went on inline" grep -q "tail=True" "$T/read-default/client.out"
 
-ssw_step "the same against a client whose rendezvous is on (read)"
+ssw_step "the same against a client whose rendezvous is off"
+run read-off forge-read 7807 read SOCKSWITCH_RDMA=none
+ssw_check "the client read none of the master's memory" grep -q "secret=False" "$T/read-off/client.out"
+ssw_check "and refused the descriptor (its rendezvous is off)" grep -q "done_status=-1 " "$T/read-off/server.out"
+ssw_check "the stream went on inline" grep -q "tail=True" "$T/read-off/client.out"
+
+ssw_step "the same against a client whose rendezvous is forced on (read)"
 run read-on forge-read 7802 read SOCKSWITCH_RDMA=read
 ssw_check "the client read none of the master's memory" grep -q "secret=False" "$T/read-on/client.out"
 ssw_check "and refused the descriptor (no vouch from that pid)" grep -q "done_status=-1 " "$T/read-on/server.out"
@@ -72,8 +80,17 @@ ssw_step "control: a root worker offers its own registered buffer"
 run honest-on honest-read 7804 read SOCKSWITCH_RDMA=read
 ssw_check "a client whose rendezvous is on reads it by CMA" grep -q "offer=True" "$T/honest-on/client.out"
 ssw_check "and says done" grep -q "done_status=0 " "$T/honest-on/server.out"
-run honest-off honest-read 7805 read
-ssw_check "a client whose rendezvous is off refuses it" grep -q "done_status=-1 " "$T/honest-off/server.out"
+run honest-default honest-read 7808 read
+ssw_check "a client with default settings (rendezvous on) reads it too" grep -q "offer=True" "$T/honest-default/client.out"
+run honest-off honest-read 7805 read SOCKSWITCH_RDMA=none
+ssw_check "a client whose rendezvous is off (SOCKSWITCH_RDMA=none) refuses it" grep -q "done_status=-1 " "$T/honest-off/server.out"
 ssw_check "and reads none of it" grep -q "offer=False" "$T/honest-off/client.out"
+
+ssw_step "revocation: the worker's descriptor offered again after its deregistration"
+run stale-on stale-read 7806 read SOCKSWITCH_RDMA=read
+ssw_check "the first offer was read by CMA" grep -q "first_status=0" "$T/stale-on/server.out"
+ssw_check "the old descriptor was refused" grep -q "done_status=-1 " "$T/stale-on/server.out"
+ssw_check "and what the buffer held after deregistration never reached the client" grep -q "after=False" "$T/stale-on/client.out"
+ssw_check "the stream went on inline" grep -q "tail=True" "$T/stale-on/client.out"
 
 ssw_finish

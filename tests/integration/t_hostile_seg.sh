@@ -14,6 +14,11 @@
 #                    after the handshake fails (EPERM), it zeroes the segment
 #                    instead (allowed); the server sees the connection end
 #                    (reset or end of file), not a signal
+#   server-skip      sealed and accepted, then the creator lies in the rings'
+#                    indices: the server starts reading mid-ring, is told a
+#                    rewind (skip) leads to a garbage record, and its own ring
+#                    is claimed read past its end: the connection ends (reset
+#                    or end of file), the server lives
 #   client           nobody listens (kernel socket and rendezvous name) and gets
 #                    root's client's memfd: shrinking, growing and resealing it
 #                    all fail; zeroing it (a punched hole, allowed) leaves the
@@ -65,6 +70,10 @@ server_case() {
     ssw_assert_eq "$name: a sealed segment is accepted" "$(kv "$out" outcome)" accepted
     ssw_assert_eq "$name: its creator cannot truncate it after the handshake" "$(kv "$out" truncate)" EPERM
     ssw_assert_eq "$name: it can zero it (a punched hole)" "$(kv "$out" punch)" ok
+  elif [ "$kind" = skip ]; then
+    ssw_assert_eq "$name: a sealed segment is accepted" "$(kv "$out" outcome)" accepted
+    ssw_assert_eq "$name: it lied in the rings' indices (a rewind to garbage, ours read past the end)" \
+      "$(kv "$out" lie)" ok
   else
     ssw_assert_eq "$name: the request is refused" "$(kv "$out" outcome)" refused
     ssw_step "$name: a kernel TCP client next"
@@ -81,7 +90,7 @@ sys.exit(0 if b == b"hello\n" else 1)' "$(cat "$D/vport")" >"$T/$name-client.out
   case "$kind" in
     unsealed) why="not sealed against resizing" ;;
     small) why="smaller than its ring size needs" ;;
-    sealed) why="" ;;
+    sealed|skip) why="" ;;
   esac
   if [ -n "$why" ]; then
     ssw_check "$name: the server said why at info ($why)" grep -q "refused a peer's segment: $why" "$T/$name-victim.log"
@@ -89,6 +98,8 @@ sys.exit(0 if b == b"hello\n" else 1)' "$(cat "$D/vport")" >"$T/$name-client.out
   else
     out=$(kv "$T/$name-victim.out" outcome)
     ssw_check "$name: the server saw the connection end ($out)" test "$out" = reset -o "$out" = eof
+    [ "$kind" = skip ] && ssw_check "$name: the server followed the rewind to the garbage record (logged)" \
+      grep -q "connection reset: malformed message from peer" "$T/$name-victim.log"
   fi
 }
 
@@ -122,6 +133,7 @@ client_case() {
 server_case unsealed
 server_case small
 server_case sealed
+server_case skip
 client_case
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish

@@ -5,7 +5,9 @@
 # that fell back to kernel TCP show provider tcp and the reason (no switched
 # listener, route says tcp, peer not switched); a process killed with -9 and
 # the ones that exit leave nothing behind; 5,000 connections of one process
-# are all listed (past the first 4,096-slot table); -p of a missing pid fails.
+# are all listed (past the first 4,096-slot table); -p of a missing pid fails;
+# a process whose large sends go by the rendezvous shows its registration
+# cache's counters (per process) growing.
 source "$(dirname "$0")/lib.sh"
 ssw_enter_netns "$@"
 ssw_setup_preload
@@ -62,12 +64,23 @@ if wait_for provider=shm state=connected remote=127.0.0.1:$P1; then
   r2=$(Q "$T/stat.json" get bytes_received local=127.0.0.1:$P1 state=connected)
   ssw_assert_gt "switched: client bytes_sent grows ($s1 -> $s2)" "$s2" "$s1"
   ssw_assert_gt "switched: server bytes_received grows ($r1 -> $r2)" "$r2" "$r1"
+  # both ends map one segment: its header page at least, both rings at most
+  rc=$(Q "$T/stat.json" get ring_resident remote=127.0.0.1:$P1)
+  rs=$(Q "$T/stat.json" get ring_resident local=127.0.0.1:$P1 state=connected)
+  ssw_check "switched: client's ring memory shown ($rc bytes)" test "$rc" -ge 4096 -a "$rc" -le $((4096 + 2 * 512 * 1024))
+  ssw_check "switched: server's ring memory shown ($rs bytes)" test "$rs" -ge 4096 -a "$rs" -le $((4096 + 2 * 512 * 1024))
+  ssw_assert_eq "switched: the listener has no ring memory" \
+    "$(Q "$T/stat.json" get ring_resident state=listening local=127.0.0.1:$P1)" None
   stat_json -p "$CPID"
   ssw_assert_eq "-p $CPID: only that process" "$(Q "$T/stat.json" count)" "$(Q "$T/stat.json" count pid=$CPID)"
   ssw_assert_eq "-p $CPID: its connection" "$(Q "$T/stat.json" count pid=$CPID remote=127.0.0.1:$P1)" 1
   "$CLI" stat >"$T/stat.txt" 2>&1
   ssw_check "table: header and a connected shm row" \
     grep -qE "^$CPID +python3? +[0-9]+ +shm +connected +127\.0\.0\.1:[0-9]+ +127\.0\.0\.1:$P1 " "$T/stat.txt"
+  ssw_check "table: a RING column, in KiB for the connection" \
+    grep -qE "^PID .* CREDITS +RING +REASON" "$T/stat.txt"
+  ssw_check "table: the connection's ring memory in KiB" \
+    grep -qE "^$CPID +python3? .*127\.0\.0\.1:$P1 .* [0-9.]+ KiB *$" "$T/stat.txt"
   ssw_check "registry file of the client exists" test -f "$DIR/$CPID.stat"
   # half-close: the client's end is in a closing state (FIN_WAIT2); the
   # server reads its EOF and leaves
@@ -92,6 +105,7 @@ if wait_for provider=tcp remote=127.0.0.1:$P2 state=connected; then
   stat_json
   b2=$(Q "$T/stat.json" get bytes_sent remote=127.0.0.1:$P2)
   ssw_assert_gt "fallback: kernel TCP bytes_sent grows ($b1 -> $b2)" "$b2" "$b1"
+  ssw_assert_eq "fallback: no ring memory" "$(Q "$T/stat.json" get ring_resident remote=127.0.0.1:$P2)" None
 else
   ssw_fail "fallback: connection not listed: $(cat "$T/stat.json")"
 fi
@@ -109,8 +123,37 @@ else
   ssw_fail "route tcp: connection not listed: $(cat "$T/stat.json")"
 fi
 
+# ---- the registration cache's counters (per process): 256 KiB sends from
+# one buffer by the rendezvous, registrations pinned (SOCKSWITCH_FAULT=pin:
+# shm itself registers nothing)
+RV=(SOCKSWITCH_RDMA=read SOCKSWITCH_RNDV_THRESHOLD=64K)
+ssw_bg rc-server switched "${RV[@]}" -- "$SSW_PYTHON" "$SSW_PROGS/trickle.py" server --port-file "$T/rc.port"
+ssw_wait_file "$T/rc.port" 10
+P5=$(cat "$T/rc.port")
+ssw_bg rc-client switched "${RV[@]}" SOCKSWITCH_FAULT=pin -- "$SSW_PYTHON" "$SSW_PROGS/trickle.py" client \
+  --port "$P5" --stop-file "$T/rc.stop" --chunk 262144 --max-s 25
+if wait_for provider=shm state=connected remote=127.0.0.1:$P5; then
+  RPID=$(Q "$T/stat.json" get pid remote=127.0.0.1:$P5)
+  h1=$(Q "$T/stat.json" get regcache_hits pid=$RPID)
+  for ((i = 0; i < 50; i++)); do
+    stat_json -p "$RPID"
+    h2=$(Q "$T/stat.json" get regcache_hits pid=$RPID)
+    [ "${h2:-0}" -gt "${h1:-0}" ] && break
+    sleep 0.1
+  done
+  ssw_check "regcache: stat --json has the cache's keys" Q "$T/stat.json" check
+  ssw_assert_gt "regcache: hits of the sender grow ($h1 -> $h2)" "${h2:-0}" "${h1:-0}"
+  ssw_assert_ge "regcache: the sender's misses (its buffer registered once)" \
+    "$(Q "$T/stat.json" get regcache_misses pid=$RPID)" 1
+  stat_json
+  ssw_assert_eq "regcache: the receiver (nothing of its own exposed) has none" \
+    "$(Q "$T/stat.json" get regcache_misses local=127.0.0.1:$P5 state=connected)" 0
+else
+  ssw_fail "regcache: connection not listed: $(cat "$T/stat.json")"
+fi
+
 # ---- everything ends: nothing listed, nothing left behind
-touch "$T/sw.stop" "$T/fb.stop" "$T/rt.stop"
+touch "$T/sw.stop" "$T/fb.stop" "$T/rt.stop" "$T/rc.stop"
 for p in "${SSW_BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
 SSW_BG_PIDS=()
 ssw_check "switched pair: server read everything" grep -q '^SERVER ok' "$T/sw-server.out"

@@ -17,6 +17,10 @@
  *   cma_forge PORT honest-read DIR  control: the worker stays root and offers
  *       a buffer of its own, registered (and vouched) by the provider: a
  *       client whose rendezvous is on reads it by CMA.
+ *   cma_forge PORT stale-read DIR   the worker stays root, offers its buffer
+ *       (read once by the client), deregisters it, writes AFTER-DEREG into
+ *       it and offers it again with the old descriptor: revoked, the client
+ *       must refuse it (seed 002).
  *
  * After a read offer the worker waits for RNDV_DONE, then sends "TAIL"
  * inline and a FIN; after a sink it reads until the client's FIN.  The
@@ -89,26 +93,14 @@ static int next_msg(struct ssw_ep *ep, struct ssw_msg *m, size_t *payload)
 /* Credentials naming another process: refused by the kernel unless root. */
 static const char *spoof_cred(struct ssw_ep *ep, pid_t master)
 {
-	struct shm_vouch v = { .magic = SHM_VOUCH_MAGIC };
-	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof u);
-	struct iovec iov = { &v, sizeof v };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_CREDENTIALS;
-	c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
 	struct ucred cr = { .pid = master, .uid = getuid(), .gid = getgid() };
-	memcpy(CMSG_DATA(c), &cr, sizeof cr);
-	return sendmsg(ep->ctl_fd, &mh, MSG_DONTWAIT) < 0 ? (errno == EPERM ? "EPERM" : strerror(errno)) : "sent";
+	int rc = shm_vouch_send_as(ep, &cr);
+	return rc == -EPERM ? "EPERM" : rc == 0 ? "sent" : strerror(-rc);
 }
 
 static int worker(struct ssw_listener *l, const char *mode, pid_t master)
 {
-	if (strcmp(mode, "honest-read") && (setgid(65534) < 0 || setuid(65534) < 0))
+	if (strcmp(mode, "honest-read") && strcmp(mode, "stale-read") && (setgid(65534) < 0 || setuid(65534) < 0))
 		return perror("setuid"), 1;
 	struct ssw_ep *ep = NULL;
 	uint8_t priv[SSW_CONNECT_PRIV_MAX];
@@ -131,17 +123,19 @@ static int worker(struct ssw_listener *l, const char *mode, pid_t master)
 	size_t pl;
 	if (strstr(mode, "read")) {
 		struct ssw_wire_rndv r = { .id = 1, .len = LEN };
-		if (!strcmp(mode, "honest-read")) {
-			char *offer = malloc(LEN);
+		char *offer = NULL;
+		if (strcmp(mode, "forge-read")) {
+			offer = malloc(LEN);
 			for (int i = 0; i < LEN; i++)
 				offer[i] = "WORKER-OFFER-"[i % 13];
 			ssw_provider_shm.rdma->register_rdma_memory(ep, offer, LEN, SSW_CAP_RDMA_READ, &r.desc);
 		} else {
-			struct shm_desc d = { SHM_DESC_MAGIC, master, (uint64_t)(uintptr_t)secret, LEN, 1 };
+			struct shm_desc d = { SHM_DESC_MAGIC, master, (uint64_t)(uintptr_t)secret, LEN, 1, 0,
+					      SSW_CAP_RDMA_READ };
 			memcpy(r.desc.data, &d, sizeof d);
 			r.desc.len = sizeof d;
 			cred = spoof_cred(ep, master);
-			shm_vouch_send(ep, &d); /* the kernel puts our own pid beside it */
+			shm_vouch_send(ep); /* the kernel puts our own pid beside it */
 		}
 		send_msg(ep, SSW_MSG_RNDV_READ, &r, sizeof r);
 		while (next_msg(ep, &m, &pl) == 0)
@@ -149,6 +143,21 @@ static int worker(struct ssw_listener *l, const char *mode, pid_t master)
 				status = m.u.done.status;
 				break;
 			}
+		if (!strcmp(mode, "stale-read")) {
+			/* revoked, then offered again: the old descriptor must not work */
+			ssw_provider_shm.rdma->deregister_rdma_memory(ep, &r.desc);
+			for (int i = 0; i < LEN; i++)
+				offer[i] = "AFTER-DEREG-"[i % 12];
+			r.id = 2;
+			printf("WORKER first_status=%d\n", status);
+			status = 1;
+			send_msg(ep, SSW_MSG_RNDV_READ, &r, sizeof r);
+			while (next_msg(ep, &m, &pl) == 0)
+				if (m.h.type == SSW_MSG_RNDV_DONE) {
+					status = m.u.done.status;
+					break;
+				}
+		}
 		send_msg(ep, SSW_MSG_DATA, "TAIL", 4);
 		send_msg(ep, SSW_MSG_FIN, NULL, 0);
 		while (next_msg(ep, &m, &pl) == 0)
@@ -156,11 +165,12 @@ static int worker(struct ssw_listener *l, const char *mode, pid_t master)
 	} else {
 		while (next_msg(ep, &m, &pl) == 0) {
 			if (m.h.type == SSW_MSG_WRITE_REQ) {
-				struct shm_desc d = { SHM_DESC_MAGIC, master, (uint64_t)(uintptr_t)victim, LEN, 2 };
+				struct shm_desc d = { SHM_DESC_MAGIC, master, (uint64_t)(uintptr_t)victim, LEN, 2, 0,
+						      SSW_CAP_RDMA_WRITE };
 				struct ssw_wire_rndv sk = { .id = m.u.done.id, .len = LEN };
 				memcpy(sk.desc.data, &d, sizeof d);
 				sk.desc.len = sizeof d;
-				shm_vouch_send(ep, &d);
+				shm_vouch_send(ep);
 				send_msg(ep, SSW_MSG_SINK, &sk, sizeof sk);
 			} else if (m.h.type == SSW_MSG_WRITE_DONE) {
 				status = m.u.done.status;
@@ -182,7 +192,7 @@ static int worker(struct ssw_listener *l, const char *mode, pid_t master)
 int main(int argc, char **argv)
 {
 	if (argc != 4)
-		return fprintf(stderr, "usage: cma_forge PORT forge-read|forge-sink|honest-read DIR\n"), 2;
+		return fprintf(stderr, "usage: cma_forge PORT forge-read|forge-sink|honest-read|stale-read DIR\n"), 2;
 	ssw_params_load();
 	ssw_provider_shm.init();
 	secret = malloc(LEN);

@@ -9,7 +9,12 @@
  *       needs), "sealed" (as the switch makes them).  Then it waits for the
  *       verdict: a refusal on the rendezvous socket, or DIR/accepted (written
  *       by the server under test once accept() returned), and truncates the
- *       memfd to 0 bytes.
+ *       memfd to 0 bytes.  KIND "skip": sealed, but once accepted it lies in
+ *       the rings' indices instead: the acceptor is made to start reading
+ *       mid-ring (its index as the HELLO leaves it), then told that the
+ *       connector rewound there (skip) with a garbage record at the next
+ *       lap's start, while the acceptor's own ring is claimed read past its
+ *       end; the acceptor must end the connection, not die.
  *   hostile_seg accept PORT DIR          a listener on 127.0.0.1:PORT (kernel
  *       socket and rendezvous name, like a switched server; PORT 0: any,
  *       written to DIR/port once both listen): it takes the connector's
@@ -123,6 +128,8 @@ static int make_seg(const char *kind, uint64_t ring)
 	if (p == MAP_FAILED)
 		return -1;
 	shm_seg_init(p, ring);
+	if (!strcmp(kind, "skip")) /* the acceptor takes its reading index from here */
+		atomic_store(&((struct shm_seg_hdr *)p)->ring[0].head, 8000);
 	munmap(p, size);
 	if (sealed && fcntl(fd, F_ADD_SEALS, SHM_SEALS) < 0)
 		return -1;
@@ -154,6 +161,28 @@ static void hold_until_sent(void)
 {
 	for (long t0 = now_ms(); now_ms() - t0 < WAIT_MS && !file_exists("sent");)
 		usleep(10000);
+}
+
+/* KIND "skip": a rewind to a garbage record, and a claim to have read the
+ * acceptor's ring past its end. */
+static int lie_in_indices(int memfd, uint64_t ring)
+{
+	uint64_t size = shm_seg_size(ring);
+	uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	struct shm_seg_hdr *h = (struct shm_seg_hdr *)p;
+	uint8_t *ring0 = p + SHM_DATA_OFF;
+	struct shm_rec r = { 16, SHM_REC_MSG };
+	memcpy(ring0, &r, sizeof r);
+	memset(ring0 + sizeof r, 0xa5, 16);
+	atomic_store(&h->ring[0].skip, 8000);
+	atomic_store(&h->ring[0].tail, ring + 24);
+	touch("go"); /* the acceptor sends (on its ring, which we leave alone), then reads ours */
+	hold_until_sent();
+	atomic_store(&h->ring[1].head, 3 * ring + 8); /* what its close writes meets this */
+	munmap(p, size);
+	return 0;
 }
 
 static int do_connect(int port, const char *kind)
@@ -197,6 +226,13 @@ static int do_connect(int port, const char *kind)
 		return 1;
 	}
 	const char *outcome = verdict(s);
+	if (!strcmp(kind, "skip")) {
+		int rc = strcmp(outcome, "accepted") ? -EPROTO : lie_in_indices(memfd, ring);
+		printf("RESULT role=connector uid=%d kind=%s outcome=%s lie=%s\n", (int)getuid(), kind, outcome,
+		       err_name(rc));
+		touch("go");
+		return 0;
+	}
 	int tr = sys_rc(ftruncate(memfd, 0)); /* the attack, whatever the verdict */
 	int ph = sys_rc(fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1 << 20)); /* zeros: allowed */
 	printf("RESULT role=connector uid=%d kind=%s outcome=%s truncate=%s punch=%s\n", (int)getuid(), kind, outcome,

@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,246 +54,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KiB 1024u
-#define MiB (1024u * 1024u)
+#include "transcript.h"
+
 #define WD_PARENT 20 /* seconds; a child gives up first so its lines survive */
 #define WD_CHILD 15
 #define SETTLE_US 50000 /* margin for a segment / RST to cross loopback */
 
-/* ------------------------------------------------------------ transcript */
+/* ------------------------------------------------------------ transcript
+ * (tests/lib/transcript.c: say, RC, errno/flag/event names, patterns) */
 
-static const char *role = "proc";
-static int rep_fd = -1;     /* a child's report pipe; -1: stdout */
 static int bad;             /* a set-up step or a child failed */
-static pid_t kids[16];
-static int nkids;
 static const char *self_exe = "/proc/self/exe";
 static void set_listen_opt(int fd);
-
-static void write_all_fd(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
-}
-
-static void emit(const char *s, size_t n)
-{
-	write_all_fd(rep_fd >= 0 ? rep_fd : 1, s, n);
-}
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-	char line[2048];
-	int n = snprintf(line, sizeof line, "%s: ", role);
-	va_list ap;
-	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	if (m < 0)
-		m = 0;
-	if ((size_t)(n + m) > sizeof line - 2)
-		m = (int)sizeof line - 2 - n;
-	line[n + m] = '\n';
-	emit(line, (size_t)(n + m + 1));
-}
-
-static void kill_kids(void)
-{
-	for (int i = 0; i < nkids; i++)
-		if (kids[i] > 0)
-			kill(kids[i], SIGKILL);
-}
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	say("WATCHDOG: stuck, giving up");
-	kill_kids();
-	_exit(3);
-}
-
-/* A step the scenario cannot go on without failed. */
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	say("FATAL: %s", msg);
-	kill_kids();
-	_exit(1);
-}
-
-static volatile sig_atomic_t n_sigpipe, n_sigurg;
-static void on_sigpipe(int s)
-{
-	(void)s;
-	n_sigpipe++;
-}
-static void on_sigurg(int s)
-{
-	(void)s;
-	n_sigurg++;
-}
-static void handle(int sig, void (*fn)(int))
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = fn;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	sigaction(sig, &sa, NULL);
-}
-
-/* ------------------------------------------------------------ formatting */
-
-static const char *ename(int e)
-{
-	switch (e) {
-#define E(x) case x: return #x
-		E(EAGAIN); E(EINPROGRESS); E(EALREADY); E(EISCONN); E(ENOTCONN);
-		E(ECONNREFUSED); E(ECONNRESET); E(ECONNABORTED); E(EPIPE); E(EINVAL);
-		E(EBADF); E(ENOTSOCK); E(EFAULT); E(EINTR); E(ETIMEDOUT); E(ENOENT);
-		E(EEXIST); E(EOPNOTSUPP); E(EADDRINUSE); E(EADDRNOTAVAIL); E(ENOBUFS);
-		E(ENOMEM); E(EHOSTUNREACH); E(ENETUNREACH); E(ENOPROTOOPT); E(EPERM);
-		E(EMSGSIZE); E(ESPIPE); E(EPROTO); E(ENOSYS);
-#undef E
-	}
-	static char b[4][32];
-	static int k;
-	char *o = b[k++ & 3];
-	snprintf(o, sizeof b[0], "errno%d", e);
-	return o;
-}
-
-static const char *signame(int s)
-{
-	switch (s) {
-	case SIGKILL: return "SIGKILL";
-	case SIGPIPE: return "SIGPIPE";
-	case SIGSEGV: return "SIGSEGV";
-	case SIGABRT: return "SIGABRT";
-	case SIGBUS: return "SIGBUS";
-	case SIGALRM: return "SIGALRM";
-	case SIGTERM: return "SIGTERM";
-	case SIGURG: return "SIGURG";
-	case SIGILL: return "SIGILL";
-	case SIGTRAP: return "SIGTRAP";
-	}
-	static char b[32];
-	snprintf(b, sizeof b, "signal %d", s);
-	return b;
-}
-
-/* "r" or "-1 ENAME" */
-static const char *rcs(long r, int e)
-{
-	static char b[8][48];
-	static int k;
-	char *o = b[k++ & 7];
-	if (r < 0)
-		snprintf(o, sizeof b[0], "-1 %s", ename(e));
-	else
-		snprintf(o, sizeof b[0], "%ld", r);
-	return o;
-}
-
-/* Run expr, print "label = result", keep errno; value of the expression. */
-#define RC(label, expr)                                                       \
-	({                                                                    \
-		errno = 0;                                                    \
-		long r__ = (long)(expr);                                      \
-		int e__ = errno;                                              \
-		say("%s = %s", (label), rcs(r__, e__));                       \
-		errno = e__;                                                  \
-		r__;                                                          \
-	})
-
-static const char *esc(const void *p, size_t n)
-{
-	static char b[4][400];
-	static int k;
-	char *o = b[k++ & 3];
-	const unsigned char *c = p;
-	size_t j = 0, lim = n > 48 ? 40 : n;
-	for (size_t i = 0; i < lim; i++) {
-		if (c[i] >= 0x20 && c[i] < 0x7f && c[i] != '"' && c[i] != '\\')
-			o[j++] = (char)c[i];
-		else
-			j += (size_t)snprintf(o + j, 8, "\\x%02x", c[i]);
-	}
-	if (lim < n)
-		j += (size_t)snprintf(o + j, 48, "...(%zu bytes)", n);
-	o[j] = 0;
-	return o;
-}
-
-static const char *flagstr(int f)
-{
-	static char b[4][128];
-	static int k;
-	char *o = b[k++ & 3];
-	o[0] = 0;
-	static const struct { int bit; const char *n; } t[] = {
-		{ MSG_PEEK, "MSG_PEEK" }, { MSG_WAITALL, "MSG_WAITALL" }, { MSG_DONTWAIT, "MSG_DONTWAIT" },
-		{ MSG_OOB, "MSG_OOB" }, { MSG_NOSIGNAL, "MSG_NOSIGNAL" }, { MSG_TRUNC, "MSG_TRUNC" },
-		{ MSG_CTRUNC, "MSG_CTRUNC" }, { MSG_EOR, "MSG_EOR" },
-	};
-	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-		if (f & t[i].bit) {
-			strcat(o, "|");
-			strcat(o, t[i].n);
-			f &= ~t[i].bit;
-		}
-	if (f)
-		snprintf(o + strlen(o), 32, "|0x%x", (unsigned)f);
-	return o[0] ? o + 1 : "0";
-}
-
-static const char *bits(unsigned ev, bool ep)
-{
-	static char b[4][200];
-	static int k;
-	char *o = b[k++ & 3];
-	o[0] = 0;
-	static const struct { unsigned bit; const char *n; } t[] = {
-		{ POLLIN, "IN" }, { POLLPRI, "PRI" }, { POLLOUT, "OUT" }, { POLLERR, "ERR" },
-		{ POLLHUP, "HUP" }, { POLLNVAL, "NVAL" }, { POLLRDNORM, "RDNORM" }, { POLLRDBAND, "RDBAND" },
-		{ POLLWRNORM, "WRNORM" }, { POLLWRBAND, "WRBAND" }, { POLLRDHUP, "RDHUP" },
-	};
-	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-		if (ev & t[i].bit) {
-			if (o[0])
-				strcat(o, "|");
-			strcat(o, ep ? "EPOLL" : "POLL");
-			strcat(o, t[i].n);
-			ev &= ~t[i].bit;
-		}
-	if (ev)
-		snprintf(o + strlen(o), 32, "%s0x%x", o[0] ? "|" : "", ev);
-	return o[0] ? o : "0";
-}
-#define evstr(e) bits((unsigned)(unsigned short)(e), false)
-#define epstr(e) bits((unsigned)(e), true)
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ------------------------------------------------------------ processes */
 
@@ -410,91 +183,6 @@ static void await(void)
 	await_buf(&c, 1);
 }
 
-/* ------------------------------------------------------------ addresses */
-
-struct addr {
-	struct sockaddr_storage ss;
-	socklen_t len;
-};
-
-static int port_of(const struct addr *a)
-{
-	if (a->ss.ss_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
-}
-
-static void loopback_of(int fam, int port, struct addr *o)
-{
-	memset(o, 0, sizeof *o);
-	if (fam == AF_INET) {
-		struct sockaddr_in *s = (struct sockaddr_in *)&o->ss;
-		s->sin_family = AF_INET;
-		s->sin_port = htons((uint16_t)port);
-		s->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		o->len = sizeof *s;
-	} else {
-		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&o->ss;
-		s->sin6_family = AF_INET6;
-		s->sin6_port = htons((uint16_t)port);
-		s->sin6_addr = in6addr_loopback;
-		o->len = sizeof *s;
-	}
-}
-
-/* "AF_INET 127.0.0.1 len=16" (no port) */
-static const char *adesc(const struct addr *a)
-{
-	static char b[4][128];
-	static int k;
-	char *o = b[k++ & 3];
-	char ip[INET6_ADDRSTRLEN] = "?";
-	const char *fam = "AF_?";
-	if (a->ss.ss_family == AF_INET) {
-		fam = "AF_INET";
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->ss)->sin_addr, ip, sizeof ip);
-	} else if (a->ss.ss_family == AF_INET6) {
-		fam = "AF_INET6";
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, ip, sizeof ip);
-	} else if (a->ss.ss_family == AF_UNSPEC) {
-		fam = "AF_UNSPEC";
-	}
-	snprintf(o, sizeof b[0], "%s %s len=%u port=%s", fam, ip, (unsigned)a->len, port_of(a) ? "set" : "0");
-	return o;
-}
-
-/* The same endpoint?  An IPv4 address equals its v4-mapped IPv6 form. */
-static bool same_ep(const struct addr *x, const struct addr *y)
-{
-	uint8_t ax[16], ay[16];
-	const struct addr *in[2] = { x, y };
-	uint8_t *out[2] = { ax, ay };
-	for (int i = 0; i < 2; i++) {
-		memset(out[i], 0, 16);
-		if (in[i]->ss.ss_family == AF_INET) {
-			out[i][10] = out[i][11] = 0xff;
-			memcpy(out[i] + 12, &((const struct sockaddr_in *)&in[i]->ss)->sin_addr, 4);
-		} else if (in[i]->ss.ss_family == AF_INET6) {
-			memcpy(out[i], &((const struct sockaddr_in6 *)&in[i]->ss)->sin6_addr, 16);
-		} else {
-			return false;
-		}
-	}
-	return port_of(x) == port_of(y) && memcmp(ax, ay, 16) == 0;
-}
-
-static void get_name(int fd, bool peer, struct addr *a)
-{
-	memset(a, 0, sizeof *a);
-	a->len = sizeof a->ss;
-	int r = peer ? getpeername(fd, (struct sockaddr *)&a->ss, &a->len)
-		     : getsockname(fd, (struct sockaddr *)&a->ss, &a->len);
-	if (r < 0) {
-		say("%s: %s", peer ? "getpeername" : "getsockname", rcs(r, errno));
-		memset(a, 0, sizeof *a);
-	}
-}
-
 /* ------------------------------------------------------------ sockets */
 
 static int listener(int fam, bool any, struct addr *out)
@@ -542,12 +230,6 @@ static int conn(const struct addr *a)
 	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
 		die("connect: %s", ename(errno));
 	return fd;
-}
-
-static void set_nonblock(int fd, bool on)
-{
-	int fl = fcntl(fd, F_GETFL);
-	fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
 }
 
 static ssize_t RECV(int fd, size_t n, int flags)
@@ -598,16 +280,6 @@ static void recv_exact(int fd, size_t n)
 	say("recv_exact(%zu) = \"%s\"", n, esc(buf, n));
 }
 
-static short POLL1(int fd, short ev, int ms)
-{
-	struct pollfd p = { fd, ev, 0 };
-	errno = 0;
-	int r = poll(&p, 1, ms);
-	int e = errno;
-	say("poll(%s, %dms) = %s revents=%s", evstr(ev), ms, rcs(r, e), evstr(p.revents));
-	return p.revents;
-}
-
 /* Wait (up to 5 s) until fd is readable; prints only a timeout. */
 static void wait_readable(int fd)
 {
@@ -616,87 +288,10 @@ static void wait_readable(int fd)
 		say("wait_readable: not readable within 5 s");
 }
 
-static void SELECT(int fd, bool r, bool w, bool x, int ms)
-{
-	fd_set rs, ws, xs;
-	FD_ZERO(&rs);
-	FD_ZERO(&ws);
-	FD_ZERO(&xs);
-	if (r)
-		FD_SET(fd, &rs);
-	if (w)
-		FD_SET(fd, &ws);
-	if (x)
-		FD_SET(fd, &xs);
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-	errno = 0;
-	int n = select(fd + 1, &rs, &ws, &xs, &tv);
-	int e = errno;
-	char want[16] = "", got[32] = "";
-	snprintf(want, sizeof want, "%s%s%s", r ? "r" : "", w ? "w" : "", x ? "x" : "");
-	if (n > 0)
-		snprintf(got, sizeof got, " ready:%s%s%s", FD_ISSET(fd, &rs) ? " read" : "",
-			 FD_ISSET(fd, &ws) ? " write" : "", FD_ISSET(fd, &xs) ? " except" : "");
-	say("select(%s, %dms) = %s%s", want, ms, rcs(n, e), got);
-}
-
-static void IOCTL_INT(int fd, unsigned long req, const char *name)
-{
-	int v = -7;
-	errno = 0;
-	int r = ioctl(fd, req, &v);
-	int e = errno;
-	if (r < 0)
-		say("ioctl(%s) = %s", name, rcs(r, e));
-	else
-		say("ioctl(%s) = %d, value %d", name, r, v);
-}
-#define ATMARK(fd) IOCTL_INT(fd, SIOCATMARK, "SIOCATMARK")
-#define FIONREAD_(fd) IOCTL_INT(fd, FIONREAD, "FIONREAD")
-
-static int GETINT(int fd, int lvl, int opt, const char *name)
-{
-	int v = -7;
-	socklen_t l = sizeof v;
-	errno = 0;
-	int r = getsockopt(fd, lvl, opt, &v, &l);
-	int e = errno;
-	if (r < 0)
-		say("getsockopt(%s) = %s", name, rcs(r, e));
-	else if (opt == SO_ERROR && lvl == SOL_SOCKET)
-		say("getsockopt(%s) = %d, value %s, len %u", name, r, v ? ename(v) : "0", (unsigned)l);
-	else
-		say("getsockopt(%s) = %d, value %d, len %u", name, r, v, (unsigned)l);
-	return v;
-}
-
-static void SETINT(int fd, int lvl, int opt, const char *name, int v)
-{
-	char label[96];
-	snprintf(label, sizeof label, "setsockopt(%s, %d)", name, v);
-	RC(label, setsockopt(fd, lvl, opt, &v, sizeof v));
-}
-
-static void EPW(int ep, int ms);
-static void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *label);
 static void EPCTL_(int ep, int fd);
 static void EPW_(int ep);
 
 /* ------------------------------------------------------------ streams */
-
-static inline uint8_t pat(uint64_t i, uint32_t seed)
-{
-	uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull + seed;
-	x ^= x >> 29;
-	x *= 0xBF58476D1CE4E5B9ull;
-	return (uint8_t)(x >> 40);
-}
-
-static void fill(uint8_t *b, size_t n, uint64_t pos, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		b[i] = pat(pos + i, seed);
-}
 
 static size_t send_stream(int fd, size_t total, uint32_t seed)
 {
@@ -722,44 +317,6 @@ static size_t send_stream(int fd, size_t total, uint32_t seed)
 	free(b);
 	say("sent %zu bytes (pattern %u)", total, seed);
 	return sent;
-}
-
-struct rx {
-	size_t got;
-	uint32_t fnv;
-	bool mismatch;
-	uint64_t bad_at;
-};
-
-static void rx_init(struct rx *r)
-{
-	memset(r, 0, sizeof *r);
-	r->fnv = 2166136261u;
-}
-
-static void rx_feed(struct rx *r, const uint8_t *b, size_t n, uint64_t start, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++) {
-		uint64_t pos = start + r->got + i;
-		if (!r->mismatch && b[i] != pat(pos, seed)) {
-			r->mismatch = true;
-			r->bad_at = pos;
-		}
-		r->fnv = (r->fnv ^ b[i]) * 16777619u;
-	}
-	r->got += n;
-}
-
-static void rx_say(const struct rx *r, const char *what)
-{
-	if (!what) { /* until EOF: the amount depends on the window, not printed */
-		say("received until EOF: pattern %s", r->mismatch ? "MISMATCH" : "ok");
-		return;
-	}
-	if (r->mismatch)
-		say("%s %zu bytes, checksum %08x, pattern MISMATCH at byte %" PRIu64, what, r->got, r->fnv, r->bad_at);
-	else
-		say("%s %zu bytes, checksum %08x, pattern ok", what, r->got, r->fnv);
 }
 
 /* Receive total bytes of pattern seed starting at stream position start;
@@ -1185,6 +742,36 @@ static void sc_refused_v6(void) { refused(AF_INET6); }
 
 /* ---- peek ------------------------------------------------------------- */
 
+/* ---- peek_sends: a peek looks past the first send's bytes -------------- */
+
+static void peek_sends_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "ab", 0);
+	SEND(fd, "cd", 0);
+	SEND(fd, "ef", 0);
+	tell();
+	await();
+	close(fd);
+}
+
+static void peek_sends_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	wait_readable(fd);
+	usleep(SETTLE_US);
+	RECV(fd, 5, MSG_PEEK);
+	RECV(fd, 100, MSG_PEEK | MSG_DONTWAIT);
+	RECV(fd, 1, 0);
+	RECV(fd, 100, MSG_PEEK);
+	RECV(fd, 100, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_peek_sends(void) { pair(AF_INET, peek_sends_srv, peek_sends_cli); }
+
 static void peek_srv(int lfd)
 {
 	int fd = acc(lfd);
@@ -1513,6 +1100,41 @@ static void zero_cli(const struct addr *a)
 }
 
 static void sc_zero_len(void) { pair(AF_INET, zero_srv, zero_cli); }
+
+/* read() and readv() of nothing return 0 before TCP is asked (the VFS),
+ * data or not, blocking or not; recv() of nothing is TCP's: EAGAIN */
+static void read_zero_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	close(fd);
+}
+
+static void read_zero_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char b[8];
+	struct iovec v[2] = { { b, 0 }, { b + 1, 0 } };
+	RC("read(0 bytes), nothing there", read(fd, b, 0));
+	RC("readv(2 empty iovecs), nothing there", readv(fd, v, 2));
+	set_nonblock(fd, true);
+	RC("read(0 bytes), nonblocking", read(fd, b, 0));
+	RC("readv(2 empty iovecs), nonblocking", readv(fd, v, 2));
+	RECV(fd, 0, 0);
+	set_nonblock(fd, false);
+	struct timeval tv = { 0, 20000 };
+	RC("setsockopt(SO_RCVTIMEO, 20 ms)", setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	RECV(fd, 0, 0); /* its wait times out: 0, the loop of nothing ended */
+	RECV(fd, 1, 0);
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	RC("writev(2 empty iovecs) after SHUT_WR", writev(fd, v, 2));
+	RC("write(0 bytes) after SHUT_WR", write(fd, b, 0));
+	RC("send(0 bytes) after SHUT_WR", send(fd, b, 0, MSG_NOSIGNAL));
+	tell();
+	close(fd);
+}
+
+static void sc_read_zero(void) { pair(AF_INET, read_zero_srv, read_zero_cli); }
 
 /* ---- shutdown_wr / shutdown_rd / shutdown_rdwr ------------------------- */
 
@@ -1893,6 +1515,51 @@ static void kill_unread_cli(const struct addr *a)
 
 static void sc_kill_unread(void) { pair(AF_INET, kill_unread_srv, kill_unread_cli); }
 
+/* the reader looked (FIONREAD: the switch takes the bytes out of its
+ * transport), then exits without close: a reset all the same */
+static void exit_unread_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "data", 0);
+	await();
+	reap(&g_client);
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	SEND(fd, "x", MSG_NOSIGNAL);
+	close(fd);
+}
+
+static void exit_unread_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	FIONREAD_(fd);
+	RECV(fd, 2, MSG_PEEK);
+	say("exit(0) without close, holding unread data");
+	tell();
+	exit(0);
+}
+
+static void sc_exit_unread(void) { pair(AF_INET, exit_unread_srv, exit_unread_cli); }
+
+/* SO_LINGER {1, 0}, then exit without close: a reset, as close would */
+static void exit_linger0_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	char b[16];
+	RC("recv", recv(fd, b, sizeof b, 0));
+	struct linger l = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	say("exit(0) without close");
+	tell();
+	exit(0);
+}
+
+static void sc_exit_linger0(void) { pair(AF_INET, exit_unread_srv, exit_linger0_cli); }
+
 /* ---- death without close(): exit, SIGKILL, a forked copy ---------------- */
 /* A process that ends without close() while holding nothing unread closes
  * its socket as close() would: the peer reads every byte, then EOF.  Only
@@ -2156,6 +1823,122 @@ static void oob_first_srv(int lfd)
 
 static void sc_oob_first(void) { pair(AF_INET, oob_first_srv, oob_send_cli); }
 
+/* FIONREAD counts up to the urgent mark (tcp_inq), unless the byte is inline */
+static void oob_fionread_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	FIONREAD_(fd);
+	RECV(fd, 1, 0);
+	FIONREAD_(fd);
+	RECV(fd, 100, 0);
+	FIONREAD_(fd);
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 1);
+	FIONREAD_(fd);
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 0);
+	RECV(fd, 100, MSG_OOB);
+	FIONREAD_(fd);
+	RECV(fd, 100, 0);
+	FIONREAD_(fd);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_fionread(void) { pair(AF_INET, oob_fionread_srv, oob_send_cli); }
+
+/* MSG_WAITALL does not cross the urgent mark either */
+static void oob_waitall_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECV(fd, 100, MSG_WAITALL);
+	RECV(fd, 1, MSG_WAITALL | MSG_PEEK);
+	RECV(fd, 100, MSG_OOB);
+	tell();
+	RECV(fd, 100, MSG_WAITALL);
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_waitall(void) { pair(AF_INET, oob_waitall_srv, oob_send_cli); }
+
+/* recvmsg of the urgent byte: msg_flags says MSG_OOB (and MSG_TRUNC
+ * without room for it) */
+static void RECVMSG_FLAGS(int fd, size_t n, int flags)
+{
+	char b[64];
+	struct iovec v = { b, n };
+	struct msghdr mh;
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &v;
+	mh.msg_iovlen = 1;
+	mh.msg_flags = -1;
+	errno = 0;
+	ssize_t r = recvmsg(fd, &mh, flags);
+	int e = errno;
+	say("recvmsg(%zu, %s) = %s%s%s msg_flags=%s", n, flagstr(flags), rcs(r, e), r > 0 ? " " : "",
+	    r > 0 ? esc(b, (size_t)r) : "", r >= 0 ? flagstr(mh.msg_flags) : "-");
+}
+
+static void oob_recvmsg_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECVMSG_FLAGS(fd, 0, MSG_OOB | MSG_PEEK);
+	RECVMSG_FLAGS(fd, 10, MSG_OOB | MSG_PEEK);
+	RECVMSG_FLAGS(fd, 10, MSG_OOB);
+	RECVMSG_FLAGS(fd, 10, MSG_OOB);
+	RECVMSG_FLAGS(fd, 10, 0);
+	tell();
+	RECVMSG_FLAGS(fd, 10, 0);
+	close(fd);
+}
+
+static void sc_oob_recvmsg(void) { pair(AF_INET, oob_recvmsg_srv, oob_send_cli); }
+
+/* splice from the socket into a pipe, and what it moved */
+static void SPLICE_OUT(int fd, size_t n)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		die("pipe: %s", ename(errno));
+	errno = 0;
+	ssize_t r = splice(fd, NULL, p[1], NULL, n, 0);
+	int e = errno;
+	char b[256] = "";
+	if (r > 0 && read(p[0], b, (size_t)r < sizeof b ? (size_t)r : sizeof b) < 0)
+		die("read pipe: %s", ename(errno));
+	if (r > 0)
+		say("splice(socket -> pipe, %zu) = %zd \"%s\"", n, r, esc(b, (size_t)r));
+	else
+		say("splice(socket -> pipe, %zu) = %s", n, rcs(r, e));
+	close(p[0]);
+	close(p[1]);
+}
+
+/* splice (tcp_read_sock) stops at urgent data and never passes the mark:
+ * 0 there (EAGAIN nonblocking), until a read skips the byte */
+static void oob_splice_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	SPLICE_OUT(fd, 100);
+	SPLICE_OUT(fd, 100);
+	set_nonblock(fd, true);
+	SPLICE_OUT(fd, 100);
+	RECV(fd, 100, MSG_OOB);
+	SPLICE_OUT(fd, 100);
+	set_nonblock(fd, false);
+	RECV(fd, 1, 0);
+	SPLICE_OUT(fd, 100);
+	tell();
+	SPLICE_OUT(fd, 100);
+	close(fd);
+}
+
+static void sc_oob_splice(void) { pair(AF_INET, oob_splice_srv, oob_send_cli); }
+
 static void oob_inline_srv(int lfd)
 {
 	int fd = acc(lfd);
@@ -2208,6 +1991,89 @@ static void oob_twice_common(int fd)
 	RECV(fd, 100, 0);
 	close(fd);
 }
+
+/* two urgent bytes, then plain reads only: the newer mark moved when it
+ * came, so the first read returns the older urgent byte as data */
+static void oob_twice_read_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECV(fd, 100, 0);
+	RECV(fd, 100, 0);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void sc_oob_twice_read(void) { pair(AF_INET, oob_twice_read_srv, oob_twice_cli); }
+
+/* a reader standing at an urgent mark when a newer urgent byte comes: the
+ * older byte is skipped (tcp_check_urg), neither data nor out of band */
+static void oob_at_mark_srv(int lfd)
+{
+	int fd = acc(lfd);
+	oob_wait(fd);
+	RECV(fd, 100, 0);
+	ATMARK(fd);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	RECV(fd, 100, 0);
+	RECV(fd, 100, MSG_OOB);
+	RECV(fd, 100, MSG_DONTWAIT);
+	tell();
+	RECV(fd, 100, 0);
+	close(fd);
+}
+
+static void oob_at_mark_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	SEND(fd, "ab", MSG_OOB);
+	tell();
+	await();
+	SEND(fd, "xyc", MSG_OOB);
+	tell();
+	await();
+	close(fd);
+}
+
+static void sc_oob_at_mark(void) { pair(AF_INET, oob_at_mark_srv, oob_at_mark_cli); }
+
+/* MSG_PEEK|MSG_WAITALL waits for the whole amount, then peeks it */
+static void peek_waitall_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "ab", 0);
+	tell();
+	await(); /* the client waits in its peek for 4 bytes */
+	usleep(SETTLE_US);
+	SEND(fd, "cd", 0);
+	tell();
+	await();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	await();
+	close(fd);
+}
+
+static void peek_waitall_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	wait_readable(fd);
+	RECV(fd, 4, MSG_PEEK | MSG_WAITALL | MSG_DONTWAIT);
+	tell();
+	RECV(fd, 4, MSG_PEEK | MSG_WAITALL); /* returns when "cd" came */
+	RECV(fd, 3, 0);
+	tell();
+	RECV(fd, 8, MSG_PEEK | MSG_WAITALL); /* "d", then the FIN ends the wait */
+	RECV(fd, 8, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_peek_waitall(void) { pair(AF_INET, peek_waitall_srv, peek_waitall_cli); }
 
 static void oob_twice_srv(int lfd)
 {
@@ -2363,33 +2229,6 @@ static void select_srv(int lfd)
 }
 
 static void sc_select(void) { pair(AF_INET, select_srv, ready_cli); }
-
-static void EPW(int ep, int ms)
-{
-	struct epoll_event ev[4];
-	memset(ev, 0, sizeof ev);
-	errno = 0;
-	int n = epoll_wait(ep, ev, 4, ms);
-	int e = errno;
-	if (n <= 0) {
-		say("epoll_wait(%dms) = %s", ms, rcs(n, e));
-		return;
-	}
-	char list[256] = "";
-	for (int i = 0; i < n; i++)
-		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s data=%" PRIu64, i ? ", " : "",
-			 epstr(ev[i].events), (uint64_t)ev[i].data.u64);
-	say("epoll_wait(%dms) = %d [%s]", ms, n, list);
-}
-
-static void EPCTL(int ep, int op, int fd, uint32_t events, uint64_t data, const char *label)
-{
-	struct epoll_event ev;
-	memset(&ev, 0, sizeof ev);
-	ev.events = events;
-	ev.data.u64 = data;
-	RC(label, epoll_ctl(ep, op, fd, &ev));
-}
 
 static void epoll_lt_srv(int lfd)
 {
@@ -2887,24 +2726,6 @@ static void opts_cli(const struct addr *a)
 
 static void sc_sockopts(void) { pair(AF_INET, opts_srv, opts_cli); }
 
-static const char *tcpstate(int s)
-{
-	static const char *n[] = { "?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2",
-				   "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING" };
-	return s >= 0 && s < (int)(sizeof n / sizeof n[0]) ? n[s] : "??";
-}
-
-static void TCPINFO(int fd)
-{
-	struct tcp_info ti;
-	memset(&ti, 0, sizeof ti);
-	socklen_t l = sizeof ti;
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
-		say("getsockopt(TCP_INFO) = %s", rcs(-1, errno));
-	else
-		say("getsockopt(TCP_INFO): tcpi_state %s", tcpstate(ti.tcpi_state));
-}
-
 static void tcpinfo_srv(int lfd)
 {
 	TCPINFO(lfd);
@@ -3105,6 +2926,64 @@ static void fork_cli(const struct addr *a)
 }
 
 static void sc_fork_after_connect(void) { pair(AF_INET, fork_srv, fork_cli); }
+
+/* ---- fork_opts: the socket's options are the open file's, shared by the
+ * processes after fork: a timeout or O_NONBLOCK one of them sets holds for
+ * the other, and SO_LINGER 0 makes the last close a reset ------------- */
+
+static int g_po[2], g_op[2]; /* parent -> child, child -> parent */
+
+static void opts_child(void *arg)
+{
+	(void)arg;
+	char c;
+	if (read(g_po[0], &c, 1) != 1) /* the parent set SO_RCVTIMEO */
+		die("parent went away");
+	RECV(g_fd, 10, 0); /* nothing comes: the parent's 50 ms timeout */
+	int fl = fcntl(g_fd, F_GETFL);
+	RC("fcntl(O_NONBLOCK on)", fcntl(g_fd, F_SETFL, fl | O_NONBLOCK));
+	if (write(g_op[1], "!", 1) != 1)
+		die("pipe");
+	if (read(g_po[0], &c, 1) != 1) /* the parent set SO_LINGER {1, 0} and closed its copy */
+		die("parent went away");
+	say("exiting without close (the last holder)");
+}
+
+static void fork_opts_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void fork_opts_cli(const struct addr *a)
+{
+	g_fd = conn(a);
+	if (pipe(g_po) < 0 || pipe(g_op) < 0)
+		die("pipe");
+	struct proc ch = spawn("client-child", opts_child, NULL);
+	struct timeval tv = { 0, 50000 };
+	RC("setsockopt(SO_RCVTIMEO, 50 ms)", setsockopt(g_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+	if (write(g_po[1], "!", 1) != 1)
+		die("pipe");
+	char c;
+	if (read(g_op[0], &c, 1) != 1) /* the child set O_NONBLOCK */
+		die("child went away");
+	RECV(g_fd, 10, 0); /* the child's O_NONBLOCK: at once */
+	struct linger l = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(g_fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	RC("close its copy", close(g_fd));
+	if (write(g_po[1], "!", 1) != 1)
+		die("pipe");
+	reap(&ch);
+	tell();
+}
+
+static void sc_fork_opts(void) { pair(AF_INET, fork_opts_srv, fork_opts_cli); }
 
 static void keep_child(void *arg)
 {
@@ -3859,6 +3738,162 @@ static void sendfile_nb_cli(const struct addr *a)
 
 static void sc_sendfile_nb(void) { pair(AF_INET, sendfile_nb_srv, sendfile_nb_cli); }
 
+/* ---- more_poll: a request left held by MSG_MORE reaches a peer asleep in
+ * poll when the 200 ms ceiling passes (kernel TCP's timer), and its reply
+ * comes back: no one waits forever ------------------------------------- */
+
+static void more_poll_srv(int lfd)
+{
+	int fd = acc(lfd);
+	tell();
+	uint64_t t0 = now_ms();
+	POLL1(fd, POLLIN, 10000);
+	say("woken well before the timeout (within 3 s): %s", now_ms() - t0 < 3000 ? "yes" : "no");
+	recv_exact(fd, 3);
+	SEND(fd, "reply", 0);
+	await();
+	close(fd);
+}
+
+static void more_poll_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	usleep(SETTLE_US); /* the server sleeps in poll by now */
+	SEND(fd, "req", MSG_MORE);
+	struct pollfd p = { fd, POLLIN, 0 };
+	RC("poll(POLLIN, 5000ms) for the reply", poll(&p, 1, 5000));
+	recv_exact(fd, 5);
+	tell();
+	close(fd);
+}
+
+static void sc_more_poll(void) { pair(AF_INET, more_poll_srv, more_poll_cli); }
+
+/* ---- cork_twice: TCP_CORK left on; each held send reaches a peer asleep
+ * in poll when its own 200 ms are over (the second hold too) ---------- */
+
+static void cork_twice_srv(int lfd)
+{
+	int fd = acc(lfd);
+	for (int i = 0; i < 2; i++) {
+		tell();
+		uint64_t t0 = now_ms();
+		POLL1(fd, POLLIN, 10000);
+		say("woken well before the timeout (within 3 s): %s", now_ms() - t0 < 3000 ? "yes" : "no");
+		recv_exact(fd, 1);
+	}
+	tell();
+	await();
+	close(fd);
+}
+
+static void cork_twice_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int one = 1;
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	await();
+	usleep(SETTLE_US); /* the server sleeps in poll by now */
+	SEND(fd, "a", 0);
+	await(); /* it took "a" (after the 200 ms ceiling) */
+	usleep(SETTLE_US);
+	SEND(fd, "b", 0);
+	await();
+	tell();
+	close(fd);
+}
+
+static void sc_cork_twice(void) { pair(AF_INET, cork_twice_srv, cork_twice_cli); }
+
+/* ---- cork_reset / cork_linger0: a reset sends nothing corked ------------ */
+
+static void cork_reset_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "unread", 0);
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLOUT | POLLRDHUP, 0);
+	RECV(fd, 64, 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void cork_reset_common(int fd, bool linger0)
+{
+	int one = 1;
+	RC("setsockopt(TCP_CORK, 1)", setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one));
+	SEND(fd, "held", 0);
+	if (linger0) {
+		struct linger l = { 1, 0 };
+		RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	}
+	RC("close", close(fd));
+	tell();
+}
+
+/* closed with our data unread: the reset goes, the corked bytes do not */
+static void cork_reset_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	cork_reset_common(fd, false);
+}
+
+static void cork_linger0_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	char b[16];
+	RC("recv", recv(fd, b, sizeof b, 0));
+	cork_reset_common(fd, true);
+}
+
+static void sc_cork_reset(void) { pair(AF_INET, cork_reset_srv, cork_reset_cli); }
+static void sc_cork_linger0(void) { pair(AF_INET, cork_reset_srv, cork_linger0_cli); }
+
+/* ---- sendfile_nothing: nothing to read is 0, whatever the socket says ---- */
+
+static void sendfile_nothing_srv(int lfd)
+{
+	int fd = acc(lfd);
+	recv_exact(fd, 10);
+	RECV(fd, 100, 0);
+	await();
+	struct linger l = { 1, 0 };
+	RC("setsockopt(SO_LINGER, {1, 0})", setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l));
+	RC("close (a reset)", close(fd));
+	tell();
+}
+
+static void sendfile_nothing_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	int f = pattern_file(10, 7);
+	off_t off = 0;
+	RC("sendfile(0)", sendfile(fd, f, &off, 0));
+	RC("sendfile(10)", sendfile(fd, f, &off, 10));
+	RC("sendfile(10) at the file's end", sendfile(fd, f, &off, 10));
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	RC("sendfile(0) after SHUT_WR", sendfile(fd, f, &off, 0));
+	RC("sendfile(10) at the file's end after SHUT_WR", sendfile(fd, f, &off, 10));
+	off = 0;
+	RC("sendfile(10) after SHUT_WR", sendfile(fd, f, &off, 10));
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	tell();
+	await();
+	usleep(SETTLE_US);
+	RC("sendfile(0) after a reset", sendfile(fd, f, &off, 0));
+	RC("sendfile(10) from a write-only descriptor", sendfile(fd, open("/dev/null", O_WRONLY), NULL, 10));
+	RC("sendfile(0) from a write-only descriptor", sendfile(fd, open("/dev/null", O_WRONLY), NULL, 0));
+	say("SIGPIPE count: %d", (int)n_sigpipe);
+	close(f);
+	close(fd);
+}
+
+static void sc_sendfile_nothing(void) { pair(AF_INET, sendfile_nothing_srv, sendfile_nothing_cli); }
+
 /* ---- splice: pipe -> socket and socket -> pipe --------------------------- */
 
 static void say_pipe(int pfd, size_t n, uint32_t seed)
@@ -4282,32 +4317,7 @@ static void set_listen_opt(int fd)
 /* Nonblocking sends until EAGAIN persists past a few settles; the total. */
 static size_t fill_nb(int fd)
 {
-	set_nonblock(fd, true);
-	uint8_t b[16 * KiB];
-	memset(b, 'f', sizeof b);
-	size_t total = 0;
-	bool eagain = false;
-	for (int round = 0; round < 3; round++) {
-		eagain = false;
-		while (total < 64 * MiB) {
-			ssize_t w = send(fd, b, sizeof b, 0);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				eagain = errno == EAGAIN;
-				if (!eagain)
-					say("send: %s", ename(errno));
-				break;
-			}
-			total += (size_t)w;
-		}
-		usleep(SETTLE_US);
-	}
-	set_nonblock(fd, false);
-	say("nonblocking sender stopped by EAGAIN: %s", eagain ? "yes" : "no");
-	if (getenv("SEM_EXACT"))
-		say("exact sent: %zu", total);
-	return total;
+	return fill_nonblocking(fd, SETTLE_US);
 }
 
 static void say_bucket(const char *what, size_t n)
@@ -4448,6 +4458,308 @@ static void dup_twice_srv(int lfd)
 
 static void sc_epoll_dup_twice(void) { pair(AF_INET, dup_twice_srv, dup_twice_cli); }
 
+/* ---- shut_wakes_*: a shutdown wakes the threads asleep on the socket -------
+ * Another thread of the process (or the peer) shuts the socket down while a
+ * thread sleeps in recv, send, poll, select, epoll_wait or accept: the
+ * kernel wakes it at once (sk_state_change), and it returns what the new
+ * state says, or sleeps on when that changes nothing for it.  The sleeper
+ * has slept a while first (1.2 s: a sleep that only ends by itself would
+ * end up to a second later); "within 0.3 s" is a margin, not a figure. */
+
+enum { SW_RECV, SW_SEND, SW_POLL, SW_SELECT, SW_EPOLL, SW_ACCEPT };
+
+struct sleeper {
+	int fd, kind;
+	short events;         /* SW_POLL, SW_SELECT (POLLIN: read set, POLLOUT: write set), SW_EPOLL */
+	long r;               /* recv/send/poll/select/epoll_wait/accept's result (SW_SEND: the last send's) */
+	int err;
+	short revents;        /* poll revents, epoll events (low bits), select: POLLIN/POLLOUT ready */
+	size_t sent;          /* SW_SEND: bytes the blocking sends took */
+	_Atomic int done;
+	pthread_t th;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *w = arg;
+	char buf[64 * 1024];
+	memset(buf, 's', sizeof buf);
+	errno = 0;
+	switch (w->kind) {
+	case SW_RECV:
+		w->r = recv(w->fd, buf, sizeof buf, 0);
+		break;
+	case SW_SEND: /* until a send fails: a blocked one may return a part first */
+		while ((w->r = send(w->fd, buf, sizeof buf, MSG_NOSIGNAL)) > 0)
+			w->sent += (size_t)w->r;
+		break;
+	case SW_POLL: {
+		struct pollfd p = { w->fd, w->events, 0 };
+		w->r = poll(&p, 1, 2000);
+		w->revents = p.revents;
+		break;
+	}
+	case SW_SELECT: {
+		fd_set rs, ws;
+		FD_ZERO(&rs);
+		FD_ZERO(&ws);
+		if (w->events & POLLIN)
+			FD_SET(w->fd, &rs);
+		if (w->events & POLLOUT)
+			FD_SET(w->fd, &ws);
+		struct timeval tv = { 2, 0 };
+		w->r = select(w->fd + 1, &rs, &ws, NULL, &tv);
+		w->revents = (short)((FD_ISSET(w->fd, &rs) ? POLLIN : 0) | (FD_ISSET(w->fd, &ws) ? POLLOUT : 0));
+		break;
+	}
+	case SW_EPOLL: {
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+		struct epoll_event ev = { .events = (uint32_t)w->events };
+		epoll_ctl(ep, EPOLL_CTL_ADD, w->fd, &ev);
+		w->r = epoll_wait(ep, &ev, 1, 2000);
+		w->revents = w->r > 0 ? (short)ev.events : 0;
+		close(ep);
+		break;
+	}
+	case SW_ACCEPT:
+		w->r = accept(w->fd, NULL, NULL);
+		break;
+	}
+	w->err = errno;
+	atomic_store(&w->done, 1);
+	return NULL;
+}
+
+static void sleeper_start(struct sleeper *w, int fd, int kind, short events)
+{
+	memset(w, 0, sizeof *w);
+	w->fd = fd;
+	w->kind = kind;
+	w->events = events;
+	if (pthread_create(&w->th, NULL, sleeper_main, w) != 0)
+		die("pthread_create: %s", ename(errno));
+}
+
+/* Has it returned within ms? */
+static bool sleeper_within(struct sleeper *w, int ms)
+{
+	uint64_t t0 = now_ms();
+	while (!atomic_load(&w->done) && now_ms() - t0 < (uint64_t)ms)
+		usleep(1000);
+	return atomic_load(&w->done);
+}
+
+static const char *sleeper_what(const struct sleeper *w)
+{
+	static const char *n[] = { "recv", "send", "poll", "select", "epoll_wait", "accept" };
+	return n[w->kind];
+}
+
+/* Joins it and says what its call returned. */
+static void sleeper_say(struct sleeper *w)
+{
+	pthread_join(w->th, NULL);
+	const char *what = sleeper_what(w);
+	if (w->kind == SW_POLL || w->kind == SW_SELECT)
+		say("%s(%s) = %s ready %s", what, evstr(w->events), rcs(w->r, w->err), evstr(w->revents));
+	else if (w->kind == SW_EPOLL)
+		say("%s(%s) = %s events %s", what, epstr((uint32_t)(unsigned short)w->events), rcs(w->r, w->err),
+		    epstr((uint32_t)(unsigned short)w->revents));
+	else if (w->kind == SW_ACCEPT)
+		say("%s = %s", what, w->r >= 0 ? "a connection" : rcs(w->r, w->err));
+	else
+		say("%s = %s", what, rcs(w->r, w->err));
+	if (w->kind == SW_ACCEPT && w->r >= 0)
+		close((int)w->r);
+}
+
+/* shutdown(how) while w sleeps: it must go on sleeping (wake false) or
+ * return within 0.3 s. */
+static void shut_and_see(int fd, int how, const char *name, struct sleeper *w, bool wake)
+{
+	RC(name, shutdown(fd, how));
+	if (wake)
+		say("%s returned within 0.3 s: %s", sleeper_what(w), sleeper_within(w, 300) ? "yes" : "no");
+	else
+		say("%s still asleep 0.1 s later: %s", sleeper_what(w), sleeper_within(w, 100) ? "no" : "yes");
+}
+
+/* Nonblocking sends until the window is shut for good: the receiver does
+ * not read, and what was in flight is acknowledged (no POLLOUT later). */
+static void fill_window(int fd)
+{
+	char b[64 * 1024];
+	memset(b, 'f', sizeof b);
+	set_nonblock(fd, true);
+	for (int round = 0; round < 40; round++) {
+		size_t n = 0;
+		ssize_t w;
+		while ((w = send(fd, b, sizeof b, MSG_NOSIGNAL)) > 0)
+			n += (size_t)w;
+		if (round && !n)
+			break;
+		usleep(SETTLE_US);
+	}
+	set_nonblock(fd, false);
+}
+
+static void shut_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* the client is done: close (maybe with its data unread) */
+	close(fd);
+	tell();
+}
+
+static void shut_recv_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct sleeper w;
+	sleeper_start(&w, fd, SW_RECV, 0);
+	usleep(1200 * 1000);
+	shut_and_see(fd, SHUT_WR, "shutdown(SHUT_WR) while another thread sleeps in recv", &w, false);
+	shut_and_see(fd, SHUT_RD, "shutdown(SHUT_RD) while another thread sleeps in recv", &w, true);
+	sleeper_say(&w);
+	tell();
+	await();
+	close(fd);
+}
+
+static void sc_shut_wakes_recv(void) { pair(AF_INET, shut_srv, shut_recv_cli); }
+
+static void shut_send_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	fill_window(fd);
+	struct sleeper w;
+	sleeper_start(&w, fd, SW_SEND, 0);
+	usleep(1200 * 1000);
+	shut_and_see(fd, SHUT_RD, "shutdown(SHUT_RD) while another thread sleeps in send", &w, false);
+	shut_and_see(fd, SHUT_WR, "shutdown(SHUT_WR) while another thread sleeps in send", &w, true);
+	sleeper_say(&w);
+	tell();
+	await();
+	close(fd);
+}
+
+static void sc_shut_wakes_send(void) { pair(AF_INET, shut_srv, shut_send_cli); }
+
+/* For each of poll, select and epoll_wait, two connections with a full
+ * window: a wait for input sleeps on through SHUT_WR and wakes at SHUT_RD
+ * (readable, RDHUP); a wait for output sleeps on through SHUT_RD and wakes
+ * at SHUT_WR (epoll_wait: SHUT_RDWR). */
+#define SHUT_POLL_CONNS 6
+static void shut_poll_srv(int lfd)
+{
+	int fds[SHUT_POLL_CONNS];
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		fds[i] = acc(lfd);
+	await();
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		close(fds[i]);
+	tell();
+}
+
+static void shut_poll_cli(const struct addr *a)
+{
+	static const int kinds[3] = { SW_POLL, SW_SELECT, SW_EPOLL };
+	int fds[SHUT_POLL_CONNS];
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		fds[i] = conn(a);
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		fill_window(fds[i]);
+	for (int i = 0; i < 3; i++) {
+		int in = fds[2 * i], out = fds[2 * i + 1];
+		struct sleeper w;
+		sleeper_start(&w, in, kinds[i], kinds[i] == SW_SELECT ? POLLIN : POLLIN | POLLRDHUP);
+		usleep(200 * 1000);
+		shut_and_see(in, SHUT_WR, "shutdown(SHUT_WR) while another thread waits for input", &w, false);
+		shut_and_see(in, SHUT_RD, "shutdown(SHUT_RD) while another thread waits for input", &w, true);
+		sleeper_say(&w);
+		sleeper_start(&w, out, kinds[i], POLLOUT);
+		usleep(200 * 1000);
+		shut_and_see(out, SHUT_RD, "shutdown(SHUT_RD) while another thread waits for output", &w, false);
+		if (kinds[i] == SW_EPOLL)
+			shut_and_see(out, SHUT_RDWR, "shutdown(SHUT_RDWR) while another thread waits for output", &w, true);
+		else
+			shut_and_see(out, SHUT_WR, "shutdown(SHUT_WR) while another thread waits for output", &w, true);
+		sleeper_say(&w);
+	}
+	tell();
+	await();
+	for (int i = 0; i < SHUT_POLL_CONNS; i++)
+		close(fds[i]);
+}
+
+static void sc_shut_wakes_poll(void) { pair(AF_INET, shut_poll_srv, shut_poll_cli); }
+
+/* A thread asleep in accept: SHUT_WR leaves it asleep (a connection still
+ * comes through), SHUT_RD makes accept fail with EINVAL. */
+static void shut_accept_srv(int lfd)
+{
+	struct sleeper w;
+	sleeper_start(&w, lfd, SW_ACCEPT, 0);
+	usleep(200 * 1000);
+	shut_and_see(lfd, SHUT_WR, "shutdown(SHUT_WR) of the listener while another thread sleeps in accept", &w, false);
+	tell(); /* the client connects */
+	say("accept returned within 3 s: %s", sleeper_within(&w, 3000) ? "yes" : "no");
+	sleeper_say(&w);
+	sleeper_start(&w, lfd, SW_ACCEPT, 0);
+	usleep(200 * 1000);
+	shut_and_see(lfd, SHUT_RD, "shutdown(SHUT_RD) of the listener while another thread sleeps in accept", &w, true);
+	sleeper_say(&w);
+	tell();
+	await();
+}
+
+static void shut_accept_cli(const struct addr *a)
+{
+	await();
+	int fd = conn(a);
+	await();
+	tell();
+	close(fd);
+}
+
+static void sc_shut_wakes_accept(void) { pair(AF_INET, shut_accept_srv, shut_accept_cli); }
+
+/* The peer's shutdown: its SHUT_WR (a FIN) wakes our recv with 0; its
+ * close with our data unread (a reset) wakes our blocked send. */
+static void shut_peer_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* the client sleeps in recv */
+	usleep(1200 * 1000);
+	tell();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	await(); /* the client sleeps in send */
+	usleep(1200 * 1000);
+	tell();
+	RC("close with unread data", close(fd));
+	await();
+}
+
+static void shut_peer_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	struct sleeper w;
+	sleeper_start(&w, fd, SW_RECV, 0);
+	tell();
+	await(); /* the peer shuts down now */
+	say("recv returned within 0.3 s of the peer's SHUT_WR: %s", sleeper_within(&w, 300) ? "yes" : "no");
+	sleeper_say(&w);
+	fill_window(fd);
+	sleeper_start(&w, fd, SW_SEND, 0);
+	tell();
+	await(); /* the peer closes now */
+	say("send returned within 0.3 s of the peer's close: %s", sleeper_within(&w, 300) ? "yes" : "no");
+	sleeper_say(&w);
+	tell();
+	close(fd);
+}
+
+static void sc_shut_wakes_peer(void) { pair(AF_INET, shut_peer_srv, shut_peer_cli); }
+
 /* ================================================================ table */
 
 struct scenario {
@@ -4471,6 +4783,8 @@ static const struct scenario scenarios[] = {
 	{ "refused_v4", sc_refused_v4, "no listener: ECONNREFUSED blocking and nonblocking; reconnect works" },
 	{ "refused_v6", sc_refused_v6, "same over IPv6" },
 	{ "peek", sc_peek, "MSG_PEEK then normal reads; peek at EOF" },
+	{ "peek_sends", sc_peek_sends, "MSG_PEEK sees the bytes of several sends at once" },
+	{ "peek_waitall", sc_peek_waitall, "MSG_PEEK|MSG_WAITALL waits for all of it (or the end), then peeks it" },
 	{ "waitall", sc_waitall, "MSG_WAITALL across 10 small sends; at EOF" },
 	{ "dontwait", sc_dontwait, "MSG_DONTWAIT, O_NONBLOCK, FIONBIO" },
 	{ "rcvtimeo", sc_rcvtimeo, "SO_RCVTIMEO 200 ms: EAGAIN, then data" },
@@ -4478,6 +4792,7 @@ static const struct scenario scenarios[] = {
 	{ "nb_fill", sc_nb_fill, "nonblocking sender fills the window: EAGAIN, POLLOUT after drain, totals" },
 	{ "fionread", sc_fionread, "FIONREAD/SIOCINQ before, after arrival, after partial reads, at EOF" },
 	{ "zero_len", sc_zero_len, "zero-length send/recv/read/write" },
+	{ "read_zero", sc_read_zero, "read()/readv()/writev() of nothing return 0 at once; recv() says EAGAIN, write() EPIPE" },
 	{ "shutdown_wr", sc_shutdown_wr, "SHUT_WR half-close: data then EOF, reply still flows, EPIPE, POLLRDHUP" },
 	{ "shutdown_rd", sc_shutdown_rd, "SHUT_RD: recv 0, sending still works" },
 	{ "shutdown_rdwr", sc_shutdown_rdwr, "SHUT_RDWR, and shutdown with a bad how" },
@@ -4499,9 +4814,17 @@ static const struct scenario scenarios[] = {
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
 	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
+	{ "exit_unread", sc_exit_unread, "peer looked at our data (FIONREAD, MSG_PEEK), then exits without close: a reset" },
+	{ "exit_linger0", sc_exit_linger0, "SO_LINGER {1, 0}, then exit without close: a reset" },
 	{ "oob", sc_oob, "urgent byte: EINVAL before, POLLPRI/except, SIOCATMARK, read up to the mark, MSG_OOB" },
 	{ "oob_first", sc_oob_first, "urgent byte read before the normal data" },
+	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
+	{ "oob_recvmsg", sc_oob_recvmsg, "recvmsg of the urgent byte: msg_flags MSG_OOB (MSG_TRUNC without room)" },
+	{ "oob_waitall", sc_oob_waitall, "MSG_WAITALL stops at the urgent mark" },
+	{ "oob_splice", sc_oob_splice, "splice from the socket stops at the urgent mark and never passes it" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
+	{ "oob_twice_read", sc_oob_twice_read, "two urgent bytes, plain reads only: the older byte reads as data" },
+	{ "oob_at_mark", sc_oob_at_mark, "a newer urgent byte while the reader stands at the older mark: that byte is skipped" },
 	{ "oob_twice", sc_oob_twice, "two urgent bytes before the reader looks" },
 	{ "oob_twice_inline", sc_oob_twice_inline, "two urgent bytes, SO_OOBINLINE" },
 	{ "oob_multibyte", sc_oob_multibyte, "send(\"xyz\", MSG_OOB): only the last byte is urgent" },
@@ -4526,6 +4849,7 @@ static const struct scenario scenarios[] = {
 	{ "dup2", sc_dup2, "dup2 and F_DUPFD_CLOEXEC copies carry the connection" },
 	{ "dup2_replace", sc_dup2_replace, "dup2 onto another connection's fd closes that connection" },
 	{ "fork_after_connect", sc_fork_after_connect, "child writes, parent closes its copy: data, then EOF when the child exits" },
+	{ "fork_opts", sc_fork_opts, "after fork a timeout, O_NONBLOCK, SO_LINGER 0 one process sets hold for the other" },
 	{ "fork_parent_keeps", sc_fork_parent_keeps, "child exits, parent still holds: no EOF until the parent closes" },
 	{ "exec_inherit", sc_exec_inherit, "fork+exec with an inherited connected socket" },
 	{ "scm_rights", sc_scm_rights, "a connected socket sent over SCM_RIGHTS: the receiver talks to the peer, sees its names, EOF" },
@@ -4540,7 +4864,12 @@ static const struct scenario scenarios[] = {
 	{ "cork", sc_cork, "TCP_CORK holds a header + sendfile until uncork; MSG_MORE; full segments; NODELAY; 200 ms ceiling" },
 	{ "cork_inherit", sc_cork_inherit, "TCP_CORK set before connect, and on a listener (accepted sockets inherit it)" },
 	{ "cork_close", sc_cork_close, "close while corked: the held bytes arrive, then EOF" },
+	{ "more_poll", sc_more_poll, "a request held by MSG_MORE reaches a peer asleep in poll after 200 ms; the reply comes back" },
+	{ "cork_twice", sc_cork_twice, "TCP_CORK left on: each held send reaches a peer asleep in poll after 200 ms" },
+	{ "cork_reset", sc_cork_reset, "corked bytes, then close with unread data: the reset goes, the corked bytes never do" },
+	{ "cork_linger0", sc_cork_linger0, "corked bytes, then SO_LINGER 0 close: the reset goes, the corked bytes never do" },
 	{ "sendfile_nb", sc_sendfile_nb, "nonblocking sendfile into a full window: partial count, EAGAIN, offsets" },
+	{ "sendfile_nothing", sc_sendfile_nothing, "sendfile of nothing (count 0, the file's end) is 0 after SHUT_WR or a reset" },
 	{ "splice", sc_splice, "splice pipe -> socket and socket -> pipe: counts, EAGAIN, EOF, bad offsets" },
 	{ "unread_idle", sc_unread_idle, "unread data while waiting for POLLPRI / after an ET edge: sleeps, no busy loop" },
 	{ "epoll_close_dup", sc_epoll_close_dup, "a registered fd closed while a dup is open stays in the set until the last close" },
@@ -4552,6 +4881,11 @@ static const struct scenario scenarios[] = {
 	{ "epoll_hup_reset", sc_epoll_hup_reset, "peer reset: ERR|HUP wakes an epoll_wait with interest 0; every interest set" },
 	{ "rcvbuf_connect", sc_rcvbuf_connect, "SO_RCVBUF 16 KiB before connect: the receiver's queue stays small" },
 	{ "rcvbuf_listen", sc_rcvbuf_listen, "SO_RCVBUF/SO_SNDBUF on the listener: the accepted socket inherits them" },
+	{ "shut_wakes_recv", sc_shut_wakes_recv, "another thread's SHUT_RD wakes a recv asleep 1.2 s (SHUT_WR does not): 0" },
+	{ "shut_wakes_send", sc_shut_wakes_send, "another thread's SHUT_WR wakes a send blocked on a full window (SHUT_RD does not): EPIPE" },
+	{ "shut_wakes_poll", sc_shut_wakes_poll, "another thread's shutdown wakes poll, select and epoll_wait waiting for input (SHUT_RD) or output (SHUT_WR)" },
+	{ "shut_wakes_accept", sc_shut_wakes_accept, "another thread's SHUT_RD of a listener makes a sleeping accept fail (EINVAL); SHUT_WR does not" },
+	{ "shut_wakes_peer", sc_shut_wakes_peer, "the peer's SHUT_WR wakes a recv asleep 1.2 s (0); its close with data unread wakes a blocked send" },
 	{ "epoll_dup_twice", sc_epoll_dup_twice, "a socket and its dup in one epoll set (LT and ET): one arrival reports both" },
 };
 

@@ -11,7 +11,8 @@ import json
 import sys
 
 REQUIRED = ["pid", "fd", "local", "remote", "provider", "state", "bytes_sent",
-            "bytes_received", "fallback_reason"]
+            "bytes_received", "ring_resident", "fallback_reason", "regcache_hits", "regcache_misses",
+            "regcache_evictions", "regcache_invalidations"]
 
 
 def match(o, conds):

@@ -1,4 +1,4 @@
-/* test_regcache.c — registration cache: hits, page rounding, revoke, LRU, invalidation, flush, failures. */
+/* test_regcache.c — registration cache: hits, page rounding, revoke, LRU, bounds in entries and bytes, the cache off, invalidation (direct and through the lock-free log), flush, failures, process totals. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -116,7 +116,7 @@ static struct fake *new_fake(void)
 static struct ssw_regcache *mk(struct fake **fp, size_t max)
 {
 	struct fake *f = *fp = new_fake();
-	struct ssw_regcache *rc = ssw_regcache_new(max, &fake_ops, f);
+	struct ssw_regcache *rc = ssw_regcache_new(max, 0, &fake_ops, f);
 	assert_non_null(rc);
 	return rc;
 }
@@ -354,7 +354,7 @@ static void test_remote_put_revokes(void **state)
 
 	/* Without a revoke callback the generation still moves. */
 	f = new_fake();
-	rc = ssw_regcache_new(4, &fake_ops_norevoke, f);
+	rc = ssw_regcache_new(4, 0, &fake_ops_norevoke, f);
 	assert_non_null(rc);
 	r = get(rc, 0x100000, 100, WR);
 	g0 = r->generation;
@@ -517,6 +517,10 @@ static void test_invalidate_all_two_caches(void **state)
 	touch(c2, 0x500000, 1, 0);
 
 	ssw_regcache_invalidate_all(A(0x300000), 0x10000);
+	/* logged: each cache applies it before its next lookup */
+	assert_int_equal(f1->ndereg, 0);
+	ssw_regcache_sync(c1);
+	ssw_regcache_sync(c2);
 	assert_int_equal(f1->ndereg, 1);
 	assert_int_equal(f1->last_dereg_start, 0x300000);
 	assert_int_equal(f2->ndereg, 1);
@@ -528,9 +532,10 @@ static void test_invalidate_all_two_caches(void **state)
 	finish(c1, f1);
 	int d1 = f1->ndereg;
 	ssw_regcache_invalidate_all(A(0x400000), 0x200000);
+	touch(c2, 0x900000, 1, 0); /* a lookup applies the log first */
 	assert_int_equal(f1->ndereg, d1);
 	assert_int_equal(f2->ndereg, 2);
-	assert_int_equal(stats(c2).entries, 0);
+	assert_int_equal(stats(c2).entries, 1);
 	finish(c2, f2);
 }
 
@@ -609,18 +614,19 @@ static void test_reg_failure(void **state)
 	touch(rc, 0x600000, 1, 0);
 	assert_int_equal(f->nreg, n + 3);
 
-	/* Both attempts failing leaves the cache as it was. */
+	/* Every attempt failing (merged, alone, alone once the idle entries
+	 * elsewhere are gone) leaves the overlapped entries as they were. */
 	size_t entries = stats(rc).entries;
 	int d = f->ndereg;
 	n = f->nreg;
-	f->fail_reg = 2;
+	f->fail_reg = 3;
 	assert_int_equal(ssw_regcache_get(rc, A(0x600800), PG, 0, &r), -ENOBUFS);
-	assert_int_equal(f->nreg, n + 2);
-	assert_int_equal(stats(rc).entries, entries);
-	assert_int_equal(f->ndereg, d);
+	assert_int_equal(f->nreg, n + 3);
+	assert_int_equal(stats(rc).entries, entries - 1); /* 0x100000 made way */
+	assert_int_equal(f->ndereg, d + 1);
 	touch(rc, 0x600000, 1, 0);
 	touch(rc, 0x601000, 2 * PG, 0);
-	assert_int_equal(f->nreg, n + 2);
+	assert_int_equal(f->nreg, n + 3);
 	/* An address range that wraps cannot be registered. */
 	assert_int_equal(ssw_regcache_get(rc, A(UINTPTR_MAX - 10), 100, 0, &r), -ENOBUFS);
 	finish(rc, f);
@@ -638,16 +644,16 @@ static void test_stats_counts(void **state)
 	touch(rc, 0x300000, 1, 0);  /* miss, evicts 0x100000 */
 	touch(rc, 0x200000, 10, 0); /* hit */
 	ssw_regcache_invalidate(rc, A(0x300000), 1);
-	f->fail_reg = 1;
+	f->fail_reg = 2; /* fails, and again once the idle 0x200000 made way */
 	struct ssw_reg *r;
 	assert_int_equal(ssw_regcache_get(rc, A(0x500000), 1, 0, &r), -ENOBUFS); /* miss */
 
 	struct ssw_regcache_stats st = stats(rc);
 	assert_int_equal(st.hits, 2);
 	assert_int_equal(st.misses, 4);
-	assert_int_equal(st.evictions, 1);
+	assert_int_equal(st.evictions, 2);
 	assert_int_equal(st.invalidations, 1);
-	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.entries, 0);
 	assert_int_equal(st.entries, (size_t)nlive(f));
 	finish(rc, f);
 }
@@ -689,8 +695,8 @@ static void test_reentrant_invalidate(void **state)
 	struct fake *f1, *f2;
 	struct ssw_regcache *c1 = mk(&f1, 16), *c2 = mk(&f2, 16);
 
-	/* c2's dereg unmaps memory c1 caches: applied after c2's call returns,
-	 * without deadlocking on the lock c2's caller is inside. */
+	/* c2's dereg unmaps memory c1 caches: logged without a lock (the
+	 * memory hooks call from inside malloc), applied at c1's next look. */
 	touch(c1, 0x100000, 1, 0);
 	touch(c2, 0x200000, 1, 0);
 	f2->inval_addr = A(0x100000);
@@ -698,8 +704,8 @@ static void test_reentrant_invalidate(void **state)
 	f2->inval_on_dereg = 1;
 	ssw_regcache_invalidate(c2, A(0x200000), 1);
 	assert_int_equal(f2->ndereg, 1);
-	assert_int_equal(f1->ndereg, 1);
 	assert_int_equal(stats(c1).entries, 0);
+	assert_int_equal(f1->ndereg, 1);
 	f2->inval_on_dereg = 0;
 
 	/* A reg callback unmapping another entry of the same cache. */
@@ -709,23 +715,137 @@ static void test_reentrant_invalidate(void **state)
 	f1->inval_on_reg = 1;
 	struct ssw_reg *r = touch(c1, 0x400000, 1, 0);
 	f1->inval_on_reg = 0;
-	assert_int_equal(f1->last_dereg_start, 0x300000);
 	assert_int_equal(stats(c1).entries, 1);
+	assert_int_equal(f1->last_dereg_start, 0x300000);
 	assert_ptr_equal(touch(c1, 0x400000, 1, 0), r);
-
-	/* More queued ranges than fit: everything idle is dropped. */
-	touch(c1, 0x500000, 1, 0);
-	touch(c2, 0x600000, 1, 0);
-	f2->inval_addr = A(0x7000000);
-	f2->inval_len = PG;
-	f2->inval_repeat = 20;
-	f2->inval_on_dereg = 1;
-	ssw_regcache_invalidate(c2, A(0x600000), 1);
-	f2->inval_on_dereg = 0;
-	assert_int_equal(stats(c1).entries, 0);
-	assert_int_equal(stats(c2).entries, 0);
 	finish(c1, f1);
 	finish(c2, f2);
+}
+
+/* More ranges than the log holds before a cache looks: it cannot know which
+ * of its entries they hit, so it drops them all. */
+static void test_log_lapped(void **state)
+{
+	(void)state;
+	struct fake *f;
+	struct ssw_regcache *rc = mk(&f, 16);
+	touch(rc, 0x100000, 1, 0);
+	touch(rc, 0x200000, 1, 0);
+	for (int i = 0; i < 600; i++)
+		ssw_regcache_invalidate_all(A(0x70000000 + (uintptr_t)i * PG), PG); /* none of its ranges */
+	struct ssw_regcache_stats st = stats(rc);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.invalidations, 2);
+	/* a few: each applied, the others stay */
+	touch(rc, 0x100000, 1, 0);
+	touch(rc, 0x200000, 1, 0);
+	for (int i = 0; i < 100; i++)
+		ssw_regcache_invalidate_all(A(0x70000000 + (uintptr_t)i * PG), PG);
+	ssw_regcache_invalidate_all(A(0x200000), 1);
+	st = stats(rc);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.invalidations, 3);
+	assert_int_equal(f->last_dereg_start, 0x200000);
+	finish(rc, f);
+}
+
+/* Bounded in bytes as well as entries: past max_bytes the least recently
+ * released go; a registration larger than the bound serves its use only. */
+static void test_bytes_bound(void **state)
+{
+	(void)state;
+	struct fake *f = new_fake();
+	struct ssw_regcache *rc = ssw_regcache_new(16, 8 * PG, &fake_ops, f);
+	assert_non_null(rc);
+	touch(rc, 0x100000, 4 * PG, 0); /* A: 4 pages */
+	touch(rc, 0x200000, 3 * PG, 0); /* B: 3 */
+	assert_int_equal(stats(rc).bytes, 7 * PG);
+	touch(rc, 0x300000, 2 * PG, 0); /* C: 2 more would be 9: A (oldest) goes */
+	struct ssw_regcache_stats st = stats(rc);
+	assert_int_equal(st.bytes, 5 * PG);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(st.evictions, 1);
+	assert_int_equal(f->last_dereg_start, 0x100000);
+	assert_true(st.bytes <= 8 * PG);
+	/* larger than the whole bound: registered, used, deregistered at put */
+	int d = f->ndereg;
+	struct ssw_reg *big = get(rc, 0x400000, 9 * PG, 0);
+	assert_int_equal(stats(rc).entries, 3);
+	ssw_regcache_put(rc, big);
+	assert_int_equal(f->ndereg, d + 1);
+	assert_int_equal(f->last_dereg_start, 0x400000);
+	st = stats(rc);
+	assert_int_equal(st.entries, 2);
+	assert_true(st.bytes <= 8 * PG);
+	/* ... and it took nothing cached with it */
+	touch(rc, 0x200000, 3 * PG, 0);
+	touch(rc, 0x300000, 2 * PG, 0);
+	assert_int_equal(stats(rc).hits, 2);
+	finish(rc, f);
+}
+
+/* max_entries 0 (SOCKSWITCH_REGCACHE=0): every use registers and its put
+ * deregisters, as without a cache. */
+static void test_cache_off(void **state)
+{
+	(void)state;
+	struct fake *f = new_fake();
+	struct ssw_regcache *rc = ssw_regcache_new(0, 0, &fake_ops, f);
+	assert_non_null(rc);
+	for (int i = 0; i < 3; i++) {
+		struct ssw_reg *r = get(rc, 0x100000, 100, 0);
+		assert_int_equal(nlive(f), 1);
+		ssw_regcache_put(rc, r);
+		assert_int_equal(nlive(f), 0);
+	}
+	struct ssw_regcache_stats st = stats(rc);
+	assert_int_equal(f->nreg, 3);
+	assert_int_equal(st.misses, 3);
+	assert_int_equal(st.hits, 0);
+	assert_int_equal(st.registrations, 3);
+	assert_int_equal(st.entries, 0);
+	finish(rc, f);
+}
+
+/* A registration that fails beside idle entries (pinning limits) is tried
+ * again once they are gone. */
+static void test_reg_failure_evicts_idle(void **state)
+{
+	(void)state;
+	struct fake *f;
+	struct ssw_regcache *rc = mk(&f, 16);
+	touch(rc, 0x100000, 1, 0);
+	touch(rc, 0x200000, 1, 0);
+	f->fail_reg = 1;
+	struct ssw_reg *r = get(rc, 0x300000, 1, 0);
+	assert_int_equal(r->start, 0x300000);
+	assert_int_equal(stats(rc).entries, 1);
+	assert_int_equal(stats(rc).evictions, 2);
+	ssw_regcache_put(rc, r);
+	finish(rc, f);
+}
+
+/* The process totals (sockswitch stat) count every cache, freed ones too. */
+static void test_totals(void **state)
+{
+	(void)state;
+	struct ssw_regcache_stats t0, t1;
+	ssw_regcache_totals(&t0);
+	struct fake *f;
+	struct ssw_regcache *rc = mk(&f, 1);
+	touch(rc, 0x100000, 1, 0);
+	touch(rc, 0x100000, 1, 0);
+	touch(rc, 0x200000, 1, 0); /* evicts */
+	ssw_regcache_invalidate(rc, A(0x200000), 1);
+	finish(rc, f);
+	ssw_regcache_totals(&t1);
+	assert_int_equal(t1.hits - t0.hits, 1);
+	assert_int_equal(t1.misses - t0.misses, 2);
+	assert_int_equal(t1.registrations - t0.registrations, 2);
+	assert_int_equal(t1.evictions - t0.evictions, 1);
+	assert_int_equal(t1.invalidations - t0.invalidations, 1);
+	assert_int_equal(t1.entries, t0.entries);
+	assert_int_equal(t1.bytes, t0.bytes);
 }
 
 struct race {
@@ -757,7 +877,8 @@ static void test_invalidate_all_from_other_thread(void **state)
 	}
 	__atomic_store_n(&rr.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(t, NULL);
-	assert_int_equal(stats(rr.rc).entries, (size_t)nlive(f));
+	size_t held = stats(rr.rc).entries; /* the log applied first */
+	assert_int_equal(held, (size_t)nlive(f));
 	finish(rr.rc, f);
 	assert_int_equal(f->nreg, f->ndereg);
 }
@@ -784,6 +905,11 @@ int main(void)
 		cmocka_unit_test(test_stats_counts),
 		cmocka_unit_test(test_many_entries_sorted),
 		cmocka_unit_test(test_reentrant_invalidate),
+		cmocka_unit_test(test_log_lapped),
+		cmocka_unit_test(test_bytes_bound),
+		cmocka_unit_test(test_cache_off),
+		cmocka_unit_test(test_reg_failure_evicts_idle),
+		cmocka_unit_test(test_totals),
 		cmocka_unit_test(test_invalidate_all_from_other_thread),
 	};
 	alarm(50); /* a deadlock fails the run instead of hanging it */

@@ -28,6 +28,7 @@
 #include "common/sys.h"
 #include "providers/shm/shm_priv.h"
 #include "session/session.h"
+#include "session/session_priv.h"
 #include "session/wire.h"
 
 extern const struct ssw_provider ssw_provider_shm;
@@ -141,7 +142,7 @@ static int setup(void **state)
 {
 	(void)state;
 	saved_cfg = ssw_session_cfg;
-	/* the rendezvous band these tests exercise (the product default is off) */
+	/* the rendezvous band these tests exercise (the product default: 4 MiB and up) */
 	ssw_session_cfg.rndv_threshold = 64u << 10;
 	ssw_session_cfg.rndv_max = 256u << 10;
 	return 0;
@@ -534,6 +535,51 @@ static void test_staging_keeps_window_send(void **state)
 }
 
 /* ---- receive flags and urgent data -------------------------------------- */
+
+/* The pieces of one writev leave as one message (as one segment of kernel
+ * TCP): a reader woken by the first publication finds all of them.  Seen
+ * from the transport: one DATA message of 6 bytes, not 3 of 2. */
+static void test_writev_one_message(void **state)
+{
+	(void)state;
+	struct pair p;
+	open_pair(&p, NULL, NULL);
+	char a[] = "ab", b[] = "cd", c[] = "ef";
+	struct iovec v[3] = { { a, 2 }, { b, 2 }, { c, 2 } };
+	assert_int_equal(ssw_session_send(p.a, v, 3, 0, true, -1), 6);
+	const void *msg;
+	size_t len;
+	assert_int_equal(ssw_provider_shm.msg->recv_peek(p.eb, &msg, &len), 0);
+	struct ssw_wire_hdr h;
+	assert_true(len >= sizeof h);
+	memcpy(&h, msg, sizeof h);
+	assert_int_equal(h.type, SSW_MSG_DATA);
+	assert_int_equal(h.len, 6);
+	char buf[16];
+	assert_int_equal(rcv(p.b, buf, sizeof buf, 0), 6);
+	assert_memory_equal(buf, "abcdef", 6);
+	close_pair(&p);
+}
+
+/* A peek wanting more than the first message sees the next ones too, as
+ * the kernel's peek spans segments. */
+static void test_peek_spans_messages(void **state)
+{
+	(void)state;
+	struct pair p;
+	open_pair(&p, NULL, NULL);
+	char buf[16];
+	assert_int_equal(snd(p.a, "ab", 2, 0), 2);
+	assert_int_equal(snd(p.a, "cd", 2, 0), 2);
+	assert_int_equal(snd(p.a, "ef", 2, 0), 2);
+	assert_int_equal(rcv(p.b, buf, 5, MSG_PEEK), 5);
+	assert_memory_equal(buf, "abcde", 5);
+	assert_int_equal(rcv(p.b, buf, 1, 0), 1);
+	assert_int_equal(rcv(p.b, buf, sizeof buf, MSG_PEEK), 5);
+	assert_memory_equal(buf, "bcdef", 5);
+	assert_int_equal(rcv(p.b, buf, sizeof buf, 0), 5);
+	close_pair(&p);
+}
 
 static void test_peek(void **state)
 {
@@ -1253,6 +1299,75 @@ static void test_write_req_then_peer_dies(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* Resident pages of [p, p+len). */
+static long resident(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	unsigned char v[2048];
+	assert_true((e - a) / 4096 <= sizeof v);
+	assert_int_equal(mincore((void *)a, e - a, v), 0);
+	long n = 0;
+	for (size_t i = 0; i < (e - a) / 4096; i++)
+		n += v[i] & 1;
+	return n;
+}
+
+/* Memory like kernel TCP's: after a stream, the housekeeper's looks
+ * (ssw_session_trim) give back the staging queue and the rings' pages past
+ * their floors, once idle; what follows is intact. */
+static void test_idle_trim(void **state)
+{
+	(void)state;
+	struct pair p;
+	open_pair(&p, NULL, NULL);
+	static uint8_t out[200000], in[200000];
+	pattern(out, sizeof out, 7);
+	for (size_t off = 0; off < sizeof out;) {
+		ssize_t k = snd(p.a, out + off, sizeof out - off, 0);
+		assert_true(k > 0);
+		off += (size_t)k;
+		(void)ssw_session_fionread(p.b); /* stages what arrived: the queue fills */
+	}
+	struct ssw_session *b = p.b;
+	size_t hi = b->q.hi;
+	assert_true(hi >= 100000);
+	assert_true(resident(b->q.buf, hi) >= 20);
+	int64_t ring0 = ssw_session_resident(p.a);
+	assert_true(ring0 >= 100000);
+	assert_int_equal(rcv_all(p.b, in, sizeof in, 1000), sizeof in);
+	assert_memory_equal(in, out, sizeof in);
+	/* the first look notes, one a second later gives back (the clocks
+	 * are set back instead of waiting) */
+	assert_int_equal(ssw_session_trim(p.b), 1);
+	assert_int_equal(ssw_session_trim(p.a), 1);
+	assert_int_equal(ssw_session_trim(p.b), 1); /* too soon */
+	assert_true(b->q.hi > 0);
+	b->q.idle.mark_ns -= 2 * SSW_TRIM_QUIET_MIN_NS;
+	p.ea->tx.idle.mark_ns -= 2 * SSW_TRIM_QUIET_MIN_NS;
+	assert_int_equal(ssw_session_trim(p.b), 0);
+	assert_int_equal(ssw_session_trim(p.a), 0);
+	assert_int_equal(b->q.hi, 0);
+	assert_int_equal(resident(b->q.buf, hi), 0);
+	int64_t ring1 = ssw_session_resident(p.a);
+	assert_int_equal(ring1, ssw_session_resident(p.b)); /* one segment */
+	assert_true(ring1 <= 4096 + 2 * (SHM_RING_FLOOR + 4096));
+	/* and on */
+	pattern(out, sizeof out, 8);
+	for (size_t off = 0; off < sizeof out;) {
+		ssize_t k = snd(p.a, out + off, sizeof out - off, 0);
+		assert_true(k > 0);
+		off += (size_t)k;
+		(void)ssw_session_fionread(p.b);
+	}
+	assert_int_equal(rcv_all(p.b, in, sizeof in, 1000), sizeof in);
+	assert_memory_equal(in, out, sizeof in);
+	/* a busy connection is not trimmed: its lock is held */
+	pthread_mutex_lock(&p.a->lock);
+	assert_int_equal(ssw_session_trim(p.a), 1);
+	pthread_mutex_unlock(&p.a->lock);
+	close_pair(&p);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1274,6 +1389,8 @@ int main(void)
 		T(test_staging_keeps_window_poll),
 		T(test_staging_keeps_window_send),
 		T(test_peek),
+		T(test_peek_spans_messages),
+		T(test_writev_one_message),
 		T(test_waitall),
 		T(test_oob_mark),
 		T(test_oob_inline),
@@ -1295,6 +1412,7 @@ int main(void)
 		T(test_corrupt_rendezvous),
 		T(test_corrupt_ring),
 		T(test_write_req_then_peer_dies),
+		T(test_idle_trim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_waitpol.c — the wait policy: what a wait's budget counts in each mode,
- * and that a busy neighbour on the same core makes a wait hand the core over
- * (long wall time, little CPU burned) instead of burning its budget. */
+ * that a busy neighbour on the same core makes a wait hand the core over
+ * (long wall time, little CPU burned) instead of burning its budget, and
+ * when a send cedes the CPU (a consumer on it, or awake elsewhere). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -159,13 +160,16 @@ static void test_auto_hands_over_to_neighbour(void **st)
 {
 	(void)st;
 	pthread_t t = with_neighbour(true);
-	int handed = 0;
-	for (int i = 0; i < 8; i++) {
+	int handed = 0, tried = 0;
+	for (int i = 0; i < 40 && tried < 8; i++) {
 		struct ssw_spin sp;
 		uint64_t el;
 		ssw_wait_set_mode(SSW_WAITMODE_AUTO); /* a stray long yield (load) ends one wait only */
 		ssw_spin_start(&sp, ssw_now_ns(), 50000);
 		count_steps(&sp, &el);
+		if (ssw_wait_yields_off())
+			continue; /* two long yields (programs beside the test) ended it: another */
+		tried++;
 		if (el >= SSW_SPIN_WALL_NS && sp.burn < 50000)
 			handed++;
 	}
@@ -222,6 +226,9 @@ static void cede_round(int cpu, int *ceded, int *elsewhere, int *again)
 {
 	*ceded = *elsewhere = *again = 0;
 	for (int i = 0; i < 20; i++) {
+		/* a CPU-bound neighbour (tests side by side) turns yields off
+		 * after two long ones (hog_seen): each send starts clean */
+		ssw_wait_set_mode(SSW_WAITMODE_AUTO);
 		uint64_t t0 = ssw_now_ns();
 		while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS) /* hold the CPU */
 			ssw_cpu_relax();
@@ -266,9 +273,69 @@ static void test_cede_after_publish(void **st)
 	assert_true(again <= 5);
 }
 
+/* One round of test_cede_to_awake_peer_elsewhere: 20 sends after holding
+ * the CPU, to a consumer elsewhere that is asleep, then awake; then 20 to
+ * an awake one right after a sleep. */
+static void cede_awake_round(int cpu, int *asleep, int *awake, int *after_sleep)
+{
+	*asleep = *awake = *after_sleep = 0;
+	int other = cpu + 1 < CPU_SETSIZE ? cpu + 1 : 0;
+	for (int i = 0; i < 20; i++) {
+		ssw_wait_set_mode(SSW_WAITMODE_AUTO); /* as in cede_round */
+		uint64_t t0 = ssw_now_ns();
+		while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS) /* hold the CPU */
+			ssw_cpu_relax();
+		/* SSW_CEDE_LOOK sends each: one of them looks at the clock */
+		long before = switched_away();
+		for (int k = 0; k < SSW_CEDE_LOOK; k++)
+			ssw_wait_cede_to(other, false);
+		*asleep += switched_away() != before;
+		before = switched_away();
+		for (int k = 0; k < SSW_CEDE_LOOK; k++)
+			ssw_wait_cede_to(other, true);
+		*awake += switched_away() != before;
+		t0 = ssw_now_ns();
+		while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS)
+			ssw_cpu_relax();
+		ssw_wait_slept(); /* as a wait that slept just now */
+		before = switched_away();
+		for (int k = 0; k < SSW_CEDE_LOOK; k++)
+			ssw_wait_cede_to(other, true);
+		*after_sleep += switched_away() != before;
+	}
+}
+
+/* A consumer awake on another CPU (it answers within the busy-poll, so
+ * the pair never sleeps nor yields): after SSW_CEDE_NS of holding the CPU
+ * one of the next SSW_CEDE_LOOK sends yields once, so that the processes waiting for this CPU get it
+ * (a neighbour there is always runnable: the yield switches); not for a
+ * consumer elsewhere that sleeps (its wake-up is the scheduler's business),
+ * and not right after a sleep, which gave the CPU up.  Preemptions (ticks,
+ * CPU-bound neighbours of the suite) now and then: up to 10 rounds. */
+static void test_cede_to_awake_peer_elsewhere(void **st)
+{
+	(void)st;
+	int asleep = 0, awake = 0, after_sleep = 0;
+	for (int round = 0; round < 10; round++) {
+		int cpu;
+		pthread_t t = with_thread(counting_neighbour, NULL, &cpu);
+		ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+		cede_awake_round(cpu, &asleep, &awake, &after_sleep);
+		without_neighbour(t);
+		if (awake >= 15 && asleep <= 5 && after_sleep <= 5)
+			break;
+	}
+	assert_true(awake >= 15);
+	assert_true(asleep <= 5);
+	assert_true(after_sleep <= 5);
+}
+
 /* A CPU-bound neighbour takes a whole slice at each yield: after a few
  * such yields the process stops yielding, and a wait then ends after its
- * short busy-poll, well before a slice. */
+ * short busy-poll, well before a slice; a wait of a thread that has held
+ * its CPU for SSW_CEDE_NS ends at once, without a step (a pair answering
+ * each other within the busy-poll would otherwise hold two CPUs until the
+ * tick: the cede, by sleeping). */
 static void test_auto_stops_yielding_beside_cpu_hog(void **st)
 {
 	(void)st;
@@ -283,11 +350,22 @@ static void test_auto_stops_yielding_beside_cpu_hog(void **st)
 	bool off = ssw_wait_yields_off();
 	struct ssw_spin sp;
 	uint64_t el;
+	ssw_wait_slept(); /* as a wait that slept just now */
 	ssw_spin_start(&sp, ssw_now_ns(), 50000);
 	count_steps(&sp, &el);
+	uint64_t t0 = ssw_now_ns();
+	while (ssw_now_ns() - t0 < 2 * SSW_CEDE_NS) /* hold the CPU */
+		ssw_cpu_relax();
+	struct ssw_spin held;
+	uint64_t el2;
+	ssw_spin_start(&held, ssw_now_ns(), 50000);
+	int steps = count_steps(&held, &el2);
+	bool still_off = ssw_wait_yields_off();
 	without_neighbour(t);
 	assert_true(off);
 	assert_true(el < SSW_SPIN_HOG_NS);
+	if (still_off) /* not preempted past the pause meanwhile */
+		assert_int_equal(steps, 0);
 }
 
 int main(void)
@@ -299,6 +377,7 @@ int main(void)
 		cmocka_unit_test(test_auto_hands_over_to_neighbour),
 		cmocka_unit_test(test_peer_on_our_cpu_first_step_yields),
 		cmocka_unit_test(test_cede_after_publish),
+		cmocka_unit_test(test_cede_to_awake_peer_elsewhere),
 		cmocka_unit_test(test_auto_stops_yielding_beside_cpu_hog),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,6 +51,7 @@ struct fab_dom {
 	struct fab_fabric *fab;
 	char name[64];
 	struct fid_domain *domain;
+	struct fab_mrc *mrc; /* its registration cache (fab_mrc.c), as long as it lives */
 	struct fab_dom *next;
 };
 static struct fab_dom *doms;
@@ -162,12 +163,14 @@ static const char *dom_name(const struct fi_info *info)
 }
 
 /* The process's domain for info's fabric and domain name (hubs_mu held). */
-static int shared_domain(struct fab_fabric *fab, struct fi_info *info, struct fid_domain **out)
+static int shared_domain(struct fab_fabric *fab, struct fi_info *info, struct fid_domain **out,
+			 struct fab_mrc **mrc)
 {
 	struct fab_dom *d;
 	for (d = doms; d; d = d->next)
 		if (d->fab == fab && strcmp(d->name, dom_name(info)) == 0) {
 			*out = d->domain;
+			*mrc = d->mrc;
 			return 0;
 		}
 	d = calloc(1, sizeof *d);
@@ -178,11 +181,13 @@ static int shared_domain(struct fab_fabric *fab, struct fi_info *info, struct fi
 		free(d);
 		return rc;
 	}
+	d->mrc = fab_mrc_new(d->domain, (info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0);
 	d->fab = fab;
 	snprintf(d->name, sizeof d->name, "%s", dom_name(info));
 	d->next = doms;
 	doms = d;
 	*out = d->domain;
+	*mrc = d->mrc;
 	return 0;
 }
 
@@ -196,10 +201,12 @@ static int get_wait_fd(struct fid *f, int *fd)
 static int hub_open(struct fab_hub *h, struct fi_info *info)
 {
 	int rc = 0;
-	if (h->own_domain)
+	if (h->own_domain) {
 		rc = fi_domain(h->fab->fabric, info, &h->domain, NULL);
-	else
-		rc = shared_domain(h->fab, info, &h->domain);
+		h->mrc = rc ? NULL : fab_mrc_new(h->domain, (info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0);
+	} else {
+		rc = shared_domain(h->fab, info, &h->domain, &h->mrc);
+	}
 	if (rc)
 		return rc;
 	struct fi_cq_attr ca = { .size = h->cap * (4 * (FAB_RX_N + FAB_TX_N)) + 64,
@@ -215,9 +222,12 @@ static int hub_open(struct fab_hub *h, struct fi_info *info)
 		if (h->cq)
 			fi_close(&h->cq->fid);
 		h->cq = NULL;
-		if (h->own_domain)
+		if (h->own_domain) {
+			fab_mrc_domain_closing(h->mrc);
 			fi_close(&h->domain->fid);
+		}
 		h->domain = NULL;
+		h->mrc = NULL;
 		return rc;
 	}
 	/* its wait set was made just now, its signal added: reported? */
@@ -236,10 +246,15 @@ static void hub_close(struct fab_hub *h)
 		atomic_store(&hub_of_fd[h->cq_fd], NULL);
 	if (h->cq)
 		fi_close(&h->cq->fid);
-	if (h->own_domain && h->domain)
+	if (h->own_domain && h->domain) {
+		/* every registration of its cache first (its endpoints' puts
+		 * come later, and only free what was flushed) */
+		fab_mrc_domain_closing(h->mrc);
 		fi_close(&h->domain->fid);
+	}
 	h->cq = NULL;
 	h->domain = NULL;
+	h->mrc = NULL;
 	h->cq_fd = h->sig_fd = -1;
 }
 
@@ -300,6 +315,8 @@ int fab_hub_join(struct ssw_ep *ep, struct fi_info *info, struct fab_fabric *fab
 		pthread_mutex_unlock(&h->mu);
 		ep->hub = h;
 		ep->domain = h->domain;
+		ep->mrc = h->mrc;
+		fab_mrc_hold(ep->mrc);
 	}
 	pthread_mutex_unlock(&hubs_mu);
 	return rc;

@@ -108,16 +108,23 @@ struct fab_rma_op {
 	int pending;            /* libfabric operations not yet completed */
 	int status;
 	int nmr;
-	struct fid_mr *mr[8];   /* local registrations made for it (FI_MR_LOCAL) */
+	struct ssw_reg *mr[8];  /* local registrations it uses (FI_MR_LOCAL), from the domain's cache */
 	bool sync;              /* ctx == NULL: the caller waits for it */
 	bool done;
 	bool kept;              /* failed before libfabric finished with it: freed at close */
 };
 
+/* One exposure to the peer (register_rdma_memory): a registration with
+ * remote access and a key of its own, closed at deregistration. */
 struct fab_reg {
 	struct fid_mr *mr;      /* NULL: free slot */
 	uint64_t check;
+	struct ssw_reg *pin;    /* the domain cache's registration holding its pages, or NULL */
+	void *shadow;           /* SOCKSWITCH_FAULT=pin: what the pinned pages held, exposed instead */
 };
+
+struct ssw_reg;
+struct fab_mrc;
 
 /* One libfabric fabric, shared by the endpoints of this process that use
  * it, with the event queue all of them report to (fab_eq.c). */
@@ -141,6 +148,7 @@ struct fab_hub {
 	struct fab_fabric *fab;
 	char dom_name[64];
 	struct fid_domain *domain; /* the process's domain (shared hubs), or the hub's own */
+	struct fab_mrc *mrc;       /* the domain's registration cache */
 	bool own_domain;
 	bool shared;               /* endpoints wait on their own sockets (tcp 1.17), cap > 1 */
 	struct fid_cq *cq;         /* NULL: closed */
@@ -168,6 +176,7 @@ struct ssw_ep {
 	struct fab_hub *hub;
 	struct ssw_ep *hnext;      /* the hub's members */
 	struct fid_domain *domain; /* hub->domain */
+	struct fab_mrc *mrc;       /* that domain's registration cache (fab_mrc.c), held */
 	struct fid_ep *ep;
 	/* tcp 1.17: the endpoint's socket, learnt from libfabric's own
 	 * epoll_ctl on the hub's set (fab_hub.c: fab_hub_epoll_note), -1
@@ -429,6 +438,25 @@ extern const struct ssw_conn_ops fab_conn_ops;
 /* fab_msg.c */
 extern const struct ssw_msg_ops fab_msg_ops;
 extern const struct ssw_progress_ops fab_progress_ops;
+
+/* fab_mrc.c: a domain's registration cache (what is cached and what is
+ * not: there) */
+struct fab_mrc *fab_mrc_new(struct fid_domain *domain, bool prov_key);
+/* An endpoint starts / stops using it (its last: everything is flushed). */
+void fab_mrc_hold(struct fab_mrc *m);
+void fab_mrc_release(struct fab_mrc *m);
+/* The domain closes: flushed first; freed once no endpoint holds it. */
+void fab_mrc_domain_closing(struct fab_mrc *m);
+/* Registrations stay cached (the hooks are there and the setting wants it). */
+bool fab_mrc_caching(const struct fab_mrc *m);
+/* SOCKSWITCH_FAULT=pin: registrations pin pages as RDMA hardware does. */
+bool fab_mrc_pinning(const struct fab_mrc *m);
+/* A registration for local access covering [addr, addr+len), in use until put. */
+int fab_mrc_get(struct fab_mrc *m, void *addr, size_t len, struct ssw_reg **out);
+void fab_mrc_put(struct fab_mrc *m, struct ssw_reg *r);
+struct fid_mr *fab_mrc_mr(const struct ssw_reg *r);
+/* SOCKSWITCH_FAULT=pin: what the pages r pinned hold at addr. */
+int fab_mrc_pin_read(const struct ssw_reg *r, const void *addr, void *dst, size_t len);
 
 /* fab_rdma.c */
 extern const struct ssw_rdma_ops fab_rdma_ops;

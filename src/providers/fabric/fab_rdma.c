@@ -58,32 +58,40 @@ static int reg_mr(struct ssw_ep *ep, void *addr, size_t len, uint64_t access, st
 	return rc;
 }
 
+/* WSPRegisterMemory: the domain's cache (fab_mrc.c).  (The session does
+ * not call it: rdma_read and rdma_write register their local side
+ * themselves, through the same cache.) */
 static int fab_register_memory(struct ssw_ep *ep, void *addr, size_t len, struct ssw_mr *mr)
 {
 	*mr = (struct ssw_mr){ .addr = addr, .len = len };
-	if (!ep->mr_local)
-		return 0; /* local buffers need no registration with this provider */
-	struct fid_mr *m;
-	fab_ep_lock(ep);
-	int rc = reg_mr(ep, addr, len, FI_READ | FI_WRITE | FI_SEND | FI_RECV, &m);
-	fab_ep_unlock(ep);
-	if (rc)
+	struct ssw_reg *r;
+	if (!ep->mrc || fab_mrc_get(ep->mrc, addr, len, &r) < 0)
 		return -ENOBUFS;
-	mr->key = fi_mr_key(m);
-	mr->prov = m;
+	mr->key = fi_mr_key(fab_mrc_mr(r));
+	mr->prov = r;
 	return 0;
 }
 
 static void fab_deregister_memory(struct ssw_ep *ep, struct ssw_mr *mr)
 {
-	if (!mr->prov)
-		return;
-	fab_ep_lock(ep);
-	fi_close(&((struct fid_mr *)mr->prov)->fid);
-	fab_ep_unlock(ep);
+	fab_mrc_put(ep->mrc, mr->prov);
 	mr->prov = NULL;
 }
 
+/* An exposure's own registration and what it held (fab_reg). */
+static void reg_release(struct ssw_ep *ep, struct fab_reg *r)
+{
+	fi_close(&r->mr->fid);
+	r->mr = NULL;
+	fab_mrc_put(ep->mrc, r->pin);
+	r->pin = NULL;
+	free(r->shadow);
+	r->shadow = NULL;
+}
+
+/* WSPRegisterRdmaMemory: the pages stay registered in the domain's cache
+ * (when it caches), the peer's access is a registration of its own with a
+ * fresh key, which deregistration closes (fab_mrc.c says why). */
 static int fab_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, uint32_t access,
 				    struct ssw_rdma_desc *desc)
 {
@@ -91,6 +99,20 @@ static int fab_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, u
 		       ((access & SSW_CAP_RDMA_WRITE) ? FI_REMOTE_WRITE : 0);
 	if (!acc || !len)
 		return -EINVAL;
+	struct ssw_reg *pin = NULL;
+	void *shadow = NULL, *expose = addr;
+	if (fab_mrc_caching(ep->mrc) && fab_mrc_get(ep->mrc, addr, len, &pin) < 0)
+		return -ENOBUFS;
+	if (pin && fab_mrc_pinning(ep->mrc) && acc == FI_REMOTE_READ) {
+		/* tests: the peer reads what the pinned pages hold */
+		shadow = malloc(len);
+		if (!shadow || fab_mrc_pin_read(pin, addr, shadow, len) < 0) {
+			free(shadow);
+			fab_mrc_put(ep->mrc, pin);
+			return -ENOBUFS;
+		}
+		expose = shadow;
+	}
 	fab_ep_lock(ep);
 	uint32_t id = 0;
 	while (id < ep->nregs && ep->regs[id].mr)
@@ -100,6 +122,8 @@ static int fab_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, u
 		struct fab_reg *r = n <= FAB_MAX_REGS ? realloc(ep->regs, n * sizeof *r) : NULL;
 		if (!r) {
 			fab_ep_unlock(ep);
+			free(shadow);
+			fab_mrc_put(ep->mrc, pin);
 			return -ENOBUFS;
 		}
 		memset(r + ep->nregs, 0, (n - ep->nregs) * sizeof *r);
@@ -107,18 +131,20 @@ static int fab_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, u
 		ep->nregs = n;
 	}
 	struct fid_mr *mr;
-	int rc = reg_mr(ep, addr, len, acc, &mr);
+	int rc = reg_mr(ep, expose, len, acc, &mr);
 	if (rc) {
 		fab_ep_unlock(ep);
+		free(shadow);
+		fab_mrc_put(ep->mrc, pin);
 		return -ENOBUFS;
 	}
 	struct fab_rdesc d = { .magic = FAB_RDESC_MAGIC,
 			       .id = id,
-			       .base = ep->virt_addr ? (uint64_t)(uintptr_t)addr : 0,
+			       .base = ep->virt_addr ? (uint64_t)(uintptr_t)expose : 0,
 			       .len = len,
 			       .key = fi_mr_key(mr) };
 	d.check = fab_rdesc_check(&d);
-	ep->regs[id] = (struct fab_reg){ .mr = mr, .check = d.check };
+	ep->regs[id] = (struct fab_reg){ .mr = mr, .check = d.check, .pin = pin, .shadow = shadow };
 	/* the peer's reads and writes of it need our progress (tcp: the
 	 * target serves them in fi_cq_read): the thread gives it while we
 	 * are away */
@@ -139,9 +165,9 @@ static void fab_deregister_rdma_memory(struct ssw_ep *ep, const struct ssw_rdma_
 	memcpy(&d, desc->data, sizeof d);
 	fab_ep_lock(ep);
 	if (d.id < ep->nregs && ep->regs[d.id].mr && ep->regs[d.id].check == d.check) {
-		/* the key dies with it: the peer's later use fails there */
-		fi_close(&ep->regs[d.id].mr->fid);
-		ep->regs[d.id].mr = NULL;
+		/* the key dies with it: the peer's later use fails there; the
+		 * pages stay registered in the cache */
+		reg_release(ep, &ep->regs[d.id]);
 		ep->nexposed--;
 	}
 	fab_ep_unlock(ep);
@@ -155,7 +181,7 @@ void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op)
 			break;
 		}
 	for (int i = 0; i < op->nmr; i++)
-		fi_close(&op->mr[i]->fid);
+		fab_mrc_put(ep->mrc, op->mr[i]);
 	free(op);
 }
 
@@ -174,7 +200,7 @@ void fab_rma_complete(struct ssw_ep *ep, struct fab_rma_op *op, int err)
 		return;
 	op->done = true;
 	for (int i = 0; i < op->nmr; i++)
-		fi_close(&op->mr[i]->fid);
+		fab_mrc_put(ep->mrc, op->mr[i]);
 	op->nmr = 0;
 	if (op->sync)
 		return;
@@ -207,10 +233,11 @@ void fab_rma_release(struct ssw_ep *ep)
 		fab_rma_free(ep, ep->all);
 	ep->done_head = ep->done_tail = NULL;
 	for (uint32_t i = 0; i < ep->nregs; i++)
-		if (ep->regs[i].mr) {
-			fi_close(&ep->regs[i].mr->fid);
-			ep->regs[i].mr = NULL;
-		}
+		if (ep->regs[i].mr)
+			reg_release(ep, &ep->regs[i]);
+	/* the endpoint's hold of its domain's cache: the last one flushes it */
+	fab_mrc_release(ep->mrc);
+	ep->mrc = NULL;
 }
 
 /* Post the transfers of one op: the local iovec in groups the provider
@@ -238,9 +265,9 @@ static int post(struct ssw_ep *ep, struct fab_rma_op *op, bool rd, const struct 
 				if (ep->mr_local) {
 					if (op->nmr == 8)
 						return -EPERM; /* more pieces than we register per op: copy instead */
-					if (reg_mr(ep, seg[n].iov_base, take, rd ? FI_READ : FI_WRITE, &op->mr[op->nmr]))
+					if (!ep->mrc || fab_mrc_get(ep->mrc, seg[n].iov_base, take, &op->mr[op->nmr]) < 0)
 						return -EFAULT;
-					desc[n] = fi_mr_desc(op->mr[op->nmr++]);
+					desc[n] = fi_mr_desc(fab_mrc_mr(op->mr[op->nmr++]));
 				}
 				n++;
 				glen += take;

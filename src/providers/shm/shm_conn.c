@@ -932,6 +932,8 @@ static void shm_close(struct ssw_ep *ep, int how)
 	shm_rdma_cancel(ep); /* queued transfers (async mode) never touch their buffers after close */
 	if (ep->tx.ctl && how == SSW_CLOSE_ORDERLY)
 		shm_ring_flush(ep); /* held messages go before the end, as a kernel close sends corked data */
+	if (ep->tx.ctl && how == SSW_CLOSE_ABORT)
+		shm_ring_drop_held(ep); /* a reset sends nothing it held (its hold not over) */
 	if (ep->tx.ctl && how != SSW_CLOSE_DETACH) {
 		/* Said at once, beside the ring, so the peer's poll sees it behind
 		 * unread data; a peer that sleeps (or watches: epoll) is armed
@@ -941,6 +943,8 @@ static void shm_close(struct ssw_ep *ep, int how)
 				      memory_order_seq_cst);
 		shm_wake_peer(ep);
 	}
+	if (ep->tx.ctl && how != SSW_CLOSE_DETACH)
+		shm_ring_trim(ep, 1); /* before the segment is released (recycled): what was read goes */
 	if (ep->seg && how != SSW_CLOSE_DETACH) {
 		struct shm_seg_hdr *h = ep->seg;
 		if (ep->tx.ctl == &h->ring[1]) { /* the acceptor's last touch: its connector may recycle it */

@@ -14,6 +14,7 @@ static int shm_init(void)
 {
 	shm_cma_disabled = ssw_param_choice(SSW_P_CMA) == 0;
 	shm_rdma_async = ssw_param_choice(SSW_P_FAULT) == 2; /* SOCKSWITCH_FAULT=async */
+	shm_pin_mode = ssw_param_choice(SSW_P_FAULT) == 3;   /* SOCKSWITCH_FAULT=pin */
 	return 0;
 }
 
@@ -37,6 +38,8 @@ static const struct ssw_msg_ops shm_msg_ops = {
 	.send_commit = shm_ring_commit,
 	.flush = shm_ring_flush,
 	.msg_space = shm_msg_space,
+	.trim = shm_ring_trim,
+	.resident = shm_seg_resident,
 };
 
 static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
@@ -55,6 +58,15 @@ static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
  * means every process holding the peer's end is gone. */
 void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh)
 {
+	/* no descriptor belongs on this connection: one a peer attached would
+	 * stay open in our table (a hostile peer could fill it) */
+	for (struct cmsghdr *c = mh ? CMSG_FIRSTHDR(mh) : NULL; c; c = CMSG_NXTHDR((struct msghdr *)mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+				sys_close(fd);
+			}
 	if (n > 1 && shm_vouch_is(rec, n)) {
 		if (mh)
 			shm_vouch_record(ep, rec, n, mh);
@@ -64,6 +76,21 @@ void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct m
 		ep->err = -ECONNRESET;
 	if (n == 0 || n > 1)
 		ep->peer_gone = 1;
+}
+
+ssize_t shm_ctl_take(struct ssw_ep *ep, int flags)
+{
+	struct shm_vouch m;
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { &m, sizeof m };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
+	ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, flags);
+	if (n >= 0) /* a record longer than a vouch is a refusal, its text unread */
+		shm_ctl_record(ep, &m, mh.msg_flags & MSG_TRUNC ? sizeof m + 1 : (size_t)n, &mh);
+	return n;
 }
 
 #define DRAIN_MAX 16
@@ -159,17 +186,9 @@ static int shm_sleep(struct ssw_ep *ep, int ms)
 			return -ENOSYS;
 		ep->ctl_timeo_ms = ms;
 	}
-	struct shm_vouch m;
-	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
-		struct cmsghdr align;
-	} cm;
-	struct iovec iov = { &m, sizeof m };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
-	ssize_t n = sys_recvmsg(ep->ctl_fd, &mh, 0);
+	ssize_t n = shm_ctl_take(ep, 0);
 	int err = errno;
 	if (n >= 0) {
-		shm_ctl_record(ep, &m, mh.msg_flags & MSG_TRUNC ? sizeof m + 1 : (size_t)n, &mh);
 		/* as in wake_ack: the producer may ring again only now */
 		atomic_store_explicit(&ep->rx.ctl->rung, 0, memory_order_seq_cst);
 		atomic_thread_fence(memory_order_seq_cst);
@@ -249,6 +268,12 @@ static uint64_t shm_wake_sent_ns(struct ssw_ep *ep)
 	return ep->rx.ctl ? atomic_load_explicit(&ep->rx.ctl->rang_ns, memory_order_relaxed) : 0;
 }
 
+/* The consumer's count of threads armed to sleep on the ring we fill. */
+static int shm_peer_asleep(struct ssw_ep *ep)
+{
+	return ep->tx.ctl ? atomic_load_explicit(&ep->tx.ctl->armed, memory_order_relaxed) != 0 : -1;
+}
+
 static const struct ssw_progress_ops shm_progress_ops = {
 	.size = sizeof(struct ssw_progress_ops),
 	.poll_cq = shm_rdma_poll_cq,
@@ -263,6 +288,7 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.peer_tag = shm_peer_tag,
 	.peer_cpu = shm_peer_cpu,
 	.wake_sent_ns = shm_wake_sent_ns,
+	.peer_asleep = shm_peer_asleep,
 };
 
 const struct ssw_provider ssw_provider_shm = {

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/trim.h"
+
 /* seals older headers may lack (the kernel's values) */
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -25,6 +27,13 @@
 #define SHM_RING_MIN (16u << 10)
 #define SHM_RING_MAX (64u << 20)
 #define SHM_REC_HDR 8u
+#define SHM_PAGE 4096u
+/* What a transmit ring keeps when its connection idles (shm_ring_trim):
+ * its first pages, where traffic that never fills the ring stays (a ring
+ * rewinds to its start whenever the consumer has read everything: a
+ * ping-pong of messages up to a few KiB never leaves them).  Pages past it
+ * are given back once the ring has been drained and unused for a while. */
+#define SHM_RING_FLOOR (2u * SHM_PAGE)
 
 /* One direction of a connection.  Each index lives on its own cache line so
  * producer and consumer never write the same line (no false sharing). */
@@ -36,6 +45,10 @@ struct shm_ring_ctl {
 	_Atomic uint64_t held;
 	_Atomic uint64_t held_ns;
 	_Atomic int32_t cpu;                  /* 1 + the CPU the producer last published from (0: not yet; a hint: peer_cpu) */
+	/* the producer rewound here (it found the ring empty): a consumer that
+	 * stands at this index, with records published or held past the next
+	 * lap's start, goes on there (shm_ring.c) */
+	_Atomic uint64_t skip;
 	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
 	_Alignas(64) _Atomic uint32_t armed;  /* consumer threads (about to go) asleep: a count */
 	_Atomic uint32_t rung;                /* producer rang since the consumer last woke */
@@ -59,7 +72,14 @@ struct shm_seg_hdr {
 	/* written by the acceptor's last holder as its last touch of the
 	 * segment: the connector may recycle it (shm_seg.c) */
 	_Atomic uint32_t released;
+	/* what each side's switch understands (SHM_FEAT_*): [0] written by
+	 * the connector with the header, [1] by the acceptor when it maps the
+	 * segment.  A producer uses a feature once its consumer has said so:
+	 * a switch that predates a field never sees it used (it leaves its
+	 * word 0, the fields past its own header being zero). */
+	_Atomic uint32_t feat[2];
 };
+#define SHM_FEAT_SKIP 1u /* the consumer follows the producer's rewinds (ctl->skip) */
 
 /* A ring record: header then payload, padded to 8 bytes. */
 /* CTL: a message without stream data (its loss at the peer's death is no reset) */
@@ -81,6 +101,12 @@ struct shm_ring {
 	uint64_t pub;      /* producer: tail last published (pos - pub: held or reserved) */
 	uint64_t resv;     /* producer: record bytes reserved by send_reserve, 0 if none */
 	uint64_t taken;    /* consumer: end of held records taken before their publication */
+	struct ssw_trim_clock idle; /* producer: how long pos has stood still (shm_ring_trim) */
+	uint64_t skip;     /* producer: the last rewind's index (ctl->skip) */
+	const _Atomic uint32_t *peer_feat; /* producer: the consumer's SHM_FEAT_* word (NULL: none) */
+	bool can_skip;     /* producer: the consumer said SHM_FEAT_SKIP */
+	bool rewind;       /* producer: the reserved record goes to the next lap's start */
+	bool dirty;        /* producer: records went past SHM_RING_FLOOR since the last trim */
 };
 
 /* The consumer's view of the published tail: one that still lags behind
@@ -112,25 +138,47 @@ struct shm_seg_key {
 	uint32_t uid;
 };
 
-/* A rendezvous descriptor (shm_rdma.c): whose memory, where, which registration. */
-#define SHM_DESC_MAGIC 0x43534d52u /* "RMSC" */
+/* A rendezvous descriptor (shm_rdma.c): whose memory, where, and which
+ * exposure of it: slot `slot` of the owner's exposure table, open while it
+ * holds this generation (shm_vouch.c).  Deregistration closes the slot, so
+ * the peer's copy of the descriptor is refused at once. */
+#define SHM_DESC_MAGIC 0x32534d52u /* "RMS2" */
 struct shm_desc {
 	uint32_t magic;
 	int32_t pid;
 	uint64_t addr;
 	uint64_t len;
 	uint64_t gen;
+	uint32_t slot;
+	uint32_t access; /* SSW_CAP_RDMA_READ / _WRITE */
 };
 
-/* The registering process's word on a descriptor, with the kernel's
- * credentials beside it (shm_vouch.c). */
-#define SHM_VOUCH_MAGIC 0x48435556u /* "VUCH" */
+/* One exposure, as its owner publishes it in its own memory: the peer reads
+ * it there (Cross Memory Attach) before every copy.  gen and gen2 bracket
+ * the rest (both equal and nonzero: open and consistent). */
+struct shm_expo {
+	_Atomic uint64_t gen;
+	uint64_t nonce;   /* the owner's, as its vouch says */
+	uint64_t addr, len;
+	uint32_t access, pad;
+	_Atomic uint64_t gen2;
+};
+#define SHM_EXPO_SLOTS 4096u
+
+/* A process's word, with the kernel's credentials beside it: its exposure
+ * table is at `table` (nslots slots, each carrying `nonce`).  Sent once per
+ * process and connection, before its first exposure (shm_vouch.c). */
+#define SHM_VOUCH_MAGIC 0x32435556u /* "VUC2" */
 struct shm_vouch {
 	uint32_t magic;
+	int32_t pid;
+	uint32_t nslots;
 	uint32_t pad;
-	struct shm_desc d;
+	uint64_t table;
+	uint64_t nonce;
 };
-#define SHM_VOUCHES 8
+#define SHM_VOUCHES 8  /* vouching processes remembered per connection (the newest) */
+#define SHM_VOUCHERS 8 /* processes of our side that vouched on a connection */
 
 struct ssw_ep {
 	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
@@ -153,10 +201,12 @@ struct ssw_ep {
 	_Atomic int cred_done;
 	_Atomic int cred_ok;  /* peer_pid/peer_uid came from the kernel (SO_PEERCRED answered) */
 	uint64_t seg_dev, seg_ino; /* acceptor: the segment's memfd (shm_seg_map_keep) */
-	/* descriptors the peer vouched for (shm_vouch.c), the newest SHM_VOUCHES */
+	/* the peer's processes that vouched (shm_vouch.c), the newest SHM_VOUCHES */
 	_Atomic uint32_t vouch_lock;
 	uint32_t nvouch;
-	struct shm_desc vouched[SHM_VOUCHES];
+	struct shm_vouch vouched[SHM_VOUCHES];
+	/* our processes that vouched on this connection (pids; 0: free) */
+	_Atomic int32_t vouchers[SHM_VOUCHERS];
 };
 
 #define SHM_MAX_PENDING 1024
@@ -173,6 +223,7 @@ struct ssw_listener {
 };
 
 extern int shm_cma_disabled; /* SOCKSWITCH_CMA=0: refuse one-sided access */
+extern int shm_pin_mode;     /* SOCKSWITCH_FAULT=pin: read exposures backed by pinned pages (shm_rdma.c) */
 /* SOCKSWITCH_FAULT=async (tests): rdma_read/rdma_write queue the copy and
  * return -EINPROGRESS; a later poll_cq of the endpoint does it and reports
  * it (the newest first while several are queued), as an RDMA provider would. */
@@ -238,10 +289,17 @@ int shm_ring_send_ctl(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
 int shm_ring_reserve(struct ssw_ep *ep, size_t len, void **buf);
 int shm_ring_commit(struct ssw_ep *ep, size_t len, int hold);
 void shm_ring_flush(struct ssw_ep *ep);
+/* An abortive close: records still held (their hold not over) are never published. */
+void shm_ring_drop_held(struct ssw_ep *ep);
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len);
 void shm_ring_done(struct ssw_ep *ep);
 int shm_ring_arm(struct ssw_ep *ep);
 size_t shm_ring_room(struct ssw_ep *ep);
+/* Give back our transmit ring's pages past the floor (msg op trim; force:
+ * the connection ends, nothing is sent any more). */
+int shm_ring_trim(struct ssw_ep *ep, int force);
+/* Bytes of the segment resident (msg op resident), -1 if unknown. */
+int64_t shm_seg_resident(struct ssw_ep *ep);
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector);
 uint64_t shm_seg_size(uint64_t ring_size);
 /* The connector writes the header of a new (zeroed) segment. */
@@ -265,19 +323,35 @@ extern const struct ssw_rdma_ops shm_rdma_ops;
 struct msghdr;
 /* SO_PASSCRED on a rendezvous socket (the listener's: accepted ones inherit it). */
 void shm_vouch_passcred(int fd);
-/* Vouch for our descriptor d on the rendezvous connection: 0 or -EPERM. */
-int shm_vouch_send(struct ssw_ep *ep, const struct shm_desc *d);
+/* Vouch for this process's exposure table on the rendezvous connection,
+ * unless it did on this connection already: 0 or -EPERM. */
+int shm_vouch_send(struct ssw_ep *ep);
+/* A vouch with these credentials, every time (the kernel refuses ones not
+ * ours unless we are root: tests play a forger with it): 0 or -errno. */
+struct ucred;
+int shm_vouch_send_as(struct ssw_ep *ep, const struct ucred *cr);
+/* Expose [addr, addr+len) of this process for access: a slot of its table
+ * opened, and *d describing it.  0, or -ENOBUFS (every slot in use). */
+int shm_expo_open(void *addr, size_t len, uint32_t access, struct shm_desc *d);
+/* Close the exposure d names (ours): the peer's copy is refused from now on.
+ * false when d names no open exposure of ours. */
+bool shm_expo_close(const struct shm_desc *d);
+/* Exposures open in this process (tests). */
+unsigned shm_expo_open_count(void);
 /* Is this rendezvous-connection record a vouch? */
 bool shm_vouch_is(const void *rec, size_t n);
 /* Keep a vouch read from the connection (mh: its credentials). */
 void shm_vouch_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
-/* May we copy from or into the peer's d: vouched for by the process it
- * names, whose uids are ours now?  0 or -EPERM. */
-int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d);
+/* May we copy from (write: into) the peer's d: the process it names vouched
+ * for its table, the slot there is open for exactly d with that access, and
+ * that process's uids are ours now?  0 or -EPERM. */
+int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d, bool write);
 
 /* shm_init.c: one record read from the rendezvous connection after the
  * handshake (n its length, 0 at hang-up; mh its credentials, or NULL). */
 void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
+/* Read and record one (recvmsg flags): its length, 0 at hang-up, or -1. */
+ssize_t shm_ctl_take(struct ssw_ep *ep, int flags);
 
 /* shm_pair.c (test support): a connected pair without the rendezvous. */
 int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b);

@@ -6,7 +6,10 @@
 #include "providers/shm/shm_priv.h"
 
 #include "common/memcheck.h"
+#include "common/params.h"
 #include "common/sys.h"
+#include "regcache/regcache.h"
+#include "regcache/regpin.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 int shm_cma_disabled;
+int shm_pin_mode;
 
 static int shm_register_memory(struct ssw_ep *ep, void *addr, size_t len, struct ssw_mr *mr)
 {
@@ -32,49 +36,135 @@ static void shm_deregister_memory(struct ssw_ep *ep, struct ssw_mr *mr)
 	(void)ep, (void)mr;
 }
 
-/* The descriptor, and the vouch that lets the peer use it (shm_vouch.c):
- * without one the peer refuses it, and the transfer goes through the ring. */
-static int shm_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, uint32_t access,
-				    struct ssw_rdma_desc *desc)
+/* ---- SOCKSWITCH_FAULT=pin ----------------------------------------------------
+ * Cross Memory Attach pins nothing: it finds the pages at the addresses at
+ * each copy, so shm registers no memory and keeps no registration cache.
+ * Tests make it pin as RDMA hardware does: a read exposure is then backed by
+ * the pages a cached registration pinned (regcache/regpin.h), copied out as
+ * a device would move them, so that a stale cache entry sends wrong bytes
+ * here too.  One cache per process: the exposures are the process's. */
+static struct ssw_regcache *pin_cache;
+static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
+static struct {
+	struct ssw_reg *pin;
+	void *shadow;
+} pinned[SHM_EXPO_SLOTS]; /* by exposure slot */
+
+static int pin_reg(void *ctx, void *addr, size_t len, uint32_t access, struct ssw_reg *reg)
 {
-	static uint64_t gen;
-	(void)access;
-	struct shm_desc d = { SHM_DESC_MAGIC, (int32_t)ssw_pid(), (uint64_t)(uintptr_t)addr, len,
-			      __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED) };
-	memcpy(desc->data, &d, sizeof d);
-	desc->len = sizeof d;
-	if (!shm_cma_disabled)
-		(void)shm_vouch_send(ep, &d);
+	(void)ctx, (void)access;
+	struct ssw_pin *p;
+	if (ssw_pin_new(addr, len, &p) < 0)
+		return -ENOBUFS;
+	memcpy(reg->handle, &p, sizeof p);
 	return 0;
 }
 
+static void pin_dereg(void *ctx, struct ssw_reg *reg)
+{
+	(void)ctx;
+	struct ssw_pin *p;
+	memcpy(&p, reg->handle, sizeof p);
+	ssw_pin_free(p);
+}
+
+static void pin_cache_new(void)
+{
+	static const struct ssw_regcache_ops ops = { pin_reg, pin_dereg, NULL };
+	size_t entries, bytes;
+	ssw_regcache_bounds(&entries, &bytes);
+	pin_cache = ssw_regcache_new(entries, bytes, &ops, NULL);
+}
+
+/* The exposed copy of what the pinned pages of [addr, addr+len) hold, or NULL. */
+static void *pin_shadow(void *addr, size_t len, struct ssw_reg **pin)
+{
+	pthread_once(&pin_once, pin_cache_new);
+	void *shadow = pin_cache ? malloc(len) : NULL;
+	if (!shadow)
+		return NULL;
+	if (ssw_regcache_get(pin_cache, addr, len, 0, pin) == 0) {
+		struct ssw_pin *p;
+		memcpy(&p, (*pin)->handle, sizeof p);
+		if (ssw_pin_read(p, (uintptr_t)addr - (*pin)->start, shadow, len) == 0)
+			return shadow;
+		ssw_regcache_put(pin_cache, *pin);
+	}
+	free(shadow);
+	return NULL;
+}
+
+/* The descriptor: a slot of this process's exposure table opened for the
+ * range, and the vouch for that table (shm_vouch.c; once per process and
+ * connection): without one the peer refuses it, and the transfer goes
+ * through the ring. */
+static int shm_register_rdma_memory(struct ssw_ep *ep, void *addr, size_t len, uint32_t access,
+				    struct ssw_rdma_desc *desc)
+{
+	struct shm_desc d;
+	access &= SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE;
+	if (!access || !len)
+		return -EINVAL;
+	struct ssw_reg *pin = NULL;
+	void *shadow = NULL;
+	if (shm_pin_mode && access == SSW_CAP_RDMA_READ && !(shadow = pin_shadow(addr, len, &pin)))
+		return -ENOBUFS;
+	if (shm_expo_open(shadow ? shadow : addr, len, access, &d) < 0) {
+		if (pin)
+			ssw_regcache_put(pin_cache, pin);
+		free(shadow);
+		return -ENOBUFS;
+	}
+	if (shadow) {
+		pinned[d.slot].pin = pin;
+		pinned[d.slot].shadow = shadow;
+	}
+	memset(desc, 0, sizeof *desc);
+	memcpy(desc->data, &d, sizeof d);
+	desc->len = sizeof d;
+	if (!shm_cma_disabled)
+		(void)shm_vouch_send(ep);
+	return 0;
+}
+
+/* The slot closes: the peer's next copy with this descriptor is refused. */
 static void shm_deregister_rdma_memory(struct ssw_ep *ep, const struct ssw_rdma_desc *desc)
 {
-	/* CMA cannot revoke access; the session refuses stale transfers by id. */
-	(void)ep, (void)desc;
+	(void)ep;
+	struct shm_desc d;
+	if (desc->len != sizeof d)
+		return;
+	memcpy(&d, desc->data, sizeof d);
+	if (!shm_expo_close(&d) || !pinned[d.slot].shadow)
+		return;
+	ssw_regcache_put(pin_cache, pinned[d.slot].pin);
+	free(pinned[d.slot].shadow);
+	pinned[d.slot].pin = NULL;
+	pinned[d.slot].shadow = NULL;
 }
 
 static int check_desc(struct ssw_ep *ep, const struct ssw_rdma_desc *desc, uint64_t off, size_t len,
-		      struct shm_desc *d)
+		      struct shm_desc *d, int write)
 {
 	if (desc->len != sizeof *d)
 		return -EINVAL;
 	memcpy(d, desc->data, sizeof *d);
 	if (d->magic != SHM_DESC_MAGIC || off > d->len || len > d->len - off || d->addr + d->len < d->addr)
 		return -EINVAL;
-	/* Only the process that registered it, as the kernel vouches, and of
-	 * our user now; anything else goes through the ring (-EPERM). */
+	/* Only an exposure still open in the process that vouched for it, as
+	 * the kernel says, of our user now; anything else goes through the
+	 * ring (-EPERM). */
 	shm_peer_cred(ep);
 	if (shm_cma_disabled || !(ep->caps & SSW_CAP_RDMA_READ))
 		return -EPERM;
-	return shm_vouch_check(ep, d);
+	return shm_vouch_check(ep, d, write != 0);
 }
 
 static int cma(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const struct ssw_rdma_desc *desc,
 	       uint64_t off, size_t len, int write)
 {
 	struct shm_desc d;
-	int rc = check_desc(ep, desc, off, len, &d);
+	int rc = check_desc(ep, desc, off, len, &d, write);
 	if (rc < 0)
 		return rc;
 	size_t cap = 0;
@@ -152,7 +242,7 @@ static int queue(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const
 	/* what does not validate is refused now, as a provider checks its
 	 * arguments before posting; the copy's own failures complete later */
 	struct shm_desc d;
-	int rc = check_desc(ep, desc, off, len, &d);
+	int rc = check_desc(ep, desc, off, len, &d, write);
 	if (rc < 0)
 		return rc;
 	if (iovcnt < 1 || iovcnt > 64)

@@ -6,10 +6,13 @@
 #include "providers/shm/shm_priv.h"
 
 #include "common/sys.h"
+#include "common/trim.h"
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
 
@@ -24,6 +27,7 @@ void shm_seg_init(struct shm_seg_hdr *h, uint64_t ring_size)
 	h->version = SHM_VERSION;
 	h->ring_size = ring_size;
 	h->seg_size = shm_seg_size(ring_size);
+	atomic_store_explicit(&h->feat[0], SHM_FEAT_SKIP, memory_order_relaxed);
 }
 
 void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_size, int connector)
@@ -36,6 +40,10 @@ void shm_ring_attach(struct ssw_ep *ep, struct shm_seg_hdr *h, uint64_t ring_siz
 	ep->rx.ctl = &h->ring[r];
 	ep->rx.data = base + (uint64_t)r * ring_size;
 	ep->rx.size = ring_size;
+	ep->tx.peer_feat = &h->feat[connector ? 1 : 0];
+	ep->tx.can_skip = false;
+	if (!connector) /* the acceptor's word, before it sends anything */
+		atomic_store_explicit(&h->feat[1], SHM_FEAT_SKIP, memory_order_relaxed);
 }
 
 static int corrupt(struct ssw_ep *ep)
@@ -71,11 +79,69 @@ void shm_ring_bell(struct ssw_ep *ep)
 	}
 }
 
+/* The start of the lap after pos's. */
+static inline uint64_t next_lap(const struct shm_ring *r, uint64_t pos)
+{
+	return (pos | (r->size - 1)) + 1;
+}
+
+/* The consumer's index as the producer may use it: read once, taken past a
+ * rewind the consumer has not jumped yet (it stands at our skip: nothing
+ * is left before the next lap's start), and checked (false: out of bounds,
+ * a corrupt peer). */
+static bool tx_head(struct shm_ring *r, uint64_t *out)
+{
+	uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+	if (head == r->skip && (head & (r->size - 1)))
+		head = next_lap(r, head);
+	if (head > r->pos || r->pos - head > r->size || (head & 7))
+		return false;
+	*out = head;
+	return true;
+}
+
+/* Rewind: once the consumer has read everything we wrote, the next record
+ * goes to the ring's start (the next lap's), and `skip` tells the consumer
+ * to jump there from where it stands.  Traffic that never fills the ring
+ * then keeps to its first pages: a ping-pong of 1,000 B messages never
+ * leaves the first 4 KiB, where going round the ring touched (and kept)
+ * all 512 KiB of it.  Out of band (not a PAD record to the end, which
+ * would take the rest of the ring until the consumer has read it: a burst
+ * after a rewind would find the ring full).  Whether the ring is empty
+ * costs a read of the consumer's index (a cache line it writes): a last
+ * look that found it empty serves, else it is asked only when the record
+ * would reach a new page.  Only toward a consumer that said it follows
+ * rewinds (SHM_FEAT_SKIP: a switch of before them reads on as it always
+ * did).  1: rewind, 0: not, -ECONNRESET. */
+static int rewind_wanted(struct ssw_ep *ep, uint64_t off, uint64_t need)
+{
+	struct shm_ring *r = &ep->tx;
+	if (!off)
+		return 0;
+	if (!r->can_skip) { /* a consumer that does not follow rewinds (an older switch), or not yet known */
+		if (!r->peer_feat || !(atomic_load_explicit(r->peer_feat, memory_order_relaxed) & SHM_FEAT_SKIP))
+			return 0;
+		r->can_skip = true;
+	}
+	if (r->other != r->pos) {
+		if ((off + need - 1) / SHM_PAGE == (off - 1) / SHM_PAGE)
+			return 0;
+		uint64_t head;
+		if (!tx_head(r, &head))
+			return corrupt(ep);
+		r->other = head;
+		if (head != r->pos)
+			return 0;
+	}
+	return 1;
+}
+
 int shm_ring_reserve(struct ssw_ep *ep, size_t len, void **buf)
 {
 	struct shm_ring *r = &ep->tx;
 
 	r->resv = 0;
+	r->rewind = false;
 	if (ep->err)
 		return ep->err;
 	if (ep->peer_gone) /* died: a reset if it left our data unread */
@@ -87,22 +153,38 @@ int shm_ring_reserve(struct ssw_ep *ep, size_t len, void **buf)
 		return -EMSGSIZE;
 
 	uint64_t off = r->pos & (r->size - 1);
-	uint64_t pad = off + need > r->size ? r->size - off : 0;
-	if (r->pos - r->other + pad + need > r->size) {
-		uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
-		if (head > r->pos || r->pos - head > r->size || (head & 7))
-			return corrupt(ep);
-		r->other = head;
-		if (r->pos - r->other + pad + need > r->size)
-			return -EAGAIN;
-	}
-	if (pad) {
-		/* goes out with the next published record; an abandoned
-		 * reservation leaves only this (valid) padding behind */
-		struct shm_rec p = { (uint32_t)(pad - SHM_REC_HDR), SHM_REC_PAD };
-		memcpy(r->data + off, &p, sizeof p);
-		r->pos += pad;
+	int rw = rewind_wanted(ep, off, need);
+	if (rw < 0)
+		return rw;
+	if (rw) {
+		/* the record goes to the next lap's start; commit says so (an
+		 * abandoned reservation changes nothing) */
+		r->rewind = true;
 		off = 0;
+	} else {
+		uint64_t pad = off + need > r->size ? r->size - off : 0;
+		if (r->pos - r->other + pad + need > r->size) {
+			uint64_t head;
+			if (!tx_head(r, &head))
+				return corrupt(ep);
+			r->other = head;
+			if (r->pos - r->other + pad + need > r->size)
+				return -EAGAIN;
+		}
+		if (pad) {
+			/* goes out with the next published record; an abandoned
+			 * reservation leaves only this (valid) padding behind */
+			struct shm_rec p = { (uint32_t)(pad - SHM_REC_HDR), SHM_REC_PAD };
+			memcpy(r->data + off, &p, sizeof p);
+			r->pos += pad;
+			off = 0;
+		}
+	}
+	if (off + need > SHM_RING_FLOOR && !r->dirty) {
+		/* past the floor: the housekeeper gives it back once idle */
+		r->dirty = true;
+		ssw_trim_regrown(&r->idle, ssw_now_ns());
+		ssw_trim_note();
 	}
 	r->resv = need;
 	*buf = r->data + off + SHM_REC_HDR;
@@ -114,9 +196,23 @@ static void publish(struct ssw_ep *ep, int hold)
 {
 	struct shm_ring *r = &ep->tx;
 	if (hold) {
-		if (atomic_load_explicit(&r->ctl->held, memory_order_relaxed) <= r->pub)
-			atomic_store_explicit(&r->ctl->held_ns, ssw_now_ns(), memory_order_relaxed);
+		uint64_t h = atomic_load_explicit(&r->ctl->held, memory_order_relaxed), now = ssw_now_ns();
+		bool start = h <= r->pub;
+		if (!start && now - atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed) >= (uint64_t)SSW_HOLD_MS * 1000000u) {
+			/* the last hold is over (its records were the peer's to take
+			 * already): they are published, and a new hold starts */
+			r->pub = h;
+			atomic_store_explicit(&r->ctl->tail, h, memory_order_release);
+			start = true;
+		}
+		if (start)
+			atomic_store_explicit(&r->ctl->held_ns, now, memory_order_relaxed);
 		atomic_store_explicit(&r->ctl->held, r->pos, memory_order_release);
+		/* A peer asleep already would never learn that the hold ends (its
+		 * arm found nothing held): woken once, it sleeps again until then,
+		 * as kernel TCP sends corked data by itself at its 200 ms ceiling */
+		if (start)
+			shm_wake_peer(ep);
 		return;
 	}
 	r->pub = r->pos;
@@ -133,6 +229,13 @@ static int commit(struct ssw_ep *ep, size_t len, int hold, uint32_t kind)
 	uint64_t need = SHM_REC_HDR + ALIGN8(len);
 	if (!r->resv || need > r->resv)
 		return -EINVAL;
+	if (r->rewind) {
+		/* published with the record (publish's release store) */
+		r->skip = r->pos;
+		atomic_store_explicit(&r->ctl->skip, r->pos, memory_order_relaxed);
+		r->pos = r->other = next_lap(r, r->pos); /* empty up to there */
+		r->rewind = false;
+	}
 	struct shm_rec m = { (uint32_t)len, kind };
 	memcpy(r->data + (r->pos & (r->size - 1)), &m, sizeof m);
 	r->pos += need;
@@ -185,10 +288,12 @@ size_t shm_ring_room(struct ssw_ep *ep)
 	struct shm_ring *r = &ep->tx;
 	if (ep->err || !r->ctl)
 		return 0;
-	uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
-	if (head > r->pos || r->pos - head > r->size || (head & 7))
+	uint64_t head;
+	if (!tx_head(r, &head))
 		return 0; /* corrupt: send() will say so */
 	r->other = head;
+	if (head == r->pos)
+		return (size_t)r->size; /* empty: a record would rewind to the start */
 	uint64_t room = r->size - (r->pos - head), to_end = r->size - (r->pos & (r->size - 1));
 	/* A record may not wrap: it goes before the end, or after a PAD to the
 	 * end.  The largest record that fits, so that send_room() >=
@@ -201,9 +306,10 @@ size_t shm_ring_room(struct ssw_ep *ep)
 /* Does [head, pos) of our transmit ring hold a data record?  Only our own
  * records are there, but the memory is shared: every length is checked, and
  * anything odd counts as data (a reset). */
-static bool unread_data(const struct shm_ring *r, uint64_t head)
+static bool unread_data(struct shm_ring *r)
 {
-	if (head > r->pos || r->pos - head > r->size || (head & 7))
+	uint64_t head;
+	if (!tx_head(r, &head))
 		return true;
 	while (head < r->pos) {
 		uint64_t off = head & (r->size - 1), left = r->pos - head;
@@ -214,6 +320,8 @@ static bool unread_data(const struct shm_ring *r, uint64_t head)
 		if ((kind != SHM_REC_CTL && kind != SHM_REC_PAD) || need > left || off + need > r->size)
 			return true;
 		head += need;
+		if (head == r->skip && (head & (r->size - 1)))
+			head = next_lap(r, head); /* a rewind: the records go on there */
 	}
 	return false;
 }
@@ -224,10 +332,8 @@ static bool unread_data(const struct shm_ring *r, uint64_t head)
  * The ring cannot change any more: the answer is kept. */
 int shm_gone_state(struct ssw_ep *ep)
 {
-	if (!ep->gone_state) {
-		uint64_t head = atomic_load_explicit(&ep->tx.ctl->head, memory_order_acquire);
-		ep->gone_state = unread_data(&ep->tx, head) ? -ECONNRESET : -EPIPE;
-	}
+	if (!ep->gone_state)
+		ep->gone_state = unread_data(&ep->tx) ? -ECONNRESET : -EPIPE;
 	return ep->gone_state;
 }
 
@@ -246,6 +352,18 @@ static int empty_state(struct ssw_ep *ep)
 	return -EAGAIN;
 }
 
+/* Where our next record starts: our position, or the next lap's start
+ * when the producer rewound there (its skip is our position) and has
+ * records up to `frontier` (published or held) past it.  The producer's
+ * word, which decides only where in its own output we read next. */
+static uint64_t rx_start(const struct shm_ring *r, uint64_t frontier)
+{
+	uint64_t sk = atomic_load_explicit(&r->ctl->skip, memory_order_relaxed);
+	if (sk != r->pos || !(r->pos & (r->size - 1)) || frontier < next_lap(r, r->pos))
+		return r->pos;
+	return next_lap(r, r->pos);
+}
+
 /* Records the peer holds past `from` that we may take now: its hold time
  * is over, or it is gone (a kernel close sends corked data too).  Returns
  * their end (`from` when none; *wait_ns: how long until they are ours), or
@@ -257,16 +375,32 @@ static uint64_t held_end(struct ssw_ep *ep, uint64_t from, uint64_t *wait_ns)
 	uint64_t h = atomic_load_explicit(&r->ctl->held, memory_order_acquire);
 	if (h <= from)
 		return from; /* none, or published meanwhile */
-	if (h - r->pos > r->size || (h & 7))
+	if (h - rx_start(r, h) > r->size || (h & 7))
 		return HELD_CORRUPT;
 	uint64_t t0 = atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed);
 	uint64_t now = ssw_now_ns(), hold = (uint64_t)SSW_HOLD_MS * 1000000u;
-	if (ep->peer_gone || atomic_load_explicit(&r->ctl->closed, memory_order_acquire) != SHM_OPEN ||
-	    now - t0 >= hold || t0 > now)
+	bool over = now - t0 >= hold || t0 > now;
+	uint32_t closed = atomic_load_explicit(&r->ctl->closed, memory_order_acquire);
+	/* an abortive close (or a death with our data unread) sends nothing it
+	 * still held: tcp_close's reset drops the unsent queue (the closer
+	 * drops the mark, shm_ring_drop_held; this covers a reader that loaded
+	 * it first, and a peer that died) */
+	if (!over && (closed == SHM_CLOSED_RESET || (ep->peer_gone && closed == SHM_OPEN && shm_gone_state(ep) == -ECONNRESET)))
+		return from;
+	if (ep->peer_gone || closed != SHM_OPEN || over)
 		return h;
 	if (wait_ns)
 		*wait_ns = t0 + hold - now;
 	return from;
+}
+
+void shm_ring_drop_held(struct ssw_ep *ep)
+{
+	struct shm_ring *r = &ep->tx;
+	uint64_t t0 = atomic_load_explicit(&r->ctl->held_ns, memory_order_relaxed), now = ssw_now_ns();
+	if (atomic_load_explicit(&r->ctl->held, memory_order_relaxed) > r->pub && now - t0 < (uint64_t)SSW_HOLD_MS * 1000000u &&
+	    t0 <= now)
+		atomic_store_explicit(&r->ctl->held, r->pub, memory_order_release);
 }
 
 int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
@@ -278,8 +412,6 @@ int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 	for (;;) {
 		if (r->pos == r->other) {
 			uint64_t tail = shm_rx_tail(r, r->pos);
-			if (tail < r->pos || tail - r->pos > r->size || (tail & 7))
-				return corrupt(ep);
 			if (tail == r->pos) {
 				tail = held_end(ep, tail, NULL);
 				if (tail == HELD_CORRUPT)
@@ -287,6 +419,13 @@ int shm_ring_peek(struct ssw_ep *ep, const void **msg, size_t *len)
 				if (tail > r->taken)
 					r->taken = tail;
 			}
+			uint64_t start = rx_start(r, tail);
+			if (start != r->pos) { /* the producer rewound: on at the next lap */
+				r->pos = start;
+				atomic_store_explicit(&r->ctl->head, r->pos, memory_order_release);
+			}
+			if (tail < r->pos || tail - r->pos > r->size || (tail & 7))
+				return corrupt(ep);
 			r->other = tail;
 			if (tail == r->pos)
 				return empty_state(ep);
@@ -342,4 +481,74 @@ int shm_ring_arm(struct ssw_ep *ep)
 	}
 	/* held records: a flush rings us, else they are ours when the hold ends */
 	return wait_ns ? (int)(wait_ns / 1000000u) + 1 : 0;
+}
+
+/* Give back [a, b) of our transmit ring (offsets; page-aligned, a < b). */
+static void punch(struct shm_ring *r, uint64_t a, uint64_t b)
+{
+	if (a < b)
+		(void)madvise(r->data + a, b - a, MADV_REMOVE);
+}
+
+/* The idle give-back (msg op trim): the pages of our transmit ring past
+ * the floor, but for those the consumer has still to read ([head, pos))
+ * and the one holding pos (the next record, or the rewind's PAD, goes
+ * there).  MADV_REMOVE on our mapping frees them in the memfd, for the
+ * peer's mapping too (the consumer reads only below pos, so it never
+ * sees them go; a later write faults a zeroed page in again).  Only once
+ * pos has stood still for the ring's quiet time (common/trim.h: a second,
+ * longer for a ring whose traffic came back soon after its last trim) and
+ * the consumer has read it all: a ring in use is never trimmed between
+ * two messages (a page given back costs its refault, about 5-15 us here
+ * on each side).  Returns 1 while pages past the floor may be
+ * left (look again), 0 when not. */
+int shm_ring_trim(struct ssw_ep *ep, int force)
+{
+	struct shm_ring *r = &ep->tx;
+	if (!r->ctl || !r->dirty)
+		return 0;
+	/* (a reservation seen here was abandoned: the session writes and
+	 * commits under the lock its caller holds; corked records unpublished
+	 * count as a change) */
+	uint64_t now = ssw_now_ns();
+	if (!force && !ssw_trim_idle(&r->idle, r->pos != r->pub ? ~r->pos : r->pos, now))
+		return 1;
+	uint64_t head;
+	if (!tx_head(r, &head))
+		return 0; /* corrupt: the next send says so; nothing to give back */
+	r->other = head;
+	if (!force && head != r->pos)
+		return 1; /* the consumer has yet to read it: later */
+	uint64_t mask = r->size - 1, floor = SHM_RING_FLOOR;
+	/* kept: the pages from head's to pos's, which may wrap round the end */
+	uint64_t k0 = (head & mask) / SHM_PAGE * SHM_PAGE, k1 = ((r->pos & mask) / SHM_PAGE + 1) * SHM_PAGE;
+	if (k1 < floor)
+		k1 = floor;
+	if (head != r->pos && r->pos - head >= r->size - (head & mask)) {
+		punch(r, k1, k0); /* kept [k0, size) and [0, k1) */
+	} else {
+		punch(r, floor, k0);
+		punch(r, k1, r->size);
+	}
+	ssw_trim_given(&r->idle, now);
+	r->dirty = false;
+	return 0;
+}
+
+int64_t shm_seg_resident(struct ssw_ep *ep)
+{
+	if (!ep->seg)
+		return -1;
+	size_t pages = (ep->seg_size + SHM_PAGE - 1) / SHM_PAGE;
+	unsigned char small[512], *v = pages <= sizeof small ? small : malloc(pages);
+	int64_t n = -1;
+	if (v && mincore(ep->seg, ep->seg_size, v) == 0) {
+		n = 0;
+		for (size_t i = 0; i < pages; i++)
+			n += v[i] & 1;
+		n *= SHM_PAGE;
+	}
+	if (v != small)
+		free(v);
+	return n;
 }

@@ -82,6 +82,10 @@ int ssw_route_local_targets(const struct ssw_routes *r, bool v4, bool v6, int *o
 
 bool ssw_route_port_excluded(const struct ssw_routes *r, uint16_t port);
 
+/* Do the settings' routes (SOCKSWITCH_ROUTES, SOCKSWITCH_CONF; read, not
+ * configured) name a provider other than this one?  false on any error. */
+bool ssw_routes_name_other_than(const char *provider);
+
 /* Why a destination gets its provider, for `sockswitch routes` and logs. */
 struct ssw_route_explanation {
 	int target;                          /* what connect() would use */

@@ -405,6 +405,33 @@ static int read_conf(const char *path, char **text, char *err, size_t errlen)
 	return 0;
 }
 
+/* The table as the settings write it, options not handed to providers. */
+static int routes_parse(struct ssw_routes *out, char *err, size_t errlen)
+{
+	const char *env = ssw_param_str(SSW_P_ROUTES);
+	const char *path = ssw_param_str(SSW_P_CONF);
+	if (ssw_param_error(SSW_P_CONF))
+		return -1;
+	char *text = NULL;
+	if (path && *path && read_conf(path, &text, err, errlen))
+		return -1;
+	int rc = ssw_routes_build(out, env, path, text, err, errlen);
+	free(text);
+	return rc;
+}
+
+bool ssw_routes_name_other_than(const char *provider)
+{
+	struct ssw_routes *r = malloc(sizeof *r);
+	char err[256];
+	bool other = false;
+	if (r && routes_parse(r, err, sizeof err) == 0)
+		for (int i = 0; i < r->nrules && !other; i++)
+			other = r->rules[i].target >= 0 && strcmp(ssw_registry[r->rules[i].target].name, provider) != 0;
+	free(r);
+	return other;
+}
+
 int ssw_routes_load(struct ssw_routes *out, char *err, size_t errlen)
 {
 	ssw_params_load(); /* callers (the CLI, tests) may have changed the environment */

@@ -134,6 +134,7 @@ bool ssw_forked(void)
 void ssw_fork_begin(void)
 {
 	ssw_statreg_fork_begin(); /* first: statreg.c says why */
+	ssw_trim_fork_begin();    /* the same for the housekeeper's looks (trim.c) */
 	pthread_rwlock_wrlock(&fork_lock);
 	__atomic_store_n(&ssw_fl->forking, pthread_self(), __ATOMIC_RELAXED);
 	if (!forked_ever)
@@ -168,5 +169,6 @@ void ssw_fork_end(pid_t pid)
 		drop_private(true);
 	}
 	pthread_rwlock_unlock(&fork_lock);
+	ssw_trim_fork_end(false);
 	ssw_statreg_fork_end(false);
 }

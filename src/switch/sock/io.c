@@ -20,6 +20,39 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
+/* O_NONBLOCK, the timeouts and SO_LINGER as every process holding the
+ * connection sees them: its open file's, which a fork shares (the session
+ * keeps what any of them set since; until then this process's copy). */
+static bool sock_nb(struct ssw_sock *s)
+{
+	bool nb = atomic_load(&s->nonblock);
+	return s->state == SSW_ST_CONNECTED && s->sess ? ssw_session_sopt(s->sess, SSW_SOPT_NONBLOCK, nb) != 0 : nb;
+}
+
+static int sock_rcvtimeo(struct ssw_sock *s)
+{
+	return s->state == SSW_ST_CONNECTED && s->sess ? ssw_session_sopt(s->sess, SSW_SOPT_RCVTIMEO, s->rcvtimeo_ms)
+						      : s->rcvtimeo_ms;
+}
+
+static int sock_sndtimeo(struct ssw_sock *s)
+{
+	return s->state == SSW_ST_CONNECTED && s->sess ? ssw_session_sopt(s->sess, SSW_SOPT_SNDTIMEO, s->sndtimeo_ms)
+						      : s->sndtimeo_ms;
+}
+
+bool ssw_sock_linger0(struct ssw_sock *s)
+{
+	int own = s->linger_on ? s->linger_s : -1;
+	return (s->sess ? ssw_session_sopt(s->sess, SSW_SOPT_LINGER, own) : own) == 0;
+}
+
+static void share_opt(struct ssw_sock *s, int which, int v)
+{
+	if (s->state == SSW_ST_CONNECTED && s->sess)
+		ssw_session_sopt_set(s->sess, which, v);
+}
+
 /* Make sure a connecting socket is connected, or hand it to the kernel.
  * Returns 0 (go on with the session), SSW_PASS, or -errno. */
 static int ready_for_io(struct ssw_sock *s, int wait)
@@ -44,8 +77,8 @@ ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	int rc = ready_for_io(s, 1);
 	if (rc)
 		return rc;
-	bool nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
-	ssize_t r = ssw_session_send(s->sess, iov, iovcnt, flags, nb, s->sndtimeo_ms);
+	bool nb = sock_nb(s) || (flags & MSG_DONTWAIT);
+	ssize_t r = ssw_session_send(s->sess, iov, iovcnt, flags, nb, sock_sndtimeo(s));
 	if (!nb)
 		ssw_epoll_touch(s); /* it may have slept: its doorbell taken here */
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
@@ -58,8 +91,8 @@ ssize_t ssw_recv(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	int rc = ready_for_io(s, 1);
 	if (rc)
 		return rc;
-	bool nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
-	ssize_t r = ssw_session_recv(s->sess, iov, iovcnt, flags, nb, s->rcvtimeo_ms);
+	bool nb = sock_nb(s) || (flags & MSG_DONTWAIT);
+	ssize_t r = ssw_session_recv(s->sess, iov, iovcnt, flags, nb, sock_rcvtimeo(s));
 	if (!nb)
 		ssw_epoll_touch(s);
 	return r;
@@ -93,12 +126,17 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 	off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
 	if (pos < 0)
 		return errno == ESPIPE ? -EINVAL : -errno;
+	/* the kernel reads the file first: nothing to read (no count, or its
+	 * end) is 0, whatever the socket's state (shut down, reset, full) */
+	struct stat st;
+	int fl = sys_fcntl(in_fd, F_GETFL, 0);
+	if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY)
+		return -EBADF;
+	if (count == 0 || (fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size))
+		return 0;
 	struct file_src f = { in_fd, pos };
 	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
-					  atomic_load(&s->nonblock), s->sndtimeo_ms);
-	struct stat st;
-	if (r == -EAGAIN && fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size)
-		r = 0; /* the kernel reads the file first: its end wins over a full socket */
+					  sock_nb(s), sock_sndtimeo(s));
 	off_t done = r > 0 ? (off_t)r : 0;
 	if (offset)
 		*offset = pos + done;
@@ -160,9 +198,9 @@ ssize_t ssw_splice_from_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsign
 		return rc > 0 ? 0 : rc;
 	struct pipe_src p = { pipe_fd, true };
 	/* SPLICE_F_NONBLOCK is about the pipe: the socket's own mode decides */
-	bool nb = atomic_load(&s->nonblock);
+	bool nb = sock_nb(s);
 	ssize_t r = ssw_session_send_fill(s->sess, len < RW_MAX ? len : RW_MAX, pipe_fill, &p,
-					  (flags & SPLICE_F_MORE) ? MSG_MORE : 0, nb, s->sndtimeo_ms);
+					  (flags & SPLICE_F_MORE) ? MSG_MORE : 0, nb, sock_sndtimeo(s));
 	if (r == -EPIPE)
 		ssw_raise_sigpipe();
 	return r;
@@ -191,12 +229,18 @@ ssize_t ssw_splice_to_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsigned
 		n = len;
 	if (n > SPLICE_CHUNK)
 		n = SPLICE_CHUNK;
+	bool nb = sock_nb(s);
+	size_t room;
+	rc = ssw_session_splice_room(s->sess, nb, &room);
+	if (rc <= 0)
+		return rc;
+	if (n > room)
+		n = room;
 	void *buf = malloc(n);
 	if (!buf)
 		return -ENOMEM;
 	struct iovec v = { buf, n };
-	bool nb = atomic_load(&s->nonblock);
-	ssize_t r = ssw_session_recv(s->sess, &v, 1, 0, nb, s->rcvtimeo_ms);
+	ssize_t r = ssw_session_recv(s->sess, &v, 1, 0, nb, sock_rcvtimeo(s));
 	for (size_t off = 0; r > 0 && off < (size_t)r;) {
 		ssize_t w = sys_write(pipe_fd, (char *)buf + off, (size_t)r - off);
 		if (w < 0 && errno == EINTR)
@@ -342,10 +386,12 @@ int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *v
 		break;
 	case SO_RCVTIMEO:
 		s->rcvtimeo_ms = timeval_ms(val, len);
+		share_opt(s, SSW_SOPT_RCVTIMEO, s->rcvtimeo_ms);
 		changed = false;
 		break;
 	case SO_SNDTIMEO:
 		s->sndtimeo_ms = timeval_ms(val, len);
+		share_opt(s, SSW_SOPT_SNDTIMEO, s->sndtimeo_ms);
 		changed = false;
 		break;
 	case SO_LINGER:
@@ -354,6 +400,7 @@ int ssw_setsockopt(struct ssw_sock *s, int fd, int level, int opt, const void *v
 			memcpy(&lg, val, sizeof lg);
 			s->linger_on = lg.l_onoff != 0;
 			s->linger_s = lg.l_linger;
+			share_opt(s, SSW_SOPT_LINGER, s->linger_on ? s->linger_s : -1);
 		}
 		changed = false;
 		break;
@@ -435,8 +482,10 @@ int ssw_ioctl(struct ssw_sock *s, int fd, unsigned long req, void *arg, bool *ha
 	*handled = false;
 	(void)fd;
 	if (req == FIONBIO) {
-		if (arg)
+		if (arg) {
 			atomic_store(&s->nonblock, *(int *)arg != 0);
+			share_opt(s, SSW_SOPT_NONBLOCK, *(int *)arg != 0);
+		}
 		return 0; /* and the kernel too */
 	}
 	if (s->state != SSW_ST_CONNECTED || !arg)
@@ -462,6 +511,7 @@ int ssw_ioctl(struct ssw_sock *s, int fd, unsigned long req, void *arg, bool *ha
 void ssw_fcntl_setfl(struct ssw_sock *s, int flags)
 {
 	atomic_store(&s->nonblock, (flags & O_NONBLOCK) != 0);
+	share_opt(s, SSW_SOPT_NONBLOCK, (flags & O_NONBLOCK) != 0);
 }
 
 void ssw_fcntl_setown(struct ssw_sock *s, int owner)

@@ -182,7 +182,7 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 			uint64_t t1 = ssw_now_ns();
 			r = sys_poll(pf, (nfds_t)npf, ms);
 			if (ms != 0)
-				ssw_ev_slept(ssw_now_ns() - t1, r > 0);
+				ssw_ev_slept(ssw_now_ns() - t1, r > 0, 0);
 		}
 		if (r < 0)
 			return -errno;

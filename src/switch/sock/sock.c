@@ -43,7 +43,7 @@ void ssw_sock_destroy(struct ssw_sock *s)
 		ssw_fork_guard_enter();
 		if (ssw_session_last_holder(s->sess)) /* counted once, by the last holder */
 			ssw_stats_account_closed(s);
-		ssw_session_close(s->sess, s->linger_on && s->linger_s == 0);
+		ssw_session_close(s->sess, ssw_sock_linger0(s));
 		ssw_fork_guard_leave();
 	}
 	pthread_mutex_destroy(&s->lock);

@@ -34,6 +34,7 @@
  * inherits old entries.  A process of the
  * same uid can still truncate a program's own file or doorbell (SIGBUS), as
  * it could ptrace it: same-uid processes trust each other, as in the kernel. */
+#include "regcache/regcache.h"
 #include "switch/stat/statreg.h"
 
 #include "common/log.h"
@@ -440,6 +441,7 @@ static void collect_one(int fd, struct ssw_sock *s, void *arg)
 static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl)
 {
 	struct ssw_session_stats st;
+	int64_t ring = -1;
 	bool have_stats = false;
 	int state = SSW_SR_UNKNOWN;
 	/* Never wait for a connect in progress: it holds the lock while it
@@ -451,6 +453,7 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 	} else if (ss == SSW_ST_CONNECTED && s->sess) {
 		/* sess is fixed once connected and lives as long as our reference */
 		ssw_session_get_stats(s->sess, &st);
+		ring = ssw_session_resident(s->sess); /* a system call (mincore): off the data path */
 		have_stats = true;
 		/* half-closed either way, or reset: what TCP calls the closing states */
 		state = st.tcp_state == K_ESTABLISHED ? SSW_SR_CONNECTED : SSW_SR_CLOSING;
@@ -506,6 +509,7 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 		sl->bytes_sent = sl->bytes_received = sl->msgs_sent = sl->msgs_received = 0;
 		sl->tx_inflight = sl->tx_limit = sl->rx_window = 0;
 	}
+	sl->ring_resident = ring > 0 ? (uint64_t)ring : 0;
 	sl->ino = 0;
 	sl->since_ns = 0;
 	memcpy(sl->local, loc, sizeof loc);
@@ -537,6 +541,15 @@ static void refresh(struct collect *c)
 			dropped++;
 	}
 	__atomic_store_n(&L->hdr->dropped, (uint32_t)dropped + atomic_load(&L->kernel_dropped), __ATOMIC_RELAXED);
+	struct ssw_regcache_stats rc;
+	ssw_regcache_totals(&rc);
+	L->hdr->regcache.hits = rc.hits;
+	L->hdr->regcache.misses = rc.misses;
+	L->hdr->regcache.evictions = rc.evictions;
+	L->hdr->regcache.invalidations = rc.invalidations;
+	L->hdr->regcache.registrations = rc.registrations;
+	L->hdr->regcache.entries = rc.entries;
+	L->hdr->regcache.bytes = rc.bytes;
 	__atomic_store_n(&L->hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&L->reg_lock);
 
@@ -896,6 +909,7 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 	sl->describe[0] = '\0';
 	sl->bytes_sent = sl->bytes_received = sl->msgs_sent = sl->msgs_received = 0;
 	sl->tx_inflight = sl->tx_limit = sl->rx_window = 0;
+	sl->ring_resident = 0;
 	sl->ino = ino;
 	sl->since_ns = realtime_ns();
 	memcpy(sl->local, loc, sizeof loc);

@@ -60,6 +60,11 @@ struct ssw_statreg_hdr {
 	uint32_t dropped;         /* sockets not shown: the table was full (atomic) */
 	uint32_t used;            /* slots at and past this index are free (atomic) */
 	char comm[16];
+	/* the process's registration caches (regcache.h ssw_regcache_totals),
+	 * as of the last refresh: per process, not per connection */
+	struct {
+		uint64_t hits, misses, evictions, invalidations, registrations, entries, bytes;
+	} regcache;
 };
 
 struct ssw_statreg_slot {
@@ -79,8 +84,10 @@ struct ssw_statreg_slot {
 	char reason[96];          /* why kernel TCP (SSW_SR_KERNEL); a listener: its note (a provider
 				   * half lost, the last request dropped), or "" */
 	char describe[48];        /* the provider's describe() line ("fabric (libfabric tcp)"), or "" */
+	uint64_t ring_resident;   /* bytes of the connection's shared memory resident (shm: its segment,
+				   * both rings), 0: not known */
 	uint32_t refused;         /* a listener: connection requests dropped at accept */
-	char pad[12];
+	char pad[4];
 };
 
 _Static_assert(sizeof(struct ssw_statreg_slot) == 384, "slot layout");

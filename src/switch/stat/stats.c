@@ -7,6 +7,7 @@
 #include "common/params.h"
 #include "common/safefile.h"
 #include "common/sys.h"
+#include "regcache/regcache.h"
 #include "switch/stat/statreg.h"
 
 #include <stdio.h>
@@ -23,10 +24,13 @@ void ssw_stats_account_closed(struct ssw_sock *s)
 	ssw_session_get_stats(s->sess, &st);
 	atomic_fetch_add(&ssw_counters.bytes_sent, st.bytes_sent);
 	atomic_fetch_add(&ssw_counters.bytes_received, st.bytes_received);
+	atomic_fetch_add(&ssw_counters.rndv, st.rndv_read + st.rndv_write);
+	atomic_fetch_add(&ssw_counters.rndv_fallback, st.rndv_fallback);
+	atomic_fetch_add(&ssw_counters.rdma_regs, st.rdma_regs);
 }
 
 struct live_sum {
-	unsigned long sent, received;
+	unsigned long sent, received, rndv, rndv_fallback, rdma_regs;
 };
 
 static void add_live(int fd, struct ssw_sock *s, void *arg)
@@ -40,6 +44,9 @@ static void add_live(int fd, struct ssw_sock *s, void *arg)
 	ssw_session_get_stats(s->sess, &st);
 	l->sent += st.bytes_sent;
 	l->received += st.bytes_received;
+	l->rndv += st.rndv_read + st.rndv_write;
+	l->rndv_fallback += st.rndv_fallback;
+	l->rdma_regs += st.rdma_regs;
 }
 
 /* Set once the file was found unusable and said so: one warning per process. */
@@ -74,13 +81,21 @@ void ssw_stats_dump_at_exit(void)
 	if (!path || !*path || stats_warned)
 		return;
 	ssw_statreg_quiesce();
-	struct live_sum l = { 0, 0 };
+	struct live_sum l = { 0, 0, 0, 0, 0 };
 	ssw_fdtab_each(add_live, &l);
-	char line[256];
-	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu\n",
+	struct ssw_regcache_stats rc;
+	ssw_regcache_totals(&rc);
+	char line[512];
+	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu"
+			 " rndv=%lu rndv_fallback=%lu rdma_regs=%lu regcache_hits=%llu regcache_misses=%llu regcache_evictions=%llu regcache_invalidations=%llu"
+			 " regcache_registrations=%llu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
 			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received,
-			 atomic_load(&ssw_counters.refused));
+			 atomic_load(&ssw_counters.refused), atomic_load(&ssw_counters.rndv) + l.rndv,
+			 atomic_load(&ssw_counters.rndv_fallback) + l.rndv_fallback,
+			 atomic_load(&ssw_counters.rdma_regs) + l.rdma_regs, (unsigned long long)rc.hits, (unsigned long long)rc.misses,
+			 (unsigned long long)rc.evictions, (unsigned long long)rc.invalidations,
+			 (unsigned long long)rc.registrations);
 	int fd = open_stats(path);
 	if (fd < 0)
 		return;

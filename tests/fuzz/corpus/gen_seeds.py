@@ -78,6 +78,12 @@ def ring_seeds():
     write('fuzz_ring', 'several', hdr(0, 4 * len(rec), 0, flags=(200 << 8)) + rec)
     write('fuzz_ring', 'wrapped', hdr(16 * 1024 - 24, 3 * len(rec), 0, flags=(100 << 8)) + rec)
     write('fuzz_ring', 'pad_closed', hdr(0, 2 * len(rec), 0, closed=1) + u32(16) + u32(REC_PAD) + bytes(16))
+    # the producer rewound at our index 800: its records go on at the next
+    # lap's start (skip defaults to our index); held and skip fields after
+    # the header, then the ring's bytes; our sends find the ring empty
+    def hdr2(pos, tail, head, flags=0, held=0, skip=0):
+        return struct.pack('<QQQIIQQ', pos, tail, head, 0, flags, held, skip)
+    write('fuzz_ring', 'rewind', hdr2(800, 16 * 1024 - 800 + 2 * len(rec), 0, flags=(3000 << 8)) + rec)
 
 
 # ---- fuzz_handshake: struct in_hdr, the record's bytes, the segment's bytes

@@ -1,0 +1,565 @@
+/* check.c — kernel TCP against the switch, program by program.
+ *
+ * Each program runs twice, with the same endpoints: once plain (the
+ * oracle), once with the switch preloaded; the transcripts must be equal,
+ * the switched run must really have been switched (its statistics, and on
+ * shm no kernel TCP segment at all) and quiet (nothing on stderr).  A
+ * difference is shrunk: steps are dropped, in halves then singly, while
+ * the two runs still differ, and the smallest program is printed with the
+ * command that replays it.  Differences the README lists (Limits) are
+ * recognised and counted apart, with their reason. */
+#include "diff.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct check_opts {
+	int profile;
+	const char *preload;     /* LD_PRELOAD of the switched run */
+	const char *netns[2];
+	const char *addr;
+	int slow;
+	const char *replay;      /* the command that replays a seed (the seed and steps appended) */
+	const char *tmpdir;
+	bool verbose, show, no_shrink;
+	bool twice;              /* both runs on kernel TCP: the tester's own determinism */
+	int shrink_runs;         /* most runs a shrink may take */
+	int budget_s;            /* no shrinking once this many seconds have passed (0: none) */
+	uint64_t t0_ms;
+};
+
+struct verdict {
+	int kind;                /* V_* */
+	char why[512];
+};
+enum { V_SAME, V_DIFF, V_KNOWN, V_KERNEL_BAD, V_MODEL, V_NOT_SWITCHED, V_NOISY };
+
+static uint64_t now_ms_c(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ environment */
+
+static char **make_env(const struct check_opts *o, bool switched, const char *stats)
+{
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **e = calloc(n + 4, sizeof *e);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0 || strncmp(environ[i], "SOCKSWITCH_STATS_FILE=", 22) == 0)
+			continue;
+		e[k++] = environ[i];
+	}
+	if (switched) {
+		char *p, *s;
+		if (asprintf(&p, "LD_PRELOAD=%s", o->preload) < 0 || asprintf(&s, "SOCKSWITCH_STATS_FILE=%s", stats) < 0)
+			exit(2);
+		e[k++] = p;
+		e[k++] = s;
+	}
+	e[k] = NULL;
+	return e;
+}
+
+static void free_env(char **e, bool switched)
+{
+	if (switched) {
+		size_t k = 0;
+		while (e[k])
+			k++;
+		free(e[k - 1]);
+		free(e[k - 2]);
+	}
+	free(e);
+}
+
+static long outsegs(void)
+{
+	FILE *f = fopen("/proc/net/snmp", "r");
+	if (!f)
+		return -1;
+	char hdr[2048], val[2048];
+	long r = -1;
+	while (fgets(hdr, sizeof hdr, f)) {
+		if (strncmp(hdr, "Tcp:", 4) || !fgets(val, sizeof val, f))
+			continue;
+		char *hs, *vs, *h = strtok_r(hdr, " \n", &hs), *v = strtok_r(val, " \n", &vs);
+		while (h && v) {
+			if (strcmp(h, "OutSegs") == 0) {
+				r = atol(v);
+				break;
+			}
+			h = strtok_r(NULL, " \n", &hs);
+			v = strtok_r(NULL, " \n", &vs);
+		}
+		break;
+	}
+	fclose(f);
+	return r;
+}
+
+/* sum of "switched=N" over the statistics lines of a run */
+static long stats_switched(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[1024];
+	long s = 0;
+	while (fgets(line, sizeof line, f)) {
+		char *p = strstr(line, " switched=");
+		if (p && strncmp(line, "sockswitch-stats ", 17) == 0)
+			s += atol(p + 10);
+	}
+	fclose(f);
+	return s;
+}
+
+static char *slurp(const char *path, size_t max)
+{
+	int f = open(path, O_RDONLY);
+	if (f < 0)
+		return NULL;
+	char *b = malloc(max + 1);
+	ssize_t n = read(f, b, max);
+	close(f);
+	b[n > 0 ? n : 0] = 0;
+	return b;
+}
+
+/* ------------------------------------------------------------ one program */
+
+struct pair_run {
+	char *kernel, *switched, *err;
+	int krc, src;
+	long switched_conns, segs;
+};
+
+static void pair_free(struct pair_run *r)
+{
+	free(r->kernel);
+	free(r->switched);
+	free(r->err);
+	memset(r, 0, sizeof *r);
+}
+
+static int run_one(const struct check_opts *o, const struct prog *p, bool switched, char **out, long *conns,
+		   long *segs, char **err)
+{
+	if (o->twice)
+		switched = false;
+	char stats[512], errf[512];
+	snprintf(stats, sizeof stats, "%s/stats", o->tmpdir);
+	snprintf(errf, sizeof errf, "%s/stderr", o->tmpdir);
+	unlink(stats);
+	unlink(errf);
+	char **env = make_env(o, switched, stats);
+	struct run_env re = { .self = "/proc/self/exe", .envp = env, .netns = { o->netns[0], o->netns[1] },
+			      .addr = o->addr, .slow = o->slow, .errfile = errf, .switched = switched };
+	long s0 = outsegs();
+	int rc = diff_run(p, &re, out);
+	if (segs)
+		*segs = outsegs() - s0;
+	if (conns)
+		*conns = switched ? stats_switched(stats) : 0;
+	if (err)
+		*err = slurp(errf, 4096);
+	free_env(env, switched);
+	return rc;
+}
+
+static bool model_trouble(const char *t)
+{
+	return strstr(t, "settle: still waiting") || strstr(t, "[returned before") || strstr(t, "still blocked") ||
+	       strstr(t, "driver:") || strstr(t, "still alive");
+}
+
+/* Is the first difference the known one: a thread woken late, or not at
+ * all, after its own process shut its socket down (issue 19, item 4; fixed
+ * elsewhere)?  What follows it is its consequence. */
+static int only_known(const char *k, const char *s)
+{
+	const char *a = k, *b = s;
+	for (;;) {
+		const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+		if (!ea || !eb)
+			return false;
+		size_t la = (size_t)(ea - a), lb = (size_t)(eb - b);
+		if (la != lb || memcmp(a, b, la)) {
+			char line[1024];
+			snprintf(line, sizeof line, "%.*s", (int)lb, b);
+			if (!strstr(line, "T: "))
+				return 0;
+			if (strstr(line, ", after its own process's shutdown]") || strstr(line, "(its own process's shutdown)"))
+				return 1;
+			if (strstr(line, ", after its child's shutdown]") || strstr(line, "(its child's shutdown)"))
+				return 2;
+			if (strstr(line, ", after a reset its own process's send drew]") ||
+			    strstr(line, "(a reset its own process's send drew)"))
+				return 3;
+			return 0;
+		}
+		a = ea + 1;
+		b = eb + 1;
+	}
+}
+
+/* The fabric stall README Limits lists: the receiver of a transfer hangs
+ * (the driver's "no answer" in a step whose header says xfer) after the
+ * sender's whole send returned. */
+static bool stalled_xfer(const char *t)
+{
+	const char *h = strstr(t, "driver: no answer from ");
+	if (!h)
+		return false;
+	const char *ls = h;
+	while (ls > t && ls[-1] != '\n')
+		ls--;
+	int idx = atoi(ls);
+	char head[48];
+	snprintf(head, sizeof head, "%3d --- ", idx);
+	const char *step = strstr(t, head);
+	return step && step < h && strstr(step, "xfer") && strstr(step, "xfer") < h &&
+	       strstr(step, ": xfer: sent ") && strstr(step, ": xfer: sent ") < h;
+}
+
+static void judge(const struct check_opts *o, struct pair_run *r, struct verdict *v)
+{
+	memset(v, 0, sizeof *v);
+	if (r->krc != 0 || model_trouble(r->kernel)) {
+		v->kind = model_trouble(r->kernel) && r->krc == 0 ? V_MODEL : V_KERNEL_BAD;
+		snprintf(v->why, sizeof v->why, "%s", r->krc ? "the kernel run broke" : "the kernel run waited for what never came (the model is wrong)");
+		return;
+	}
+	if (strcmp(r->kernel, r->switched) != 0) {
+		int known = only_known(r->kernel, r->switched);
+		if (!known && o->profile == PROF_FABRIC && stalled_xfer(r->switched))
+			known = 4;
+		if (known) {
+			v->kind = V_KNOWN;
+			static const char *const why[] = { "", "its own process's shutdown of it", "a forked child's shutdown of it",
+							   "a reset its own process's send drew" };
+			if (known == 4)
+				snprintf(v->why, sizeof v->why, "known: a fabric stream stalls, its sender idle with bytes "
+					 "its send accepted (README Limits)");
+			else
+				snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late (or not) by %s "
+					 "(the local wake-up of issue 19, item 4)", why[known]);
+		} else {
+			v->kind = V_DIFF;
+			snprintf(v->why, sizeof v->why, "the transcripts differ");
+		}
+		return;
+	}
+	if (r->src != 0) {
+		v->kind = V_DIFF;
+		snprintf(v->why, sizeof v->why, "the switched run broke");
+		return;
+	}
+	if (o->twice) {
+		v->kind = V_SAME;
+		return;
+	}
+	if (r->switched_conns < 2) {
+		v->kind = V_NOT_SWITCHED;
+		snprintf(v->why, sizeof v->why, "the connection was not switched (statistics: switched=%ld)",
+			 r->switched_conns);
+		return;
+	}
+	if (o->profile == PROF_SHM && r->segs > 0) {
+		v->kind = V_NOT_SWITCHED;
+		snprintf(v->why, sizeof v->why, "kernel TCP sent %ld segments during the switched run", r->segs);
+		return;
+	}
+	if (r->err && r->err[0]) {
+		v->kind = V_NOISY;
+		snprintf(v->why, sizeof v->why, "the switched run wrote to stderr: %.300s", r->err);
+		return;
+	}
+	v->kind = V_SAME;
+}
+
+static void run_pair(const struct check_opts *o, const struct prog *p, struct pair_run *r, struct verdict *v)
+{
+	memset(r, 0, sizeof *r);
+	r->krc = run_one(o, p, false, &r->kernel, NULL, NULL, NULL);
+	r->src = run_one(o, p, true, &r->switched, &r->switched_conns, &r->segs, &r->err);
+	judge(o, r, v);
+}
+
+/* ------------------------------------------------------------ shrinking */
+
+static bool still_differs(const struct check_opts *o, const struct prog *p, int kind)
+{
+	struct pair_run r;
+	struct verdict v;
+	run_pair(o, p, &r, &v);
+	pair_free(&r);
+	return v.kind == kind;
+}
+
+/* Drop steps while the difference stays: chunks of half the program, then
+ * smaller, down to single steps. */
+static void shrink(const struct check_opts *o, const struct prog *full, int kind, struct prog *best)
+{
+	uint16_t keep[DIFF_MAX_STEPS], cand[DIFF_MAX_STEPS];
+	*best = *full;
+	int n = best->n, runs = 0;
+	for (int i = 0; i < n; i++)
+		keep[i] = best->s[i].index;
+	for (int chunk = n / 2 > 0 ? n / 2 : 1; chunk >= 1; chunk /= 2) {
+		for (int at = 0; at < n && runs < o->shrink_runs &&
+				 !(o->budget_s && now_ms_c() - o->t0_ms > (uint64_t)o->budget_s * 1000);) {
+			int m = 0;
+			for (int i = 0; i < n; i++)
+				if (i < at || i >= at + chunk)
+					cand[m++] = keep[i];
+			struct prog t;
+			diff_select(full, cand, m, &t);
+			if (t.n < best->n && (runs++, still_differs(o, &t, kind))) {
+				*best = t;
+				n = t.n;
+				for (int i = 0; i < n; i++)
+					keep[i] = t.s[i].index;
+			} else {
+				at += chunk;
+			}
+		}
+		if (chunk == 1)
+			break;
+	}
+}
+
+/* ------------------------------------------------------------ reporting */
+
+/* diff -u of the two transcripts, from the first difference on */
+static void print_diff(const struct check_opts *o, const char *k, const char *s)
+{
+	char fk[600], fs[600], cmd[1500];
+	snprintf(fk, sizeof fk, "%s/kernel.txt", o->tmpdir);
+	snprintf(fs, sizeof fs, "%s/switched.txt", o->tmpdir);
+	FILE *a = fopen(fk, "w"), *b = fopen(fs, "w");
+	if (!a || !b)
+		return;
+	fputs(k, a);
+	fputs(s, b);
+	fclose(a);
+	fclose(b);
+	fflush(stdout);
+	snprintf(cmd, sizeof cmd,
+		 "diff -U4 --label 'kernel TCP' --label switched '%s' '%s' | head -n 80 | sed 's/^/    /'", fk, fs);
+	if (system(cmd) < 0)
+		printf("    (diff failed)\n");
+}
+
+static void steps_list(const struct prog *p, char *b, size_t len)
+{
+	size_t o = 0;
+	b[0] = 0;
+	for (int i = 0; i < p->n && o + 8 < len; i++)
+		o += (size_t)snprintf(b + o, len - o, "%s%u", i ? "," : "", p->s[i].index);
+}
+
+static const char *kind_name(int k)
+{
+	static const char *const n[] = { "SAME", "DIFF", "KNOWN", "TESTER", "MODEL", "NOT-SWITCHED", "NOISY" };
+	return n[k];
+}
+
+/* ------------------------------------------------------------ entry */
+
+struct tally {
+	long seeds, same, diff, known, tester;
+};
+
+static int check_prog(const struct check_opts *o, const struct prog *p, struct tally *t)
+{
+	struct pair_run r;
+	struct verdict v;
+	run_pair(o, p, &r, &v);
+	t->seeds++;
+	char steps[1024];
+	if (o->show) {
+		printf("==== kernel TCP\n%s==== switched\n%s", r.kernel, r.switched);
+		if (r.err && r.err[0])
+			printf("==== switched stderr\n%s", r.err);
+	}
+	if (v.kind == V_SAME) {
+		t->same++;
+		if (o->verbose)
+			printf("ok   seed %u (%d steps)\n", p->seed, p->n);
+		pair_free(&r);
+		return 0;
+	}
+	if (v.kind == V_KNOWN) {
+		t->known++;
+		printf("KNOWN seed %u: %s\n", p->seed, v.why);
+		pair_free(&r);
+		return 0;
+	}
+	if (v.kind == V_KERNEL_BAD || v.kind == V_MODEL) {
+		t->tester++;
+		steps_list(p, steps, sizeof steps);
+		printf("TESTER seed %u: %s\n  replay: %s --seed %u --steps %s --show\n", p->seed, v.why, o->replay, p->seed,
+		       steps);
+		if (o->verbose)
+			printf("%s", r.kernel);
+		pair_free(&r);
+		return 1;
+	}
+	t->diff++;
+	printf("DIFF seed %u (%s, %d steps): %s [%s]\n", p->seed, diff_profile_name(p->profile), p->n, v.why,
+	       kind_name(v.kind));
+	fflush(stdout);
+	struct prog small = *p;
+	char *first_k = strdup(r.kernel), *first_s = strdup(r.switched);
+	if (o->budget_s && now_ms_c() - o->t0_ms > (uint64_t)o->budget_s * 1000) {
+		printf("  (not shrunk: the run's time budget of %d s is spent)\n", o->budget_s);
+	} else if (!o->no_shrink) {
+		shrink(o, p, v.kind, &small);
+		pair_free(&r);
+		run_pair(o, &small, &r, &v);
+	}
+	steps_list(&small, steps, sizeof steps);
+	printf("  minimal replay (%d of %d steps): %s --seed %u --steps %s\n", small.n, p->n, o->replay, p->seed,
+	       steps);
+	printf("  program:\n");
+	diff_print(&small, stdout);
+	if (v.kind == V_SAME) {
+		printf("  (the shrunk program did not differ again: timing?  The first run's difference:)\n");
+		print_diff(o, first_k, first_s);
+	} else {
+		print_diff(o, r.kernel, r.switched);
+	}
+	free(first_k);
+	free(first_s);
+	if (r.err && r.err[0])
+		printf("  switched stderr: %.500s\n", r.err);
+	fflush(stdout);
+	pair_free(&r);
+	return 1;
+}
+
+int diff_check_main(int argc, char **argv)
+{
+	struct check_opts o = { .profile = PROF_SHM, .slow = 1, .replay = "ssw_diff check", .shrink_runs = 150,
+				.t0_ms = now_ms_c() };
+	long from = 1, count = 1;
+	const char *steps = NULL;
+	bool gen_only = false;
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--profile") && v) {
+			o.profile = strcmp(v, "fabric") == 0 ? PROF_FABRIC : PROF_SHM;
+			i++;
+		} else if (!strcmp(a, "--seed") && v) {
+			from = atol(v);
+			count = 1;
+			i++;
+		} else if (!strcmp(a, "--from") && v) {
+			from = atol(v);
+			i++;
+		} else if (!strcmp(a, "--count") && v) {
+			count = atol(v);
+			i++;
+		} else if (!strcmp(a, "--steps") && v) {
+			steps = v;
+			i++;
+		} else if (!strcmp(a, "--preload") && v) {
+			o.preload = v;
+			i++;
+		} else if (!strcmp(a, "--netns") && v) {
+			char *c = strdup(v), *comma = strchr(c, ',');
+			if (!comma)
+				return 2;
+			*comma = 0;
+			o.netns[0] = c;
+			o.netns[1] = comma + 1;
+			i++;
+		} else if (!strcmp(a, "--addr") && v) {
+			o.addr = v;
+			i++;
+		} else if (!strcmp(a, "--slow") && v) {
+			o.slow = atoi(v);
+			i++;
+		} else if (!strcmp(a, "--replay") && v) {
+			o.replay = v;
+			i++;
+		} else if (!strcmp(a, "--shrink-runs") && v) {
+			o.shrink_runs = atoi(v);
+			i++;
+		} else if (!strcmp(a, "--budget") && v) {
+			o.budget_s = atoi(v);
+			i++;
+		} else if (!strcmp(a, "--verbose")) {
+			o.verbose = true;
+		} else if (!strcmp(a, "--show")) {
+			o.show = true;
+		} else if (!strcmp(a, "--no-shrink")) {
+			o.no_shrink = true;
+		} else if (!strcmp(a, "--twice")) {
+			o.twice = true;
+		} else if (!strcmp(a, "--print")) {
+			gen_only = true;
+		} else {
+			fprintf(stderr, "ssw_diff check: unknown argument %s\n", a);
+			return 2;
+		}
+	}
+	if (!o.preload && !gen_only && !o.twice) {
+		fprintf(stderr, "ssw_diff check: --preload LIB needed (the switched runs' LD_PRELOAD)\n");
+		return 2;
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1); /* a dead endpoint's children come back to us */
+	char tmpl[] = "/tmp/ssw-diff.XXXXXX";
+	o.tmpdir = mkdtemp(tmpl);
+	if (!o.tmpdir) {
+		perror("mkdtemp");
+		return 2;
+	}
+	struct tally t = { 0 };
+	int bad = 0;
+	for (long k = 0; k < count; k++) {
+		struct prog p, q;
+		diff_gen(&p, (uint32_t)(from + k), o.profile);
+		if (steps) {
+			uint16_t keep[DIFF_MAX_STEPS];
+			int n = 0;
+			for (const char *c = steps; *c && n < DIFF_MAX_STEPS;) {
+				keep[n++] = (uint16_t)strtoul(c, (char **)&c, 10);
+				while (*c == ',' || *c == ' ')
+					c++;
+			}
+			diff_select(&p, keep, n, &q);
+			p = q;
+		}
+		if (gen_only) {
+			diff_print(&p, stdout);
+			continue;
+		}
+		bad |= check_prog(&o, &p, &t);
+		fflush(stdout);
+	}
+	if (!gen_only)
+		printf("# %s: %ld seeds (%ld..%ld): %ld same, %ld known differences, %ld differences, %ld tester faults\n",
+		       diff_profile_name(o.profile), t.seeds, from, from + count - 1, t.same, t.known, t.diff, t.tester);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", o.tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "ssw_diff: could not remove %s\n", o.tmpdir);
+	return bad ? 1 : 0;
+}
