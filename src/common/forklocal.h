@@ -36,6 +36,8 @@ struct ssw_forklocal {
 	pthread_mutex_t seg_lock;          /* providers/shm/shm_seg.c */
 	pthread_mutex_t if_lock[2];        /* switch/route/local.c: refresh, read */
 	pthread_mutex_t trim_lock[2];      /* switch/sock/trim.c: look, start */
+	pthread_mutex_t sock_pool_lock;    /* switch/sock/sock.c: recycled socket objects */
+	void *sock_pool;                   /* switch/sock/sock.c: a child starts without the parent's */
 	_Alignas(64) unsigned char counters[64];  /* switch/stat/stats.c: struct ssw_counters */
 	int statreg_ready;                 /* switch/stat/statreg.h: the registry was looked at */
 	_Alignas(64) unsigned char statreg[192];  /* switch/stat/statreg.c */
@@ -44,5 +46,12 @@ struct ssw_forklocal {
 /* Never NULL: the wipe-on-fork page, made by a constructor that runs
  * before the switch's own (forklocal.c). */
 extern struct ssw_forklocal *ssw_fl;
+
+/* The code a forked child runs inside fork() (the fork wrapper, atfork
+ * child handlers, ssw_fork_end), kept together: a child has no page table
+ * entries for the library's code and faults on each 64 KiB window of it
+ * that it runs (fault-around), so scattered handlers cost a fault each.
+ * .text.hot.* is gathered in one place by the linker's default script. */
+#define SSW_FORK_TEXT __attribute__((section(".text.hot.ssw_fork"), noinline))
 
 #endif

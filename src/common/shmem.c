@@ -30,7 +30,7 @@ static int npool;
 /* Nothing written when the pool is empty (a fork-per-connection server's
  * parent frees its connections' memory without reuse): a write here would
  * cost the child a page fault at every fork. */
-static void forget_in_child(void)
+SSW_FORK_TEXT static void forget_in_child(void)
 {
 	if (!npool)
 		return;
@@ -42,20 +42,6 @@ static void forget_in_child(void)
 static void install(void)
 {
 	pthread_atfork(NULL, NULL, forget_in_child);
-}
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
-void ssw_mem_populate(void *p, size_t len)
-{
-	static int unsupported;
-	if (!len || __atomic_load_n(&unsupported, __ATOMIC_RELAXED))
-		return;
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
-	if (SYS_(madvise, a, e - a, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
-		__atomic_store_n(&unsupported, 1, __ATOMIC_RELAXED);
 }
 
 void *ssw_shared_alloc(size_t size, size_t zero)
@@ -75,11 +61,7 @@ void *ssw_shared_alloc(size_t size, size_t zero)
 	pthread_mutex_unlock(&pool_lock);
 	/* NORESERVE: the staging area is reserved, pages come on first use */
 	long p = SYS_(mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == -1)
-		return NULL;
-	/* the caller writes its first bytes at once (the zeroed head) */
-	ssw_mem_populate((void *)p, zero < size ? zero : size);
-	return (void *)p;
+	return p == -1 ? NULL : (void *)p;
 }
 
 void ssw_shared_free(void *p, size_t size, bool reuse)

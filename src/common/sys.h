@@ -76,10 +76,6 @@ void ssw_pid_forget(void);
  * when no other process can still see it (kept for the next alloc). */
 void *ssw_shared_alloc(size_t size, size_t zero);
 void ssw_shared_free(void *p, size_t size, bool reuse);
-/* Fault in [p, p + len) now, writable, in one system call (shmem.c): a page
- * fault costs 10-35 us on the virtual machines we measure, a populated page
- * 2-3 us.  Best effort (Linux >= 5.14): a kernel without it faults later. */
-void ssw_mem_populate(void *p, size_t len);
 
 /* Move one of the switch's own fds above FD_SETSIZE when the limit allows
  * (fdhide.c); returns the fd to use (the old one is closed if moved). */

@@ -218,7 +218,6 @@ static int map_segment(struct ssw_ep *ep, int memfd, uint64_t ring_size, int con
 		p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 		if (p == MAP_FAILED)
 			return -errno;
-		shm_seg_populate(p, ring_size);
 	}
 	ep->seg = p;
 	ep->seg_size = want;

@@ -238,10 +238,6 @@ int shm_rdma_queued(void);
 /* shm_seal.c: the seals every segment carries before it is handed over (no
  * resizing by anyone, no seal changes) */
 #define SHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
-/* A new mapping of a segment: the pages a connection touches at once (the
- * header, each ring's first page) faulted in with one call each, not one
- * page fault each (10-35 us on the machines measured, issue 18). */
-void shm_seg_populate(void *seg, uint64_t ring_size);
 /* A new memfd of `size` bytes, sealed: its fd, or -errno. */
 int shm_seg_create(const char *name, uint64_t size);
 /* A peer's memfd may be mapped for `want` bytes: 0, or -EPROTO (logged at info). */

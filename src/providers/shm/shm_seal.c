@@ -28,13 +28,6 @@
  * our writable mapping, or is a seal we do not know. */
 #define SEALS_IGNORED F_SEAL_EXEC
 
-void shm_seg_populate(void *seg, uint64_t ring_size)
-{
-	uint8_t *p = seg;
-	ssw_mem_populate(p, SHM_DATA_OFF + 4096);              /* header, ring 0's first page */
-	ssw_mem_populate(p + SHM_DATA_OFF + ring_size, 4096);  /* ring 1's first page */
-}
-
 int shm_seg_create(const char *name, uint64_t size)
 {
 	int fd = sys_memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -133,7 +133,7 @@ static void atfork_parent(void)
 		nlive = 0;
 	pthread_mutex_unlock(&seg_lock);
 }
-static void atfork_child(void)
+SSW_FORK_TEXT static void atfork_child(void)
 {
 	if (spare.memfd < 0 && !ncache && !nmaps && !nlive)
 		return; /* drop_foreign takes the child's pid at its first use */
@@ -227,7 +227,6 @@ static int seg_new(struct shm_seg *g)
 		g->memfd = -1;
 		return rc;
 	}
-	shm_seg_populate(g->p, g->ring);
 	return 0;
 }
 

@@ -146,7 +146,7 @@ void ssw_fork_begin(void)
 		pthread_mutex_lock(&priv_ls[i]->lock);
 }
 
-void ssw_fork_end(pid_t pid)
+SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 {
 	if (pid == 0) {
 		/* the child: the parent's other threads are gone; its pid,

@@ -4,7 +4,14 @@
  * not zero, then checks the slot still holds the same object.  So a close
  * racing with a call in another thread never frees a socket in use.  Beside it,
  * one byte per fd caches what the switch learned when the fd was created
- * (saves probing system calls at connect time). */
+ * (saves probing system calls at connect time).
+ *
+ * Layout of the one mapping: the first page holds the counts, the info bytes
+ * of the first INFO_LOW fds and the first slots of the table; the rest of
+ * the table and the other info bytes follow.  A fork write-protects every
+ * private page, and a fork-per-connection server's next accept and close
+ * write a slot, an info byte and the counts of low fds: one page, so one
+ * fault after each fork instead of three (issue 18). */
 #include "switch/sock/sock.h"
 
 #include "common/forklocal.h"
@@ -16,11 +23,23 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#define PAGE 4096
+#define INFO_LOW 512             /* fds whose info byte sits in the first page */
+struct counts {
+	_Atomic int count;       /* entries: lets plain-only processes skip the lock */
+	_Atomic int end;         /* above every fd ever in the table: walks stop there */
+};
+#define TAB_OFF (64 + INFO_LOW)  /* the counts, the low info bytes, then the table */
+_Static_assert(TAB_OFF % sizeof(void *) == 0 && TAB_OFF + 64 * sizeof(void *) <= PAGE,
+	       "the first page holds the counts, the low info bytes and the first slots");
+
 static struct ssw_sock **tab;
-static uint8_t *info;
+static uint8_t *info_low, *info_high; /* fd < INFO_LOW, the others (indexed by fd) */
 static int tab_size;
-static _Atomic int tab_count;   /* entries: lets plain-only processes skip the lock */
-static _Atomic int tab_end;     /* above every fd ever in the table: walks stop there */
+static struct counts no_counts;       /* before the table is made: no entries */
+static struct counts *counts = &no_counts;
+#define tab_count (counts->count)
+#define tab_end (counts->end)
 /* in the fork-local page: a child's is a fresh one (forklocal.h) */
 #define tab_lock (ssw_fl->tab_lock)
 
@@ -50,15 +69,18 @@ int ssw_fdtab_init(void)
 		pthread_mutex_unlock(&once);
 		return 0;
 	}
-	void *p = mmap(NULL, (size_t)n * (sizeof *tab + 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = mmap(NULL, TAB_OFF + (size_t)n * (sizeof *tab + 1), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
 		pthread_mutex_unlock(&once);
 		return -ENOMEM;
 	}
-	info = (uint8_t *)p + (size_t)n * sizeof *tab;
+	info_low = (uint8_t *)p + 64;
+	info_high = (uint8_t *)p + TAB_OFF + (size_t)n * sizeof *tab;
+	__atomic_store_n(&counts, (struct counts *)p, __ATOMIC_RELEASE);
 	pthread_atfork(fork_prepare, fork_parent, NULL);
 	tab_size = (int)n;
-	__atomic_store_n(&tab, (struct ssw_sock **)p, __ATOMIC_RELEASE);
+	__atomic_store_n(&tab, (struct ssw_sock **)((uint8_t *)p + TAB_OFF), __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&once);
 	return 0;
 }
@@ -175,19 +197,26 @@ void ssw_fdtab_forget_except(int keep)
 	}
 }
 
+/* fd's info byte; fd within the table */
+static uint8_t *info(int fd)
+{
+	return fd < INFO_LOW ? &info_low[fd] : &info_high[fd];
+}
+
 uint8_t ssw_fdinfo_get(int fd)
 {
-	return fd >= 0 && fd < tab_size ? __atomic_load_n(&info[fd], __ATOMIC_RELAXED) : 0;
+	return fd >= 0 && fd < tab_size ? __atomic_load_n(info(fd), __ATOMIC_RELAXED) : 0;
 }
 
 void ssw_fdinfo_set(int fd, uint8_t v)
 {
 	if (fd >= 0 && fd < tab_size)
-		__atomic_store_n(&info[fd], v, __ATOMIC_RELAXED);
+		__atomic_store_n(info(fd), v, __ATOMIC_RELAXED);
 }
 
 void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear)
 {
-	if (fd >= 0 && fd < tab_size && __atomic_load_n(&info[fd], __ATOMIC_RELAXED))
-		__atomic_store_n(&info[fd], (uint8_t)((info[fd] & ~clear) | set), __ATOMIC_RELAXED);
+	uint8_t *b = fd >= 0 && fd < tab_size ? info(fd) : NULL;
+	if (b && __atomic_load_n(b, __ATOMIC_RELAXED))
+		__atomic_store_n(b, (uint8_t)((*b & ~clear) | set), __ATOMIC_RELAXED);
 }
