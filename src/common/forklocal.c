@@ -8,6 +8,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #ifndef MADV_WIPEONFORK
 #define MADV_WIPEONFORK 18
 #endif
@@ -30,6 +34,11 @@ __attribute__((constructor(101))) static void forklocal_init(void)
 	if (p != -1 && SYS_(madvise, p, 4096, MADV_WIPEONFORK) == 0) {
 		memcpy((void *)p, &early_page, sizeof early_page);
 		ssw_fl = (struct ssw_forklocal *)p;
+#ifdef __SANITIZE_ADDRESS__
+		/* the leak checker scans no mapping of ours by itself: the
+		 * free list of socket objects starts here (switch/sock/sock.c) */
+		__lsan_register_root_region((void *)p, 4096);
+#endif
 		return;
 	}
 	if (p != -1)
