@@ -20,6 +20,9 @@ enum bench_kind {
 	BENCH_SENDFILE,   /* 2 pre-forked epoll servers, conns keep-alive clients, header + sendfile under TCP_CORK */
 	BENCH_DUPLEX,     /* one connection, both ends writing and reading at once */
 	BENCH_MANYCONNS,  /* one epoll server holding conns connections: round trips, then connects/s */
+	BENCH_BURST,      /* conns connects at once to an epoll server, a round trip on each: connects/s, ms */
+	BENCH_FORKCONN,   /* a server forking per connection, conns clients opening one connection per request */
+	BENCH_FORKEXIT,   /* fork + _exit + waitpid by a process holding a listener (conns 1: SOCKSWITCH_STAT=0) */
 	BENCH_KIND_COUNT
 };
 
@@ -56,6 +59,8 @@ struct bench_result {
 	char note[256];   /* something odd that did not spoil the numbers */
 	double v[BENCH_VALUES]; /* latency: p50, p99 in us; stream: MB/s, msg/s; connect: conn/s;
 			   * load: requests/s, p99 in us (manyconns: conn/s in v[2]); duplex: MB/s;
+			   * burst: connects/s, ms until all made a round trip; forkconn: requests/s,
+			   * the worst client's p99 in us; forkexit: us per cycle;
 			   * load cases with several client processes also v[BENCH_V_WORST_P99..] */
 	long samples;     /* round trips, messages or connections actually measured */
 };

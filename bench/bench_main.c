@@ -96,6 +96,17 @@ void bench_usage(FILE *out)
 		"                (round trips/s, p99), then connect+accept+close per second\n"
 		"                while they stay open.  RLIMIT_NOFILE is raised as far as\n"
 		"                the hard limit allows; a case it cannot fit is skipped\n"
+		"  burst         one client opens 2000 connections at once (nonblocking\n"
+		"                connects) to an epoll server that accepts until EAGAIN,\n"
+		"                then one 64 B round trip on each; connects/s (until all\n"
+		"                are established) and ms until all made their round trip\n"
+		"  forkconn      a server forking a process per connection, which answers\n"
+		"                one 64 B request and exits; 8 client processes opening a\n"
+		"                new connection per request; requests/s and the worst\n"
+		"                client's p99\n"
+		"  forkexit      fork() + _exit() + waitpid() by a process holding one\n"
+		"                listening socket; us per cycle (a second row: the switched\n"
+		"                column with SOCKSWITCH_STAT=0)\n"
 		"\n"
 		"options:\n"
 		"  --json           print one JSON object instead of the table\n"
@@ -124,7 +135,7 @@ void bench_usage(FILE *out)
 		"                   can start bench workers (30 s each): trusted networks only\n"
 		"  --case LIST      run only these cases, comma-separated, of either set:\n"
 		"                   latency, stream, connect, epoll, pingpong, forkserver,\n"
-		"                   sendfile, duplex, manyconns\n"
+		"                   sendfile, duplex, manyconns, burst, forkconn, forkexit\n"
 		"  --stats-dir DIR  the switched workers of each case append the switch's\n"
 		"                   per-process counters (SOCKSWITCH_STATS_FILE) to DIR/CASE.stats,\n"
 		"                   CASE as in the JSON \"case\" field (files emptied first): proof\n"
@@ -310,6 +321,10 @@ static int plan_load(const struct options *o, struct bench_case *cases, int max)
 	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 100 };
 	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 1000 };
 	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 5000 };
+	ps[n++] = (struct bench_params){ BENCH_BURST, 64, big, 0, d, 2000 };
+	ps[n++] = (struct bench_params){ BENCH_FORKCONN, 64, big, 0, d, 8 };
+	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 0 };
+	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 1 };
 	int k = 0;
 	for (int i = 0; i < n && k < max; i++)
 		cases[k++].p = ps[i];
@@ -552,7 +567,8 @@ int bench_main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		char why[256];
 		load |= bench_is_load(cases[i].p.kind);
-		if (cases[i].p.kind == BENCH_MANYCONNS && fit_nofile(cases[i].p.conns, why, sizeof(why)) < 0) {
+		if ((cases[i].p.kind == BENCH_MANYCONNS || cases[i].p.kind == BENCH_BURST) &&
+		    fit_nofile(cases[i].p.conns, why, sizeof(why)) < 0) {
 			for (int m = 0; m < MODE_COUNT; m++) {
 				cases[i].r[m].skipped = 1;
 				snprintf(cases[i].r[m].error, sizeof(cases[i].r[m].error), "%s", why);
@@ -564,6 +580,12 @@ int bench_main(int argc, char **argv)
 		char serr[256];
 		char **cenv[MODE_COUNT] = { env[MODE_KERNEL],
 					    stats_dir ? bench_stats_env(stats_dir, &cases[i].p, swenv, serr, sizeof(serr)) : swenv };
+		/* forkexit stat=0: the switched column without the stat registry */
+		static char nostat[] = "SOCKSWITCH_STAT=0";
+		char **plain_sw = cenv[MODE_SWITCHED];
+		if (cases[i].p.kind == BENCH_FORKEXIT && cases[i].p.conns && plain_sw &&
+		    !(cenv[MODE_SWITCHED] = bench_env_override(plain_sw, nostat)))
+			snprintf(serr, sizeof(serr), "out of memory");
 		/* rounds (bench_rounds.c), the side that goes first swapped
 		 * every round */
 		int rounds = bench_rounds(&cases[i].p, o.quick);
@@ -590,8 +612,10 @@ int bench_main(int argc, char **argv)
 				bench_stats_note(stats_dir, &cases[i].p, &cases[i].r[m]);
 			progress(&cases[i], (enum bench_mode)m, took[m], rr[m], rounds);
 		}
-		if (cenv[MODE_SWITCHED] != swenv)
+		if (cenv[MODE_SWITCHED] != plain_sw)
 			free(cenv[MODE_SWITCHED]);
+		if (plain_sw != swenv)
+			free(plain_sw);
 	}
 
 	int all_load = load;

@@ -65,6 +65,13 @@ int net_accept(int lfd)
 	return fd;
 }
 
+struct sockaddr_in net_server_addr(uint16_t port)
+{
+	struct sockaddr_in sa;
+	loopback(&sa, port);
+	return sa;
+}
+
 int net_connect(uint16_t port)
 {
 	struct sockaddr_in sa;

@@ -3,6 +3,7 @@
 #define SSW_BENCH_NET_H
 
 #include <stddef.h>
+#include <netinet/in.h>
 #include <stdint.h>
 
 /* The server's IPv4 address for both calls below (default 127.0.0.1); -1 if not one. */
@@ -14,6 +15,8 @@ int net_listen(uint16_t *port);
 int net_accept(int lfd);
 /* socket() + TCP_NODELAY + connect() to the server's address:port; returns fd or -1. */
 int net_connect(uint16_t port);
+/* The server's address at port, for a connect the caller makes itself. */
+struct sockaddr_in net_server_addr(uint16_t port);
 /* Reads exactly n bytes: 1 done, 0 EOF before the first byte, -1 error or EOF midway. */
 int net_read_full(int fd, void *buf, size_t n);
 /* Writes exactly n bytes: 0 done, -1 error. */

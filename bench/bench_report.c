@@ -38,11 +38,26 @@ static int load_rows(const struct bench_case *c, const char *id, const char *wha
 	}
 	char base[48];
 	bench_case_id(&c->p, base, sizeof(base));
+	if (c->p.kind == BENCH_FORKEXIT) {
+		snprintf(name, sizeof(name), "%s_cycle", base);
+		set_row(&rows[0], name, what, "us", 0, 0);
+		return 1;
+	}
+	if (c->p.kind == BENCH_BURST) {
+		snprintf(name, sizeof(name), "%s_connect", base);
+		set_row(&rows[0], name, what, "conn/s", 0, 1);
+		snprintf(name, sizeof(name), "%s_all_rt", base);
+		snprintf(label, sizeof(label), "burst %d all+rt", c->p.conns);
+		set_row(&rows[1], name, label, "ms", 1, 0);
+		return 2;
+	}
 	const char *rate = c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_MANYCONNS ? "rt/s" : "req/s";
 	snprintf(name, sizeof(name), "%s_rate", base);
 	set_row(&rows[0], name, what, rate, 0, 1);
 	snprintf(name, sizeof(name), "%s_p99", base);
 	snprintf(label, sizeof(label), "%s p99", what);
+	if (c->p.kind == BENCH_FORKCONN)
+		snprintf(label, sizeof(label), "fork/req worst p99");
 	set_row(&rows[1], name, label, "us", 1, 0);
 	if (c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_FORKSERVER || c->p.kind == BENCH_SENDFILE) {
 		snprintf(name, sizeof(name), "%s_p99_worst_client", base);

@@ -40,6 +40,8 @@ static bool is_latency(enum bench_kind k, int i)
 {
 	if (k == BENCH_LATENCY)
 		return i <= 1;                 /* p50, p99 */
+	if (k == BENCH_FORKEXIT)
+		return i == 0;                 /* us per cycle */
 	return bench_is_load(k) && (i == 1 || i == BENCH_V_WORST_P99); /* p99s */
 }
 
@@ -69,6 +71,14 @@ void bench_merge_rounds(enum bench_kind kind, const struct bench_result *rr, int
 
 int bench_round_figure(enum bench_kind kind, const char **label)
 {
+	if (kind == BENCH_BURST) {
+		*label = "conn/s";
+		return 0;
+	}
+	if (kind == BENCH_FORKEXIT) {
+		*label = "us";
+		return 0;
+	}
 	if (bench_is_load(kind)) {
 		*label = "p99 us";
 		return 1;

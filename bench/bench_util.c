@@ -18,6 +18,9 @@ static const char *const kind_names[] = {
 	[BENCH_SENDFILE] = "sendfile",
 	[BENCH_DUPLEX] = "duplex",
 	[BENCH_MANYCONNS] = "manyconns",
+	[BENCH_BURST] = "burst",
+	[BENCH_FORKCONN] = "forkconn",
+	[BENCH_FORKEXIT] = "forkexit",
 };
 
 const char *bench_kind_name(enum bench_kind k)
@@ -55,6 +58,9 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 	case BENCH_SENDFILE: snprintf(buf, len, "sendfile %s x%d", sz, p->conns); return;
 	case BENCH_DUPLEX: snprintf(buf, len, "duplex %s", sz); return;
 	case BENCH_MANYCONNS: snprintf(buf, len, "epoll %d conns", p->conns); return;
+	case BENCH_BURST: snprintf(buf, len, "burst %d connects", p->conns); return;
+	case BENCH_FORKCONN: snprintf(buf, len, "fork/request %d clients", p->conns); return;
+	case BENCH_FORKEXIT: snprintf(buf, len, "fork+exit+wait%s", p->conns ? " stat=0" : ""); return;
 	case BENCH_KIND_COUNT: break;
 	}
 	snprintf(buf, len, "?");

@@ -23,6 +23,9 @@ extern const struct bench_roles bench_pingpong_roles;
 extern const struct bench_roles bench_forkserver_roles;
 extern const struct bench_roles bench_sendfile_roles;
 extern const struct bench_roles bench_duplex_roles;
+extern const struct bench_roles bench_burst_roles;
+extern const struct bench_roles bench_forkconn_roles;
+extern const struct bench_roles bench_forkexit_roles;
 
 /* bench_latency.c: echoes p->size messages on fd until EOF, then closes it. */
 int bench_echo(int fd, const struct bench_params *p, struct bench_result *r);

@@ -12,6 +12,7 @@
  * Kicks are rare (a shutdown), so the walk takes a lock; sleeps never do. */
 #include "common/kick.h"
 
+#include "common/forklocal.h"
 #include "common/sys.h"
 
 #include <pthread.h>
@@ -59,7 +60,7 @@ static void on_exit_thread(void *arg)
 /* A forked child has only the thread that forked: the other records are
  * copies of the parent's threads, and this one's eventfd is the parent's
  * too (a kick there would wake us), so a new one is made at the next use. */
-static void atfork_child(void)
+SSW_FORK_TEXT static void atfork_child(void)
 {
 	pthread_mutex_init(&kick_lock, NULL);
 	struct kick_rec *r = all;

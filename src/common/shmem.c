@@ -11,6 +11,7 @@
  * a threaded process costs a TLB shoot-down), so freed mappings that no
  * other process can still see are kept for reuse, a few per size.  A forked
  * child forgets the pool: those mappings are shared with its parent. */
+#include "common/forklocal.h"
 #include "common/sys.h"
 
 #include <pthread.h>
@@ -19,16 +20,20 @@
 
 #define POOL_MAX 16
 
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+#define pool_lock (ssw_fl->pool_lock) /* a child's is unlocked (forklocal.h) */
 static struct {
 	void *p;
 	size_t size;
 } pool[POOL_MAX];
 static int npool;
 
-static void forget_in_child(void)
+/* Nothing written when the pool is empty (a fork-per-connection server's
+ * parent frees its connections' memory without reuse): a write here would
+ * cost the child a page fault at every fork. */
+SSW_FORK_TEXT static void forget_in_child(void)
 {
-	pthread_mutex_init(&pool_lock, NULL); /* another thread may have held it */
+	if (!npool)
+		return;
 	for (int i = 0; i < npool; i++)
 		SYS_(munmap, pool[i].p, pool[i].size);
 	npool = 0;

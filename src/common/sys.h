@@ -66,7 +66,8 @@ static inline int sys_epoll_wait(int e, struct epoll_event *ev, int n, int ms) {
  * must go to the kernel as they are, never be switched (provcall.c). */
 extern __thread int ssw_provider_calls;
 
-/* getpid(2), cached (pid.c); ssw_pid_forget() in a fork child. */
+/* getpid(2), cached (pid.c: a fork child's cache is empty); ssw_pid_forget()
+ * where a process is made without libc's fork (relay.c's clone). */
 pid_t ssw_pid(void);
 void ssw_pid_forget(void);
 

@@ -3,6 +3,7 @@
  * the SOCKSWITCH_* settings, as `sockswitch run` promised. */
 #include "interpose/interpose.h"
 
+#include "common/forklocal.h"
 #include "common/params.h"
 
 #include <spawn.h>
@@ -104,7 +105,7 @@ static char **fix_env(char *const envp[], const char *inherit)
 }
 
 /* fork: a switched connection is held by both processes afterwards. */
-EXPORT pid_t fork(void)
+EXPORT SSW_FORK_TEXT pid_t fork(void)
 {
 	if (!ssw_real.fork)
 		ssw_real_init();
@@ -112,7 +113,10 @@ EXPORT pid_t fork(void)
 	pid_t p = ssw_real.fork();
 	int e = errno;
 	ssw_fork_end(p);
-	errno = e;
+	/* errno sits in a page the fork write-protected: written only when
+	 * ssw_fork_end changed it (a fault in each process, issue 18) */
+	if (errno != e)
+		errno = e;
 	return p;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/params.h"
+#include "common/forklocal.h"
 #include "common/sys.h"
 
 /* Registrations cover whole pages so that neighbouring buffers on the same
@@ -421,7 +422,7 @@ static void flush_locked(struct ssw_regcache *rc)
  * any usable way), a thread of the parent may have been inside a cache, and
  * the child's memory will soon differ.  Its copies of the entries are left
  * alone (leaked), and puts of them ignored (rc_entry.pid). */
-static void forked_child(void)
+SSW_FORK_TEXT static void forked_child(void)
 {
 	pthread_mutex_init(&caches_lock, NULL);
 	for (struct ssw_regcache *rc = caches; rc; rc = rc->gnext) {

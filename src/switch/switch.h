@@ -5,6 +5,7 @@
 #ifndef SSW_SWITCH_H
 #define SSW_SWITCH_H
 
+#include "common/forklocal.h"
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -80,19 +81,19 @@ void ssw_trim_fork_begin(void);
 void ssw_trim_fork_end(bool child);
 
 /* Statistics (stats.c) */
-struct ssw_counters {
+struct ssw_counter_set {
 	_Atomic unsigned long switched, fallback, bytes_sent, bytes_received;
 	_Atomic unsigned long refused; /* connection requests dropped at accept (listen.c refuse) */
 	_Atomic unsigned long rndv, rndv_fallback, rdma_regs; /* of connections closed: rendezvous sends done,
 							       * refused, buffers exposed */
 };
-extern struct ssw_counters ssw_counters;
+/* In the fork-local page (common/forklocal.h): a forked child starts its
+ * counts at zero, since what the parent counted is the parent's, and a
+ * fork-per-connection server's children would otherwise each report every
+ * connection accepted before them. */
+#define ssw_counters (*(struct ssw_counter_set *)ssw_fl->counters)
 void ssw_stats_account_closed(struct ssw_sock *s);
 void ssw_stats_dump_at_exit(void);
-/* A forked child starts its counts at zero: what the parent counted is the
- * parent's, and a fork-per-connection server's children would otherwise
- * each report every connection accepted before them. */
-void ssw_stats_forget(void);
 /* Tries SOCKSWITCH_STATS_FILE at start-up: an unusable one is said once, then. */
 void ssw_stats_check_file(void);
 

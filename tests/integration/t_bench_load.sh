@@ -33,7 +33,7 @@ for c in d["cases"]:
     print(c["case"], c["name"], pos(c["kernel"]), pos(c["switched"]), skip.replace(" ", "_") or "-")
 PY
 ssw_assert_eq "JSON parsed, load rows only" "$?" 0
-ssw_assert_eq "load cases reported" "$(cut -d' ' -f1 "$T/rows.txt" | sort -u | wc -l)" 11
+ssw_assert_eq "load cases reported" "$(cut -d' ' -f1 "$T/rows.txt" | sort -u | wc -l)" 15
 ssw_assert_eq "default cases not run with --load" "$(grep -c '"family": "default"' "$T/bench.json")" 0
 
 while read -r id name k s skip; do

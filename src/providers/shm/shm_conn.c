@@ -567,26 +567,14 @@ static int shm_listener_ready(struct ssw_listener *l)
 }
 
 /* One request whose HELLO arrived, with the connector's private data. */
-static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+/* take_request with requests held whose HELLO had not come: apart, so that
+ * the common path's stack frame stays small (the copy of the held list is
+ * 4 KiB: a forking server's accept then wrote one stack page more, and each
+ * costs a fault after every fork, issue 18). */
+static __attribute__((noinline)) int take_pending(struct ssw_listener *l, struct ssw_ep **out, void *priv,
+						  size_t *priv_len)
 {
 	struct epoll_event evs[16];
-	if (own_epfd(l) < 0)
-		return -EAGAIN;
-	/* The oldest first, as from the kernel's accept queue: what this
-	 * process holds (in the order it took them), then what a sibling
-	 * handed back (taken off the backlog earlier), then the backlog. */
-	if (!l->npending) {
-		/* nothing half-arrived: no need to ask the set (a HELLO follows
-		 * its connect at once).  What a sibling handed back came off the
-		 * backlog earlier: first, when the count says there is some; and
-		 * looked for after an empty backlog anyway (a count a dead
-		 * sibling left short) */
-		if (atomic_load(l->handed) && take_handed_back(l, out, priv, priv_len) == 0)
-			return 0;
-		if (accept_all(l, out, priv, priv_len) == 0)
-			return 0;
-		return take_handed_back(l, out, priv, priv_len);
-	}
 	int n = sys_epoll_wait(l->epfd, evs, 16, 0);
 	int held[SHM_MAX_PENDING], nheld;
 	pthread_mutex_lock(&l->mu);
@@ -616,6 +604,26 @@ static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv,
 	if (backlog && accept_all(l, out, priv, priv_len) == 0)
 		return 0;
 	return -EAGAIN;
+}
+
+static int take_request(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
+{
+	if (own_epfd(l) < 0)
+		return -EAGAIN;
+	/* The oldest first, as from the kernel's accept queue: what this
+	 * process holds (in the order it took them), then what a sibling
+	 * handed back (taken off the backlog earlier), then the backlog. */
+	if (l->npending)
+		return take_pending(l, out, priv, priv_len);
+	/* nothing half-arrived: no need to ask the set (a HELLO follows its
+	 * connect at once).  What a sibling handed back came off the backlog
+	 * earlier: first, when the count says there is some; and looked for
+	 * after an empty backlog anyway (a count a dead sibling left short) */
+	if (atomic_load(l->handed) && take_handed_back(l, out, priv, priv_len) == 0)
+		return 0;
+	if (accept_all(l, out, priv, priv_len) == 0)
+		return 0;
+	return take_handed_back(l, out, priv, priv_len);
 }
 
 /* Make a request ours: map the connector's segment, check it, and resume

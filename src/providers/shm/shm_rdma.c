@@ -254,7 +254,7 @@ static int queue(struct ssw_ep *ep, const struct iovec *local, int iovcnt, const
 	memcpy(p->liov, local, (size_t)iovcnt * sizeof *local);
 	pthread_mutex_lock(&pend_mu);
 	p->next = pend;
-	pend = p;
+	__atomic_store_n(&pend, p, __ATOMIC_RELEASE); /* read unlocked by shm_rdma_cancel */
 	pthread_mutex_unlock(&pend_mu);
 	return -EINPROGRESS;
 }
@@ -297,6 +297,12 @@ int shm_rdma_poll_cq(struct ssw_ep *ep, struct ssw_completion *c, int n)
 
 void shm_rdma_cancel(struct ssw_ep *ep)
 {
+	/* Nothing queued (the rule: rendezvous copies are rare): the lock is
+	 * not taken, since after a fork its page is write-protected and taking
+	 * it costs a fault at each connection's end.  A copy for this endpoint
+	 * is queued only by its owner, which is the one closing it. */
+	if (!__atomic_load_n(&pend, __ATOMIC_ACQUIRE))
+		return;
 	pthread_mutex_lock(&pend_mu);
 	for (struct pending **pp = &pend; *pp;) {
 		struct pending *p = *pp;

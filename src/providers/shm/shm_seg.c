@@ -31,6 +31,7 @@
  * Another process never gets a mapping it did not send. */
 #include "providers/shm/shm_priv.h"
 
+#include "common/forklocal.h"
 #include "common/params.h"
 #include "common/sys.h"
 
@@ -52,7 +53,7 @@
  * these (README Limits). */
 #define LIVE_MAX 16
 
-static pthread_mutex_t seg_lock = PTHREAD_MUTEX_INITIALIZER;
+#define seg_lock (ssw_fl->seg_lock) /* a forked child's is unlocked (common/forklocal.h) */
 static struct shm_seg spare = { .memfd = -1 };
 static struct shm_seg cache[RECYCLE_MAX];
 static int ncache;
@@ -124,16 +125,20 @@ static void drop_foreign(void)
  * their seg_fd (in fork-shared memory) names a descriptor in both: never
  * taken away from them again (they are still recycled at their end). */
 static void atfork_prepare(void) { pthread_mutex_lock(&seg_lock); }
+/* Nothing written unless something is kept: each write here costs the
+ * process a page fault after every fork (common/forklocal.h). */
 static void atfork_parent(void)
 {
-	nlive = 0;
+	if (nlive)
+		nlive = 0;
 	pthread_mutex_unlock(&seg_lock);
 }
-static void atfork_child(void)
+SSW_FORK_TEXT static void atfork_child(void)
 {
-	pthread_mutex_init(&seg_lock, NULL);
+	if (spare.memfd < 0 && !ncache && !nmaps && !nlive)
+		return; /* drop_foreign takes the child's pid at its first use */
 	forget_all();
-	owner = 0; /* drop_foreign takes the child's pid at the next use */
+	owner = 0;
 }
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void atfork_install(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }

@@ -29,6 +29,7 @@
  * (shm_init.c ctl_record). */
 #include "providers/shm/shm_priv.h"
 
+#include "common/forklocal.h"
 #include "common/sys.h"
 
 #include <errno.h>
@@ -139,7 +140,7 @@ unsigned shm_expo_open_count(void)
 /* A forked child's table is a copy of its parent's exposures, which are
  * not its own to close: it starts empty (the parent's slots stay open in
  * the parent, where its sends are still in progress). */
-static void expo_atfork_child(void)
+SSW_FORK_TEXT static void expo_atfork_child(void)
 {
 	for (uint32_t w = 0; w < SHM_EXPO_SLOTS / 64; w++) {
 		uint64_t used = atomic_exchange(&expo_used[w], 0);

@@ -4,6 +4,7 @@
 #include "switch/route/route.h"
 #include "switch/route/route_priv.h"
 
+#include "common/forklocal.h"
 #include "common/params.h"
 #include "common/safefile.h"
 #include "switch/route/providers.h"
@@ -45,14 +46,16 @@ struct if_snapshot {
 static struct if_snapshot if_bufs[2];
 static struct if_snapshot *if_cur = &if_bufs[0];
 static struct if_snapshot *if_next = &if_bufs[1];
-static pthread_mutex_t if_read_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t if_refresh_lock = PTHREAD_MUTEX_INITIALIZER;
+/* in the fork-local page: a forked child's are unlocked (common/forklocal.h) */
+#define if_refresh_lock (ssw_fl->if_lock[0])
+#define if_read_lock (ssw_fl->if_lock[1])
 static pthread_once_t if_once = PTHREAD_ONCE_INIT;
 static bool if_loaded;          /* atomic */
 static uint64_t if_stamp_ns;    /* atomic; time of the last refresh attempt */
 
 /* A fork while another thread holds either lock would leave it locked forever
- * in the child; taking both around fork makes the child start clean. */
+ * in the child; taking both around fork makes the parent's state whole, and
+ * the child's locks are fresh ones. */
 static void if_prefork(void)
 {
 	pthread_mutex_lock(&if_refresh_lock);
@@ -67,7 +70,7 @@ static void if_postfork(void)
 
 static void if_init(void)
 {
-	pthread_atfork(if_prefork, if_postfork, if_postfork);
+	pthread_atfork(if_prefork, if_postfork, NULL);
 }
 
 static uint64_t mono_ns(void)

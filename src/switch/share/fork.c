@@ -17,11 +17,17 @@
  * workers accept leaves them kernel TCP and the other providers (said
  * once).  The listeners' locks are taken before fork, so that no thread of
  * the parent is inside one of them when the child is made, and released in
- * both processes after the close. */
+ * both processes after the close.
+ *
+ * What a fork costs here is mostly page faults (forklocal.h): the lock, the
+ * generation and the forking thread live in the fork-local page, so that
+ * neither process writes a page of ours the fork write-protected, and the
+ * child does nothing at all unless a private listener must go. */
 #include "switch/switch.h"
 
 #include "switch/setup/setup.h"
 
+#include "common/forklocal.h"
 #include "common/log.h"
 #include "common/sys.h"
 #include "switch/stat/statreg.h"
@@ -29,33 +35,46 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-static pthread_rwlock_t fork_lock = PTHREAD_RWLOCK_INITIALIZER;
-static __thread bool forking;
-static unsigned fork_gen;
+#define fork_lock (ssw_fl->fork_lock)
+/* Written once, before this process's first fork: its children inherit it. */
+static bool forked_ever;
+
+/* The thread inside fork() takes no guard: an atfork handler of the
+ * application's may close a socket. */
+static bool forking(void)
+{
+	pthread_t t = __atomic_load_n(&ssw_fl->forking, __ATOMIC_RELAXED);
+	return t && pthread_equal(t, pthread_self());
+}
 
 void ssw_fork_guard_enter(void)
 {
-	if (!forking)
+	if (!forking())
 		pthread_rwlock_rdlock(&fork_lock);
 }
 
 void ssw_fork_guard_leave(void)
 {
-	if (!forking)
+	if (!forking())
 		pthread_rwlock_unlock(&fork_lock);
 }
 
-/* A socket may sit at several fds (dup): hold its session once per fork. */
+/* A socket may sit at several fds (dup): hold its session once per fork.
+ * The generation counts this process's forks (a child's starts at zero
+ * again), so a fork is named by the pid too. */
 static void hold(int fd, struct ssw_sock *s, void *arg)
 {
 	int delta = *(int *)arg;
 	(void)fd;
 	if (!s->sess)
 		return;
-	if (delta > 0 && s->fork_gen != fork_gen) {
-		s->fork_gen = fork_gen;
+	pid_t me = ssw_pid();
+	bool this_fork = s->fork_gen == ssw_fl->fork_gen && s->fork_pid == me;
+	if (delta > 0 && !this_fork) {
+		s->fork_gen = ssw_fl->fork_gen;
+		s->fork_pid = me;
 		ssw_session_hold(s->sess, 1);
-	} else if (delta < 0 && s->fork_gen == fork_gen) {
+	} else if (delta < 0 && this_fork) {
 		s->fork_gen = 0;
 		ssw_session_hold(s->sess, -1);
 	}
@@ -78,6 +97,15 @@ static void find_private(int fd, struct ssw_sock *s, void *arg)
 	priv_ls[npriv++] = s;
 }
 
+/* One walk of the table before the fork: holds, and private listeners. */
+static void before_fork(int fd, struct ssw_sock *s, void *arg)
+{
+	int up = 1;
+	(void)arg;
+	hold(fd, s, &up);
+	find_private(fd, s, NULL);
+}
+
 /* After fork, in each process: close, unlock, let go. */
 static void drop_private(bool parent)
 {
@@ -91,7 +119,8 @@ static void drop_private(bool parent)
 	}
 	for (int i = 0; i < npriv; i++)
 		ssw_sock_put(priv_ls[i]);
-	npriv = 0;
+	if (npriv)
+		npriv = 0;
 	if (n && parent)
 		SSW_WARN_ONCE("fork: %d listener(s) stop listening on %s, whose connections cannot be shared between "
 			      "processes: new connections to them use kernel TCP (or another provider)", n, names);
@@ -99,7 +128,7 @@ static void drop_private(bool parent)
 
 bool ssw_forked(void)
 {
-	return __atomic_load_n(&fork_gen, __ATOMIC_RELAXED) != 0;
+	return __atomic_load_n(&forked_ever, __ATOMIC_RELAXED);
 }
 
 void ssw_fork_begin(void)
@@ -107,29 +136,27 @@ void ssw_fork_begin(void)
 	ssw_statreg_fork_begin(); /* first: statreg.c says why */
 	ssw_trim_fork_begin();    /* the same for the housekeeper's looks (trim.c) */
 	pthread_rwlock_wrlock(&fork_lock);
-	forking = true;
-	if (++fork_gen == 0)
-		fork_gen = 1;
-	int up = 1;
-	ssw_fdtab_each(hold, &up);
-	npriv = 0;
-	ssw_fdtab_each(find_private, NULL);
+	__atomic_store_n(&ssw_fl->forking, pthread_self(), __ATOMIC_RELAXED);
+	if (!forked_ever)
+		__atomic_store_n(&forked_ever, true, __ATOMIC_RELAXED);
+	if (++ssw_fl->fork_gen == 0)
+		ssw_fl->fork_gen = 1;
+	ssw_fdtab_each(before_fork, NULL); /* npriv is 0 between forks */
 	for (int i = 0; i < npriv; i++)
 		pthread_mutex_lock(&priv_ls[i]->lock);
 }
 
-void ssw_fork_end(pid_t pid)
+SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 {
-	forking = false;
-	if (pid == 0) { /* the child: the parent's other threads are gone */
-		ssw_pid_forget();
-		ssw_stats_forget();
-		ssw_statreg_fork_end(true);
-		ssw_trim_fork_end(true);
-		drop_private(false);
-		pthread_rwlock_init(&fork_lock, NULL);
+	if (pid == 0) {
+		/* the child: the parent's other threads are gone; its pid,
+		 * counters, registry handle and locks are zero already (the
+		 * fork-local page) */
+		if (npriv)
+			drop_private(false);
 		return;
 	}
+	__atomic_store_n(&ssw_fl->forking, (pthread_t)0, __ATOMIC_RELAXED);
 	if (pid < 0) {
 		int down = -1;
 		ssw_fdtab_each(hold, &down);
@@ -138,7 +165,7 @@ void ssw_fork_end(pid_t pid)
 			ssw_sock_put(priv_ls[i]);
 		}
 		npriv = 0;
-	} else {
+	} else if (npriv) {
 		drop_private(true);
 	}
 	pthread_rwlock_unlock(&fork_lock);

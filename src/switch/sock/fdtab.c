@@ -4,9 +4,17 @@
  * not zero, then checks the slot still holds the same object.  So a close
  * racing with a call in another thread never frees a socket in use.  Beside it,
  * one byte per fd caches what the switch learned when the fd was created
- * (saves probing system calls at connect time). */
+ * (saves probing system calls at connect time).
+ *
+ * Layout of the one mapping: the first page holds the counts, the info bytes
+ * of the first INFO_LOW fds and the first slots of the table; the rest of
+ * the table and the other info bytes follow.  A fork write-protects every
+ * private page, and a fork-per-connection server's next accept and close
+ * write a slot, an info byte and the counts of low fds: one page, so one
+ * fault after each fork instead of three (issue 18). */
 #include "switch/sock/sock.h"
 
+#include "common/forklocal.h"
 #include "common/log.h"
 #include "switch/stat/statreg.h"
 
@@ -15,11 +23,25 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#define PAGE 4096
+#define INFO_LOW 512             /* fds whose info byte sits in the first page */
+struct counts {
+	_Atomic int count;       /* entries: lets plain-only processes skip the lock */
+	_Atomic int end;         /* above every fd ever in the table: walks stop there */
+};
+#define TAB_OFF (64 + INFO_LOW)  /* the counts, the low info bytes, then the table */
+_Static_assert(TAB_OFF % sizeof(void *) == 0 && TAB_OFF + 64 * sizeof(void *) <= PAGE,
+	       "the first page holds the counts, the low info bytes and the first slots");
+
 static struct ssw_sock **tab;
-static uint8_t *info;
+static uint8_t *info_low, *info_high; /* fd < INFO_LOW, the others (indexed by fd) */
 static int tab_size;
-static _Atomic int tab_count;   /* entries: lets plain-only processes skip the lock */
-static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct counts no_counts;       /* before the table is made: no entries */
+static struct counts *counts = &no_counts;
+#define tab_count (counts->count)
+#define tab_end (counts->end)
+/* in the fork-local page: a child's is a fresh one (forklocal.h) */
+#define tab_lock (ssw_fl->tab_lock)
 
 /* A thread walking the table (the stat refresher) may hold its lock at a
  * fork: take it around the fork so the child never inherits it held. */
@@ -31,12 +53,6 @@ static void fork_prepare(void)
 static void fork_parent(void)
 {
 	pthread_rwlock_unlock(&tab_lock);
-}
-
-/* not an unlock: the child's thread has another id than the locker */
-static void fork_child(void)
-{
-	pthread_rwlock_init(&tab_lock, NULL);
 }
 
 int ssw_fdtab_init(void)
@@ -53,15 +69,18 @@ int ssw_fdtab_init(void)
 		pthread_mutex_unlock(&once);
 		return 0;
 	}
-	void *p = mmap(NULL, (size_t)n * (sizeof *tab + 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = mmap(NULL, TAB_OFF + (size_t)n * (sizeof *tab + 1), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
 		pthread_mutex_unlock(&once);
 		return -ENOMEM;
 	}
-	info = (uint8_t *)p + (size_t)n * sizeof *tab;
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	info_low = (uint8_t *)p + 64;
+	info_high = (uint8_t *)p + TAB_OFF + (size_t)n * sizeof *tab;
+	__atomic_store_n(&counts, (struct counts *)p, __ATOMIC_RELEASE);
+	pthread_atfork(fork_prepare, fork_parent, NULL);
 	tab_size = (int)n;
-	__atomic_store_n(&tab, (struct ssw_sock **)p, __ATOMIC_RELEASE);
+	__atomic_store_n(&tab, (struct ssw_sock **)((uint8_t *)p + TAB_OFF), __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&once);
 	return 0;
 }
@@ -105,6 +124,8 @@ int ssw_fdtab_set(int fd, struct ssw_sock *s)
 	__atomic_store_n(&tab[fd], s, __ATOMIC_RELEASE);
 	if (!old)
 		atomic_fetch_add(&tab_count, 1);
+	if (fd >= atomic_load_explicit(&tab_end, memory_order_relaxed))
+		atomic_store_explicit(&tab_end, fd + 1, memory_order_relaxed);
 	pthread_rwlock_unlock(&tab_lock);
 	if (old) {
 		atomic_fetch_sub(&old->fdrefs, 1);
@@ -143,7 +164,8 @@ void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg
 	if (!atomic_load_explicit(&tab_count, memory_order_relaxed))
 		return;
 	pthread_rwlock_rdlock(&tab_lock);
-	for (int fd = 0; fd < tab_size; fd++)
+	int end = atomic_load_explicit(&tab_end, memory_order_relaxed);
+	for (int fd = 0; fd < end; fd++)
 		if (tab[fd])
 			fn(fd, tab[fd], arg);
 	pthread_rwlock_unlock(&tab_lock);
@@ -165,7 +187,8 @@ int ssw_fdtab_count(void)
 void ssw_fdtab_forget_except(int keep)
 {
 	struct ssw_sock *ks = keep >= 0 && keep < tab_size ? tab[keep] : NULL;
-	for (int fd = 0; fd < tab_size && atomic_load(&tab_count) > (ks ? 1 : 0); fd++) {
+	int end = atomic_load(&tab_end);
+	for (int fd = 0; fd < end && atomic_load(&tab_count) > (ks ? 1 : 0); fd++) {
 		if (fd == keep || !tab[fd])
 			continue;
 		struct ssw_sock *s = ssw_fdtab_take(fd);
@@ -174,19 +197,26 @@ void ssw_fdtab_forget_except(int keep)
 	}
 }
 
+/* fd's info byte; fd within the table */
+static uint8_t *info(int fd)
+{
+	return fd < INFO_LOW ? &info_low[fd] : &info_high[fd];
+}
+
 uint8_t ssw_fdinfo_get(int fd)
 {
-	return fd >= 0 && fd < tab_size ? __atomic_load_n(&info[fd], __ATOMIC_RELAXED) : 0;
+	return fd >= 0 && fd < tab_size ? __atomic_load_n(info(fd), __ATOMIC_RELAXED) : 0;
 }
 
 void ssw_fdinfo_set(int fd, uint8_t v)
 {
 	if (fd >= 0 && fd < tab_size)
-		__atomic_store_n(&info[fd], v, __ATOMIC_RELAXED);
+		__atomic_store_n(info(fd), v, __ATOMIC_RELAXED);
 }
 
 void ssw_fdinfo_update(int fd, uint8_t set, uint8_t clear)
 {
-	if (fd >= 0 && fd < tab_size && __atomic_load_n(&info[fd], __ATOMIC_RELAXED))
-		__atomic_store_n(&info[fd], (uint8_t)((info[fd] & ~clear) | set), __ATOMIC_RELAXED);
+	uint8_t *b = fd >= 0 && fd < tab_size ? info(fd) : NULL;
+	if (b && __atomic_load_n(b, __ATOMIC_RELAXED))
+		__atomic_store_n(b, (uint8_t)((*b & ~clear) | set), __ATOMIC_RELAXED);
 }

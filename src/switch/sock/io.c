@@ -283,7 +283,8 @@ int ssw_close(int fd)
 		ssw_sock_put(s);
 	}
 	ssw_epoll_forget(fd);
-	errno = err;
+	if (errno != err) /* its page: see fork() in interpose/exec_api.c */
+		errno = err;
 	return r < 0 ? -err : 0;
 }
 

@@ -1,6 +1,7 @@
 /* sock.c — creation and teardown of the switch's socket objects. */
 #include "switch/switch.h"
 
+#include "common/forklocal.h"
 #include "common/log.h"
 #include "switch/setup/setup.h"
 
@@ -8,9 +9,15 @@
 #include <string.h>
 
 /* Socket objects are recycled, never freed: the fd table reads them without
- * locks (see fdtab.c), so their memory must stay valid. */
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ssw_sock *pool;
+ * locks (see fdtab.c), so their memory must stay valid.  The free list and
+ * its lock sit in the fork-local page (common/forklocal.h): a fork-per-
+ * connection server takes a socket from it and gives one back after every
+ * fork, and a write to a page of its own the fork write-protected costs a
+ * fault.  A forked child starts with an empty list and an unlocked lock (the
+ * parent's pooled objects stay unused in its copy of the heap, never written,
+ * so never copied), whatever another thread of the parent was doing. */
+#define pool_lock (ssw_fl->sock_pool_lock)
+#define pool (*(struct ssw_sock **)&ssw_fl->sock_pool)
 
 struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family)
 {

@@ -36,7 +36,8 @@ struct ssw_sock {
 	int fd;                      /* the first fd (for stats and logs) */
 	int family;
 	_Atomic int nonblock;        /* O_NONBLOCK of the open file description */
-	unsigned fork_gen;           /* fork.c: session held for the fork of this generation */
+	unsigned fork_gen;           /* fork.c: session held for the fork of this generation ... */
+	pid_t fork_pid;              /* ... of this process */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
 	int rcvtimeo_ms, sndtimeo_ms;/* -1: none */

@@ -16,6 +16,7 @@
  * after ssw_statreg_fork_begin), and the thread allocates only under it. */
 #include "switch/switch.h"
 
+#include "common/forklocal.h"
 #include "common/log.h"
 #include "common/sys.h"
 #include "common/trim.h"
@@ -25,8 +26,9 @@
 #include <signal.h>
 #include <stdlib.h>
 
-static pthread_mutex_t look_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+/* in the fork-local page: a forked child's are unlocked (common/forklocal.h) */
+#define look_lock (ssw_fl->trim_lock[0])
+#define start_lock (ssw_fl->trim_lock[1])
 static pid_t started; /* the process that started the thread (a fork child has none) */
 
 struct refs {
@@ -141,12 +143,10 @@ void ssw_trim_fork_begin(void)
 	pthread_mutex_lock(&look_lock);
 }
 
+/* The thread is not in the child: its next note starts one, and its locks
+ * are fresh ones (the fork-local page), so the child has nothing to do. */
 void ssw_trim_fork_end(bool child)
 {
-	if (child) { /* the thread is not in the child: the next note starts one */
-		pthread_mutex_init(&look_lock, NULL);
-		pthread_mutex_init(&start_lock, NULL);
-		return;
-	}
-	pthread_mutex_unlock(&look_lock);
+	if (!child)
+		pthread_mutex_unlock(&look_lock);
 }

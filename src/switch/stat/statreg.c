@@ -63,20 +63,27 @@ enum { K_ESTABLISHED = 1, K_SYN_SENT, K_SYN_RECV, K_FIN_WAIT1, K_FIN_WAIT2, K_TI
 
 #define REFRESH_MIN_NS 5000000ull  /* a doorbell rung in a loop costs at most 200 refreshes/s */
 
-int ssw_statreg_ready;
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-/* held by the refresher for a whole pass, references included: see ssw_statreg_quiesce */
-static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ssw_statreg_hdr *hdr;       /* NULL: not published */
-static struct ssw_statreg_slot *slots;
-static uint32_t *door;
-static uint32_t nslots;                   /* slots mapped */
+/* This process's registry, in the fork-local page (common/forklocal.h): a
+ * forked child finds it all zero (unpublished, unlocked, no refresher) and
+ * publishes a file of its own at its next socket, with no work at the fork. */
+struct local {
+	pthread_mutex_t reg_lock;
+	/* held by the refresher for a whole pass, references included: see ssw_statreg_quiesce */
+	pthread_mutex_t pass_lock;
+	struct ssw_statreg_hdr *hdr;      /* NULL: not published */
+	struct ssw_statreg_slot *slots;
+	uint32_t *door;
+	uint32_t nslots;                  /* slots mapped */
+	pid_t owner;
+	_Atomic int nkernel;              /* live SSW_SR_KERNEL slots */
+	/* Fallback connections that found the table full (at its largest):
+	 * counted since they happened, closed or not — the refresher cannot tell. */
+	_Atomic uint32_t kernel_dropped;
+	_Atomic uint32_t refresher_up;    /* futex: the refresher thread has started */
+};
+_Static_assert(sizeof(struct local) <= sizeof ssw_fl->statreg, "the registry's state fits its fork-local room");
+#define L ((struct local *)ssw_fl->statreg)
 static char my_dir[PATH_MAX - 32], my_path[PATH_MAX];
-static pid_t owner;
-static _Atomic int nkernel;               /* live SSW_SR_KERNEL slots */
-/* Fallback connections that found the table full (at its largest): counted
- * since they happened, closed or not — the refresher cannot tell. */
-static _Atomic uint32_t kernel_dropped;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 const char *ssw_statreg_state_name(int state)
@@ -276,7 +283,7 @@ static void *map_fd(int fd, uint64_t size)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* ---- slots ---------------------------------------------------------------- */
+/* ---- L->slots ---------------------------------------------------------------- */
 
 static void slot_begin(struct ssw_statreg_slot *sl)
 {
@@ -294,45 +301,45 @@ static void slot_free(struct ssw_statreg_slot *sl)
 	if (sl->kind == SSW_SR_FREE)
 		return;
 	if (sl->kind == SSW_SR_KERNEL)
-		atomic_fetch_sub(&nkernel, 1);
+		atomic_fetch_sub(&L->nkernel, 1);
 	slot_begin(sl);
 	sl->kind = SSW_SR_FREE;
 	slot_end(sl);
 }
 
-/* Doubles the table (file and mapping); with reg_lock held.  Readers size
- * their copy from the header's nslots, set once the file is grown. */
+/* Doubles the table (file and mapping); with L->reg_lock held.  Readers size
+ * their copy from the header's L->nslots, set once the file is grown. */
 static bool grow(void)
 {
-	if (nslots >= SSW_STATREG_MAX_SLOTS)
+	if (L->nslots >= SSW_STATREG_MAX_SLOTS)
 		return false;
-	uint32_t n = nslots * 2;
+	uint32_t n = L->nslots * 2;
 	int fd = ssw_statreg_open_file(AT_FDCWD, my_path, O_RDWR, geteuid(), 0, SSW_STATREG_FILE_SIZE(n));
 	if (fd < 0)
 		return false;
 	bool ok = SYS_(ftruncate, fd, (off_t)SSW_STATREG_FILE_SIZE(n)) == 0;
 	sys_close(fd);
-	void *p = ok ? mremap(hdr, SSW_STATREG_FILE_SIZE(nslots), SSW_STATREG_FILE_SIZE(n), MREMAP_MAYMOVE) : MAP_FAILED;
+	void *p = ok ? mremap(L->hdr, SSW_STATREG_FILE_SIZE(L->nslots), SSW_STATREG_FILE_SIZE(n), MREMAP_MAYMOVE) : MAP_FAILED;
 	if (p == MAP_FAILED)
 		return false;
-	hdr = p;
-	slots = (struct ssw_statreg_slot *)((char *)p + SSW_STATREG_HDR_SIZE);
-	nslots = n;
-	__atomic_store_n(&hdr->nslots, n, __ATOMIC_RELEASE);
+	L->hdr = p;
+	L->slots = (struct ssw_statreg_slot *)((char *)p + SSW_STATREG_HDR_SIZE);
+	L->nslots = n;
+	__atomic_store_n(&L->hdr->nslots, n, __ATOMIC_RELEASE);
 	return true;
 }
 
-/* A free slot, or NULL; with reg_lock held (it may move the table). */
+/* A free slot, or NULL; with L->reg_lock held (it may move the table). */
 static struct ssw_statreg_slot *slot_alloc(void)
 {
-	uint32_t used = hdr->used;
+	uint32_t used = L->hdr->used;
 	for (uint32_t i = 0; i < used; i++)
-		if (slots[i].kind == SSW_SR_FREE)
-			return &slots[i];
-	if (used >= nslots && !grow())
+		if (L->slots[i].kind == SSW_SR_FREE)
+			return &L->slots[i];
+	if (used >= L->nslots && !grow())
 		return NULL;
-	__atomic_store_n(&hdr->used, used + 1, __ATOMIC_RELEASE);
-	return &slots[used];
+	__atomic_store_n(&L->hdr->used, used + 1, __ATOMIC_RELEASE);
+	return &L->slots[used];
 }
 
 static void fmt_addr(const struct sockaddr_storage *a, char *out, size_t n)
@@ -518,10 +525,10 @@ static void refresh(struct collect *c)
 	c->dropped = 0;
 	ssw_fdtab_each(collect_one, c);
 
-	pthread_mutex_lock(&reg_lock);
-	uint32_t used = hdr->used;
+	pthread_mutex_lock(&L->reg_lock);
+	uint32_t used = L->hdr->used;
 	for (uint32_t i = 0; i < used; i++) {
-		struct ssw_statreg_slot *sl = &slots[i];
+		struct ssw_statreg_slot *sl = &L->slots[i];
 		if (sl->kind == SSW_SR_SWITCHED || (sl->kind == SSW_SR_KERNEL && !kernel_refresh(sl)))
 			slot_free(sl);
 	}
@@ -533,18 +540,18 @@ static void refresh(struct collect *c)
 		else
 			dropped++;
 	}
-	__atomic_store_n(&hdr->dropped, (uint32_t)dropped + atomic_load(&kernel_dropped), __ATOMIC_RELAXED);
+	__atomic_store_n(&L->hdr->dropped, (uint32_t)dropped + atomic_load(&L->kernel_dropped), __ATOMIC_RELAXED);
 	struct ssw_regcache_stats rc;
 	ssw_regcache_totals(&rc);
-	hdr->regcache.hits = rc.hits;
-	hdr->regcache.misses = rc.misses;
-	hdr->regcache.evictions = rc.evictions;
-	hdr->regcache.invalidations = rc.invalidations;
-	hdr->regcache.registrations = rc.registrations;
-	hdr->regcache.entries = rc.entries;
-	hdr->regcache.bytes = rc.bytes;
-	__atomic_store_n(&hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&reg_lock);
+	L->hdr->regcache.hits = rc.hits;
+	L->hdr->regcache.misses = rc.misses;
+	L->hdr->regcache.evictions = rc.evictions;
+	L->hdr->regcache.invalidations = rc.invalidations;
+	L->hdr->regcache.registrations = rc.registrations;
+	L->hdr->regcache.entries = rc.entries;
+	L->hdr->regcache.bytes = rc.bytes;
+	__atomic_store_n(&L->hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&L->reg_lock);
 
 	/* outside the registry lock: the last reference may tear a socket down */
 	for (int i = 0; i < c->n; i++)
@@ -558,19 +565,18 @@ static void refresh(struct collect *c)
  * refresher allocates only inside pass_lock, which fork takes
  * (ssw_statreg_fork_begin), and its creator waits until it has started (thread
  * start-up allocates too) before going on to whatever fork comes next. */
-static _Atomic uint32_t refresher_up;
 
 static void refresher_started(void)
 {
-	atomic_store(&refresher_up, 1);
-	SYS_(futex, &refresher_up, FUTEX_WAKE, 1, NULL, NULL, 0);
+	atomic_store(&L->refresher_up, 1);
+	SYS_(futex, &L->refresher_up, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 static void refresher_await(void)
 {
-	for (int i = 0; i < 20 && !atomic_load(&refresher_up); i++) { /* at most 0.2 s: never hang */
+	for (int i = 0; i < 20 && !atomic_load(&L->refresher_up); i++) { /* at most 0.2 s: never hang */
 		struct timespec ts = { 0, 10000000 };
-		SYS_(futex, &refresher_up, FUTEX_WAIT, 0, &ts, NULL, 0);
+		SYS_(futex, &L->refresher_up, FUTEX_WAIT, 0, &ts, NULL, 0);
 	}
 }
 
@@ -581,22 +587,22 @@ static void *refresher_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	struct collect c = { .max = SSW_STATREG_SLOTS };
-	pthread_mutex_lock(&pass_lock);
+	pthread_mutex_lock(&L->pass_lock);
 	c.v = malloc(sizeof *c.v * (size_t)c.max);
-	pthread_mutex_unlock(&pass_lock);
+	pthread_mutex_unlock(&L->pass_lock);
 	refresher_started();
 	if (!c.v)
 		return NULL;
 	int cap_max = SSW_STATREG_MAX_SLOTS;
-	uint32_t served = __atomic_load_n(door, __ATOMIC_ACQUIRE) - 1; /* publish once at start */
+	uint32_t served = __atomic_load_n(L->door, __ATOMIC_ACQUIRE) - 1; /* publish once at start */
 	for (;;) {
-		uint32_t v = __atomic_load_n(door, __ATOMIC_ACQUIRE);
+		uint32_t v = __atomic_load_n(L->door, __ATOMIC_ACQUIRE);
 		if (v == served) {
-			SYS_(futex, door, FUTEX_WAIT, v, NULL, NULL, 0);
+			SYS_(futex, L->door, FUTEX_WAIT, v, NULL, NULL, 0);
 			continue;
 		}
 		uint64_t t0 = ssw_now_ns();
-		pthread_mutex_lock(&pass_lock);
+		pthread_mutex_lock(&L->pass_lock);
 		refresh(&c);
 		if (c.dropped && c.max < cap_max) {
 			/* more sockets than references: a bigger array, then again */
@@ -609,11 +615,11 @@ static void *refresher_main(void *arg)
 				refresh(&c);
 			}
 		}
-		pthread_mutex_unlock(&pass_lock);
+		pthread_mutex_unlock(&L->pass_lock);
 		served = v;
-		pthread_mutex_lock(&reg_lock); /* the table may move when it grows */
-		__atomic_store_n(&hdr->ack, v, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&reg_lock);
+		pthread_mutex_lock(&L->reg_lock); /* the table may move when it grows */
+		__atomic_store_n(&L->hdr->ack, v, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&L->reg_lock);
 		uint64_t dt = ssw_now_ns() - t0;
 		if (dt < REFRESH_MIN_NS) {
 			struct timespec ts = { 0, (long)(REFRESH_MIN_NS - dt) };
@@ -663,13 +669,13 @@ static bool only_doorbell(int dfd)
 
 static void at_exit(void)
 {
-	if (!hdr || owner != ssw_pid())
+	if (!L->hdr || L->owner != ssw_pid())
 		return;
 	int dfd = lock_dir(AT_FDCWD, my_dir, LOCK_EX);
 	if (dfd < 0)
 		return; /* moved, or no longer ours: leave it to `sockswitch stat` */
 	char name[32];
-	snprintf(name, sizeof name, "%d.stat", (int)owner);
+	snprintf(name, sizeof name, "%d.stat", (int)L->owner);
 	SYS_(unlinkat, dfd, name, 0);
 	if (only_doorbell(dfd)) {
 		SYS_(unlinkat, dfd, "doorbell", 0);
@@ -688,30 +694,16 @@ void ssw_statreg_leave(void)
 	at_exit();
 }
 
-/* The child of a fork has its parent's mappings but not its refresher: it
- * starts over with a file of its own at its next socket. */
-static void atfork_child(void)
-{
-	pthread_mutex_init(&reg_lock, NULL);
-	pthread_mutex_init(&pass_lock, NULL);
-	hdr = NULL;
-	slots = NULL;
-	door = NULL;
-	atomic_store(&nkernel, 0);
-	atomic_store(&kernel_dropped, 0);
-	__atomic_store_n(&ssw_statreg_ready, 0, __ATOMIC_RELAXED);
-}
-
 /* The refresher may hold the registry lock at the fork: the child would
  * inherit it locked by a thread it does not have. */
 static void atfork_prepare(void)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&L->reg_lock);
 }
 
 static void atfork_parent(void)
 {
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&L->reg_lock);
 }
 
 /* The pass lock is taken by fork.c before anything else of a fork: a pass
@@ -720,20 +712,21 @@ static void atfork_parent(void)
  * and the pass would wait for each other. */
 void ssw_statreg_fork_begin(void)
 {
-	pthread_mutex_lock(&pass_lock);
+	pthread_mutex_lock(&L->pass_lock);
 }
 
+/* The child of a fork has its parent's mappings but not its refresher: its
+ * registry state is all zero (the fork-local page), and it starts over with a
+ * file of its own at its next socket; its pass lock is a fresh one. */
 void ssw_statreg_fork_end(bool child)
 {
-	if (child) /* its owner is not in the child (atfork_child may not be registered yet) */
-		pthread_mutex_init(&pass_lock, NULL);
-	else
-		pthread_mutex_unlock(&pass_lock);
+	if (!child)
+		pthread_mutex_unlock(&L->pass_lock);
 }
 
 static void atfork_register(void)
 {
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, NULL);
 	atexit(at_exit);
 }
 
@@ -803,7 +796,7 @@ static void create_locked(void)
 	sys_close(dfd); /* unlocks */
 	h->version = SSW_STATREG_VERSION;
 	h->nslots = SSW_STATREG_SLOTS;
-	nslots = SSW_STATREG_SLOTS;
+	L->nslots = SSW_STATREG_SLOTS;
 	h->slot_size = sizeof(struct ssw_statreg_slot);
 	h->hdr_size = SSW_STATREG_HDR_SIZE;
 	h->pid = (int32_t)getpid();
@@ -814,10 +807,10 @@ static void create_locked(void)
 	h->comm[sizeof h->comm - 1] = '\0';
 	__atomic_store_n(&h->magic, SSW_STATREG_MAGIC, __ATOMIC_RELEASE);
 
-	door = d;
-	hdr = h;
-	slots = (struct ssw_statreg_slot *)((char *)h + SSW_STATREG_HDR_SIZE);
-	owner = getpid();
+	L->door = d;
+	L->hdr = h;
+	L->slots = (struct ssw_statreg_slot *)((char *)h + SSW_STATREG_HDR_SIZE);
+	L->owner = getpid();
 	pthread_once(&atfork_once, atfork_register);
 
 	pthread_t t;
@@ -825,7 +818,7 @@ static void create_locked(void)
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&a, 128 << 10);
-	atomic_store(&refresher_up, 0);
+	atomic_store(&L->refresher_up, 0);
 	if (pthread_create(&t, &a, refresher_main, NULL) != 0)
 		SSW_DEBUG("stat registry: no refresher thread: counters shown by sockswitch stat stay at 0");
 	else
@@ -843,20 +836,20 @@ void ssw_statreg_quiesce(void)
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 1;
-	if (pthread_mutex_timedlock(&pass_lock, &dl) == 0)
-		pthread_mutex_unlock(&pass_lock);
+	if (pthread_mutex_timedlock(&L->pass_lock, &dl) == 0)
+		pthread_mutex_unlock(&L->pass_lock);
 }
 
 void ssw_statreg_ensure_slow(void)
 {
 	int saved = errno;
-	pthread_mutex_lock(&reg_lock);
-	if (!ssw_statreg_ready) {
+	pthread_mutex_lock(&L->reg_lock);
+	if (!ssw_fl->statreg_ready) {
 		if (!disabled())
 			create_locked();
-		__atomic_store_n(&ssw_statreg_ready, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&ssw_fl->statreg_ready, 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&L->reg_lock);
 	errno = saved;
 }
 
@@ -865,7 +858,7 @@ void ssw_statreg_ensure_slow(void)
 void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, const char *why)
 {
 	ssw_statreg_ensure();
-	if (!__atomic_load_n(&hdr, __ATOMIC_ACQUIRE) || fd < 0)
+	if (!__atomic_load_n(&L->hdr, __ATOMIC_ACQUIRE) || fd < 0)
 		return;
 	int saved = errno;
 	uint64_t ino = fd_inode(fd);
@@ -882,31 +875,31 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 		fmt_addr(&a, rem, sizeof rem);
 	}
 
-	pthread_mutex_lock(&reg_lock);
-	if (!hdr) {
-		pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_lock(&L->reg_lock);
+	if (!L->hdr) {
+		pthread_mutex_unlock(&L->reg_lock);
 		goto out;
 	}
 	struct ssw_statreg_slot *sl = NULL;
-	uint32_t used = hdr->used;
+	uint32_t used = L->hdr->used;
 	for (uint32_t i = 0; i < used && !sl; i++)
-		if (slots[i].kind == SSW_SR_KERNEL && slots[i].fd == fd)
-			sl = &slots[i]; /* the fd was closed behind our back */
+		if (L->slots[i].kind == SSW_SR_KERNEL && L->slots[i].fd == fd)
+			sl = &L->slots[i]; /* the fd was closed behind our back */
 	if (!sl)
 		sl = slot_alloc();
 	for (uint32_t i = 0; i < used && !sl; i++)
-		if (slots[i].kind == SSW_SR_KERNEL && fd_inode(slots[i].fd) != slots[i].ino) {
-			slot_free(&slots[i]);
-			sl = &slots[i];
+		if (L->slots[i].kind == SSW_SR_KERNEL && fd_inode(L->slots[i].fd) != L->slots[i].ino) {
+			slot_free(&L->slots[i]);
+			sl = &L->slots[i];
 		}
 	if (!sl) {
-		atomic_fetch_add(&kernel_dropped, 1);
-		__atomic_fetch_add(&hdr->dropped, 1, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&reg_lock);
+		atomic_fetch_add(&L->kernel_dropped, 1);
+		__atomic_fetch_add(&L->hdr->dropped, 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&L->reg_lock);
 		goto out;
 	}
 	if (sl->kind != SSW_SR_KERNEL)
-		atomic_fetch_add(&nkernel, 1);
+		atomic_fetch_add(&L->nkernel, 1);
 	slot_begin(sl);
 	sl->kind = SSW_SR_KERNEL;
 	sl->state = SSW_SR_CONNECTING;
@@ -924,7 +917,7 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 	snprintf(sl->reason, sizeof sl->reason, "%s", why ? why : "");
 	sl->refused = 0;
 	slot_end(sl);
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&L->reg_lock);
 out:
 	errno = saved;
 }
@@ -940,14 +933,14 @@ void ssw_statreg_route_tcp(int fd, const struct sockaddr *peer, socklen_t len, c
 
 void ssw_statreg_fd_closed(int fd)
 {
-	if (!atomic_load_explicit(&nkernel, memory_order_relaxed))
+	if (!atomic_load_explicit(&L->nkernel, memory_order_relaxed))
 		return;
-	pthread_mutex_lock(&reg_lock);
-	if (hdr) {
-		uint32_t used = hdr->used;
+	pthread_mutex_lock(&L->reg_lock);
+	if (L->hdr) {
+		uint32_t used = L->hdr->used;
 		for (uint32_t i = 0; i < used; i++)
-			if (slots[i].kind == SSW_SR_KERNEL && slots[i].fd == fd)
-				slot_free(&slots[i]);
+			if (L->slots[i].kind == SSW_SR_KERNEL && L->slots[i].fd == fd)
+				slot_free(&L->slots[i]);
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&L->reg_lock);
 }

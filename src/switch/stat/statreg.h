@@ -24,6 +24,7 @@
 #ifndef SSW_STATREG_H
 #define SSW_STATREG_H
 
+#include "common/forklocal.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -126,10 +127,9 @@ void ssw_statreg_fork_begin(void);
 void ssw_statreg_fork_end(bool child);
 /* Before exec or _exit: take this process's file away (see statreg.c). */
 void ssw_statreg_leave(void);
-extern int ssw_statreg_ready;
 static inline void ssw_statreg_ensure(void)
 {
-	if (!__atomic_load_n(&ssw_statreg_ready, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&ssw_fl->statreg_ready, __ATOMIC_RELAXED))
 		ssw_statreg_ensure_slow();
 }
 

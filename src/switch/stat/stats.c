@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-struct ssw_counters ssw_counters;
+_Static_assert(sizeof(struct ssw_counter_set) <= sizeof ssw_fl->counters, "the counters fit their fork-local room");
 
 void ssw_stats_account_closed(struct ssw_sock *s)
 {
@@ -47,18 +47,6 @@ static void add_live(int fd, struct ssw_sock *s, void *arg)
 	l->rndv += st.rndv_read + st.rndv_write;
 	l->rndv_fallback += st.rndv_fallback;
 	l->rdma_regs += st.rdma_regs;
-}
-
-void ssw_stats_forget(void)
-{
-	atomic_store(&ssw_counters.switched, 0);
-	atomic_store(&ssw_counters.fallback, 0);
-	atomic_store(&ssw_counters.bytes_sent, 0);
-	atomic_store(&ssw_counters.bytes_received, 0);
-	atomic_store(&ssw_counters.refused, 0);
-	atomic_store(&ssw_counters.rndv, 0);
-	atomic_store(&ssw_counters.rndv_fallback, 0);
-	atomic_store(&ssw_counters.rdma_regs, 0);
 }
 
 /* Set once the file was found unusable and said so: one warning per process. */
