@@ -185,6 +185,9 @@ struct ssw_ep {
 	/* libfabric waits for that socket to take more (its POLLOUT interest
 	 * in the hub's set): waiters must wake when it can */
 	_Atomic bool want_out;
+	/* the process whose provider thread watches that socket for room
+	 * (fab_hub.c: watch_room), 0 before */
+	_Atomic pid_t room_watch;
 	/* The process whose hub set holds the socket: after a fork, neither
 	 * process progresses an endpoint through its hub until it uses it
 	 * itself (fab_hub.c: fab_hub_claim), 0 meanwhile */
@@ -425,9 +428,10 @@ int fab_linger(struct ssw_ep *ep);
 int fab_thread_ensure(void);
 /* Have the thread sleep on fd too (a fabric's event queue). */
 void fab_thread_add_fd(int fd);
-/* Have the thread serve hub h once socket fd can take more (libfabric's
- * POLLOUT interest: its owner may sleep on the socket's input only). */
-void fab_thread_watch_out(int fd, struct fab_hub *h);
+/* Have the thread serve hub h whenever socket fd, which a write found
+ * full, has room again (fab_hub.c: watch_room): 0, or -1 when this process
+ * has no thread yet. */
+int fab_thread_watch_out(int fd, struct fab_hub *h);
 /* ... or when hub h's set shows anything (its members await a first
  * message: fab_listen.c), on = false to stop. */
 void fab_thread_watch_hub(struct fab_hub *h, bool on);
