@@ -508,6 +508,11 @@ void fab_hub_atfork_prepare(void)
 			if (fd >= 0)
 				(void)sys_epoll_ctl(h->cq_fd, EPOLL_CTL_DEL, fd, NULL);
 			ep->live = 0;
+			/* nor does our thread watch its room: the process that
+			 * uses it next does (a forking server's children write
+			 * what the parent's thread would be woken for) */
+			fab_thread_unwatch_out(fd);
+			atomic_store(&ep->room_watch, 0);
 		}
 	}
 	pthread_mutex_unlock(&hubs_mu);

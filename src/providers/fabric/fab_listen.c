@@ -66,6 +66,13 @@ int fab_thread_watch_out(int fd, struct fab_hub *h)
 	return sys_epoll_ctl(e, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+void fab_thread_unwatch_out(int fd)
+{
+	int e = atomic_load(&thr_epfd);
+	if (e >= 0 && fd >= 0 && thr_pid == ssw_pid())
+		(void)sys_epoll_ctl(e, EPOLL_CTL_DEL, fd, NULL);
+}
+
 /* (lmu held) */
 void fab_thread_watch_hub(struct fab_hub *h, bool on)
 {

@@ -432,6 +432,7 @@ void fab_thread_add_fd(int fd);
  * full, has room again (fab_hub.c: watch_room): 0, or -1 when this process
  * has no thread yet. */
 int fab_thread_watch_out(int fd, struct fab_hub *h);
+void fab_thread_unwatch_out(int fd);
 /* ... or when hub h's set shows anything (its members await a first
  * message: fab_listen.c), on = false to stop. */
 void fab_thread_watch_hub(struct fab_hub *h, bool on);
