@@ -426,13 +426,25 @@ void fab_hub_service(struct fab_hub *h)
  * wakes it when a socket that a write found full has room again (TCP's
  * SOCK_NOSPACE), so the thread serves the hub (its reading of the queue is
  * the progress that sends the rest) after every such write, and not for
- * the sends that fit. */
+ * the sends that fit.  It starts at the endpoint's first send that
+ * libfabric may not finish at once (not an injected one: fab_ep.c,
+ * post_slot), since adding it reports the socket's room once: a thread's
+ * wake-up and a reading of the queue a connection, which the connections
+ * that only ever send a few bytes (connect, 1 byte, close) do without. */
 static void watch_room(struct ssw_ep *ep, pid_t me)
 {
 	int fd = atomic_load(&ep->sock_fd);
-	if (fd >= 0 && atomic_load_explicit(&ep->room_watch, memory_order_relaxed) != me && ep->hub &&
+	if (fd >= 0 && atomic_load_explicit(&ep->room_wanted, memory_order_relaxed) &&
+	    atomic_load_explicit(&ep->room_watch, memory_order_relaxed) != me && ep->hub &&
 	    fab_thread_watch_out(fd, ep->hub) == 0)
 		atomic_store(&ep->room_watch, me);
+}
+
+void fab_hub_watch_room(struct ssw_ep *ep)
+{
+	if (!atomic_load_explicit(&ep->room_wanted, memory_order_relaxed))
+		atomic_store(&ep->room_wanted, true);
+	watch_room(ep, ssw_pid());
 }
 
 /* Called by the interposed epoll_ctl for every call libfabric makes.  On a
@@ -455,7 +467,6 @@ void fab_hub_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 		return;
 	atomic_store(&ep->sock_fd, fd);
 	atomic_store(&ep->want_out, (ev->events & EPOLLOUT) != 0);
-	watch_room(ep, ssw_pid());
 }
 
 int fab_data_fd(const struct ssw_ep *ep)

@@ -186,8 +186,10 @@ struct ssw_ep {
 	 * in the hub's set): waiters must wake when it can */
 	_Atomic bool want_out;
 	/* the process whose provider thread watches that socket for room
-	 * (fab_hub.c: watch_room), 0 before */
+	 * (fab_hub.c: watch_room), 0 before; wanted since the first send
+	 * libfabric may not finish at once */
 	_Atomic pid_t room_watch;
+	_Atomic bool room_wanted;
 	/* The process whose hub set holds the socket: after a fork, neither
 	 * process progresses an endpoint through its hub until it uses it
 	 * itself (fab_hub.c: fab_hub_claim), 0 meanwhile */
@@ -365,6 +367,9 @@ void fab_hub_close_ep(struct ssw_ep *ep, bool detach);
 struct fab_ctx *fab_hub_read(struct ssw_ep *ep, bool quiet_self, bool *drained);
 /* The provider's thread: read a hub for its members (an event named it). */
 void fab_hub_service(struct fab_hub *h);
+/* Have this process's thread watch the endpoint's socket for room from
+ * now on (a send libfabric may not finish at once; locked endpoint). */
+void fab_hub_watch_room(struct ssw_ep *ep);
 /* This process drives the endpoint from now on (after a fork): its socket
  * back in this process's hub set.  Called with the endpoint locked. */
 void fab_hub_claim(struct ssw_ep *ep);
