@@ -414,8 +414,8 @@ void fab_hub_service(struct fab_hub *h)
 /* ---- the endpoint's socket ------------------------------------------------- */
 
 /* The provider's thread of this process watches the endpoint's socket for
- * room, from the moment it is known (or this process took the endpoint
- * over from another: fork).  libfabric (tcp 1.17) writes a message inside
+ * room (in the process that drives the endpoint: after a fork, the one
+ * that claims it).  libfabric (tcp 1.17) writes a message inside
  * fi_send and keeps what the socket would not take; it asks for POLLOUT in
  * the queue's set only at its next progress, and wakes a sleeper for that
  * through the queue's signal, which is detached (above).  A sender whose
