@@ -218,25 +218,6 @@ static int only_known(const char *k, const char *s)
 	}
 }
 
-/* The fabric stall README Limits lists: the receiver of a transfer hangs
- * (the driver's "no answer" in a step whose header says xfer) after the
- * sender's whole send returned. */
-static bool stalled_xfer(const char *t)
-{
-	const char *h = strstr(t, "driver: no answer from ");
-	if (!h)
-		return false;
-	const char *ls = h;
-	while (ls > t && ls[-1] != '\n')
-		ls--;
-	int idx = atoi(ls);
-	char head[48];
-	snprintf(head, sizeof head, "%3d --- ", idx);
-	const char *step = strstr(t, head);
-	return step && step < h && strstr(step, "xfer") && strstr(step, "xfer") < h &&
-	       strstr(step, ": xfer: sent ") && strstr(step, ": xfer: sent ") < h;
-}
-
 static void judge(const struct check_opts *o, struct pair_run *r, struct verdict *v)
 {
 	memset(v, 0, sizeof *v);
@@ -247,18 +228,12 @@ static void judge(const struct check_opts *o, struct pair_run *r, struct verdict
 	}
 	if (strcmp(r->kernel, r->switched) != 0) {
 		int known = only_known(r->kernel, r->switched);
-		if (!known && o->profile == PROF_FABRIC && stalled_xfer(r->switched))
-			known = 4;
 		if (known) {
 			v->kind = V_KNOWN;
 			static const char *const why[] = { "", "its own process's shutdown of it", "a forked child's shutdown of it",
 							   "a reset its own process's send drew" };
-			if (known == 4)
-				snprintf(v->why, sizeof v->why, "known: a fabric stream stalls, its sender idle with bytes "
-					 "its send accepted (README Limits)");
-			else
-				snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late (or not) by %s "
-					 "(the local wake-up of issue 19, item 4)", why[known]);
+			snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late (or not) by %s "
+				 "(the local wake-up of issue 19, item 4)", why[known]);
 		} else {
 			v->kind = V_DIFF;
 			snprintf(v->why, sizeof v->why, "the transcripts differ");

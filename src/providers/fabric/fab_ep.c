@@ -397,10 +397,13 @@ static int post_slot(struct ssw_ep *ep, uint32_t slot, size_t len)
 		set_broken(ep, "send refused");
 		return -ECONNRESET;
 	}
-	if (inject)
+	if (inject) {
 		ep->tx_free[ep->ntx_free++] = slot;
-	else
+	} else {
 		atomic_fetch_add_explicit(&ep->tx_out, 1, memory_order_relaxed);
+		/* what the socket did not take leaves without us (fab_hub.c) */
+		fab_hub_watch_room(ep);
+	}
 	ep->unreported = 0;
 	ep->credits--;
 	if (ep->sent_n < FAB_RX_N)

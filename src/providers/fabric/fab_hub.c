@@ -403,29 +403,49 @@ struct fab_ctx *fab_hub_read(struct ssw_ep *ep, bool quiet_self, bool *drained)
 	return c;
 }
 
-/* Re-arm the thread's watch of the members' sockets libfabric still waits
- * to write (h->mu held; a oneshot registration fired). */
-static void rearm_out(struct fab_hub *h)
-{
-	pid_t me = ssw_pid();
-	for (struct ssw_ep *ep = h->eps; ep; ep = ep->hnext) {
-		int fd = atomic_load(&ep->sock_fd);
-		if (fd >= 0 && ep->live == me && atomic_load(&ep->want_out))
-			fab_thread_watch_out(fd, h);
-	}
-}
-
 void fab_hub_service(struct fab_hub *h)
 {
 	pthread_mutex_lock(&h->mu);
-	if (h->cq) {
+	if (h->cq)
 		hub_drain(h, NULL);
-		rearm_out(h);
-	}
 	pthread_mutex_unlock(&h->mu);
 }
 
 /* ---- the endpoint's socket ------------------------------------------------- */
+
+/* The provider's thread of this process watches the endpoint's socket for
+ * room (in the process that drives the endpoint: after a fork, the one
+ * that claims it).  libfabric (tcp 1.17) writes a message inside
+ * fi_send and keeps what the socket would not take; it asks for POLLOUT in
+ * the queue's set only at its next progress, and wakes a sleeper for that
+ * through the queue's signal, which is detached (above).  A sender whose
+ * send() returned and who then stays away from the switch (blocked on a
+ * pipe) made no progress again: the rest of its message stayed in its
+ * process, and the reader waited for ever (the differential tester's
+ * xfer, README Limits before).  The watch is edge-triggered: the kernel
+ * wakes it when a socket that a write found full has room again (TCP's
+ * SOCK_NOSPACE), so the thread serves the hub (its reading of the queue is
+ * the progress that sends the rest) after every such write, and not for
+ * the sends that fit.  It starts at the endpoint's first send that
+ * libfabric may not finish at once (not an injected one: fab_ep.c,
+ * post_slot), since adding it reports the socket's room once: a thread's
+ * wake-up and a reading of the queue a connection, which the connections
+ * that only ever send a few bytes (connect, 1 byte, close) do without. */
+static void watch_room(struct ssw_ep *ep, pid_t me)
+{
+	int fd = atomic_load(&ep->sock_fd);
+	if (fd >= 0 && atomic_load_explicit(&ep->room_wanted, memory_order_relaxed) &&
+	    atomic_load_explicit(&ep->room_watch, memory_order_relaxed) != me && ep->hub &&
+	    fab_thread_watch_out(fd, ep->hub) == 0)
+		atomic_store(&ep->room_watch, me);
+}
+
+void fab_hub_watch_room(struct ssw_ep *ep)
+{
+	if (!atomic_load_explicit(&ep->room_wanted, memory_order_relaxed))
+		atomic_store(&ep->room_wanted, true);
+	watch_room(ep, ssw_pid());
+}
 
 /* Called by the interposed epoll_ctl for every call libfabric makes.  On a
  * hub's set, an ADD or MOD names an endpoint's socket (epoll data: the
@@ -446,11 +466,7 @@ void fab_hub_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 	if (ep->hub != h)
 		return;
 	atomic_store(&ep->sock_fd, fd);
-	bool out = (ev->events & EPOLLOUT) != 0;
-	if (out && !atomic_exchange(&ep->want_out, true))
-		fab_thread_watch_out(fd, h);
-	else if (!out)
-		atomic_store(&ep->want_out, false);
+	atomic_store(&ep->want_out, (ev->events & EPOLLOUT) != 0);
 }
 
 int fab_data_fd(const struct ssw_ep *ep)
@@ -472,6 +488,7 @@ bool fab_hub_live(const struct ssw_ep *ep)
 void fab_hub_claim(struct ssw_ep *ep)
 {
 	pid_t me = ssw_pid();
+	watch_room(ep, me);
 	if (ep->live == me || !ep->hub || !ep->hub->shared)
 		return;
 	int fd = atomic_load(&ep->sock_fd);
@@ -485,8 +502,6 @@ void fab_hub_claim(struct ssw_ep *ep)
 	if (sys_epoll_ctl(h->cq_fd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)
 		SSW_DEBUG("fabric: cannot take a connection back after fork: %s", strerror(errno));
 	ep->live = me;
-	if (atomic_load(&ep->want_out))
-		fab_thread_watch_out(fd, h);
 }
 
 /* Before fork (the gate held for writing: no libfabric call under way):
@@ -504,6 +519,11 @@ void fab_hub_atfork_prepare(void)
 			if (fd >= 0)
 				(void)sys_epoll_ctl(h->cq_fd, EPOLL_CTL_DEL, fd, NULL);
 			ep->live = 0;
+			/* nor does our thread watch its room: the process that
+			 * uses it next does (a forking server's children write
+			 * what the parent's thread would be woken for) */
+			fab_thread_unwatch_out(fd);
+			atomic_store(&ep->room_watch, 0);
 		}
 	}
 	pthread_mutex_unlock(&hubs_mu);

@@ -3,8 +3,9 @@
  * connect must complete without the application calling accept) and
  * queues the connected endpoints for accept(); the same thread reads the
  * shared event queues (fab_eq.c: connections set up and ended), serves a
- * hub whose member's socket can take the output libfabric holds for it
- * (fab_hub.c), and progresses endpoints whose owner is away. */
+ * hub whose member's socket has room again for the output libfabric holds
+ * for it (fab_hub.c: watch_room), and progresses endpoints whose owner is
+ * away. */
 #include "providers/fabric/fab_priv.h"
 
 #include "common/log.h"
@@ -30,6 +31,12 @@ static struct ssw_listener *listeners;
 static _Atomic int thr_epfd = -1;
 static pid_t thr_pid;       /* the process whose thread runs (0: none) */
 static struct ssw_ep *watched; /* endpoints with a backlog (fab_watch) */
+/* An eventfd in the thread's set (epoll data: its own address): rung when
+ * an endpoint joins `watched` while the thread sleeps its long sleep, which
+ * it announces in thr_asleep (both under lmu).  Without it a backlog left
+ * by a sender that then went idle waited up to that sleep, a second. */
+static int thr_wake = -1;
+static bool thr_asleep;
 /* The ready queues, under their own lock, never held across a libfabric
  * call: accept() and listener_ready() come from application threads that
  * may hold the switch's locks (epoll), which libfabric's own calls, made
@@ -48,14 +55,22 @@ static void ep_watch(int fd, int op)
 
 void fab_thread_add_fd(int fd) { ep_watch(fd, EPOLL_CTL_ADD); }
 
-void fab_thread_watch_out(int fd, struct fab_hub *h)
+int fab_thread_watch_out(int fd, struct fab_hub *h)
 {
 	int e = atomic_load(&thr_epfd);
 	if (e < 0 || fd < 0 || thr_pid != ssw_pid())
-		return;
-	struct epoll_event ev = { .events = EPOLLOUT | EPOLLONESHOT, .data.ptr = h };
-	if (sys_epoll_ctl(e, EPOLL_CTL_MOD, fd, &ev) != 0)
-		(void)sys_epoll_ctl(e, EPOLL_CTL_ADD, fd, &ev);
+		return -1;
+	/* edge-triggered: an event when a write found the socket full and it
+	 * has room again (and one now, if it has) */
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLET, .data.ptr = h };
+	return sys_epoll_ctl(e, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+void fab_thread_unwatch_out(int fd)
+{
+	int e = atomic_load(&thr_epfd);
+	if (e >= 0 && fd >= 0 && thr_pid == ssw_pid())
+		(void)sys_epoll_ctl(e, EPOLL_CTL_DEL, fd, NULL);
 }
 
 /* (lmu held) */
@@ -258,18 +273,29 @@ static void exit_hook_arm(void)
 	}
 }
 
+/* Put the endpoint on the thread's list (lmu held, the thread started),
+ * and wake the thread if it sleeps its long sleep. */
+static void watch_add(struct ssw_ep *ep)
+{
+	ep->watched = true;
+	ep->watch_pid = ssw_pid();
+	ep->wnext = watched;
+	watched = ep;
+	if (thr_asleep) {
+		thr_asleep = false;
+		uint64_t one = 1;
+		(void)!sys_write(thr_wake, &one, sizeof one);
+	}
+}
+
 void fab_watch(struct ssw_ep *ep)
 {
 	if (ep->watched && ep->watch_pid == ssw_pid())
 		return; /* (a fork child's copy says watched: the list was the parent's) */
 	pthread_mutex_lock(&lmu);
 	exit_hook_arm();
-	if (thread_start() == 0) {
-		ep->watched = true;
-		ep->watch_pid = ssw_pid();
-		ep->wnext = watched;
-		watched = ep;
-	}
+	if (thread_start() == 0)
+		watch_add(ep);
 	pthread_mutex_unlock(&lmu);
 }
 
@@ -278,12 +304,8 @@ int fab_linger(struct ssw_ep *ep)
 	pthread_mutex_lock(&lmu);
 	exit_hook_arm();
 	int rc = thread_start();
-	if (rc == 0 && !(ep->watched && ep->watch_pid == ssw_pid())) {
-		ep->watched = true;
-		ep->watch_pid = ssw_pid();
-		ep->wnext = watched;
-		watched = ep;
-	}
+	if (rc == 0 && !(ep->watched && ep->watch_pid == ssw_pid()))
+		watch_add(ep);
 	pthread_mutex_unlock(&lmu);
 	return rc;
 }
@@ -380,6 +402,8 @@ static void *accept_thread(void *arg)
 			run_watched();
 			quiet = all_quiet();
 		}
+		bool long_sleep = quiet && !watched;
+		thr_asleep = long_sleep; /* from now on fab_watch rings thr_wake */
 		pthread_mutex_unlock(&lmu);
 		fab_gate_leave();
 		struct epoll_event evs[16];
@@ -387,17 +411,20 @@ static void *accept_thread(void *arg)
 		/* bounded: a wake-up lost to a provider's quirk costs a second;
 		 * watched endpoints are looked at every FAB_WATCH_NS (their wait
 		 * fds would wake us for every message their owner handles) */
-		if (quiet && !watched) {
+		if (long_sleep) {
 			n = sys_epoll_wait(epfd, evs, 16, 1000);
 		} else {
 			struct pollfd pf = { .fd = epfd, .events = POLLIN };
 			struct timespec ts = { 0, quiet ? (long)FAB_WATCH_NS : 1000000L };
 			n = (int)SYS_(ppoll, &pf, 1, &ts, NULL, 8) > 0 ? sys_epoll_wait(epfd, evs, 16, 0) : 0;
 		}
-		/* a hub named: a member's socket can take libfabric's output, or
-		 * a member awaits its first message */
+		/* a hub named: a member's socket has room again for libfabric's
+		 * output, or a member awaits its first message */
 		for (int i = 0; i < n; i++)
-			if (evs[i].data.ptr) {
+			if (evs[i].data.ptr == &thr_wake) {
+				uint64_t v;
+				(void)!sys_read(thr_wake, &v, sizeof v);
+			} else if (evs[i].data.ptr) {
 				fab_gate_enter();
 				fab_hub_service(evs[i].data.ptr);
 				fab_gate_leave();
@@ -430,6 +457,17 @@ static int thread_start(void)
 	int e = ssw_fd_hide(sys_epoll_create1(EPOLL_CLOEXEC));
 	if (e < 0)
 		return -errno;
+	int w = ssw_fd_hide(sys_eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &thr_wake };
+	if (w < 0 || sys_epoll_ctl(e, EPOLL_CTL_ADD, w, &wev) != 0) {
+		int err = errno;
+		if (w >= 0)
+			sys_close(w);
+		sys_close(e);
+		return -err;
+	}
+	thr_wake = w;
+	thr_asleep = false;
 	atomic_store(&thr_epfd, e);
 	/* (in a fork child: the queues opened before, and the listeners) */
 	fab_eq_each(add_eq_fd, NULL);
@@ -451,6 +489,8 @@ static int thread_start(void)
 	if (rc) {
 		thr_pid = 0;
 		sys_close(e);
+		sys_close(w);
+		thr_wake = -1;
 		atomic_store(&thr_epfd, -1);
 		return -rc;
 	}
@@ -468,6 +508,10 @@ void fab_listen_atfork_child(void)
 	if (atomic_load(&thr_epfd) >= 0)
 		sys_close(atomic_load(&thr_epfd)); /* our copy of the parent's set (the parent keeps it) */
 	atomic_store(&thr_epfd, -1);
+	if (thr_wake >= 0)
+		sys_close(thr_wake);
+	thr_wake = -1;
+	thr_asleep = false;
 	listeners = NULL;
 	watched = NULL;
 }

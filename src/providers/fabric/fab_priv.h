@@ -185,6 +185,11 @@ struct ssw_ep {
 	/* libfabric waits for that socket to take more (its POLLOUT interest
 	 * in the hub's set): waiters must wake when it can */
 	_Atomic bool want_out;
+	/* the process whose provider thread watches that socket for room
+	 * (fab_hub.c: watch_room), 0 before; wanted since the first send
+	 * libfabric may not finish at once */
+	_Atomic pid_t room_watch;
+	_Atomic bool room_wanted;
 	/* The process whose hub set holds the socket: after a fork, neither
 	 * process progresses an endpoint through its hub until it uses it
 	 * itself (fab_hub.c: fab_hub_claim), 0 meanwhile */
@@ -362,6 +367,9 @@ void fab_hub_close_ep(struct ssw_ep *ep, bool detach);
 struct fab_ctx *fab_hub_read(struct ssw_ep *ep, bool quiet_self, bool *drained);
 /* The provider's thread: read a hub for its members (an event named it). */
 void fab_hub_service(struct fab_hub *h);
+/* Have this process's thread watch the endpoint's socket for room from
+ * now on (a send libfabric may not finish at once; locked endpoint). */
+void fab_hub_watch_room(struct ssw_ep *ep);
 /* This process drives the endpoint from now on (after a fork): its socket
  * back in this process's hub set.  Called with the endpoint locked. */
 void fab_hub_claim(struct ssw_ep *ep);
@@ -425,9 +433,11 @@ int fab_linger(struct ssw_ep *ep);
 int fab_thread_ensure(void);
 /* Have the thread sleep on fd too (a fabric's event queue). */
 void fab_thread_add_fd(int fd);
-/* Have the thread serve hub h once socket fd can take more (libfabric's
- * POLLOUT interest: its owner may sleep on the socket's input only). */
-void fab_thread_watch_out(int fd, struct fab_hub *h);
+/* Have the thread serve hub h whenever socket fd, which a write found
+ * full, has room again (fab_hub.c: watch_room): 0, or -1 when this process
+ * has no thread yet. */
+int fab_thread_watch_out(int fd, struct fab_hub *h);
+void fab_thread_unwatch_out(int fd);
 /* ... or when hub h's set shows anything (its members await a first
  * message: fab_listen.c), on = false to stop. */
 void fab_thread_watch_hub(struct fab_hub *h, bool on);
