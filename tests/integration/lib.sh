@@ -205,6 +205,15 @@ ssw_run() {
   return $rc
 }
 
+# ssw_prog NAME — the path of the test program NAME (tests/progs) in the
+# build; says FAIL and fails when it is not built: PROG=$(ssw_prog x) || exit 1
+ssw_prog() {
+  local p=$SSW_BUILD/tests/$1
+  [ -x "$p" ] || p=$(find "$SSW_BUILD" -name "$1" -type f -perm -u+x | head -1)
+  [ -x "$p" ] || { echo "FAIL: $1 not built" >&2; return 1; }
+  echo "$p"
+}
+
 # ssw_bg NAME MODE [VAR=VAL…] -- CMD… : start in the background, stdout/stderr
 # to $T/NAME.out and $T/NAME.err; its pid (the timeout process, which forwards
 # signals to CMD) is in SSW_BG_PID and is killed at exit if still running.

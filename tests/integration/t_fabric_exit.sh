@@ -18,9 +18,7 @@ ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_pair
-PROG=$SSW_BUILD/tests/fillexit
-[ -x "$PROG" ] || PROG=$(find "$SSW_BUILD" -name fillexit -type f -perm -u+x | head -1)
-[ -x "$PROG" ] || { echo "FAIL: fillexit not built"; exit 1; }
+PROG=$(ssw_prog fillexit) || exit 1
 
 ssw_ns_bg server "$SSW_NS_A" switched SOCKSWITCH_STATS_FILE="$T/server.stats" -- "$PROG" server "$T/port"
 ssw_wait_file "$T/port" || { ssw_fail "server did not start"; ssw_finish; }

@@ -24,9 +24,7 @@ ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_pair
-PROG=$SSW_BUILD/tests/idlesend
-[ -x "$PROG" ] || PROG=$(find "$SSW_BUILD" -name idlesend -type f -perm -u+x | head -1)
-[ -x "$PROG" ] || { echo "FAIL: idlesend not built"; exit 1; }
+PROG=$(ssw_prog idlesend) || exit 1
 
 # small socket buffers: a round's writes fill the writer's socket
 ip netns exec "$SSW_NS_B" sysctl -qw net.ipv4.tcp_wmem="4096 16384 16384" &&

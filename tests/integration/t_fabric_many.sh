@@ -16,9 +16,7 @@ ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_pair
-PROG=$SSW_BUILD/tests/manyconn
-[ -x "$PROG" ] || PROG=$(find "$SSW_BUILD" -name manyconn -type f -perm -u+x | head -1)
-[ -x "$PROG" ] || { echo "FAIL: manyconn not built"; exit 1; }
+PROG=$(ssw_prog manyconn) || exit 1
 
 N=${SSW_FABRIC_MANY:-2500}
 FDS_MAX=3.5

@@ -15,9 +15,7 @@ ssw_need_fabric
 ssw_setup_preload
 ssw_tmpdir
 ssw_ns_pair
-PROG=$SSW_BUILD/tests/rtwait
-[ -x "$PROG" ] || PROG=$(find "$SSW_BUILD" -name rtwait -type f -perm -u+x | head -1)
-[ -x "$PROG" ] || { echo "FAIL: rtwait not built"; exit 1; }
+PROG=$(ssw_prog rtwait) || exit 1
 N=3000
 run_pair() { # MODE PORT -> client's line on stdout
   ssw_ns_bg "srv-$1" "$SSW_NS_A" "$1" SOCKSWITCH_WAIT=spin -- "$PROG" server "$2" 100
