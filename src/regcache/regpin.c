@@ -1,5 +1,6 @@
 /* regpin.c — page references held by vmsplice, read back with tee (regpin.h). */
 #include "regcache/regpin.h"
+#include "regcache/regcache.h"
 
 #include "common/sys.h"
 
@@ -110,4 +111,22 @@ int ssw_pin_read(struct ssw_pin *p, size_t off, void *dst, size_t len)
 	sys_close(t[0]);
 	sys_close(t[1]);
 	return rc;
+}
+
+int ssw_pin_cache_reg(void *ctx, void *addr, size_t len, uint32_t access, struct ssw_reg *reg)
+{
+	(void)ctx, (void)access;
+	struct ssw_pin *p;
+	if (ssw_pin_new(addr, len, &p) < 0)
+		return -ENOBUFS;
+	memcpy(reg->handle, &p, sizeof p);
+	return 0;
+}
+
+void ssw_pin_cache_dereg(void *ctx, struct ssw_reg *reg)
+{
+	(void)ctx;
+	struct ssw_pin *p;
+	memcpy(&p, reg->handle, sizeof p);
+	ssw_pin_free(p);
 }

@@ -16,6 +16,7 @@
 #define SSW_REGPIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct ssw_pin;
 
@@ -24,5 +25,11 @@ int ssw_pin_new(void *addr, size_t len, struct ssw_pin **out);
 /* Copy len bytes at offset off of the pinned pages into dst.  0 or -errno. */
 int ssw_pin_read(struct ssw_pin *p, size_t off, void *dst, size_t len);
 void ssw_pin_free(struct ssw_pin *p);
+
+/* Registration-cache ops whose registrations are pins (the handle holds
+ * the struct ssw_pin *): a cache that pins as an RDMA device would. */
+struct ssw_reg;
+int ssw_pin_cache_reg(void *ctx, void *addr, size_t len, uint32_t access, struct ssw_reg *reg);
+void ssw_pin_cache_dereg(void *ctx, struct ssw_reg *reg);
 
 #endif

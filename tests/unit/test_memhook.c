@@ -32,25 +32,7 @@
 
 #define LEN (256u << 10)
 
-static int pin_reg(void *ctx, void *addr, size_t len, uint32_t access, struct ssw_reg *reg)
-{
-	(void)ctx, (void)access;
-	struct ssw_pin *p;
-	if (ssw_pin_new(addr, len, &p) < 0)
-		return -ENOBUFS;
-	memcpy(reg->handle, &p, sizeof p);
-	return 0;
-}
-
-static void pin_dereg(void *ctx, struct ssw_reg *reg)
-{
-	(void)ctx;
-	struct ssw_pin *p;
-	memcpy(&p, reg->handle, sizeof p);
-	ssw_pin_free(p);
-}
-
-static const struct ssw_regcache_ops pin_ops = { pin_reg, pin_dereg, NULL };
+static const struct ssw_regcache_ops pin_ops = { ssw_pin_cache_reg, ssw_pin_cache_dereg, NULL };
 static struct ssw_regcache *rc;
 static uint8_t *seen;
 

@@ -50,27 +50,10 @@ static struct {
 	void *shadow;
 } pinned[SHM_EXPO_SLOTS]; /* by exposure slot */
 
-static int pin_reg(void *ctx, void *addr, size_t len, uint32_t access, struct ssw_reg *reg)
-{
-	(void)ctx, (void)access;
-	struct ssw_pin *p;
-	if (ssw_pin_new(addr, len, &p) < 0)
-		return -ENOBUFS;
-	memcpy(reg->handle, &p, sizeof p);
-	return 0;
-}
-
-static void pin_dereg(void *ctx, struct ssw_reg *reg)
-{
-	(void)ctx;
-	struct ssw_pin *p;
-	memcpy(&p, reg->handle, sizeof p);
-	ssw_pin_free(p);
-}
 
 static void pin_cache_new(void)
 {
-	static const struct ssw_regcache_ops ops = { pin_reg, pin_dereg, NULL };
+	static const struct ssw_regcache_ops ops = { ssw_pin_cache_reg, ssw_pin_cache_dereg, NULL };
 	size_t entries, bytes;
 	ssw_regcache_bounds(&entries, &bytes);
 	pin_cache = ssw_regcache_new(entries, bytes, &ops, NULL);
