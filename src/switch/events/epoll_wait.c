@@ -5,6 +5,7 @@
 
 #include "common/sys.h"
 #include "switch/events/evwait.h"
+#include "switch/stat/statreg.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -231,6 +232,10 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t t_start, uint64_t 
 			left = (int64_t)(dl > t0 ? dl - t0 : 0);
 		if (nap && (left < 0 || (uint64_t)left > nap))
 			left = (int64_t)nap;
+		/* published for `sockswitch stat`: wake to answer its reader */
+		int look = ssw_statreg_sleep_ms(-1);
+		if (look >= 0 && (left < 0 || left > (int64_t)look * 1000000))
+			left = (int64_t)look * 1000000;
 		struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
 		r = sys_ppoll(b->pf, (nfds_t)np, left < 0 ? NULL : &ts, mask);
 		err = errno;
@@ -331,6 +336,7 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 			ret = s;
 			break;
 		}
+		ssw_statreg_answer(); /* no lock held: a ring that woke us is answered */
 		if (!again)
 			ssw_spin_stop(&sp);
 	}

@@ -6,6 +6,7 @@
 
 #include "common/kick.h"
 #include "common/sys.h"
+#include "switch/stat/statreg.h"
 #include "switch/events/evwait.h"
 
 #include <errno.h>
@@ -235,6 +236,10 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 			k[nk++] = (struct pollfd){ .fd = kick, .events = POLLIN };
 		struct timespec ts, *tp = NULL;
 		uint64_t t0 = ssw_now_ns();
+		/* published for `sockswitch stat`: wake to answer its reader */
+		int look = ssw_statreg_sleep_ms(-1);
+		if (look >= 0 && (!nap || nap > (uint64_t)look * 1000000ull))
+			nap = (uint64_t)look * 1000000ull;
 		if (!forever || nap) {
 			uint64_t left = forever ? nap : dl > t0 ? dl - t0 : 0;
 			if (nap && left > nap)
@@ -263,6 +268,7 @@ int ssw_poll(struct pollfd *fds, nfds_t n, const struct timespec *timeout, const
 		for (nfds_t i = 0; i < n; i++)
 			sl[i].staged = false;
 		ssw_spin_stop(&sp);
+		ssw_statreg_answer(); /* no lock held (references only): a ring is answered */
 	}
 	for (nfds_t i = 0; i < n; i++)
 		ssw_sock_put(sl[i].s);

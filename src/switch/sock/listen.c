@@ -180,9 +180,12 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 		}
 		if (r == 0) {
 			uint64_t t1 = ssw_now_ns();
-			r = sys_poll(pf, (nfds_t)npf, ms);
+			/* published for `sockswitch stat`: wake to answer its reader */
+			r = sys_poll(pf, (nfds_t)npf, ms ? ssw_statreg_sleep_ms(ms) : 0);
 			if (ms != 0)
 				ssw_ev_slept(ssw_now_ns() - t1, r > 0, 0);
+			if (r == 0 && ms != 0)
+				ssw_statreg_answer(); /* no lock held here */
 		}
 		if (r < 0)
 			return -errno;

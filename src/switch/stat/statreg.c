@@ -62,24 +62,31 @@ enum { K_ESTABLISHED = 1, K_SYN_SENT, K_SYN_RECV, K_FIN_WAIT1, K_FIN_WAIT2, K_TI
        K_CLOSE_WAIT, K_LAST_ACK, K_LISTEN, K_CLOSING };
 
 #define REFRESH_MIN_NS 5000000ull  /* a doorbell rung in a loop costs at most 200 refreshes/s */
+#define REFRESH_DIRTY_NS 50000000ull /* changes of a watched process: at most 20 refreshes/s */
+#define WATCHED_NS 3000000000ull    /* rung within this: a reader is watching (ssw_statreg_changed) */
 
 /* This process's registry, in the fork-local page (common/forklocal.h): a
  * forked child finds it all zero (unpublished, unlocked, no refresher) and
  * publishes a file of its own at its next socket, with no work at the fork. */
 struct local {
+	struct ssw_statreg_bell bell;     /* first: ssw_statreg_answer reads it (statreg.h) */
 	pthread_mutex_t reg_lock;
 	/* held by the refresher for a whole pass, references included: see ssw_statreg_quiesce */
 	pthread_mutex_t pass_lock;
 	struct ssw_statreg_hdr *hdr;      /* NULL: not published */
 	struct ssw_statreg_slot *slots;
-	uint32_t *door;
 	uint32_t nslots;                  /* slots mapped */
 	pid_t owner;
 	_Atomic int nkernel;              /* live SSW_SR_KERNEL slots */
 	/* Fallback connections that found the table full (at its largest):
 	 * counted since they happened, closed or not — the refresher cannot tell. */
 	_Atomic uint32_t kernel_dropped;
-	_Atomic uint32_t refresher_up;    /* futex: the refresher thread has started */
+	uint64_t answered_ns;             /* the last pass's start */
+	uint64_t rung_ns;                 /* the last ring seen */
+	struct collect_buf {
+		void *v;                  /* struct ref[max], this process's (a child allocates its own) */
+		int max;
+	} refs;
 };
 _Static_assert(sizeof(struct local) <= sizeof ssw_fl->statreg, "the registry's state fits its fork-local room");
 #define L ((struct local *)ssw_fl->statreg)
@@ -519,13 +526,18 @@ static void publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slot *sl
 	slot_end(sl);
 }
 
-static void refresh(struct collect *c)
+/* false: the registry was busy (nothing changed; answered at a later call) */
+static bool refresh(struct collect *c)
 {
 	c->n = 0;
 	c->dropped = 0;
 	ssw_fdtab_each(collect_one, c);
 
-	pthread_mutex_lock(&L->reg_lock);
+	/* never waits: the caller may be a signal handler that interrupted a
+	 * holder (ssw_statreg_answer) */
+	bool locked = pthread_mutex_trylock(&L->reg_lock) == 0;
+	if (!locked)
+		goto drop;
 	uint32_t used = L->hdr->used;
 	for (uint32_t i = 0; i < used; i++) {
 		struct ssw_statreg_slot *sl = &L->slots[i];
@@ -552,81 +564,100 @@ static void refresh(struct collect *c)
 	L->hdr->regcache.bytes = rc.bytes;
 	__atomic_store_n(&L->hdr->refreshed_ns, realtime_ns(), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&L->reg_lock);
-
+drop:
 	/* outside the registry lock: the last reference may tear a socket down */
 	for (int i = 0; i < c->n; i++)
 		ssw_sock_put(c->v[i].s);
+	return locked;
 }
 
-/* A fork must not catch the refresher inside the allocator: a child would
- * inherit the allocator's lock held by a thread it does not have (glibc's
- * malloc guards its locks across fork, the sanitizers' allocators do not:
- * nginx's workers hung in malloc under ASan, about 1 start in 25).  So the
- * refresher allocates only inside pass_lock, which fork takes
- * (ssw_statreg_fork_begin), and its creator waits until it has started (thread
- * start-up allocates too) before going on to whatever fork comes next. */
-
-static void refresher_started(void)
+/* The pass answering a ring, in the caller's thread: an interposed call's
+ * entry or a switch wait's wake-up, never with a lock of the switch held.
+ *
+ * Why not a thread of our own, as before: glibc forks a process that ever
+ * had a second thread by its multithreaded path (malloc arenas, stdio and
+ * stack lists reset in parent and child), a dozen more page faults a fork,
+ * about 300 us on these machines — fork + _exit + waitpid took 1.4x as long
+ * under the switch, and every fork-per-connection server paid it per
+ * connection (issue 18).  The cost here: a process answers at its next
+ * socket call, or within SSW_STATREG_LOOK_MS while it sleeps in one of the
+ * switch's waits (epoll, poll/select); one blocked elsewhere (sleep,
+ * waitpid, a pipe) answers when it comes back, and `sockswitch stat` shows
+ * its last rows as stale meanwhile. */
+void ssw_statreg_answer_slow(void)
 {
-	atomic_store(&L->refresher_up, 1);
-	SYS_(futex, &L->refresher_up, FUTEX_WAKE, 1, NULL, NULL, 0);
-}
-
-static void refresher_await(void)
-{
-	for (int i = 0; i < 20 && !atomic_load(&L->refresher_up); i++) { /* at most 0.2 s: never hang */
-		struct timespec ts = { 0, 10000000 };
-		SYS_(futex, &L->refresher_up, FUTEX_WAIT, 0, &ts, NULL, 0);
+	int saved = errno;
+	uint32_t v = __atomic_load_n(L->bell.door, __ATOMIC_ACQUIRE);
+	uint64_t t0 = ssw_now_ns();
+	bool rung = v != L->bell.served;
+	if (rung)
+		L->rung_ns = t0;
+	/* a change alone (no ring): at most every REFRESH_DIRTY_NS */
+	uint64_t gap = rung ? REFRESH_MIN_NS : REFRESH_DIRTY_NS;
+	if ((!rung && !L->bell.dirty) || t0 - L->answered_ns < gap ||
+	    pthread_mutex_trylock(&L->pass_lock) != 0) /* another thread answers it */
+		goto out;
+	L->bell.dirty = 0;
+	v = __atomic_load_n(L->bell.door, __ATOMIC_ACQUIRE);
+	struct collect c = { .v = L->refs.v, .max = L->refs.max };
+	if (!c.v) {
+		c.max = SSW_STATREG_SLOTS;
+		c.v = malloc(sizeof *c.v * (size_t)c.max);
+		if (!c.v) {
+			pthread_mutex_unlock(&L->pass_lock);
+			goto out;
+		}
 	}
-}
-
-static void *refresher_main(void *arg)
-{
-	(void)arg;
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	struct collect c = { .max = SSW_STATREG_SLOTS };
-	pthread_mutex_lock(&L->pass_lock);
-	c.v = malloc(sizeof *c.v * (size_t)c.max);
-	pthread_mutex_unlock(&L->pass_lock);
-	refresher_started();
-	if (!c.v)
-		return NULL;
+	bool done = refresh(&c);
 	int cap_max = SSW_STATREG_MAX_SLOTS;
-	uint32_t served = __atomic_load_n(L->door, __ATOMIC_ACQUIRE) - 1; /* publish once at start */
-	for (;;) {
-		uint32_t v = __atomic_load_n(L->door, __ATOMIC_ACQUIRE);
-		if (v == served) {
-			SYS_(futex, L->door, FUTEX_WAIT, v, NULL, NULL, 0);
-			continue;
-		}
-		uint64_t t0 = ssw_now_ns();
-		pthread_mutex_lock(&L->pass_lock);
-		refresh(&c);
-		if (c.dropped && c.max < cap_max) {
-			/* more sockets than references: a bigger array, then again */
-			int m = c.n + c.dropped + c.dropped / 4;
-			m = m > cap_max ? cap_max : m;
-			struct ref *v = realloc(c.v, sizeof *c.v * (size_t)m);
-			if (v) {
-				c.v = v;
-				c.max = m;
-				refresh(&c);
-			}
-		}
-		pthread_mutex_unlock(&L->pass_lock);
-		served = v;
-		pthread_mutex_lock(&L->reg_lock); /* the table may move when it grows */
-		__atomic_store_n(&L->hdr->ack, v, __ATOMIC_RELEASE);
-		pthread_mutex_unlock(&L->reg_lock);
-		uint64_t dt = ssw_now_ns() - t0;
-		if (dt < REFRESH_MIN_NS) {
-			struct timespec ts = { 0, (long)(REFRESH_MIN_NS - dt) };
-			SYS_(nanosleep, &ts, NULL);
+	if (done && c.dropped && c.max < cap_max) {
+		/* more sockets than references: a bigger array, then again */
+		int m = c.n + c.dropped + c.dropped / 4;
+		m = m > cap_max ? cap_max : m;
+		struct ref *nv = realloc(c.v, sizeof *c.v * (size_t)m);
+		if (nv) {
+			c.v = nv;
+			c.max = m;
+			done = refresh(&c);
 		}
 	}
-	return NULL;
+	L->refs.v = c.v;
+	L->refs.max = c.max;
+	if (!done || pthread_mutex_trylock(&L->reg_lock) != 0) {
+		pthread_mutex_unlock(&L->pass_lock);
+		goto out;
+	}
+	L->answered_ns = t0;
+	__atomic_store_n(&L->bell.served, v, __ATOMIC_RELAXED);
+	__atomic_store_n(&L->hdr->ack, v, __ATOMIC_RELEASE); /* under reg_lock: the table may move when it grows */
+	pthread_mutex_unlock(&L->reg_lock);
+	pthread_mutex_unlock(&L->pass_lock);
+out:
+	errno = saved;
+}
+
+void ssw_statreg_changed(int fd, struct ssw_sock *sock)
+{
+	if (!__atomic_load_n(&L->bell.door, __ATOMIC_ACQUIRE) || !L->rung_ns ||
+	    ssw_now_ns() - L->rung_ns > WATCHED_NS)
+		return; /* not watched now: nothing to keep up to date */
+	/* that socket's row alone: never waits (see ssw_statreg_answer) */
+	if (pthread_mutex_trylock(&L->reg_lock) != 0) {
+		L->bell.dirty = 1; /* the next call's answer does it */
+		return;
+	}
+	uint32_t used = L->hdr->used;
+	for (uint32_t i = 0; i < used; i++) {
+		struct ssw_statreg_slot *sl = &L->slots[i];
+		if (sl->kind != SSW_SR_SWITCHED || sl->fd != fd)
+			continue;
+		if (sock)
+			publish_sock(fd, sock, sl);
+		else
+			slot_free(sl);
+		break;
+	}
+	pthread_mutex_unlock(&L->reg_lock);
 }
 
 /* ---- set-up --------------------------------------------------------------- */
@@ -778,13 +809,21 @@ static void create_locked(void)
 	SYS_(unlinkat, dfd, name, 0); /* a file of a dead process with our pid */
 	int fd = ssw_statreg_open_file(dfd, name, O_RDWR | O_CREAT | O_EXCL, me, 0, 0);
 	struct ssw_statreg_hdr *h = fd >= 0 ? map_fd(fd, SSW_STATREG_FILE_SIZE(SSW_STATREG_SLOTS)) : NULL;
+	/* the bell word, read at every socket call: a mapping of the header
+	 * page alone, which the table's growth (mremap) never moves; in our own
+	 * file (the shared doorbell may be truncated by any process of the
+	 * user, and a read there would then be a SIGBUS) */
+	struct ssw_statreg_hdr *bh = h ? map_fd(fd, SSW_STATREG_HDR_SIZE) : NULL;
 	if (fd >= 0)
 		sys_close(fd);
-	fd = h ? ssw_statreg_open_file(dfd, "doorbell", O_RDWR | O_CREAT, me, 0, SSW_STATREG_DOOR_SIZE) : -1;
-	uint32_t *d = fd >= 0 ? map_fd(fd, SSW_STATREG_DOOR_SIZE) : NULL;
+	/* the readers' counter: they ring each process's bell with its next value */
+	fd = bh ? ssw_statreg_open_file(dfd, "doorbell", O_RDWR | O_CREAT, me, 0, SSW_STATREG_DOOR_SIZE) : -1;
+	bool door = fd >= 0 && (SYS_(ftruncate, fd, SSW_STATREG_DOOR_SIZE) == 0);
 	if (fd >= 0)
 		sys_close(fd);
-	if (!d) {
+	if (!door) {
+		if (bh)
+			munmap(bh, SSW_STATREG_HDR_SIZE);
 		SSW_WARN_ONCE("stat registry: cannot publish in %s: %s", my_dir, strerror(errno));
 		if (h) {
 			munmap(h, SSW_STATREG_FILE_SIZE(SSW_STATREG_SLOTS));
@@ -807,23 +846,14 @@ static void create_locked(void)
 	h->comm[sizeof h->comm - 1] = '\0';
 	__atomic_store_n(&h->magic, SSW_STATREG_MAGIC, __ATOMIC_RELEASE);
 
-	L->door = d;
+	/* rows of switched sockets come with the first ring answered */
+	L->bell.served = 0;
 	L->hdr = h;
 	L->slots = (struct ssw_statreg_slot *)((char *)h + SSW_STATREG_HDR_SIZE);
 	L->owner = getpid();
 	pthread_once(&atfork_once, atfork_register);
 
-	pthread_t t;
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 128 << 10);
-	atomic_store(&L->refresher_up, 0);
-	if (pthread_create(&t, &a, refresher_main, NULL) != 0)
-		SSW_DEBUG("stat registry: no refresher thread: counters shown by sockswitch stat stay at 0");
-	else
-		refresher_await();
-	pthread_attr_destroy(&a);
+	__atomic_store_n(&L->bell.door, &bh->bell, __ATOMIC_RELEASE);
 	SSW_DEBUG("stat registry: %s", my_path);
 }
 
@@ -917,6 +947,10 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 	snprintf(sl->reason, sizeof sl->reason, "%s", why ? why : "");
 	sl->refused = 0;
 	slot_end(sl);
+	/* its state now (connected, listening), from the kernel: a process
+	 * that never answers a ring (it sleeps elsewhere) still shows it */
+	if (!kernel_refresh(sl))
+		slot_free(sl);
 	pthread_mutex_unlock(&L->reg_lock);
 out:
 	errno = saved;
