@@ -435,6 +435,8 @@ int diff_check_main(int argc, char **argv)
 				.t0_ms = now_ms_c() };
 	long from = 1, count = 1;
 	const char *steps = NULL;
+	uint32_t list[256]; /* --seeds: these, not from..from+count-1 */
+	int nlist = 0;
 	bool gen_only = false;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -444,6 +446,14 @@ int diff_check_main(int argc, char **argv)
 		} else if (!strcmp(a, "--seed") && v) {
 			from = atol(v);
 			count = 1;
+			i++;
+		} else if (!strcmp(a, "--seeds") && v) {
+			for (const char *c = v; *c && nlist < (int)(sizeof list / sizeof list[0]);) {
+				list[nlist++] = (uint32_t)strtoul(c, (char **)&c, 10);
+				while (*c == ',' || *c == ' ')
+					c++;
+			}
+			count = nlist;
 			i++;
 		} else if (!strcmp(a, "--from") && v) {
 			from = atol(v);
@@ -510,7 +520,7 @@ int diff_check_main(int argc, char **argv)
 	int bad = 0;
 	for (long k = 0; k < count; k++) {
 		struct prog p, q;
-		diff_gen(&p, (uint32_t)(from + k), o.profile);
+		diff_gen(&p, nlist ? list[k] : (uint32_t)(from + k), o.profile);
 		if (steps) {
 			uint16_t keep[DIFF_MAX_STEPS];
 			int n = 0;
@@ -529,7 +539,10 @@ int diff_check_main(int argc, char **argv)
 		bad |= check_prog(&o, &p, &t);
 		fflush(stdout);
 	}
-	if (!gen_only)
+	if (!gen_only && nlist)
+		printf("# %s: %ld seeds (listed): %ld same, %ld known differences, %ld differences, %ld tester faults\n",
+		       diff_profile_name(o.profile), t.seeds, t.same, t.known, t.diff, t.tester);
+	else if (!gen_only)
 		printf("# %s: %ld seeds (%ld..%ld): %ld same, %ld known differences, %ld differences, %ld tester faults\n",
 		       diff_profile_name(o.profile), t.seeds, from, from + count - 1, t.same, t.known, t.diff, t.tester);
 	char cmd[600];
