@@ -156,7 +156,7 @@ static void ready(const struct model *m, int i, uint32_t *sure, uint32_t *maybe)
 	else if (in->urg == 2)
 		y |= POLLPRI;
 	if (out->fill && x->rst == 0 && !x->shut_wr)
-		y |= out->fill == 2 ? POLLOUT : 0;
+		y |= POLLOUT; /* writable again or not: timing (see OP_POLL in apply) */
 	else if (explained_fabric_unacked(m, i))
 		y |= POLLOUT;
 	else
@@ -229,6 +229,11 @@ static int thr_ready(const struct model *m, int i)
 		return 2;
 	}
 	ready(m, i, &sure, &maybe);
+	/* a wait that returns says every bit: POLLOUT that may or may not show
+	 * (a filled socket's send buffer growing as ACKs come; fabric seed
+	 * 900000239: EPOLLIN|EPOLLOUT on kernel TCP, EPOLLIN switched) */
+	if (maybe & want & POLLOUT)
+		return 2;
 	if (sure & want)
 		return 1;
 	if (maybe & want)
