@@ -12,10 +12,11 @@
  * `stat` reads everyone's, a user's `stat` its own; every directory and file
  * is opened without following links and checked (owner, mode, type, size)
  * before use, and anything that fails is skipped, never trusted.  The data
- * path never touches the registry: a per-process refresher thread, asleep on
- * a futex in the directory's `doorbell` file, copies the sessions' own
- * counters into the slots when a reader rings (increments the doorbell and
- * FUTEX_WAKEs), then stores the doorbell value in the header's `ack`.  Slots
+ * path never touches the registry: a reader rings (takes the next value of
+ * the directory's `doorbell` counter and writes it into each process's
+ * header `bell`); the process, at its next socket call or within
+ * SSW_STATREG_LOOK_MS while it waits in the switch, copies the sessions' own
+ * counters into the slots, then stores that value in the header's `ack`.  Slots
  * are written under a per-slot seqlock; readers copy the file with pread
  * (never touch a mapping of another process's file: it can shrink under
  * them) and keep a slot only if its sequence number is even and unchanged
