@@ -208,8 +208,9 @@ uint32_t ssw_wait_spin_max(void)
 
 uint64_t ssw_waitpol_budget(const struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg)
 {
-	if (!pol) /* a fixed budget (a connect's reply, a HELLO): not learnt */
-		return cfg->start_ns;
+	if (!pol) /* a fixed budget (a connect's reply, a HELLO): not learnt,
+		   * and not bounded by the most unless that is no spin at all */
+		return spin_max_ns ? cfg->start_ns : 0;
 	uint32_t b = pol->spin_ns ? pol->spin_ns : cfg->start_ns ? cfg->start_ns : spin_max_ns;
 	return b > spin_max_ns ? spin_max_ns : b;
 }
@@ -255,12 +256,14 @@ int ssw_wait(struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg, uint64_t de
 	bool first = true, slept = false, look = !w->looked;
 	for (;;) {
 		if (look) {
+			/* while spinning, the end of the last step is the time (no
+			 * clock read of our own on the data path) */
 			int r = w->ready(w);
 			if (r > 0 && pol && sp.spun && !slept)
-				ssw_waitpol_learn(pol, cfg, true, wp_now() - t0);
+				ssw_waitpol_learn(pol, cfg, true, sp.last - t0);
 			if (r != 0)
 				return r;
-			if (deadline && wp_now() >= deadline)
+			if (deadline && (slept ? wp_now() : sp.last) >= deadline)
 				return -ETIMEDOUT;
 		}
 		look = true;

@@ -151,11 +151,21 @@ struct ssw_waiter {
 	bool looked;   /* the caller has just looked: step before the first look */
 };
 
+/* A sleep callback's bound for poll(2): whole ms, rounded up (-1: none). */
+static inline int ssw_wait_ms(int64_t ns)
+{
+	if (ns < 0)
+		return -1;
+	int64_t ms = (ns + 999999) / 1000000;
+	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
+
 /* Wait: returns ready's positive answer; 0 when a `once` wait has slept, or
  * a sleep said SSW_WAIT_RETURN; -ETIMEDOUT once `deadline` (ns on
  * ssw_now_ns's clock, 0: none) has passed, after one look at least (a
  * deadline of "now" is a look without waiting); -errno from a callback.
- * pol NULL: cfg->start_ns is the budget, and nothing is learnt. */
+ * pol NULL: cfg->start_ns is the budget (none when the most a wait may spin
+ * is 0), and nothing is learnt. */
 int ssw_wait(struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg, uint64_t deadline, struct ssw_waiter *w);
 
 /* What a wait learns (ssw_wait calls it; exposed for its tests): the event

@@ -136,7 +136,7 @@ static int peer_sleep(struct ssw_waiter *w, int64_t ns)
 	struct pollfd pfd[5];
 	int n = pg->wait_fds(ep, pfd, 4);
 	bool company = atomic_fetch_add(&s->w.sleepers, 1) > 0;
-	int ms = ns < 0 ? INT_MAX : (int)((ns + 999999) / 1000000); /* bounded by the re-check */
+	int ms = ssw_wait_ms(ns); /* bounded by the re-check: never -1 */
 	if (company && ms > SLEEP_CAP_COMPANY_MS)
 		ms = SLEEP_CAP_COMPANY_MS;
 	if (armed > 0 && ms > armed)

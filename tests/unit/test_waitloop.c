@@ -199,6 +199,7 @@ static void test_without_ring_time(void **st)
 	/* the most a wait may spin bounds every budget (SOCKSWITCH_SPIN_US) */
 	ssw_wait_set_spin_max(0);
 	assert_int_equal(ssw_waitpol_budget(&pol, &kind), 0);
+	assert_int_equal(ssw_waitpol_budget(NULL, &kind), 0); /* a fixed one too: 0 is no spin */
 	ssw_wait_set_spin_max(MAX_NS);
 }
 

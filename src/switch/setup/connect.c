@@ -255,7 +255,7 @@ static int connect_look(struct ssw_waiter *w)
 static int connect_sleep(struct ssw_waiter *w, int64_t ns)
 {
 	struct connect_waiter *cw = (struct connect_waiter *)w;
-	int r = sys_poll(&cw->q, 1, ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
+	int r = sys_poll(&cw->q, 1, ssw_wait_ms(ns));
 	return r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT; /* an error: look, then sleep again */
 }
 

@@ -158,7 +158,7 @@ static int accept_look(struct ssw_waiter *w)
 static int accept_sleep(struct ssw_waiter *w, int64_t ns)
 {
 	struct accept_wait *aw = (struct accept_wait *)w;
-	aw->r = sys_poll(aw->pf, aw->npf, ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
+	aw->r = sys_poll(aw->pf, aw->npf, ssw_wait_ms(ns));
 	if (aw->r < 0)
 		return -errno;
 	return aw->r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT;
