@@ -224,19 +224,23 @@ struct connect_waiter {
 	struct ssw_waiter w;
 	struct ssw_sock *s;
 	struct pollfd q;
-	int rc; /* connect_complete's last answer */
+	int rc;       /* connect_complete's last answer */
+	bool ask;     /* ask the provider at the next look, whatever its fd says */
+	bool spun;    /* the spin is over (asked once after it) */
 };
 
 /* The provider's answer: 1 connected (the session made), 0 pending, or
- * -errno (the provider failed).  After the first, it asks the provider
- * only when its fd says something came. */
+ * -errno (the provider failed).  While spinning, it asks the provider only
+ * when its fd says something came; at the spin's end and after each sleep
+ * it asks anyway (a provider may need the call to make progress). */
 static int connect_look(struct ssw_waiter *w)
 {
 	struct connect_waiter *cw = (struct connect_waiter *)w;
 	struct ssw_sock *s = cw->s;
 	const struct ssw_provider *p = s->prov;
-	if (cw->q.fd >= 0 && sys_poll(&cw->q, 1, 0) == 0)
+	if (!cw->ask && sys_poll(&cw->q, 1, 0) == 0)
 		return 0;
+	cw->ask = false;
 	cw->q = (struct pollfd){ .fd = p->conn->connect_fd(s->cep), .events = POLLIN };
 	uint8_t reply[SSW_SESSION_INIT_BYTES];
 	size_t rlen = sizeof reply;
@@ -255,6 +259,11 @@ static int connect_look(struct ssw_waiter *w)
 static int connect_sleep(struct ssw_waiter *w, int64_t ns)
 {
 	struct connect_waiter *cw = (struct connect_waiter *)w;
+	cw->ask = true;
+	if (!cw->spun) {
+		cw->spun = true;
+		return SSW_WAIT_LOOK;
+	}
 	int r = sys_poll(&cw->q, 1, ssw_wait_ms(ns));
 	return r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT; /* an error: look, then sleep again */
 }
@@ -270,8 +279,8 @@ static int progress(struct ssw_sock *s, int wait_ms)
 	struct connect_waiter cw = {
 		.w = { .ready = connect_look, .sleep = connect_sleep, .peer_cpu = -1 },
 		.s = s,
-		.q = { .fd = -1 },
 		.rc = -EINPROGRESS,
+		.ask = true,
 	};
 	int r = ssw_wait(NULL, &connect_wait, wait_ms >= 0 ? now + (uint64_t)wait_ms * 1000000ull : 0, &cw.w);
 	if (r == -ETIMEDOUT && cw.rc == -EINPROGRESS) /* the deadline, not the provider */
