@@ -136,21 +136,23 @@ static int peer_sleep(struct ssw_waiter *w, int64_t ns)
 	struct pollfd pfd[5];
 	int n = pg->wait_fds(ep, pfd, 4);
 	bool company = atomic_fetch_add(&s->w.sleepers, 1) > 0;
-	int ms = ssw_wait_ms(ns); /* bounded by the re-check: never -1 */
-	if (company && ms > SLEEP_CAP_COMPANY_MS)
-		ms = SLEEP_CAP_COMPANY_MS;
-	if (armed > 0 && ms > armed)
-		ms = armed; /* the peer holds corked data: ours when its hold ends */
+	int cap = s->w.pol.nap_ms ? (int)s->w.pol.nap_ms : SLEEP_CAP_MIN_MS;
+	if (company && cap > SLEEP_CAP_COMPANY_MS)
+		cap = SLEEP_CAP_COMPANY_MS;
+	if (armed > 0 && cap > armed)
+		cap = armed; /* the peer holds corked data: ours when its hold ends */
+	int ms = ssw_wait_ms(ns); /* the deadline's, bounded by the re-check: never -1 */
 	if (owed && ms > 1)
 		ms = 1;
+	if (ms > cap)
+		ms = cap;
 	/* alone: sleep in the provider's own wait, which takes the wake-up in
 	 * the same system call (no poll, then drain); but only the first
 	 * sleep after traffic (1 ms), since nothing but the peer can wake it.
 	 * Longer sleeps poll our kick eventfd too: a shutdown by another
 	 * thread of ours (kernel TCP wakes the sleeper at once) writes it
 	 * (common/kick.h).  Registered under the lock that the shutdown takes. */
-	uint32_t nap = s->w.pol.nap_ms ? s->w.pol.nap_ms : SLEEP_CAP_MIN_MS;
-	bool lone = !company && pg->sleep && nap <= SLEEP_CAP_MIN_MS;
+	bool lone = !company && pg->sleep && cap <= SLEEP_CAP_MIN_MS;
 	int kick = lone ? -1 : ssw_kick_arm(s);
 	if (kick >= 0)
 		pfd[n++] = (struct pollfd){ .fd = kick, .events = POLLIN };
