@@ -1,6 +1,6 @@
 /* stat.c — `sockswitch stat`: lists the live sockets that processes running
- * the switch publish in this network namespace (src/switch/statreg.h): rings
- * the doorbell so every process refreshes its counters, waits briefly for
+ * the switch publish in this network namespace (src/switch/stat/statreg.h):
+ * rings each process's bell so that it refreshes its counters, waits briefly for
  * their answers, then reads each process's table with the per-slot seqlock. */
 #include "cli.h"
 
@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +82,9 @@ void stat_usage(FILE *out)
 		"programs, root everyone's.  Entries that fail the checks (not a regular file\n"
 		"of the directory's owner, or naming a process of another uid) are skipped and\n"
 		"counted on stderr; strings are shown with non-printable bytes as \\xNN.\n"
-		"Files of processes that are gone are removed.  A process that does not\n"
-		"answer within %d ms (stopped, busy) is shown from its last snapshot and\n"
+		"Files of processes that are gone are removed.  A process answers at its\n"
+		"next socket call, or while it waits in one; one that does not answer within\n"
+		"%d ms (asleep elsewhere, stopped) is shown from its last snapshot and\n"
 		"marked stale.  exit status: 0, 1 if the registry cannot be read or -p names\n"
 		"no process, 2 on a usage error.\n",
 		SSW_STATREG_DEFAULT_DIR, ACK_WAIT_MS);
@@ -214,10 +216,9 @@ static bool alive(const struct ssw_statreg_hdr *h, int pid)
 	return st && st == h->starttime;
 }
 
-/* Rings a doorbell without ever touching a mapping of it (its owner may
- * truncate it: a touch would be a SIGBUS, a syscall only fails): the value
- * goes through pread/pwrite, the wake-up through a futex on an untouched
- * mapping.  Returns the value to wait for, or 0 if it cannot ring. */
+/* Takes the namespace's next ring value: the doorbell file is a counter
+ * (pread/pwrite, never mapped: its owner may truncate it), each process's
+ * bell gets it (ring_proc).  Returns the value to wait for, or 0. */
 static uint32_t ring(int dfd, uid_t uid)
 {
 	int fd = ssw_statreg_open_file(dfd, "doorbell", O_RDWR, uid, SSW_STATREG_DOOR_SIZE, SSW_STATREG_DOOR_SIZE);
@@ -228,18 +229,25 @@ static uint32_t ring(int dfd, uid_t uid)
 		goto out;
 	if (++v == 0)
 		v = 1; /* 0 means "not rung" */
-	if (pwrite(fd, &v, sizeof v, 0) != (ssize_t)sizeof v) {
+	if (pwrite(fd, &v, sizeof v, 0) != (ssize_t)sizeof v)
 		v = 0;
-		goto out;
-	}
-	void *m = mmap(NULL, SSW_STATREG_DOOR_SIZE, PROT_READ, MAP_SHARED, fd, 0);
-	if (m != MAP_FAILED) {
-		syscall(SYS_futex, m, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-		munmap(m, SSW_STATREG_DOOR_SIZE);
-	}
 out:
 	close(fd);
 	return v;
+}
+
+/* Rings one process: the doorbell's value into its file's bell, which the
+ * process reads at its next socket call (src/switch/stat/statreg.c).  The
+ * file passed open_entry's checks; opened again with the same ones, and
+ * written with pwrite only (never mapped: its owner may truncate it). */
+static void ring_proc(int dfd, const char *name, uid_t uid, uint32_t want)
+{
+	int fd = ssw_statreg_open_file(dfd, name, O_WRONLY, uid, SSW_STATREG_HDR_SIZE, FILE_MAX);
+	if (fd < 0)
+		return;
+	ssize_t w = pwrite(fd, &want, sizeof want, offsetof(struct ssw_statreg_hdr, bell));
+	(void)w; /* not rung: the process is shown stale */
+	close(fd);
 }
 
 /* The last process of a namespace removes its directory at exit; one killed
@@ -454,6 +462,8 @@ static void list_procs(const struct nsdir *dirs, int nd, long only, uint64_t ns,
 			close(fd);
 			if (!ok)
 				continue;
+			if (dirs[i].want)
+				ring_proc(dirs[i].fd, e->d_name, dirs[i].uid, dirs[i].want);
 			struct proc *q = realloc(*procs, sizeof **procs * (size_t)(*np + 1));
 			if (!q)
 				break;

@@ -29,6 +29,7 @@
 struct ssw_forklocal {
 	_Atomic pid_t pid;                 /* common/pid.c: 0 asks getpid */
 	pthread_mutex_t pool_lock;         /* common/shmem.c */
+	int pool_n[4];                     /* common/shmem.c: mappings kept per size (a child has none) */
 	pthread_rwlock_t fork_lock;        /* switch/share/fork.c */
 	pthread_t forking;                 /* switch/share/fork.c: the thread inside fork(), or 0 */
 	unsigned fork_gen;                 /* switch/share/fork.c: this process's forks */

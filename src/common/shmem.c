@@ -7,76 +7,149 @@
  * mapping made after a fork is simply private to the processes forked from
  * its maker afterwards, which is exactly who can hold the connection.
  *
- * Short connections would pay two mmap/munmap pairs per side (and munmap in
- * a threaded process costs a TLB shoot-down), so freed mappings that no
- * other process can still see are kept for reuse, a few per size.  A forked
- * child forgets the pool: those mappings are shared with its parent. */
+ * Short connections would pay two mmap/munmap pairs per side, and a burst
+ * of them far more: a fresh mapping costs page-table pages and a fault per
+ * page touched, and munmap frees them and flushes the TLB of every CPU the
+ * process ran on (measured on a burst of 2,000 connects: most of the
+ * switch's time).  So freed mappings that no other process can still see
+ * are kept for reuse, up to POOL_MAX, their pages still in place.
+ *
+ * A kept mapping is marked MADV_DONTFORK: a forked child never has it (it
+ * is this process's, and it may carry the next connection, which a child
+ * that dropped privileges must not see), and a fork does not copy it.  The
+ * count lives in the fork-local page, so a child starts with an empty pool
+ * and does nothing at fork.  Reused, a mapping is marked MADV_DOFORK again:
+ * a live connection is inherited like a kernel socket. */
 #include "common/forklocal.h"
 #include "common/sys.h"
 
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
-#define POOL_MAX 16
+/* Kept per size (the session, the endpoint, ...: a few sizes per process),
+ * newest on top.  Enough for a burst of a pool's connections (a client
+ * that opens 2,000 at once finds every mapping again the next time); each
+ * kept one holds the pages its connection touched (a session's head page,
+ * an endpoint's page: the staging queue goes, session_life.c), and one
+ * kept longer than IDLE_NS is unmapped at a later alloc or free. */
+#define CLASSES 4
+#define POOL_MAX 2048
+#define IDLE_NS 10000000000ull
+#define TRIM_MAX 4
 
 #define pool_lock (ssw_fl->pool_lock) /* a child's is unlocked (forklocal.h) */
-static struct {
-	void *p;
+#define pool_n (ssw_fl->pool_n)        /* a child's are 0: it has none of them */
+static struct cls {
 	size_t size;
-} pool[POOL_MAX];
-static int npool;
+	unsigned head; /* the next push's index (a ring: the oldest at head - n) */
+	struct {
+		void *p;
+		uint64_t t;
+	} e[POOL_MAX];
+} cls[CLASSES];
 
-/* Nothing written when the pool is empty (a fork-per-connection server's
- * parent frees its connections' memory without reuse): a write here would
- * cost the child a page fault at every fork. */
-SSW_FORK_TEXT static void forget_in_child(void)
+static uint64_t now_ns(void)
 {
-	if (!npool)
-		return;
-	for (int i = 0; i < npool; i++)
-		SYS_(munmap, pool[i].p, pool[i].size);
-	npool = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void install(void)
+/* With pool_lock: the class of this size, made if room (NULL: none). */
+static struct cls *class_of(size_t size, int *k, bool make)
 {
-	pthread_atfork(NULL, NULL, forget_in_child);
+	for (int i = 0; i < CLASSES; i++)
+		if (cls[i].size == size) {
+			*k = i;
+			return &cls[i];
+		}
+	for (int i = 0; make && i < CLASSES; i++)
+		if (!pool_n[i]) { /* empty: (re)assigned to this size */
+			cls[i].size = size;
+			*k = i;
+			return &cls[i];
+		}
+	return NULL;
+}
+
+/* With pool_lock: the oldest of class k if it idled too long, taken out. */
+static void *stale(struct cls *c, int k, uint64_t now)
+{
+	if (!pool_n[k])
+		return NULL;
+	unsigned tail = (c->head + POOL_MAX - (unsigned)pool_n[k]) % POOL_MAX;
+	if (now - c->e[tail].t < IDLE_NS)
+		return NULL;
+	pool_n[k]--;
+	return c->e[tail].p;
+}
+
+static void trim(void **old, int nold, size_t size)
+{
+	for (int i = 0; i < nold; i++)
+		SYS_(munmap, old[i], size);
+}
+
+/* A kept mapping of this size, taken out of the pool; NULL if none. */
+static void *take(size_t size)
+{
+	void *p = NULL, *old[TRIM_MAX];
+	int nold = 0, k;
+	uint64_t now = now_ns();
+	pthread_mutex_lock(&pool_lock);
+	struct cls *c = class_of(size, &k, false);
+	if (c && pool_n[k]) {
+		c->head = (c->head + POOL_MAX - 1) % POOL_MAX;
+		pool_n[k]--;
+		p = c->e[c->head].p;
+	}
+	while (c && nold < TRIM_MAX && (old[nold] = stale(c, k, now)))
+		nold++;
+	pthread_mutex_unlock(&pool_lock);
+	trim(old, nold, size);
+	if (p && SYS_(madvise, p, size, MADV_DOFORK) < 0) {
+		SYS_(munmap, p, size); /* a child would not inherit it: never hand it out */
+		p = NULL;
+	}
+	return p;
 }
 
 void *ssw_shared_alloc(size_t size, size_t zero)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, install);
-	pthread_mutex_lock(&pool_lock);
-	for (int i = npool - 1; i >= 0; i--) {
-		if (pool[i].size != size)
-			continue;
-		void *p = pool[i].p;
-		pool[i] = pool[--npool];
-		pthread_mutex_unlock(&pool_lock);
+	void *p = take(size);
+	if (p) {
 		memset(p, 0, zero < size ? zero : size);
 		return p;
 	}
-	pthread_mutex_unlock(&pool_lock);
 	/* NORESERVE: the staging area is reserved, pages come on first use */
-	long p = SYS_(mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == -1 ? NULL : (void *)p;
+	long m = SYS_(mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return m == -1 ? NULL : (void *)m;
 }
 
 void ssw_shared_free(void *p, size_t size, bool reuse)
 {
 	if (!p)
 		return;
-	if (reuse) {
+	void *old[TRIM_MAX];
+	int nold = 0, k;
+	if (reuse && SYS_(madvise, p, size, MADV_DONTFORK) == 0) {
+		uint64_t now = now_ns();
 		pthread_mutex_lock(&pool_lock);
-		if (npool < POOL_MAX) {
-			pool[npool].p = p;
-			pool[npool++].size = size;
-			pthread_mutex_unlock(&pool_lock);
-			return;
+		struct cls *c = class_of(size, &k, true);
+		if (c && pool_n[k] < POOL_MAX) {
+			c->e[c->head].p = p;
+			c->e[c->head].t = now;
+			c->head = (c->head + 1) % POOL_MAX;
+			pool_n[k]++;
+			p = NULL;
 		}
+		while (c && nold < TRIM_MAX && (old[nold] = stale(c, k, now)))
+			nold++;
 		pthread_mutex_unlock(&pool_lock);
 	}
-	SYS_(munmap, p, size);
+	trim(old, nold, size);
+	if (p)
+		SYS_(munmap, p, size);
 }

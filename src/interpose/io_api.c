@@ -23,6 +23,7 @@ static ssize_t do_recv(struct ssw_sock *s, const struct iovec *iov, int cnt, int
 
 EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
+	ssw_statreg_answer(); /* a reader of `sockswitch stat` rang (kernel TCP fds too) */
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		struct iovec v = { (void *)buf, len };
@@ -35,6 +36,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *a, socklen_t al)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		/* a connected TCP socket ignores the address */
@@ -64,6 +66,7 @@ static int cmsg_fds(const struct msghdr *m, int *out, int max)
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
+	ssw_statreg_answer();
 	if (m && m->msg_controllen && ssw_has_switched()) {
 		/* a switched connection sent to another process goes through a relay */
 		int fds[64];
@@ -93,6 +96,7 @@ static bool iov_empty(const struct iovec *iov, int cnt)
 
 EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		struct iovec v = { (void *)buf, len };
@@ -105,6 +109,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t len)
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = iov && iov_empty(iov, cnt) ? NULL : ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_send(s, iov, cnt, 0);
@@ -116,6 +121,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		struct iovec v = { buf, len };
@@ -135,6 +141,7 @@ EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flag
 
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, socklen_t *al)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		struct iovec v = { buf, len };
@@ -158,6 +165,7 @@ EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int 
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_recv(s, m->msg_iov, (int)m->msg_iovlen, flags);
@@ -185,6 +193,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = len ? ssw_sock_get(fd) : NULL;
 	if (s) {
 		struct iovec v = { buf, len };
@@ -204,6 +213,7 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = iov && iov_empty(iov, cnt) ? NULL : ssw_sock_get(fd);
 	if (s) {
 		ssize_t r = do_recv(s, iov, cnt, 0);
@@ -215,6 +225,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(out);
 	if (s) {
 		ssize_t r = ssw_sendfile(s, in, off, count);
@@ -250,6 +261,7 @@ static ssize_t splice_switched(struct ssw_sock *in, int fd_in, loff_t *off_in, s
 
 EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
 {
+	ssw_statreg_answer();
 	struct ssw_sock *in = ssw_sock_get(fd_in);
 	struct ssw_sock *out = ssw_sock_get(fd_out);
 	if (in || out) {
@@ -264,5 +276,6 @@ EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, si
 
 EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
+	ssw_statreg_answer();
 	return sendfile(out, in, off, count);
 }

@@ -27,6 +27,7 @@ static bool any_switched(const struct pollfd *fds, nfds_t n)
 EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	PROVIDER_PASS(REAL(poll)(fds, n, timeout));
+	ssw_statreg_answer(); /* a reader of `sockswitch stat` rang */
 	if (!any_switched(fds, n))
 		return REAL(poll)(fds, n, timeout);
 	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000L };
@@ -43,6 +44,7 @@ EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
 {
 	PROVIDER_PASS(REAL(ppoll)(fds, n, t, mask));
+	ssw_statreg_answer(); /* a reader of `sockswitch stat` rang */
 	if (!any_switched(fds, n))
 		return REAL(ppoll)(fds, n, t, mask);
 	SSW_RET(ssw_poll(fds, n, t, mask));
@@ -56,6 +58,7 @@ static int select_common(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct
 	*handled = false;
 	if (nfds <= 0 || nfds > FD_SETSIZE)
 		return 0;
+	ssw_statreg_answer();
 	int fds[FD_SETSIZE], n = 0;
 	for (int fd = 0; fd < nfds; fd++)
 		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)))
@@ -187,6 +190,7 @@ static int after_kernel_wait(int epfd, struct epoll_event *ev, int max, int r, i
 EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	PROVIDER_PASS(REAL(epoll_wait)(epfd, ev, max, timeout));
+	ssw_statreg_answer(); /* a reader of `sockswitch stat` rang */
 	bool handled;
 	int r = ssw_epoll_wait(epfd, ev, max, timeout, NULL, &handled);
 	if (!handled) {
@@ -199,6 +203,7 @@ EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
 	PROVIDER_PASS(REAL(epoll_pwait)(epfd, ev, max, timeout, mask));
+	ssw_statreg_answer(); /* a reader of `sockswitch stat` rang */
 	bool handled;
 	int r = ssw_epoll_wait(epfd, ev, max, timeout, mask, &handled);
 	if (!handled) {
@@ -212,6 +217,7 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, c
 EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *mask)
 {
 	PROVIDER_PASS(REAL(epoll_pwait2)(epfd, ev, max, t, mask));
+	ssw_statreg_answer(); /* a reader of `sockswitch stat` rang */
 	bool handled;
 	int ms = t ? (int)(t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000) : -1;
 	int r = ssw_epoll_wait(epfd, ev, max, ms, mask, &handled);

@@ -81,6 +81,7 @@ EXPORT int socketpair(int d, int t, int p, int sv[2])
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	PROVIDER_PASS(REAL(connect)(fd, addr, len));
+	ssw_statreg_answer();
 	if (!ssw_init())
 		return REAL(connect)(fd, addr, len);
 	SSW_RET(ssw_connect(fd, addr, len));
@@ -97,6 +98,7 @@ EXPORT int listen(int fd, int backlog)
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	PROVIDER_PASS(REAL(accept4)(fd, addr, len, flags | SOCK_CLOEXEC));
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -111,6 +113,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	PROVIDER_PASS(REAL(accept4)(fd, addr, len, SOCK_CLOEXEC));
+	ssw_statreg_answer();
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s || !ssw_sock_listening(s)) {
 		ssw_sock_put(s);
@@ -128,6 +131,7 @@ EXPORT int shutdown(int fd, int how)
 	if (!s)
 		return REAL(shutdown)(fd, how);
 	int r = ssw_shutdown(s, how);
+	ssw_statreg_changed(fd, s);
 	ssw_sock_put(s);
 	if (r == SSW_PASS)
 		return REAL(shutdown)(fd, how);
@@ -144,6 +148,7 @@ EXPORT int close(int fd)
 {
 	PROVIDER_PASS(provider_close(fd));
 	ssw_provfd_closed(fd); /* one the application closed under the provider */
+	ssw_statreg_changed(fd, NULL); /* a watched process shows the socket gone at once */
 	SSW_RET(ssw_fd_close(fd));
 }
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 /* Lock the session.  A process that died holding it (killed inside a
@@ -246,6 +247,12 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	sess_unlock(s);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->tx_cv);
+	/* the mapping is kept for a next connection (common/shmem.c): not
+	 * with the pages a stream staged */
+	if (s->q.hi > 4096) {
+		size_t top = (s->q.hi + 4095) & ~(size_t)4095;
+		(void)madvise(s->q.buf, top < s->q.cap ? top : s->q.cap, MADV_REMOVE);
+	}
 	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
 }
 

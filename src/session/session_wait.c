@@ -205,13 +205,22 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	return 0;
 }
 
+/* Writable as tcp_poll says (sk_stream_is_writeable): the free space at
+ * least half of what is queued, i.e. up to two thirds of the limit in
+ * flight.  A writer that waits for POLLOUT is woken with a third of the
+ * window to fill, not a sliver (fewer, larger writes). */
+static bool tx_writable(const struct ssw_session *s)
+{
+	uint64_t lim = tx_limit(s), q = s->tx_inflight;
+	return lim > q && lim - q >= q / 2;
+}
+
 /* tcp_poll's answer. */
 static short poll_bits(struct ssw_session *s)
 {
 	short ev = 0;
 	sess_pump(s, false);
-	uint64_t l0 = tx_limit(s);
-	if (!s->wr_shut && (!(l0 > s->tx_inflight && l0 - s->tx_inflight >= l0 / 8) || !sess_tx_room_ok(s)))
+	if (!s->wr_shut && (!tx_writable(s) || !sess_tx_room_ok(s)))
 		/* a writer waiting for POLLOUT: the credits may sit behind unread
 		 * data, and the peer (maybe waiting on us the same way) gets its
 		 * transport back when we take its data into our queue, as a
@@ -228,8 +237,7 @@ static short poll_bits(struct ssw_session *s)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
 	if (readable)
 		ev |= POLLIN | POLLRDNORM;
-	uint64_t lim = tx_limit(s);
-	if (snd_down(s) || s->peer_closed || (lim > s->tx_inflight && lim - s->tx_inflight >= lim / 8 && sess_tx_room_ok(s)))
+	if (snd_down(s) || s->peer_closed || (tx_writable(s) && sess_tx_room_ok(s)))
 		ev |= POLLOUT | POLLWRNORM;
 	if (sess_urg_pending(s))
 		ev |= POLLPRI;

@@ -18,6 +18,11 @@
 
 #define SSW_PASS (-100000)
 
+/* `sockswitch stat`: ssw_statreg_answer() (a reader rang: answer, at a call's
+ * entry, no lock held) and ssw_statreg_changed() (a socket changed state),
+ * inline checks of two loads (switch/stat/statreg.h). */
+#include "switch/stat/statreg.h"
+
 /* A switched socket (listener or connection).  Its contents are the switch's. */
 struct ssw_sock;
 

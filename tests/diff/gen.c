@@ -127,6 +127,20 @@ static bool alive(const struct mside *x, int actor)
 	return actor == AC_C ? x->c_alive : x->m_alive;
 }
 
+/* README Limits: across the veth (fabric) kernel TCP's send buffer starts
+ * at about 68 KiB, and a receiver that is not reading delays its ACKs (its
+ * window does not open) by 40 ms or more: meanwhile a sender with more
+ * than two thirds of that unacknowledged is not writable (tcp_poll).  The
+ * switch has no such queue: writable.  Bytes the peer has not read stand
+ * for the unacknowledged ones, with room for the kernel's overhead. */
+#define DIFF_FAB_UNACKED_SURE (24 * 1024)
+static bool explained_fabric_unacked(const struct model *m, int i)
+{
+	const struct mside *x = &m->e[i];
+	return m->profile == PROF_FABRIC && m->d[i].qmax > DIFF_FAB_UNACKED_SURE && !x->shut_wr && x->rst == 0 &&
+	       !m->e[1 - i].gone;
+}
+
 /* readiness of endpoint i's socket: bits that surely show, bits that may */
 static void ready(const struct model *m, int i, uint32_t *sure, uint32_t *maybe)
 {
@@ -142,7 +156,9 @@ static void ready(const struct model *m, int i, uint32_t *sure, uint32_t *maybe)
 	else if (in->urg == 2)
 		y |= POLLPRI;
 	if (out->fill && x->rst == 0 && !x->shut_wr)
-		y |= out->fill == 2 ? POLLOUT : 0;
+		y |= POLLOUT; /* writable again or not: timing (see OP_POLL in apply) */
+	else if (explained_fabric_unacked(m, i))
+		y |= POLLOUT;
 	else
 		s |= POLLOUT;
 	if (x->fin_in || x->shut_rd || x->rst == 1)
@@ -213,6 +229,11 @@ static int thr_ready(const struct model *m, int i)
 		return 2;
 	}
 	ready(m, i, &sure, &maybe);
+	/* a wait that returns says every bit: POLLOUT that may or may not show
+	 * (a filled socket's send buffer growing as ACKs come; fabric seed
+	 * 900000239: EPOLLIN|EPOLLOUT on kernel TCP, EPOLLIN switched) */
+	if (maybe & want & POLLOUT)
+		return 2;
 	if (sure & want)
 		return 1;
 	if (maybe & want)
@@ -566,8 +587,8 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 			return false;
 		/* README Limits: corked bytes, then a close that resets: kernel TCP
 		 * sent the full segments already (its size goal: 32 KiB on lo, 1448
-		 * on the veth) and drops the rest; shm drops what it held (under
-		 * 64 KiB), fabric what waits for credits */
+		 * on the veth) and drops the rest; the switch drops what it held
+		 * (under 64 KiB; fabric also what waits for credits) */
 		if (s->end == BURST_END_CLOSE && (fab || n >= 1400) && (x->linger0 || in->qmax > 0 || in->urg || in->residue))
 			return false;
 		sent(m, i, n);
@@ -622,12 +643,17 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		if (in->urg)
 			in->urg = 2;
 		break;
-	case OP_POLL: case OP_SELECT: case OP_FIONREAD: case OP_ATMARK: case OP_SOERROR: case OP_TCPINFO:
+	case OP_POLL: case OP_SELECT:
+		if (explained_fabric_unacked(m, i) && (s->op == OP_POLL ? (s->a & POLLOUT) != 0 : (s->a & 2) != 0))
+			return false;
+		break;
+	case OP_FIONREAD: case OP_ATMARK: case OP_SOERROR: case OP_TCPINFO:
 	case OP_NAMES: case OP_NODELAY:
 		break;
 	case OP_EPOLL_WAIT:
 		if (!x->ep_have || (s->actor == AC_C && fab) || explained_et_after_fin(x) ||
-		    explained_fabric_refill_edge(in, x, fab))
+		    explained_fabric_refill_edge(in, x, fab) ||
+		    (explained_fabric_unacked(m, i) && x->ep_added && (x->ep_events & EPOLLOUT)))
 			return false;
 		/* README Limits: an epoll set shared across fork is the switch's in
 		 * each process: what one changes (epoll_ctl, an edge or a oneshot

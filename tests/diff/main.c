@@ -2,7 +2,7 @@
  * connected TCP endpoints, run on kernel TCP and under the switch, their
  * transcripts compared (README, "Tests").
  *
- *   ssw_diff check --preload LIB [--profile shm|fabric] [--from N --count M | --seed N [--steps LIST]]
+ *   ssw_diff check --preload LIB [--profile shm|fabric] [--from N --count M | --seed N [--steps LIST] | --seeds LIST]
  *                  [--netns NS_A,NS_B --addr A_ADDR] [--slow K] [--replay CMD] [--show] [--verbose]
  *   ssw_diff check --twice ...      both runs on kernel TCP (the tester's own determinism)
  *   ssw_diff check --print --seed N [--steps LIST]    the program, not run

@@ -66,8 +66,6 @@ case "$SEM_OVER" in
       [kill_blocked]="a killed sender's libfabric socket holds our unread credits: its kernel resets the transport"
       [exit_unclosed]="exit() waits for the peer to take the data, but this peer reads only after the exit"
       [fd_numbers]="a fabric connection holds several descriptors of its own (README: about 3)"
-      [cork]="TCP_CORK holds nothing back over fabric: corked writes leave at once"
-      [cork_inherit]="TCP_CORK holds nothing back over fabric: corked writes leave at once"
       [epoll_fork]="one process drives a fabric connection at a time: the child's epoll_wait took the data, the parent sees a reset"
     )
     # what a known difference must look like (a regex the switched transcript

@@ -1,8 +1,8 @@
 /* test_fabric.c — the fabric provider over libfabric's tcp provider on
  * loopback: connect/accept without the application, messages and the
  * provider's credits, RMA read and write with asynchronous completions,
- * refused connects, orderly close, reset, detach, corrupt descriptors,
- * rx_ready reporting news only. */
+ * refused connects, orderly close, held messages (cork), reset, detach,
+ * corrupt descriptors, rx_ready reporting news only. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -388,6 +388,69 @@ static void test_close_delivers_backlog(void **st)
 	free_pair(&p);
 }
 
+/* send_commit with hold (TCP_CORK, MSG_MORE): the peer sees nothing until
+ * a flush, a send, or SSW_HOLD_MS; then every held message, in order. */
+static int commit_str(struct ssw_ep *ep, const char *str, int hold)
+{
+	void *buf;
+	size_t n = strlen(str);
+	int rc = P->msg->send_reserve(ep, n, &buf);
+	if (rc)
+		return rc;
+	memcpy(buf, str, n);
+	return P->msg->send_commit(ep, n, hold);
+}
+
+static void expect_str(struct ssw_ep *ep, const char *str)
+{
+	const void *m;
+	size_t len;
+	assert_int_equal(recv_wait(ep, &m, &len), 0);
+	assert_int_equal(len, strlen(str));
+	assert_memory_equal(m, str, len);
+	P->msg->recv_done(ep);
+}
+
+static void test_held_until_flush(void **st)
+{
+	(void)st;
+	struct pair p;
+	make_pair(&p, base_port + 13);
+	const void *m;
+	size_t len;
+	assert_int_equal(commit_str(p.c, "ab", 1), 0);
+	assert_int_equal(commit_str(p.c, "cd", 1), 0);
+	assert_int_equal(commit_str(p.c, "ef", 1), 0);
+	for (int i = 0; i < 50; i++) { /* both ends progressed: nothing shows */
+		P->progress->peer_state(p.c, 1, NULL);
+		P->progress->peer_state(p.s, 1, NULL);
+		usleep(1000);
+	}
+	assert_int_equal(P->msg->recv_peek(p.s, &m, &len), -EAGAIN);
+	P->msg->flush(p.c);
+	expect_str(p.s, "ab");
+	expect_str(p.s, "cd");
+	expect_str(p.s, "ef");
+	/* a send publishes what is held before it */
+	assert_int_equal(commit_str(p.c, "gh", 1), 0);
+	assert_int_equal(sendstr(p.c, "ij", 2), 0);
+	expect_str(p.s, "gh");
+	expect_str(p.s, "ij");
+	/* an abandoned reservation sends nothing; a commit without hold at once */
+	void *buf;
+	assert_int_equal(P->msg->send_reserve(p.c, 100, &buf), 0);
+	assert_int_equal(commit_str(p.c, "kl", 0), 0);
+	expect_str(p.s, "kl");
+	/* left held: it leaves by itself after SSW_HOLD_MS */
+	uint64_t t0 = ssw_now_ns();
+	assert_int_equal(commit_str(p.c, "mn", 1), 0);
+	WAIT_FOR(P->msg->recv_peek(p.s, &m, &len) == 0, p.c, p.s);
+	assert_true(ssw_now_ns() - t0 >= (uint64_t)SSW_HOLD_MS * 1000000u / 2);
+	expect_str(p.s, "mn");
+	assert_int_equal(P->msg->recv_peek(p.s, &m, &len), -EAGAIN);
+	free_pair(&p);
+}
+
 static void test_abort_and_detach(void **st)
 {
 	(void)st;
@@ -592,6 +655,7 @@ int main(void)
 		cmocka_unit_test(test_high_port),
 		cmocka_unit_test(test_orderly_close),
 		cmocka_unit_test(test_close_delivers_backlog),
+		cmocka_unit_test(test_held_until_flush),
 		cmocka_unit_test(test_abort_and_detach),
 		cmocka_unit_test(test_listener_close_resets_queue),
 		cmocka_unit_test(test_private_data_in_first_message),

@@ -439,6 +439,14 @@ bool fab_data_uncredited(const struct ssw_ep *ep)
  * (called locked, after every reading of completions). */
 void fab_flush_backlog(struct ssw_ep *ep)
 {
+	if (ep->hold_ns) {
+		/* held (TCP_CORK, MSG_MORE): until released, or the kernel's
+		 * ceiling (the owner's next call or the provider's thread, which
+		 * watches an endpoint with a backlog, finds it over) */
+		if (ssw_now_ns() - ep->hold_ns < (uint64_t)SSW_HOLD_MS * 1000000u)
+			return;
+		ep->hold_ns = 0;
+	}
 	while (ep->bl_n && ep->credits > FAB_DATA_RESERVE && !atomic_load(&ep->broken)) {
 		uint32_t slot = ep->bl[ep->bl_head];
 		int rc = post_slot(ep, slot, ep->bl_len[slot]);
@@ -546,6 +554,111 @@ int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int io
 	return rc;
 }
 
+/* The SPI's send_reserve: a tx slot, the message written in place after
+ * the provider's header (and, when it fits, a pack's record length: a held
+ * message that others join, or one that waits for credits, is a pack). */
+int fab_reserve_locked(struct ssw_ep *ep, size_t len, void **buf)
+{
+	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))
+		return -ECONNRESET;
+	if (atomic_load(&ep->peer_closed))
+		return -EPIPE;
+	if (len == 0 || len > FAB_MSG_MAX)
+		return -EMSGSIZE;
+	if (!ep->rsv) {
+		if (ep->ntx_free <= FAB_TX_KEEP) {
+			fab_progress_cq(ep);
+			fab_progress_end(ep);
+			if (atomic_load(&ep->broken))
+				return -ECONNRESET;
+			if (ep->ntx_free <= FAB_TX_KEEP)
+				return -EAGAIN;
+		}
+		ep->rsv_slot = ep->tx_free[--ep->ntx_free];
+		ep->rsv = true;
+	}
+	ep->rsv_pack = sizeof(struct fab_hdr) + FAB_PACK_REC + len <= FAB_BUF_SIZE;
+	*buf = ep->txbuf + (size_t)ep->rsv_slot * FAB_BUF_SIZE + sizeof(struct fab_hdr) +
+	       (ep->rsv_pack ? FAB_PACK_REC : 0);
+	return 0;
+}
+
+void fab_unreserve_locked(struct ssw_ep *ep)
+{
+	if (ep->rsv) {
+		ep->tx_free[ep->ntx_free++] = ep->rsv_slot;
+		ep->rsv = false;
+	}
+}
+
+void fab_unhold_locked(struct ssw_ep *ep)
+{
+	if (!ep->hold_ns)
+		return;
+	ep->hold_ns = 0;
+	fab_flush_backlog(ep);
+}
+
+/* The SPI's send_commit.  The message leaves as fab_send_locked's would
+ * (the backlog first, the peer's credits), or, held, waits in the backlog
+ * (joining the last held pack when it fits: many small corked writes, one
+ * message).  Never -EAGAIN: what a producer wrote in place is gone from it
+ * (a pipe), and the slot is ours already. */
+int fab_commit_locked(struct ssw_ep *ep, size_t len, bool hold)
+{
+	if (!ep->rsv)
+		return -EINVAL;
+	uint32_t slot = ep->rsv_slot;
+	size_t pre = sizeof(struct fab_hdr) + (ep->rsv_pack ? FAB_PACK_REC : 0);
+	if (len == 0 || pre + len > FAB_BUF_SIZE)
+		return -EINVAL;
+	ep->rsv = false;
+	int rc = 0;
+	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))
+		rc = -ECONNRESET;
+	else if (atomic_load(&ep->peer_closed))
+		rc = -EPIPE;
+	if (rc) {
+		ep->tx_free[ep->ntx_free++] = slot;
+		return rc;
+	}
+	ep->data_sent = true;
+	if (!hold)
+		ep->hold_ns = 0;
+	uint8_t *b = ep->txbuf + (size_t)slot * FAB_BUF_SIZE;
+	bool queue = hold || ep->bl_n || ep->credits <= FAB_DATA_RESERVE;
+	if (queue && ep->bl_n && pack_onto_backlog(ep, &(struct iovec){ b + pre, len }, 1, len)) {
+		ep->tx_free[ep->ntx_free++] = slot;
+	} else {
+		struct fab_hdr *h = (void *)b;
+		*h = (struct fab_hdr){ .magic = FAB_HDR_MAGIC, .type = ep->rsv_pack ? FAB_T_PACK : FAB_T_DATA };
+		if (ep->rsv_pack) {
+			uint32_t r = (uint32_t)len;
+			memcpy(b + sizeof *h, &r, sizeof r);
+		}
+		ep->tx_data[slot] = 1;
+		if (!queue) {
+			rc = post_slot(ep, slot, pre + len);
+			if (rc && rc != -EAGAIN) {
+				ep->tx_free[ep->ntx_free++] = slot;
+				return rc;
+			}
+			queue = rc == -EAGAIN; /* the provider's queue is full: it leaves later */
+		}
+		if (queue) {
+			ep->bl_len[slot] = (uint32_t)(pre + len);
+			ep->bl[(ep->bl_head + ep->bl_n) % FAB_TX_N] = slot;
+			ep->bl_n++;
+			fab_watch(ep);
+		}
+	}
+	if (hold && !ep->hold_ns)
+		ep->hold_ns = ssw_now_ns() | 1;
+	else if (!hold && ep->bl_n)
+		fab_flush_backlog(ep);
+	return 0;
+}
+
 static void discard_backlog(struct ssw_ep *ep)
 {
 	while (ep->bl_n) {
@@ -616,6 +729,8 @@ static void drop_rx(struct ssw_ep *ep)
 bool fab_ep_linger(struct ssw_ep *ep)
 {
 	pthread_mutex_lock(&ep->mu);
+	fab_unreserve_locked(ep);
+	ep->hold_ns = 0; /* corked data goes before the close, as the kernel's */
 	fab_progress(ep);
 	drop_rx(ep);
 	bool handed = peer_listens(ep);
@@ -655,6 +770,8 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 	} else if (ep->ep && ep->connected && !ep->shutdown_seen && !atomic_load(&ep->broken)) {
 		/* a peer that closed (or reset) reads nothing more from us */
 		if (how != FAB_CLOSE_FINAL && !atomic_load(&ep->peer_closed) && !atomic_load(&ep->peer_reset)) {
+			fab_unreserve_locked(ep);
+			ep->hold_ns = 0;
 			if (how == SSW_CLOSE_ORDERLY)
 				drain_tx(ep, 2000); /* the backlog first, as the kernel sends buffered data before its FIN */
 			else

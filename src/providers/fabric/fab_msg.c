@@ -33,11 +33,40 @@ static int send_msg(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, bool
 	fab_ep_lock(ep);
 	if (!ctl)
 		ep->data_sent = true;
+	fab_unreserve_locked(ep);
+	bool held = ep->hold_ns != 0;
+	ep->hold_ns = 0; /* a send publishes what was held, then itself */
 	ep->sending_ctl = ctl;
 	int rc = fab_send_locked(ep, FAB_T_DATA, iov, iovcnt);
 	ep->sending_ctl = false;
+	if (held && ep->bl_n)
+		fab_flush_backlog(ep);
 	fab_ep_unlock(ep);
 	return rc;
+}
+
+/* Held messages (TCP_CORK, MSG_MORE): see fab_commit_locked */
+static int fab_send_reserve(struct ssw_ep *ep, size_t len, void **buf)
+{
+	fab_ep_lock(ep);
+	int rc = fab_reserve_locked(ep, len, buf);
+	fab_ep_unlock(ep);
+	return rc;
+}
+
+static int fab_send_commit(struct ssw_ep *ep, size_t len, int hold)
+{
+	fab_ep_lock(ep);
+	int rc = fab_commit_locked(ep, len, hold != 0);
+	fab_ep_unlock(ep);
+	return rc;
+}
+
+static void fab_flush(struct ssw_ep *ep)
+{
+	fab_ep_lock(ep);
+	fab_unhold_locked(ep);
+	fab_ep_unlock(ep);
 }
 
 static int fab_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt) { return send_msg(ep, iov, iovcnt, false); }
@@ -333,6 +362,9 @@ const struct ssw_msg_ops fab_msg_ops = {
 	.recv_done = fab_recv_done,
 	.send_room = fab_send_room,
 	.send_ctl = fab_send_ctl,
+	.send_reserve = fab_send_reserve,
+	.send_commit = fab_send_commit,
+	.flush = fab_flush,
 };
 
 const struct ssw_progress_ops fab_progress_ops = {

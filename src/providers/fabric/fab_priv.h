@@ -229,6 +229,15 @@ struct ssw_ep {
 	/* the backlog: tx slots holding data the peer has no buffer for yet */
 	uint32_t bl[FAB_TX_N], bl_len[FAB_TX_N];
 	unsigned bl_head, bl_n;
+	/* TCP_CORK, MSG_MORE (the SPI's send_commit with hold): the backlog
+	 * stays unsent until a send, a commit without hold, a flush or an
+	 * orderly close, at the latest SSW_HOLD_MS after hold_ns (when the
+	 * first held message came; 0: nothing held) */
+	uint64_t hold_ns;
+	/* send_reserve's tx slot, until send_commit (a message written in
+	 * place); rsv_pack: room was left for a pack's record length */
+	bool rsv, rsv_pack;
+	uint32_t rsv_slot;
 	int wake_fd;               /* eventfd: the provider's thread moved something for us */
 	_Atomic bool woken;        /* set by the thread after it wrote wake_fd */
 	bool watched;              /* on the thread's list (fab_watch) of process watch_pid */
@@ -353,6 +362,15 @@ bool fab_read_eq(struct ssw_ep *ep);
 int fab_post_recv(struct ssw_ep *ep, uint32_t slot);
 int fab_send_locked(struct ssw_ep *ep, int type, const struct iovec *iov, int iovcnt);
 void fab_flush_backlog(struct ssw_ep *ep);
+/* The SPI's send_reserve / send_commit / flush (called locked): a DATA
+ * message written in place in a tx slot; held (hold) it joins the backlog
+ * and stays there (fab_flush_backlog) until released. */
+int fab_reserve_locked(struct ssw_ep *ep, size_t len, void **buf);
+int fab_commit_locked(struct ssw_ep *ep, size_t len, bool hold);
+/* Held messages leave now (a send, a flush, an orderly close). */
+void fab_unhold_locked(struct ssw_ep *ep);
+/* An unfinished reservation is given back (a send, a close). */
+void fab_unreserve_locked(struct ssw_ep *ep);
 
 /* fab_hub.c: shared domains and completion queues */
 /* Put the endpoint on a hub for `info` (sets ep->hub, ep->domain). */

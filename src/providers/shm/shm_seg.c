@@ -28,7 +28,16 @@
  * process (pid and uid of the rendezvous connection, SO_PEERCRED) hands the
  * same memfd over again (device and inode; the kept mapping holds the inode
  * alive, so its number is not reused meanwhile), the mapping serves again.
- * Another process never gets a mapping it did not send. */
+ * Another process never gets a mapping it did not send.
+ *
+ * Whatever is kept (the spare, the cache, the acceptor's mappings) is marked
+ * MADV_DONTFORK while it waits: a forked child never has those mappings (a
+ * worker that drops privileges must not see the next connections), and a
+ * child of a fork-per-connection server, which used to unmap each of them
+ * at every fork (a TLB flush each), has nothing to do but close the kept
+ * memfds it inherited.  Taken out for a connection, a mapping is marked
+ * MADV_DOFORK again: a live connection is inherited like a kernel socket.
+ * A mapping the kernel will not mark is not kept. */
 #include "providers/shm/shm_priv.h"
 
 #include "common/forklocal.h"
@@ -93,6 +102,18 @@ static void seg_free(struct shm_seg *g)
 	g->memfd = -1;
 }
 
+/* A kept mapping leaves forks out; false: it cannot be kept. */
+static bool fork_out(void *p, size_t size)
+{
+	return madvise(p, size, MADV_DONTFORK) == 0;
+}
+
+/* Back in use: forks inherit it again; false: it cannot serve. */
+static bool fork_in(void *p, size_t size)
+{
+	return madvise(p, size, MADV_DOFORK) == 0;
+}
+
 /* What a forked child inherited is its parent's: our copies of the fds and
  * mappings go at once (atfork_child), the parent keeps its own.  A kept
  * segment serves the parent's next connections: a child that kept a
@@ -101,13 +122,13 @@ static void seg_free(struct shm_seg *g)
  * fork (a raw clone): at its first use.  Called with seg_lock. */
 static void forget_all(void)
 {
+	/* the mappings were never inherited (fork_out): only the memfds were */
 	if (spare.memfd >= 0)
-		seg_free(&spare);
+		sys_close(spare.memfd);
+	spare.memfd = -1;
 	for (int i = 0; i < ncache; i++)
-		seg_free(&cache[i]);
+		sys_close(cache[i].memfd);
 	ncache = 0;
-	for (int i = 0; i < nmaps; i++)
-		munmap(maps[i].p, maps[i].size);
 	nmaps = 0;
 	nlive = 0; /* the parent's: its fds are closed as the connections end */
 }
@@ -197,6 +218,10 @@ static int find_recycled(const struct shm_seg_key *dst, uint64_t ring)
 static void cache_put(const struct shm_seg *g, struct shm_seg *out)
 {
 	out->memfd = -1;
+	if (!fork_out(g->p, shm_seg_size(g->ring))) {
+		*out = *g; /* a child would inherit it: not kept */
+		return;
+	}
 	int slot = ncache;
 	if (ncache == RECYCLE_MAX) {
 		slot = 0;
@@ -250,6 +275,10 @@ int shm_seg_get(struct shm_seg *g, const struct sockaddr *dst)
 		spare.memfd = -1;
 	}
 	pthread_mutex_unlock(&seg_lock);
+	if (g->memfd >= 0 && !fork_in(g->p, shm_seg_size(g->ring))) {
+		seg_free(g);
+		i = -1;
+	}
 	int rc = i >= 0 || g->memfd >= 0 ? 0 : seg_new(g);
 	if (i < 0)
 		g->key = k; /* the listener's pid and uid come with shm_seg_settle */
@@ -265,7 +294,7 @@ void shm_seg_unused(struct shm_seg *g)
 	drop_foreign();
 	if (g->recycled) {
 		cache_put(g, &out);
-	} else if (spare.memfd < 0) {
+	} else if (spare.memfd < 0 && fork_out(g->p, shm_seg_size(g->ring))) {
 		spare = *g;
 		g->memfd = -1;
 	} else {
@@ -353,6 +382,10 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 			break;
 		}
 	pthread_mutex_unlock(&seg_lock);
+	if (p && !fork_in(p, size)) {
+		munmap(p, size);
+		p = NULL; /* mapped anew by the caller */
+	}
 	return p;
 }
 
@@ -362,6 +395,8 @@ void shm_seg_map_keep(struct ssw_ep *ep)
 	size_t oldsz = 0;
 	if (!ep->seg || !ep->seg_ino || !atomic_load(&ep->cred_ok))
 		return;
+	if (!fork_out(ep->seg, ep->seg_size))
+		return; /* a child would inherit it: unmapped with its connection */
 	pthread_once(&atfork_once, atfork_install);
 	pthread_mutex_lock(&seg_lock);
 	if (owner == ssw_pid()) {

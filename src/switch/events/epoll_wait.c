@@ -5,6 +5,7 @@
 
 #include "common/sys.h"
 #include "switch/events/evwait.h"
+#include "switch/stat/statreg.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -241,6 +242,10 @@ static int ep_sleep(struct ssw_waiter *w, int64_t ns)
 		int64_t left = ns;
 		if (nap && (left < 0 || (uint64_t)left > nap))
 			left = (int64_t)nap;
+		/* published for `sockswitch stat`: wake to answer its reader */
+		int look = ssw_statreg_sleep_ms(-1);
+		if (look >= 0 && (left < 0 || left > (int64_t)look * 1000000))
+			left = (int64_t)look * 1000000;
 		struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
 		r = sys_ppoll(b->pf, (nfds_t)np, left < 0 ? NULL : &ts, ew->mask);
 		err = errno;
@@ -254,8 +259,10 @@ static int ep_sleep(struct ssw_waiter *w, int64_t ns)
 		ssw_epoll_touch(b->held[i]); /* the doorbell it took may have been a watcher's */
 		ssw_sock_put(b->held[i]);
 	}
-	if (again)
+	if (again) {
+		ssw_statreg_answer(); /* no lock held */
 		return SSW_WAIT_LOOK;
+	}
 	w->rang = first;
 	pthread_mutex_lock(&epx_lock);
 	x = epx_find(epfd, false);
@@ -267,6 +274,7 @@ static int ep_sleep(struct ssw_waiter *w, int64_t ns)
 	pthread_mutex_unlock(&epx_lock);
 	if (r < 0 && err == EINTR)
 		return -EINTR;
+	ssw_statreg_answer(); /* no lock held: a ring that woke us is answered */
 	return r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT;
 }
 

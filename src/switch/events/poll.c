@@ -6,6 +6,7 @@
 
 #include "common/kick.h"
 #include "common/sys.h"
+#include "switch/stat/statreg.h"
 #include "switch/events/evwait.h"
 
 #include <errno.h>
@@ -224,6 +225,10 @@ static int poll_sleep(struct ssw_waiter *w, int64_t ns)
 		k[nk++] = (struct pollfd){ .fd = kick, .events = POLLIN };
 	struct timespec ts, *tp = NULL;
 	uint64_t t0 = ssw_now_ns();
+	/* published for `sockswitch stat`: wake to answer its reader */
+	int look = ssw_statreg_sleep_ms(-1);
+	if (look >= 0 && (!nap || nap > (uint64_t)look * 1000000ull))
+		nap = (uint64_t)look * 1000000ull;
 	if (ns >= 0 || nap) {
 		uint64_t left = ns < 0 || (nap && (uint64_t)ns > nap) ? nap : (uint64_t)ns;
 		ts.tv_sec = (time_t)(left / 1000000000ull);
@@ -247,6 +252,7 @@ static int poll_sleep(struct ssw_waiter *w, int64_t ns)
 		return -EINTR;
 	for (nfds_t i = 0; i < n; i++)
 		sl[i].staged = false;
+	ssw_statreg_answer(); /* no lock held (references only): a ring is answered */
 	return r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT;
 }
 

@@ -104,11 +104,9 @@ static int kernel_connect(struct ssw_sock *s, int fd, const struct sockaddr *add
 	if (d->why) {
 		atomic_fetch_add(&ssw_counters.fallback, 1);
 		SSW_INFO("fd %d: connect %s: kernel TCP (%s)", fd, ssw_addr_str(addr), d->why);
-		ssw_statreg_kernel(fd, addr, len, d->why);
 	} else {
 		SSW_INFO("fd %d: connect %s: kernel TCP (%s%s)", fd, ssw_addr_str(addr),
 			 d->rule ? "route says tcp: " : "no route for this address", d->rule ? d->rule->origin : "");
-		ssw_statreg_route_tcp(fd, addr, len, d->rule);
 	}
 	if (s) {
 		ssw_setup_connect_undo(s, fd);
@@ -117,7 +115,13 @@ static int kernel_connect(struct ssw_sock *s, int fd, const struct sockaddr *add
 			ssw_sock_put(t);
 	}
 	int r = sys_connect(fd, addr, len);
-	return r < 0 ? -errno : 0;
+	int err = r < 0 ? errno : 0;
+	/* published after the connect: with the state it has */
+	if (d->why)
+		ssw_statreg_kernel(fd, addr, len, d->why);
+	else
+		ssw_statreg_route_tcp(fd, addr, len, d->rule);
+	return -err;
 }
 
 /* For a connecting socket: connect() again, SO_ERROR, poll.  Returns 0

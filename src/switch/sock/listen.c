@@ -158,9 +158,13 @@ static int accept_look(struct ssw_waiter *w)
 static int accept_sleep(struct ssw_waiter *w, int64_t ns)
 {
 	struct accept_wait *aw = (struct accept_wait *)w;
-	aw->r = sys_poll(aw->pf, aw->npf, ssw_wait_ms(ns));
+	int ms = ssw_wait_ms(ns);
+	/* published for `sockswitch stat`: wake to answer its reader */
+	aw->r = sys_poll(aw->pf, aw->npf, ms ? ssw_statreg_sleep_ms(ms) : 0);
 	if (aw->r < 0)
 		return -errno;
+	if (aw->r == 0 && ms != 0)
+		ssw_statreg_answer(); /* no lock held here */
 	return aw->r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT;
 }
 

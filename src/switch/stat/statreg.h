@@ -12,10 +12,11 @@
  * `stat` reads everyone's, a user's `stat` its own; every directory and file
  * is opened without following links and checked (owner, mode, type, size)
  * before use, and anything that fails is skipped, never trusted.  The data
- * path never touches the registry: a per-process refresher thread, asleep on
- * a futex in the directory's `doorbell` file, copies the sessions' own
- * counters into the slots when a reader rings (increments the doorbell and
- * FUTEX_WAKEs), then stores the doorbell value in the header's `ack`.  Slots
+ * path never touches the registry: a reader rings (takes the next value of
+ * the directory's `doorbell` counter and writes it into each process's
+ * header `bell`); the process, at its next socket call or within
+ * SSW_STATREG_LOOK_MS while it waits in the switch, copies the sessions' own
+ * counters into the slots, then stores that value in the header's `ack`.  Slots
  * are written under a per-slot seqlock; readers copy the file with pread
  * (never touch a mapping of another process's file: it can shrink under
  * them) and keep a slot only if its sequence number is even and unchanged
@@ -25,12 +26,13 @@
 #define SSW_STATREG_H
 
 #include "common/forklocal.h"
+#include "common/sys.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
 #define SSW_STATREG_MAGIC 0x3154415453575353ull  /* "SSWSTAT1" */
-#define SSW_STATREG_VERSION 1
+#define SSW_STATREG_VERSION 2 /* 2: a bell per process */
 #define SSW_STATREG_SLOTS 4096          /* slots of a new file; it doubles when full */
 #define SSW_STATREG_MAX_SLOTS (1u << 18) /* 96 MiB of tmpfs, touched only as used */
 #define SSW_STATREG_HDR_SIZE 4096
@@ -65,6 +67,10 @@ struct ssw_statreg_hdr {
 	struct {
 		uint64_t hits, misses, evictions, invalidations, registrations, entries, bytes;
 	} regcache;
+	/* rung by a reader (pwrite of the doorbell's new value): the process
+	 * answers (a refresh, then ack = bell) at its next socket call */
+	uint32_t bell;
+	uint32_t pad;
 };
 
 struct ssw_statreg_slot {
@@ -117,8 +123,8 @@ const char *ssw_statreg_state_name(int state);
 
 /* ---- hooks the switch calls (cheap no-ops once the registry is off) ---- */
 
-/* A switched socket exists in this process: make sure the table and its
- * refresher exist (the sockets themselves are read from the fd table). */
+/* A switched socket exists in this process: make sure the table exists
+ * (the sockets themselves are read from the fd table when a reader rings). */
 void ssw_statreg_ensure_slow(void);
 /* Wait (at most 1 s) for a refresh pass in progress to drop its references. */
 void ssw_statreg_quiesce(void);
@@ -127,6 +133,43 @@ void ssw_statreg_fork_begin(void);
 void ssw_statreg_fork_end(bool child);
 /* Before exec or _exit: take this process's file away (see statreg.c). */
 void ssw_statreg_leave(void);
+/* The doorbell a reader rings, and the last ring answered: the first member
+ * of the registry's fork-local state (statreg.c), so that the check below
+ * costs two loads.  door is NULL while this process is not published. */
+struct ssw_statreg_bell {
+	uint32_t *door;
+	uint32_t served;
+	uint32_t dirty;   /* a socket changed state in a process already watched */
+};
+#define SSW_STATREG_BELL ((struct ssw_statreg_bell *)ssw_fl->statreg)
+/* How long a switch wait sleeps at most while this process is published:
+ * then it answers a ring (`sockswitch stat` waits 500 ms for answers). */
+#define SSW_STATREG_LOOK_MS 200
+void ssw_statreg_answer_slow(void);
+/* A reader rang: answer it (a refresh pass).  Called where no lock of the
+ * switch is held: interposed calls' entries, waits' wake-ups. */
+static inline void ssw_statreg_answer(void)
+{
+	if (ssw_provider_calls) /* a provider's own call, maybe under a session lock */
+		return;
+	uint32_t *d = __atomic_load_n(&SSW_STATREG_BELL->door, __ATOMIC_ACQUIRE);
+	if (d && (__atomic_load_n(d, __ATOMIC_RELAXED) != SSW_STATREG_BELL->served || SSW_STATREG_BELL->dirty))
+		ssw_statreg_answer_slow();
+}
+struct ssw_sock;
+/* fd changed state (sock: after a shutdown) or is being closed (sock NULL):
+ * a process that a reader watches (rang within a few seconds) updates that
+ * row now, not at its next ring, so that a program that stops calling (a
+ * half-closed client that only sleeps) shows what it did.  Never waits. */
+void ssw_statreg_changed(int fd, struct ssw_sock *sock);
+/* A wait's sleep in ms (-1: none), cut to SSW_STATREG_LOOK_MS while
+ * published, so that a process asleep in the switch answers too. */
+static inline int ssw_statreg_sleep_ms(int ms)
+{
+	if (!__atomic_load_n(&SSW_STATREG_BELL->door, __ATOMIC_RELAXED))
+		return ms;
+	return ms < 0 || ms > SSW_STATREG_LOOK_MS ? SSW_STATREG_LOOK_MS : ms;
+}
 static inline void ssw_statreg_ensure(void)
 {
 	if (!__atomic_load_n(&ssw_fl->statreg_ready, __ATOMIC_RELAXED))
