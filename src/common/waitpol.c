@@ -1,14 +1,29 @@
-/* waitpol.c — the wait policy (see waitpol.h): busy-poll briefly, then hand
- * the core over with sched_yield, counting only the CPU nobody else wanted. */
+/* waitpol.c — the wait policy and the one wait loop (see waitpol.h): look,
+ * busy-poll briefly, then hand the core over with sched_yield, counting only
+ * the CPU nobody else wanted, then sleep; and learn the spin budget from how
+ * long the waits really took. */
 #include "common/waitpol.h"
 
 #include "common/sys.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 
+static uint64_t (*test_clock)(void);
+
+static inline uint64_t wp_now(void)
+{
+	return __builtin_expect(test_clock != NULL, 0) ? test_clock() : ssw_now_ns();
+}
+
+void ssw_wait_set_clock(uint64_t (*now)(void))
+{
+	test_clock = now;
+}
+
 static int mode = SSW_WAITMODE_AUTO;
-static _Atomic uint64_t no_yield_until; /* after long yields (auto): ssw_now_ns() */
+static _Atomic uint64_t no_yield_until; /* after long yields (auto): wp_now() */
 static _Atomic uint32_t hog_score;      /* see hog_seen */
 static _Atomic uint64_t off_ns;         /* the last pause of yields */
 
@@ -22,7 +37,7 @@ void ssw_wait_set_mode(int m)
 
 bool ssw_wait_yields_off(void)
 {
-	return ssw_now_ns() < atomic_load_explicit(&no_yield_until, memory_order_relaxed);
+	return wp_now() < atomic_load_explicit(&no_yield_until, memory_order_relaxed);
 }
 
 /* CPU-bound neighbours: a yield then gives one a whole slice (ms), while a
@@ -101,11 +116,11 @@ void ssw_wait_cede_to(int peer_cpu, bool peer_awake)
 		return;
 	if (peer_cpu != sched_getcpu() && (!peer_awake || ++cede_sends % SSW_CEDE_LOOK))
 		return;
-	uint64_t now = ssw_now_ns();
+	uint64_t now = wp_now();
 	if (now - cpu_held_since < SSW_CEDE_NS || now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
 		return;
 	sched_yield();
-	uint64_t back = ssw_now_ns();
+	uint64_t back = wp_now();
 	cpu_held_since = back;
 	/* a cede that gave a CPU-bound neighbour its slice counts as a wait's
 	 * long yield does */
@@ -120,7 +135,7 @@ void ssw_wait_cede(int peer_cpu)
 
 void ssw_wait_slept(void)
 {
-	cpu_held_since = ssw_now_ns();
+	cpu_held_since = wp_now();
 }
 
 void ssw_spin_start(struct ssw_spin *sp, uint64_t now, uint64_t budget_ns)
@@ -135,7 +150,7 @@ void ssw_spin_peer_cpu(struct ssw_spin *sp, int cpu)
 
 bool ssw_spin_step(struct ssw_spin *sp)
 {
-	uint64_t now = ssw_now_ns();
+	uint64_t now = wp_now();
 	uint64_t elapsed = now - sp->t0;
 	if (mode == SSW_WAITMODE_SPIN) {
 		/* the old fixed busy-poll: the budget is wall time */
@@ -164,7 +179,7 @@ bool ssw_spin_step(struct ssw_spin *sp)
 		return true;
 	}
 	sched_yield();
-	uint64_t back = ssw_now_ns();
+	uint64_t back = wp_now();
 	cpu_held_since = back;
 	if (back - now >= SSW_SPIN_EMPTY_NS && hog_seen(back, back - now)) {
 		sp->budget = 0; /* sleep now */
@@ -175,4 +190,125 @@ bool ssw_spin_step(struct ssw_spin *sp)
 		sp->burn += back - now;
 	sp->last = back;
 	return true;
+}
+
+/* ---- the wait loop ------------------------------------------------------ */
+
+static uint32_t spin_max_ns = 50000;
+
+void ssw_wait_set_spin_max(uint32_t ns)
+{
+	spin_max_ns = ns;
+}
+
+uint32_t ssw_wait_spin_max(void)
+{
+	return spin_max_ns;
+}
+
+uint64_t ssw_waitpol_budget(const struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg)
+{
+	if (!pol) /* a fixed budget (a connect's reply, a HELLO): not learnt,
+		   * and not bounded by the most unless that is no spin at all */
+		return spin_max_ns ? cfg->start_ns : 0;
+	uint32_t b = pol->spin_ns ? pol->spin_ns : cfg->start_ns ? cfg->start_ns : spin_max_ns;
+	return b > spin_max_ns ? spin_max_ns : b;
+}
+
+/* One rule for every waiter (a session's, and a thread's poll, epoll and
+ * accept had one each, with different steps: +1/2 or +1/4 on a caught
+ * spin, 1.5 x took or x2 after a wake-up).  An event caught by the spin
+ * or soon after it (within the most a wait may spin, the wake-up's own
+ * latency not counted: see ssw_wait) says a longer spin would have paid;
+ * halving otherwise keeps idle waits cheap.  Growing at least to 1.5 x
+ * took matters: halving then would leave two peers that both slept once
+ * sleeping for good, each one's wake-up stretching the other's wait past
+ * its shrinking budget (fabric ping-pong across a veth: 70 us round trips,
+ * a sleep each, against 18 us spinning). */
+void ssw_waitpol_learn(struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg, bool caught, uint64_t took)
+{
+	uint64_t b = ssw_waitpol_budget(pol, cfg);
+	if (caught && took <= spin_max_ns) {
+		b += b / 4;
+		if (b < took + took / 2)
+			b = took + took / 2;
+		if (b > spin_max_ns)
+			b = spin_max_ns;
+	} else {
+		b /= 2;
+		if (b < SSW_WAIT_SPIN_MIN_NS)
+			b = SSW_WAIT_SPIN_MIN_NS;
+	}
+	pol->spin_ns = (uint32_t)b;
+}
+
+static uint32_t nap_ms(const struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg)
+{
+	uint32_t n = pol && pol->nap_ms ? pol->nap_ms : cfg->nap_min_ms;
+	return n > cfg->nap_max_ms ? cfg->nap_max_ms : n;
+}
+
+int ssw_wait(struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg, uint64_t deadline, struct ssw_waiter *w)
+{
+	uint64_t t0 = wp_now();
+	struct ssw_spin sp;
+	ssw_spin_start(&sp, t0, ssw_waitpol_budget(pol, cfg));
+	bool first = true, slept = false, look = !w->looked;
+	for (;;) {
+		if (look) {
+			/* while spinning, the end of the last step is the time (no
+			 * clock read of our own on the data path) */
+			int r = w->ready(w);
+			if (r > 0 && pol && sp.spun && !slept)
+				ssw_waitpol_learn(pol, cfg, true, sp.last - t0);
+			if (r != 0)
+				return r;
+			if (deadline && (slept ? wp_now() : sp.last) >= deadline)
+				return -ETIMEDOUT;
+		}
+		look = true;
+		if (first) {
+			ssw_spin_peer_cpu(&sp, w->peer_cpu);
+			first = false;
+		}
+		/* a hot peer: a short spin costs less than a wake-up */
+		if (ssw_spin_step(&sp))
+			continue;
+		if (!w->sleep)
+			return -ETIMEDOUT;
+		uint64_t t_sleep = wp_now();
+		int64_t ns = -1;
+		if (deadline)
+			ns = deadline > t_sleep ? (int64_t)(deadline - t_sleep) : 0;
+		uint32_t nap = nap_ms(pol, cfg);
+		if (nap && (ns < 0 || ns > (int64_t)nap * 1000000))
+			ns = (int64_t)nap * 1000000;
+		w->rang = 0;
+		int s = w->sleep(w, ns);
+		if (s == SSW_WAIT_LOOK)
+			continue; /* the spin goes on, if anything is left of it */
+		if (s == SSW_WAIT_RETURN)
+			return 0;
+		uint64_t back = wp_now();
+		ssw_wait_slept();
+		ssw_spin_stop(&sp);
+		slept = true;
+		if (pol) {
+			/* the event came when the peer rang, not when we got the CPU
+			 * back: on a busy host the wake-up alone outlasts any spin
+			 * budget.  Without the ring's time, a quarter of the sleep
+			 * counts (the rest: the wake-up's latency) */
+			bool woken = s == SSW_WAIT_WOKEN;
+			uint64_t took = w->rang > t0 && w->rang <= back ? w->rang - t0 : t_sleep - t0 + (back - t_sleep) / 4;
+			ssw_waitpol_learn(pol, cfg, woken, took);
+			if (woken)
+				pol->nap_ms = cfg->nap_min_ms;
+			else if (s == SSW_WAIT_TIMEDOUT && nap)
+				pol->nap_ms = 2 * nap > cfg->nap_max_ms ? cfg->nap_max_ms : 2 * nap;
+		}
+		if (s < 0)
+			return s;
+		if (cfg->once)
+			return s == SSW_WAIT_TIMEDOUT && deadline && wp_now() >= deadline ? -ETIMEDOUT : 0;
+	}
 }

@@ -96,4 +96,88 @@ bool ssw_spin_step(struct ssw_spin *sp);
 /* No more steps (after a sleep, the wait goes on without spinning). */
 static inline void ssw_spin_stop(struct ssw_spin *sp) { sp->budget = 0; }
 
+/* ---- the wait loop ------------------------------------------------------
+ * Every wait of the library (a session's wait for its peer, poll, epoll,
+ * accept, a connect's progress, shm's wait for a HELLO) is one call of
+ * ssw_wait: look (the caller's ready callback), step while the spin budget
+ * lasts, then sleep (the caller's sleep callback) until an event, the
+ * deadline or the periodic re-check, look again, and so on.  What the wait
+ * learns of its peer goes back into the waiter's policy object. */
+
+/* The most a wait may spin (SOCKSWITCH_SPIN_US); 50 us until configured. */
+void ssw_wait_set_spin_max(uint32_t ns);
+uint32_t ssw_wait_spin_max(void);
+#define SSW_WAIT_SPIN_MIN_NS 2000u /* a learned budget never goes below */
+
+/* A waiter's learned policy: one per session, one per thread for the
+ * event waits.  All zero is a fresh one. */
+struct ssw_waitpol {
+	uint32_t spin_ns; /* the spin budget learned, 0: not yet (the kind's start) */
+	uint32_t nap_ms;  /* bound on the next sleep (re-check), 0: the kind's least */
+};
+
+/* A kind of wait: how it starts and re-checks (one constant per caller). */
+struct ssw_waitcfg {
+	uint32_t start_ns;   /* a fresh policy's budget, 0: the most; also the
+			      * fixed budget of a wait without a policy */
+	uint32_t nap_min_ms; /* periodic re-check: sleeps are bounded by a nap */
+	uint32_t nap_max_ms; /* that starts at min, doubles at every sleep that
+			      * ran to its end, up to max, and is min again after
+			      * a wake-up (0: sleeps only end on an event or the
+			      * deadline) */
+	bool once;           /* the wait ends after its first sleep: its caller
+			      * looks itself (with its lock held, say) */
+};
+
+/* What a sleep callback says. */
+enum {
+	SSW_WAIT_TIMEDOUT = 0, /* slept the whole time given */
+	SSW_WAIT_WOKEN = 1,    /* woken by an event (or a signal to be ignored) */
+	SSW_WAIT_LOOK = 2,     /* did not sleep: something may be there, look now */
+	SSW_WAIT_RETURN = 3,   /* did not sleep: the wait is over (ssw_wait gives 0) */
+};
+
+/* The caller's side of one wait (embed it; container_of in the callbacks). */
+struct ssw_waiter {
+	/* Look for the event: >0 it is there (ssw_wait returns it), 0 not
+	 * yet, <0 an -errno that ends the wait. */
+	int (*ready)(struct ssw_waiter *w);
+	/* Sleep at most ns (-1: no bound) on whatever wakes this waiter:
+	 * SSW_WAIT_*, or an -errno (-EINTR) that ends the wait.  NULL: a wait
+	 * that only spins (ssw_wait gives -ETIMEDOUT when the budget is spent). */
+	int (*sleep)(struct ssw_waiter *w, int64_t ns);
+	int peer_cpu;  /* the awaited peer's CPU (-1: unknown); the first look may set it */
+	uint64_t rang; /* set by sleep: when the peer rang during it (0: unknown) */
+	bool looked;   /* the caller has just looked: step before the first look */
+};
+
+/* A sleep callback's bound for poll(2): whole ms, rounded up (-1: none). */
+static inline int ssw_wait_ms(int64_t ns)
+{
+	if (ns < 0)
+		return -1;
+	int64_t ms = (ns + 999999) / 1000000;
+	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
+
+/* Wait: returns ready's positive answer; 0 when a `once` wait has slept, or
+ * a sleep said SSW_WAIT_RETURN; -ETIMEDOUT once `deadline` (ns on
+ * ssw_now_ns's clock, 0: none) has passed, after one look at least (a
+ * deadline of "now" is a look without waiting); -errno from a callback.
+ * pol NULL: cfg->start_ns is the budget (none when the most a wait may spin
+ * is 0), and nothing is learnt. */
+int ssw_wait(struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg, uint64_t deadline, struct ssw_waiter *w);
+
+/* What a wait learns (ssw_wait calls it; exposed for its tests): the event
+ * came `took` ns after the wait began (caught), or never / too late.  An
+ * event within the most a wait may spin: the budget becomes at least
+ * 1.5 x took and grows by a quarter (spinning that long next time catches
+ * it without a wake-up); else the budget halves. */
+void ssw_waitpol_learn(struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg, bool caught, uint64_t took);
+/* The budget a wait of this policy spins now. */
+uint64_t ssw_waitpol_budget(const struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg);
+
+/* Tests: the clock of the whole policy (NULL: ssw_now_ns). */
+void ssw_wait_set_clock(uint64_t (*now)(void));
+
 #endif

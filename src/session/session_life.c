@@ -176,7 +176,6 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	s->sndbuf = o ? o->sndbuf : 0;
 	s->urg.inline_ = o && o->oobinline;
 	s->cork = o && o->cork;
-	s->w.spin_ns = ssw_session_cfg.spin_max_ns;
 	s->peer_window = peer->window < cap ? peer->window : cap;
 	sess_set_peer_caps(s, peer->caps);
 	s->peer_pid = peer->pid;

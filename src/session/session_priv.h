@@ -4,6 +4,7 @@
 
 #include "common/sys.h"
 #include "common/trim.h"
+#include "common/waitpol.h"
 #include "session/session.h"
 #include "session/wire.h"
 
@@ -81,8 +82,7 @@ struct sess_wait {
 	 * one waits for (credits, data): with company, sleeps are naps. */
 	_Atomic int sleepers;
 	uint64_t rx_gen;           /* messages taken in: changes another thread's wait may miss */
-	uint32_t nap_ms;           /* bound on the next sleep in wait_peer, 0: SLEEP_CAP_MIN_MS */
-	uint32_t spin_ns;
+	struct ssw_waitpol pol;    /* wait_peer's learned spin budget and re-check */
 	uint64_t probe_ns;         /* last peer_state probe (a system call) */
 	uint64_t send_tick;        /* coarse clock at the last send: one probe per tick */
 };

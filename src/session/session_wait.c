@@ -18,8 +18,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define SPIN_MIN_NS 2000u
-
 /* What the peer announced beside the message stream: a FIN or a reset
  * queued behind unread data, its death, urgent bytes.  `probe` allows a
  * system call (to find a dead peer), at most every 200 µs. */
@@ -82,41 +80,51 @@ static void woke(struct ssw_session *s)
 #define SLEEP_CAP_MAX_MS 1000  /* alone and idle: about one wake-up a second */
 #define SLEEP_CAP_COMPANY_MS 64 /* two threads asleep on one connection */
 
-/* Wait for the peer: look while the wait policy allows (common/waitpol.h),
- * then sleep on the provider (alone: its one-call sleep op).
- * Called and returns with the lock held.  deadline 0 = none.
- * Returns 0 (something may have changed), -ETIMEDOUT or -EINTR. */
-int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
+/* A session's wait (common/waitpol.h): look while the policy allows, then
+ * sleep once on the provider and let the caller look.  Another thread of
+ * this connection may take what we wait for (a credit, say) together with
+ * its doorbell, now or after it joins us: no sleep is endless.  The bound
+ * (the policy's re-check) starts at 1 ms and doubles while nothing comes
+ * (an idle connection wakes about once a second, 64 ms with company), and
+ * is short again once traffic wakes us. */
+static const struct ssw_waitcfg session_wait = {
+	.nap_min_ms = SLEEP_CAP_MIN_MS,
+	.nap_max_ms = SLEEP_CAP_MAX_MS,
+	.once = true,
+};
+
+struct sess_waiter {
+	struct ssw_waiter w;
+	struct ssw_session *s;
+	uint64_t gen, kgen;
+	bool locked;
+};
+
+static int peer_ready(struct ssw_waiter *w)
 {
+	struct sess_waiter *sw = (struct sess_waiter *)w;
+	if (!sw->s->p->progress->rx_ready(sw->s->ep))
+		return 0;
+	sess_lock(sw->s); /* what the wait learns is the session's */
+	sw->locked = true;
+	return 1;
+}
+
+/* Sleep on the provider (alone: its one-call sleep op).  Called unlocked,
+ * returns locked. */
+static int peer_sleep(struct ssw_waiter *w, int64_t ns)
+{
+	struct sess_waiter *sw = (struct sess_waiter *)w;
+	struct ssw_session *s = sw->s;
 	struct ssw_ep *ep = s->ep;
 	const struct ssw_progress_ops *pg = s->p->progress;
-	uint64_t t0 = ssw_now_ns();
-	if (deadline && t0 >= deadline)
-		return -ETIMEDOUT;
-	uint64_t gen = s->w.rx_gen, kgen = ssw_kick_gen();
-	struct ssw_spin sp;
-	ssw_spin_start(&sp, t0, s->w.spin_ns);
-	ssw_spin_peer_cpu(&sp, ssw_session_peer_cpu(s));
-
-	sess_unlock(s);
-	for (;;) {
-		if (pg->rx_ready(ep)) {
-			sess_lock(s);
-			if (s->w.spin_ns < ssw_session_cfg.spin_max_ns)
-				s->w.spin_ns += s->w.spin_ns / 2;
-			if (s->w.spin_ns > ssw_session_cfg.spin_max_ns)
-				s->w.spin_ns = ssw_session_cfg.spin_max_ns;
-			return 0;
-		}
-		if (!ssw_spin_step(&sp))
-			break;
-	}
 	sess_lock(s);
+	sw->locked = true;
 	/* another thread took messages in while we spun unlocked (credits we
 	 * wait for, say): their doorbell is gone, so look before sleeping; or
 	 * shut the socket down (ssw_session_shutdown kicks only armed sleeps) */
-	if (s->w.rx_gen != gen || ssw_kick_gen() != kgen)
-		return 0;
+	if (s->w.rx_gen != sw->gen || ssw_kick_gen() != sw->kgen)
+		return SSW_WAIT_RETURN;
 
 	/* Credits we could not return earlier: the peer may be waiting for them
 	 * while we wait for it.  Retry, and if the transport is still full,
@@ -124,20 +132,20 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	bool owed = s->credit_owed && sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
 	int armed = pg->arm(ep);
 	if (armed == -EAGAIN)
-		return 0;
+		return SSW_WAIT_RETURN;
 	struct pollfd pfd[5];
 	int n = pg->wait_fds(ep, pfd, 4);
 	bool company = atomic_fetch_add(&s->w.sleepers, 1) > 0;
-	/* Another thread of this connection may take what we wait for (a
-	 * credit, say) together with its doorbell, now or after it joins us:
-	 * no sleep is endless.  The bound starts at 1 ms and doubles while
-	 * nothing comes (an idle connection wakes about once a second, 64 ms
-	 * with company), and is short again once traffic wakes us. */
-	int cap = s->w.nap_ms ? (int)s->w.nap_ms : SLEEP_CAP_MIN_MS;
+	int cap = s->w.pol.nap_ms ? (int)s->w.pol.nap_ms : SLEEP_CAP_MIN_MS;
 	if (company && cap > SLEEP_CAP_COMPANY_MS)
 		cap = SLEEP_CAP_COMPANY_MS;
 	if (armed > 0 && cap > armed)
 		cap = armed; /* the peer holds corked data: ours when its hold ends */
+	int ms = ssw_wait_ms(ns); /* the deadline's, bounded by the re-check: never -1 */
+	if (owed && ms > 1)
+		ms = 1;
+	if (ms > cap)
+		ms = cap;
 	/* alone: sleep in the provider's own wait, which takes the wake-up in
 	 * the same system call (no poll, then drain); but only the first
 	 * sleep after traffic (1 ms), since nothing but the peer can wake it.
@@ -149,79 +157,51 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	if (kick >= 0)
 		pfd[n++] = (struct pollfd){ .fd = kick, .events = POLLIN };
 	sess_unlock(s);
-	int r;
-	for (;;) {
-		int ms = -1;
-		if (deadline) {
-			uint64_t now = ssw_now_ns();
-			ms = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-		}
-		if (owed && (ms < 0 || ms > 1))
-			ms = 1;
-		if (ms < 0 || ms > cap)
-			ms = cap;
-		if (lone && ms > 0) {
-			r = pg->sleep(ep, ms);
-			if (r == -ENOSYS) {
-				lone = false;
-				continue;
-			}
-			if (r == -EINTR && !eintr_visible())
-				r = 1; /* disarmed already: the caller looks and comes back */
-			if (r == -EINTR) {
-				r = -1;
-				errno = EINTR;
-			}
-			break;
-		}
+	int r = -ENOSYS;
+	if (lone && ms > 0)
+		r = pg->sleep(ep, ms);
+	if (r == -ENOSYS) {
 		lone = false;
 		r = sys_poll(pfd, (nfds_t)n, ms);
-		if (r < 0 && errno == EINTR && !eintr_visible())
-			continue;
-		break;
+		if (r < 0)
+			r = -errno;
 	}
-	int err = errno;
+	/* interrupted by a signal whose handler restarts calls: woken (the
+	 * caller looks and comes back, disarmed already) */
+	if (r == -EINTR && !eintr_visible())
+		r = 1;
 	if (kick >= 0)
 		ssw_kick_disarm(r > 0 ? pfd[n - 1].revents : 0);
-	ssw_wait_slept();
 	atomic_fetch_sub(&s->w.sleepers, 1);
 	sess_lock(s);
 	if (!lone)
 		woke(s);
-	if (r > 0)
-		s->w.nap_ms = SLEEP_CAP_MIN_MS;
-	else if (r == 0)
-		s->w.nap_ms = cap * 2 > SLEEP_CAP_MAX_MS ? SLEEP_CAP_MAX_MS : (uint32_t)cap * 2;
-	/* Slept.  Woken within the most a wait may spin (sleep and wake-up
-	 * included): a spin that long would have caught the event without the
-	 * wake-up, so spin that long next time.  Halving then would leave two
-	 * peers that both slept once sleeping for good, each one's wake-up
-	 * stretching the other's wait past its shrinking budget (fabric
-	 * ping-pong across a veth: 70 us round trips, a sleep each, against
-	 * 18 us spinning).  A longer wait: spin less next time. */
-	uint64_t now = ssw_now_ns(), took = now - t0;
-	if (r > 0 && pg->wake_sent_ns) {
-		/* the event came when the peer rang, not when we got the CPU back:
-		 * on a busy host the wake-up alone outlasts any spin budget, and
-		 * counting it would shrink the budget of a peer that answers in
-		 * 10 us down to nothing, one sleep per message for good */
-		uint64_t rang = pg->wake_sent_ns(ep);
-		if (rang > t0 && rang <= now)
-			took = rang - t0;
-	}
-	if (r > 0 && took <= ssw_session_cfg.spin_max_ns) {
-		if (s->w.spin_ns < took + took / 2)
-			s->w.spin_ns = took + took / 2 < ssw_session_cfg.spin_max_ns ? took + took / 2
-										    : ssw_session_cfg.spin_max_ns;
-	} else {
-		s->w.spin_ns /= 2;
-		if (s->w.spin_ns < SPIN_MIN_NS)
-			s->w.spin_ns = SPIN_MIN_NS;
-	}
-	if (r < 0 && err == EINTR)
-		return -EINTR;
-	if (r == 0 && deadline && ssw_now_ns() >= deadline)
+	if (r > 0 && pg->wake_sent_ns)
+		w->rang = pg->wake_sent_ns(ep); /* ssw_wait keeps it if it fell in this wait */
+	if (r < 0)
+		return r;
+	return r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT;
+}
+
+/* Wait for the peer.  Called and returns with the lock held.
+ * deadline 0 = none.  Returns 0 (something may have changed), -ETIMEDOUT
+ * or -EINTR. */
+int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
+{
+	if (deadline && ssw_now_ns() >= deadline)
 		return -ETIMEDOUT;
+	struct sess_waiter sw = {
+		.w = { .ready = peer_ready, .sleep = peer_sleep, .peer_cpu = ssw_session_peer_cpu(s) },
+		.s = s,
+		.gen = s->w.rx_gen,
+		.kgen = ssw_kick_gen(),
+	};
+	sess_unlock(s);
+	int r = ssw_wait(&s->w.pol, &session_wait, deadline, &sw.w);
+	if (!sw.locked)
+		sess_lock(s);
+	if (r == -EINTR || r == -ETIMEDOUT)
+		return r;
 	return 0;
 }
 

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/waitpol.h"
 #include "providers/shm/shm_priv.h"
 #include "session/session.h"
 #include "session/wire.h"
@@ -177,6 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		signal(SIGURG, SIG_IGN); /* the peer names whom SIGURG goes to: here, us */
 		ssw_provider_shm.init();
 		ssw_session_cfg.spin_max_ns = 0; /* nothing ever waits here: no spinning either */
+		ssw_wait_set_spin_max(0);
 	}
 	struct rd r = { data, size };
 	struct ssw_ep *ea, *eb;

@@ -449,15 +449,23 @@ static bool hello_waits(int fd)
  * on this CPU, and it sends nothing until we let it run (measured, an epoll
  * server and its client on one CPU: every connection was parked, then
  * woken again by the HELLO). */
-#define HELLO_WAIT_NS 20000u
+static const struct ssw_waitcfg hello_wait_cfg = { .start_ns = 20000 }; /* a spin only, not learnt */
+
+struct hello_waiter {
+	struct ssw_waiter w;
+	int fd;
+};
+
+static int hello_look(struct ssw_waiter *w)
+{
+	return hello_waits(((struct hello_waiter *)w)->fd);
+}
+
 static bool hello_wait(int fd)
 {
-	struct ssw_spin sp;
-	ssw_spin_start(&sp, ssw_now_ns(), HELLO_WAIT_NS);
-	while (ssw_spin_step(&sp))
-		if (hello_waits(fd))
-			return true;
-	return false;
+	/* the caller has just looked (take_hello): a step first */
+	struct hello_waiter hw = { .w = { .ready = hello_look, .peer_cpu = -1, .looked = true }, .fd = fd };
+	return ssw_wait(NULL, &hello_wait_cfg, 0, &hw.w) > 0;
 }
 
 /* A request this process now owns: its HELLO, or it waits in the set. */

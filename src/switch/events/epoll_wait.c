@@ -188,12 +188,23 @@ static int sleep_grow(struct sleep_buf *b, int need)
 	return 0;
 }
 
+/* One epoll_wait call's wait (common/waitpol.h). */
+struct ep_wait {
+	struct ssw_waiter w;
+	int epfd, max;
+	struct epoll_event *events;
+	const sigset_t *mask;
+	struct sleep_buf b;
+	bool looked;
+};
+
 /* Sleep on epfd (kernel events, kicks, members' doorbells through the inner
- * set) and the polled members' fds.  Returns >0 woken, 0 timed out or must
- * look again (*again), -errno. */
-static int sleep_once(int epfd, struct sleep_buf *b, uint64_t t_start, uint64_t dl, const sigset_t *mask,
-		      bool *again)
+ * set) and the polled members' fds, at most ns (-1: no bound). */
+static int ep_sleep(struct ssw_waiter *w, int64_t ns)
 {
+	struct ep_wait *ew = (struct ep_wait *)w;
+	struct sleep_buf *b = &ew->b;
+	int epfd = ew->epfd;
 	pthread_mutex_lock(&epx_lock);
 	struct epx *x = epx_find(epfd, false);
 	int need = 1 + polled_fds(x);
@@ -205,31 +216,30 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t t_start, uint64_t 
 	}
 	int np = 0, na = 0;
 	uint64_t nap = 0;
+	bool again = false;
 	b->pf[np++] = (struct pollfd){ .fd = epfd, .events = POLLIN };
 	/* our polled members, then those of nested epoll fds */
 	struct epx *sets[17];
-	int ns = 0;
-	sets[ns++] = x;
-	for (struct epx_nested *q = x->nested; q && ns < 17; q = q->next)
-		if ((sets[ns] = epx_find(q->fd, false)))
-			ns++;
-	for (int i = 0; i < ns && !*again; i++) {
+	int nsets = 0;
+	sets[nsets++] = x;
+	for (struct epx_nested *q = x->nested; q && nsets < 17; q = q->next)
+		if ((sets[nsets] = epx_find(q->fd, false)))
+			nsets++;
+	for (int i = 0; i < nsets && !again; i++) {
 		int got = 0, r = arm_members(sets[i], &b->pf[np], b->cap - np, &got, b->armed, b->held, b->cap, &na);
 		np += got;
 		if (r == SSW_EV_PENDING)
-			*again = true;
+			again = true;
 		else if (r == SSW_EV_NAP)
 			nap = SSW_EV_NAP_NS;
 	}
-	if (!*again)
+	if (!again)
 		x->waiters++;
 	pthread_mutex_unlock(&epx_lock);
 	int r = 0, err = 0;
 	uint64_t t0 = ssw_now_ns();
-	if (!*again) {
-		int64_t left = -1;
-		if (dl)
-			left = (int64_t)(dl > t0 ? dl - t0 : 0);
+	if (!again) {
+		int64_t left = ns;
 		if (nap && (left < 0 || (uint64_t)left > nap))
 			left = (int64_t)nap;
 		/* published for `sockswitch stat`: wake to answer its reader */
@@ -237,7 +247,7 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t t_start, uint64_t 
 		if (look >= 0 && (left < 0 || left > (int64_t)look * 1000000))
 			left = (int64_t)look * 1000000;
 		struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
-		r = sys_ppoll(b->pf, (nfds_t)np, left < 0 ? NULL : &ts, mask);
+		r = sys_ppoll(b->pf, (nfds_t)np, left < 0 ? NULL : &ts, ew->mask);
 		err = errno;
 	}
 	uint64_t woke_at = ssw_now_ns(), first = 0;
@@ -249,9 +259,11 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t t_start, uint64_t 
 		ssw_epoll_touch(b->held[i]); /* the doorbell it took may have been a watcher's */
 		ssw_sock_put(b->held[i]);
 	}
-	if (*again)
-		return 0;
-	ssw_ev_slept(woke_at - t0, r > 0, first ? first - t_start : 0);
+	if (again) {
+		ssw_statreg_answer(); /* no lock held */
+		return SSW_WAIT_LOOK;
+	}
+	w->rang = first;
 	pthread_mutex_lock(&epx_lock);
 	x = epx_find(epfd, false);
 	if (x)
@@ -262,7 +274,47 @@ static int sleep_once(int epfd, struct sleep_buf *b, uint64_t t_start, uint64_t 
 	pthread_mutex_unlock(&epx_lock);
 	if (r < 0 && err == EINTR)
 		return -EINTR;
-	return r;
+	ssw_statreg_answer(); /* no lock held: a ring that woke us is answered */
+	return r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT;
+}
+
+/* Side and kernel events (nested sets' too): how many, 0, or -errno.
+ * Members to look at (doorbells just taken from the inner set, or
+ * re-queued) are looked at again before the answer, a few times. */
+static int ep_look(struct ssw_waiter *w)
+{
+	struct ep_wait *ew = (struct ep_wait *)w;
+	struct epoll_event *events = ew->events;
+	int max = ew->max;
+	for (int relook = 0;; relook++) {
+		pthread_mutex_lock(&epx_lock);
+		struct epx *x = epx_find(ew->epfd, false);
+		if (!x) { /* closed under us */
+			pthread_mutex_unlock(&epx_lock);
+			return -EBADF;
+		}
+		/* leave room for the kernel's events when both kinds are ready */
+		int side_max = max > 1 ? max - 1 : max;
+		epx_hot_scan(x);
+		if (!ew->looked)
+			w->peer_cpu = epx_hot_peers_cpu(x);
+		ew->looked = true;
+		int n = epx_collect(x, events, side_max);
+		bool harvested = false;
+		int r = kernel_events(x, events, n, max, n, &harvested);
+		if (r > 0)
+			n = r;
+		if (harvested && n < max) /* doorbells found meanwhile: as the kernel, report them now */
+			n += epx_collect_queue(x, events + n, max - n);
+		bool again = x->again;
+		pthread_mutex_unlock(&epx_lock);
+		if (r < 0 && !n)
+			return r;
+		bool nested = false;
+		n = nested_events(ew->epfd, events, n < 0 ? 0 : n, max, &nested);
+		if (n || !((harvested || again) && relook < RELOOK_MAX))
+			return n;
+	}
 }
 
 int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms, const sigset_t *mask, bool *handled)
@@ -277,71 +329,21 @@ int ssw_epoll_wait(int epfd, struct epoll_event *events, int max, int timeout_ms
 	if (!ours || max <= 0 || !events)
 		return 0; /* the kernel answers (and gives EINVAL/EFAULT) */
 	*handled = true;
-	uint64_t t_start = ssw_now_ns();
-	uint64_t dl = timeout_ms > 0 ? t_start + (uint64_t)timeout_ms * 1000000ull : 0;
-	struct ssw_spin sp;
-	ssw_spin_start(&sp, t_start, ssw_ev_spin_ns());
-	struct sleep_buf b = { 0 };
-	int ret, relook = 0;
-	for (;;) {
-		pthread_mutex_lock(&epx_lock);
-		x = epx_find(epfd, false);
-		if (!x) { /* closed under us */
-			pthread_mutex_unlock(&epx_lock);
-			ret = -EBADF;
-			break;
-		}
-		/* leave room for the kernel's events when both kinds are ready */
-		int side_max = max > 1 ? max - 1 : max;
-		epx_hot_scan(x);
-		if (!sp.spun)
-			ssw_spin_peer_cpu(&sp, epx_hot_peers_cpu(x));
-		int n = epx_collect(x, events, side_max);
-		bool harvested = false;
-		int r = kernel_events(x, events, n, max, n, &harvested);
-		if (r > 0)
-			n = r;
-		if (harvested && n < max) /* doorbells found meanwhile: as the kernel, report them now */
-			n += epx_collect_queue(x, events + n, max - n);
-		bool again = x->again;
-		pthread_mutex_unlock(&epx_lock);
-		if (r < 0 && !n) {
-			ret = r;
-			break;
-		}
-		bool nested = false;
-		n = nested_events(epfd, events, n < 0 ? 0 : n, max, &nested);
-		/* members to look at (doorbells just taken from the inner set, or
-		 * re-queued): before any sleep, and before a zero timeout says 0 */
-		bool look_again = (harvested || again) && relook++ < RELOOK_MAX;
-		if (n || (timeout_ms == 0 && !look_again)) {
-			if (n && sp.spun)
-				ssw_ev_spin_hit();
-			ret = n;
-			break;
-		}
-		if (look_again)
-			continue;
-		relook = 0;
-		uint64_t now = ssw_now_ns();
-		if (timeout_ms > 0 && now >= dl) {
-			ret = 0;
-			break;
-		}
-		if (ssw_spin_step(&sp))
-			continue;
-		again = false;
-		int s = sleep_once(epfd, &b, t_start, dl, mask, &again);
-		if (s < 0) {
-			ret = s;
-			break;
-		}
-		ssw_statreg_answer(); /* no lock held: a ring that woke us is answered */
-		if (!again)
-			ssw_spin_stop(&sp);
-	}
-	free(b.pf);
-	free(b.armed);
-	free(b.held);
+	uint64_t now = ssw_now_ns();
+	/* a zero timeout: a deadline of now, one look */
+	uint64_t dl = timeout_ms >= 0 ? now + (uint64_t)timeout_ms * 1000000ull : 0;
+	struct ep_wait ew = {
+		.w = { .ready = ep_look, .sleep = ep_sleep, .peer_cpu = -1 },
+		.epfd = epfd,
+		.max = max,
+		.events = events,
+		.mask = mask,
+	};
+	int ret = ssw_wait(ssw_ev_pol(), &ssw_ev_wait, dl, &ew.w);
+	if (ret == -ETIMEDOUT)
+		ret = 0;
+	free(ew.b.pf);
+	free(ew.b.armed);
+	free(ew.b.held);
 	return ret;
 }

@@ -1,60 +1,23 @@
-/* evwait.c — the adaptive busy-poll budget and socket arming shared by
- * poll.c and epoll_wait.c (see evwait.h). */
+/* evwait.c — the wait policy and socket arming shared by poll.c,
+ * epoll_wait.c and accept (see evwait.h). */
 #include "switch/events/evwait.h"
 #include "switch/setup/setup.h"
 
 #include "common/sys.h"
-#include "common/waitpol.h"
 #include "session/session.h"
 
 #include <errno.h>
 
-#define SPIN_MIN_NS 2000u
-#define SPIN_START_NS 20000u
+/* A thread's waits share one learned budget: a server's event loop waits
+ * for the same clients in poll, epoll_wait and accept. */
+static __thread struct ssw_waitpol ev_pol;
 
-static __thread uint32_t spin_ns = SPIN_START_NS;
+const struct ssw_waitcfg ssw_ev_wait = { .start_ns = 20000 };
+const struct ssw_waitcfg ssw_ev_wait_once = { .start_ns = 20000, .once = true };
 
-static uint32_t spin_max(void)
+struct ssw_waitpol *ssw_ev_pol(void)
 {
-	uint32_t m = ssw_session_cfg.spin_max_ns;
-	return m ? m : 50000u;
-}
-
-uint64_t ssw_ev_spin_ns(void)
-{
-	uint32_t m = spin_max();
-	return spin_ns > m ? m : spin_ns;
-}
-
-void ssw_ev_spin_hit(void)
-{
-	uint32_t m = spin_max();
-	spin_ns += spin_ns / 4;
-	if (spin_ns > m)
-		spin_ns = m;
-}
-
-/* A backend of a busy server (pgbench -S -c 8 -j 8: 8 client threads and 8
- * backends on 2 cores) slept a few hundred us between queries, always
- * within 4 budgets of its sleep's start (the wake-up included), so its
- * budget stayed at the most and each wait spun it away in ~13 empty yields
- * while the clients queued on the other CPU; the ring came long after the
- * most a wait may spin, so that budget now halves. */
-void ssw_ev_slept(uint64_t slept_ns, bool woken, uint64_t event_ns)
-{
-	ssw_wait_slept();
-	uint32_t m = spin_max();
-	bool soon = event_ns ? event_ns <= m : slept_ns < 4ull * m;
-	if (woken && soon) {
-		/* the event came within a few spin budgets: spin longer */
-		spin_ns *= 2;
-		if (spin_ns > m)
-			spin_ns = m;
-	} else {
-		spin_ns /= 2;
-		if (spin_ns < SPIN_MIN_NS)
-			spin_ns = SPIN_MIN_NS;
-	}
+	return &ev_pol;
 }
 
 uint64_t ssw_ev_rang(struct ssw_session *s, uint64_t t_sleep, uint64_t now)

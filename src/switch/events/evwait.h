@@ -1,5 +1,5 @@
-/* evwait.h — shared pieces of poll.c and epoll_wait.c: the adaptive busy-poll
- * budget and arming one switched socket before the caller sleeps. */
+/* evwait.h — shared pieces of poll.c, epoll_wait.c and accept: their wait
+ * policy and arming one switched socket before the caller sleeps. */
 #ifndef SSW_EVWAIT_H
 #define SSW_EVWAIT_H
 
@@ -10,24 +10,14 @@
 #include "common/waitpol.h"
 #include "switch/sock/sock.h"
 
-/* Adaptive spin (per thread).  A wait spins for ssw_ev_spin_ns() before it
- * sleeps.  The budget grows when spinning paid off or when a sleep ended
- * by an event soon after it began (the peer answers within a wake-up's
- * cost: spinning longer would have caught it), and shrinks when a sleep was
- * long or timed out (idle: spinning only burns CPU).
- * "Soon": when the peer's wake-up time is known (event_ns: from the start
- * of the wait, spin included, to the peer's ring; ssw_ev_rang), within the
- * most a wait may spin; else, within four times that of the sleep's start
- * (the sleep's length includes the wake-up's own latency, which on a busy
- * host outlasts any budget). */
-uint64_t ssw_ev_spin_ns(void);
-void ssw_ev_spin_hit(void);
-void ssw_ev_slept(uint64_t slept_ns, bool woken, uint64_t event_ns);
+/* The waits of poll, epoll_wait and accept (common/waitpol.h): one learned
+ * policy per thread (ssw_ev_pol), this kind's start (ssw_ev_wait; _once:
+ * a wait that returns after one sleep, accept's). */
+extern const struct ssw_waitcfg ssw_ev_wait, ssw_ev_wait_once;
+struct ssw_waitpol *ssw_ev_pol(void);
 /* The peer's ring of an armed session that fell in the sleep [t_sleep,
  * now], else 0: callers keep the earliest (the one that woke them). */
 uint64_t ssw_ev_rang(struct ssw_session *s, uint64_t t_sleep, uint64_t now);
-/* Each step of that spin: common/waitpol.h (ssw_spin_start with
- * ssw_ev_spin_ns(), ssw_spin_step). */
 
 /* Fill up to n pollfds (*nout) to sleep on for socket s.  Returns
  *   SSW_EV_ARMED    fds given; if *armed was set, call ssw_session_sleep_done

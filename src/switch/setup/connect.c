@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/sockdiag.h"
 #include "common/sys.h"
+#include "common/waitpol.h"
 #include "switch/route/providers.h"
 #include "switch/sock/addr.h"
 #include "switch/switch.h"
@@ -17,8 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define CONNECT_SPIN_NS 100000ull
 
 static int kernel(struct ssw_setup_decision *d, const char *fmt, const char *arg)
 {
@@ -215,54 +214,80 @@ int ssw_setup_connect(int fd, int family, const struct sockaddr *addr, socklen_t
 	return 0;
 }
 
-/* Drive a pending provider connect and session negotiation.
+/* A pending provider connect's wait (common/waitpol.h).  A provider that
+ * answers later: its reply comes within microseconds, and a wake-up of ours
+ * would cost more than a short spin (not learnt: 100 us each time); then
+ * sleeps on its fd, looking every 100 ms whatever it says. */
+static const struct ssw_waitcfg connect_wait = { .start_ns = 100000, .nap_min_ms = 100, .nap_max_ms = 100 };
+
+struct connect_waiter {
+	struct ssw_waiter w;
+	struct ssw_sock *s;
+	struct pollfd q;
+	int rc;       /* connect_complete's last answer */
+	bool ask;     /* ask the provider at the next look, whatever its fd says */
+	bool spun;    /* the spin is over (asked once after it) */
+};
+
+/* The provider's answer: 1 connected (the session made), 0 pending, or
+ * -errno (the provider failed).  While spinning, it asks the provider only
+ * when its fd says something came; at the spin's end and after each sleep
+ * it asks anyway (a provider may need the call to make progress). */
+static int connect_look(struct ssw_waiter *w)
+{
+	struct connect_waiter *cw = (struct connect_waiter *)w;
+	struct ssw_sock *s = cw->s;
+	const struct ssw_provider *p = s->prov;
+	if (!cw->ask && sys_poll(&cw->q, 1, 0) == 0)
+		return 0;
+	cw->ask = false;
+	cw->q = (struct pollfd){ .fd = p->conn->connect_fd(s->cep), .events = POLLIN };
+	uint8_t reply[SSW_SESSION_INIT_BYTES];
+	size_t rlen = sizeof reply;
+	int rc = p->conn->connect_complete(s->cep, reply, &rlen);
+	if (rc == 0) {
+		ssw_fork_guard_enter();
+		s->sess = ssw_session_connected(p, s->cep, &s->opts, reply, rlen);
+		ssw_fork_guard_leave();
+		if (!s->sess)
+			rc = -EPROTO;
+	}
+	cw->rc = rc;
+	return rc == 0 ? 1 : rc == -EINPROGRESS ? 0 : rc;
+}
+
+static int connect_sleep(struct ssw_waiter *w, int64_t ns)
+{
+	struct connect_waiter *cw = (struct connect_waiter *)w;
+	cw->ask = true;
+	if (!cw->spun) {
+		cw->spun = true;
+		return SSW_WAIT_LOOK;
+	}
+	int r = sys_poll(&cw->q, 1, ssw_wait_ms(ns));
+	return r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT; /* an error: look, then sleep again */
+}
+
+/* Drive a pending provider connect and session negotiation, waiting up to
+ * wait_ms (0: not at all, <0: no bound).
  * Returns 0 when connected, -EINPROGRESS while pending, or another -errno:
  * the provider failed (the caller falls back, or reports a final error). */
 static int progress(struct ssw_sock *s, int wait_ms)
 {
 	const struct ssw_provider *p = s->prov;
-	uint64_t dl = wait_ms > 0 ? ssw_now_ns() + (uint64_t)wait_ms * 1000000ull : 0;
-	bool spun = false;
-	for (;;) {
-		uint8_t reply[SSW_SESSION_INIT_BYTES];
-		size_t rlen = sizeof reply;
-		int rc = p->conn->connect_complete(s->cep, reply, &rlen);
-		if (rc == 0) {
-			ssw_fork_guard_enter();
-			s->sess = ssw_session_connected(p, s->cep, &s->opts, reply, rlen);
-			ssw_fork_guard_leave();
-			if (!s->sess)
-				rc = -EPROTO;
-		}
-		if (rc == 0) {
-			s->cep = NULL;
-			break;
-		}
-		if (rc != -EINPROGRESS)
-			return rc;
-		if (wait_ms == 0)
-			return -EINPROGRESS;
-		/* A provider that answers later: its reply comes within microseconds;
-		 * a wake-up of ours would cost more than a short busy-poll. */
-		if (!spun) {
-			spun = true;
-			uint64_t t0 = ssw_now_ns();
-			struct pollfd q = { .fd = p->conn->connect_fd(s->cep), .events = POLLIN };
-			while (ssw_now_ns() - t0 < CONNECT_SPIN_NS && sys_poll(&q, 1, 0) == 0)
-				ssw_cpu_relax();
-			continue;
-		}
-		struct pollfd pf = { .fd = p->conn->connect_fd(s->cep), .events = POLLIN };
-		int ms = 100;
-		if (dl) {
-			uint64_t now = ssw_now_ns();
-			if (now >= dl)
-				return -ETIMEDOUT;
-			if ((dl - now) / 1000000 < 100)
-				ms = (int)((dl - now) / 1000000) + 1;
-		}
-		sys_poll(&pf, 1, ms);
-	}
+	uint64_t now = ssw_now_ns();
+	struct connect_waiter cw = {
+		.w = { .ready = connect_look, .sleep = connect_sleep, .peer_cpu = -1 },
+		.s = s,
+		.rc = -EINPROGRESS,
+		.ask = true,
+	};
+	int r = ssw_wait(NULL, &connect_wait, wait_ms >= 0 ? now + (uint64_t)wait_ms * 1000000ull : 0, &cw.w);
+	if (r == -ETIMEDOUT && cw.rc == -EINPROGRESS) /* the deadline, not the provider */
+		return wait_ms == 0 ? -EINPROGRESS : -ETIMEDOUT;
+	if (cw.rc != 0)
+		return cw.rc;
+	s->cep = NULL;
 	s->state = SSW_ST_CONNECTED;
 	atomic_fetch_add(&ssw_counters.switched, 1);
 	SSW_INFO("fd %d: connected to %s over %s", s->fd, ssw_addr_str((struct sockaddr *)&s->peer), p->name);

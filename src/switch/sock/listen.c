@@ -137,6 +137,37 @@ static int install(struct ssw_sock *ls, struct ssw_setup_accepted *a, struct soc
 	return nfd;
 }
 
+/* A blocking accept's wait for the kernel listener or a provider's
+ * (common/waitpol.h): a busy server's next connection is often a few us
+ * away, so it looks for the thread's spin budget before it pays for a
+ * wake-up. */
+struct accept_wait {
+	struct ssw_waiter w;
+	struct pollfd *pf;
+	nfds_t npf;
+	int r; /* the last poll's answer (pf's revents) */
+};
+
+static int accept_look(struct ssw_waiter *w)
+{
+	struct accept_wait *aw = (struct accept_wait *)w;
+	aw->r = sys_poll(aw->pf, aw->npf, 0);
+	return aw->r < 0 ? -errno : aw->r;
+}
+
+static int accept_sleep(struct ssw_waiter *w, int64_t ns)
+{
+	struct accept_wait *aw = (struct accept_wait *)w;
+	int ms = ssw_wait_ms(ns);
+	/* published for `sockswitch stat`: wake to answer its reader */
+	aw->r = sys_poll(aw->pf, aw->npf, ms ? ssw_statreg_sleep_ms(ms) : 0);
+	if (aw->r < 0)
+		return -errno;
+	if (aw->r == 0 && ms != 0)
+		ssw_statreg_answer(); /* no lock held here */
+	return aw->r > 0 ? SSW_WAIT_WOKEN : SSW_WAIT_TIMEDOUT;
+}
+
 int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	/* O_NONBLOCK is the open file's, and the processes sharing a listener
@@ -160,35 +191,16 @@ int ssw_accept(struct ssw_sock *s, int fd, struct sockaddr *addr, socklen_t *ale
 		struct pollfd pf[1 + SSW_MAX_PLISTEN];
 		pf[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
 		int npf = 1 + ssw_setup_listener_fds(s, pf + 1, SSW_MAX_PLISTEN);
-		int ms = -1;
-		if (nonblock)
-			ms = 0;
-		else if (dl) {
-			uint64_t now = ssw_now_ns();
-			ms = now >= dl ? 0 : (int)((dl - now) / 1000000) + 1;
-		}
-		int r = 0;
-		if (ms != 0) {
-			/* a busy server's next connection is often a few µs away: look
-			 * for the adaptive spin budget before paying for a wake-up */
-			struct ssw_spin sp;
-			ssw_spin_start(&sp, ssw_now_ns(), ssw_ev_spin_ns());
-			while ((r = sys_poll(pf, (nfds_t)npf, 0)) == 0 && ssw_spin_step(&sp))
-				;
-			if (r > 0)
-				ssw_ev_spin_hit();
-		}
-		if (r == 0) {
-			uint64_t t1 = ssw_now_ns();
-			/* published for `sockswitch stat`: wake to answer its reader */
-			r = sys_poll(pf, (nfds_t)npf, ms ? ssw_statreg_sleep_ms(ms) : 0);
-			if (ms != 0)
-				ssw_ev_slept(ssw_now_ns() - t1, r > 0, 0);
-			if (r == 0 && ms != 0)
-				ssw_statreg_answer(); /* no lock held here */
-		}
-		if (r < 0)
-			return -errno;
+		/* nonblocking: a deadline of now, one look */
+		struct accept_wait aw = {
+			.w = { .ready = accept_look, .sleep = accept_sleep, .peer_cpu = -1 },
+			.pf = pf,
+			.npf = (nfds_t)npf,
+		};
+		int r = ssw_wait(ssw_ev_pol(), &ssw_ev_wait_once, nonblock ? ssw_now_ns() : dl, &aw.w);
+		if (r < 0 && r != -ETIMEDOUT)
+			return r;
+		r = aw.r;
 		if (pf[0].revents & (POLLIN | POLLERR | POLLHUP)) {
 			/* a kernel TCP connection: accept it as it is */
 			int k = sys_accept4(fd, addr, alen, flags);
