@@ -14,16 +14,22 @@
  * switch's time).  So freed mappings that no other process can still see
  * are kept for reuse, up to POOL_MAX, their pages still in place.
  *
- * A kept mapping is marked MADV_DONTFORK: a forked child never has it (it
- * is this process's, and it may carry the next connection, which a child
- * that dropped privileges must not see), and a fork does not copy it.  The
- * count lives in the fork-local page, so a child starts with an empty pool
- * and does nothing at fork.  Reused, a mapping is marked MADV_DOFORK again:
- * a live connection is inherited like a kernel socket. */
+ * A kept mapping must not reach a forked child (it is this process's, and
+ * it may carry the next connection, which a child that dropped privileges
+ * must not see).  At fork (prepare) each kept mapping not yet marked is
+ * marked MADV_DONTFORK, so the child never has it and the fork does not
+ * copy it; one taken out after a fork is marked MADV_DOFORK again (a live
+ * connection is inherited like a kernel socket).  A process that does not
+ * fork pays no system call for this (a mark at every free and reuse cost
+ * short connections 15% of their rate).  The count lives in the fork-local
+ * page, so a child starts with an empty pool and does nothing at fork.  A
+ * child made by a raw clone(2), without the fork handlers, inherits the
+ * mappings kept since the last fork (they are never used there). */
 #include "common/forklocal.h"
 #include "common/sys.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -47,6 +53,7 @@ static struct cls {
 	struct {
 		void *p;
 		uint64_t t;
+		bool nofork; /* marked MADV_DONTFORK at a fork */
 	} e[POOL_MAX];
 } cls[CLASSES];
 
@@ -86,6 +93,43 @@ static void *stale(struct cls *c, int k, uint64_t now)
 	return c->e[tail].p;
 }
 
+/* fork, before: every kept mapping leaves the child out (one the kernel
+ * will not mark is unmapped); the lock is held across the fork, so that
+ * nothing is kept meanwhile unmarked.  The child's lock is a fresh one. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&pool_lock);
+	for (int k = 0; k < CLASSES; k++) {
+		struct cls *c = &cls[k];
+		for (int i = 0; i < pool_n[k]; i++) {
+			unsigned j = (c->head + POOL_MAX - 1 - (unsigned)i) % POOL_MAX;
+			if (c->e[j].nofork)
+				continue;
+			if (SYS_(madvise, c->e[j].p, c->size, MADV_DONTFORK) == 0) {
+				c->e[j].nofork = true;
+				continue;
+			}
+			/* unmarkable: out of the pool (the oldest takes its place) */
+			SYS_(munmap, c->e[j].p, c->size);
+			unsigned tail = (c->head + POOL_MAX - (unsigned)pool_n[k]) % POOL_MAX;
+			c->e[j] = c->e[tail];
+			pool_n[k]--;
+			i--;
+		}
+	}
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&pool_lock);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_install(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, NULL);
+}
+
 static void trim(void **old, int nold, size_t size)
 {
 	for (int i = 0; i < nold; i++)
@@ -100,16 +144,18 @@ static void *take(size_t size)
 	uint64_t now = now_ns();
 	pthread_mutex_lock(&pool_lock);
 	struct cls *c = class_of(size, &k, false);
+	bool marked = false;
 	if (c && pool_n[k]) {
 		c->head = (c->head + POOL_MAX - 1) % POOL_MAX;
 		pool_n[k]--;
 		p = c->e[c->head].p;
+		marked = c->e[c->head].nofork;
 	}
 	while (c && nold < TRIM_MAX && (old[nold] = stale(c, k, now)))
 		nold++;
 	pthread_mutex_unlock(&pool_lock);
 	trim(old, nold, size);
-	if (p && SYS_(madvise, p, size, MADV_DOFORK) < 0) {
+	if (p && marked && SYS_(madvise, p, size, MADV_DOFORK) < 0) {
 		SYS_(munmap, p, size); /* a child would not inherit it: never hand it out */
 		p = NULL;
 	}
@@ -134,13 +180,15 @@ void ssw_shared_free(void *p, size_t size, bool reuse)
 		return;
 	void *old[TRIM_MAX];
 	int nold = 0, k;
-	if (reuse && SYS_(madvise, p, size, MADV_DONTFORK) == 0) {
+	if (reuse) {
 		uint64_t now = now_ns();
+		pthread_once(&fork_once, fork_install);
 		pthread_mutex_lock(&pool_lock);
 		struct cls *c = class_of(size, &k, true);
 		if (c && pool_n[k] < POOL_MAX) {
 			c->e[c->head].p = p;
 			c->e[c->head].t = now;
+			c->e[c->head].nofork = false;
 			c->head = (c->head + 1) % POOL_MAX;
 			pool_n[k]++;
 			p = NULL;

@@ -251,6 +251,7 @@ struct shm_seg {
 	void *p;
 	uint64_t ring;
 	int recycled;             /* from the cache: key.pid/uid say who had it */
+	int nofork;               /* kept across a fork: marked MADV_DONTFORK (shm_seg.c) */
 	struct shm_seg_key key;
 };
 uint64_t shm_ring_size_setting(void);

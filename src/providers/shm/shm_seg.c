@@ -31,13 +31,13 @@
  * Another process never gets a mapping it did not send.
  *
  * Whatever is kept (the spare, the cache, the acceptor's mappings) is marked
- * MADV_DONTFORK while it waits: a forked child never has those mappings (a
- * worker that drops privileges must not see the next connections), and a
- * child of a fork-per-connection server, which used to unmap each of them
- * at every fork (a TLB flush each), has nothing to do but close the kept
- * memfds it inherited.  Taken out for a connection, a mapping is marked
- * MADV_DOFORK again: a live connection is inherited like a kernel socket.
- * A mapping the kernel will not mark is not kept. */
+ * MADV_DONTFORK at a fork (atfork_prepare; once): a forked child never has
+ * those mappings (a worker that drops privileges must not see the next
+ * connections), and a child of a fork-per-connection server, which used to
+ * unmap each of them at every fork (a TLB flush each), has nothing to do
+ * but close the kept memfds it inherited.  Taken out for a connection after
+ * a fork, a mapping is marked MADV_DOFORK again: a live connection is
+ * inherited like a kernel socket.  One the kernel will not mark is freed. */
 #include "providers/shm/shm_priv.h"
 
 #include "common/forklocal.h"
@@ -81,6 +81,7 @@ static struct {
 	int32_t pid;
 	uint32_t uid;
 	uint64_t age;
+	bool nofork; /* marked MADV_DONTFORK at a fork */
 } maps[MAPS_MAX];
 static int nmaps;
 
@@ -108,10 +109,11 @@ static bool fork_out(void *p, size_t size)
 	return madvise(p, size, MADV_DONTFORK) == 0;
 }
 
-/* Back in use: forks inherit it again; false: it cannot serve. */
-static bool fork_in(void *p, size_t size)
+/* Back in use after a fork marked it: forks inherit it again; false: it
+ * cannot serve. */
+static bool fork_in(void *p, size_t size, bool marked)
 {
-	return madvise(p, size, MADV_DOFORK) == 0;
+	return !marked || madvise(p, size, MADV_DOFORK) == 0;
 }
 
 /* What a forked child inherited is its parent's: our copies of the fds and
@@ -122,13 +124,23 @@ static bool fork_in(void *p, size_t size)
  * fork (a raw clone): at its first use.  Called with seg_lock. */
 static void forget_all(void)
 {
-	/* the mappings were never inherited (fork_out): only the memfds were */
-	if (spare.memfd >= 0)
+	/* the mappings marked at the fork were not inherited, only the memfds
+	 * were; a raw clone's child has those kept since the last fork */
+	if (spare.memfd >= 0) {
+		if (!spare.nofork)
+			munmap(spare.p, shm_seg_size(spare.ring));
 		sys_close(spare.memfd);
+	}
 	spare.memfd = -1;
-	for (int i = 0; i < ncache; i++)
+	for (int i = 0; i < ncache; i++) {
+		if (!cache[i].nofork)
+			munmap(cache[i].p, shm_seg_size(cache[i].ring));
 		sys_close(cache[i].memfd);
+	}
 	ncache = 0;
+	for (int i = 0; i < nmaps; i++)
+		if (!maps[i].nofork)
+			munmap(maps[i].p, maps[i].size);
 	nmaps = 0;
 	nlive = 0; /* the parent's: its fds are closed as the connections end */
 }
@@ -145,7 +157,25 @@ static void drop_foreign(void)
 /* fork: the parent's live connections are now held by the child too, and
  * their seg_fd (in fork-shared memory) names a descriptor in both: never
  * taken away from them again (they are still recycled at their end). */
-static void atfork_prepare(void) { pthread_mutex_lock(&seg_lock); }
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&seg_lock);
+	if (spare.memfd >= 0 && !spare.nofork && !(spare.nofork = fork_out(spare.p, shm_seg_size(spare.ring))))
+		seg_free(&spare);
+	for (int i = 0; i < ncache; i++) {
+		if (cache[i].nofork || (cache[i].nofork = fork_out(cache[i].p, shm_seg_size(cache[i].ring))))
+			continue;
+		seg_free(&cache[i]);
+		cache[i] = cache[--ncache];
+		cache_age[i--] = cache_age[ncache];
+	}
+	for (int i = 0; i < nmaps; i++) {
+		if (maps[i].nofork || (maps[i].nofork = fork_out(maps[i].p, maps[i].size)))
+			continue;
+		munmap(maps[i].p, maps[i].size);
+		maps[i--] = maps[--nmaps];
+	}
+}
 /* Nothing written unless something is kept: each write here costs the
  * process a page fault after every fork (common/forklocal.h). */
 static void atfork_parent(void)
@@ -218,10 +248,6 @@ static int find_recycled(const struct shm_seg_key *dst, uint64_t ring)
 static void cache_put(const struct shm_seg *g, struct shm_seg *out)
 {
 	out->memfd = -1;
-	if (!fork_out(g->p, shm_seg_size(g->ring))) {
-		*out = *g; /* a child would inherit it: not kept */
-		return;
-	}
 	int slot = ncache;
 	if (ncache == RECYCLE_MAX) {
 		slot = 0;
@@ -234,6 +260,7 @@ static void cache_put(const struct shm_seg *g, struct shm_seg *out)
 	}
 	cache[slot] = *g;
 	cache[slot].recycled = 0;
+	cache[slot].nofork = 0;
 	cache_age[slot] = ++age_next;
 }
 
@@ -275,10 +302,11 @@ int shm_seg_get(struct shm_seg *g, const struct sockaddr *dst)
 		spare.memfd = -1;
 	}
 	pthread_mutex_unlock(&seg_lock);
-	if (g->memfd >= 0 && !fork_in(g->p, shm_seg_size(g->ring))) {
+	if (g->memfd >= 0 && !fork_in(g->p, shm_seg_size(g->ring), g->nofork)) {
 		seg_free(g);
 		i = -1;
 	}
+	g->nofork = 0;
 	int rc = i >= 0 || g->memfd >= 0 ? 0 : seg_new(g);
 	if (i < 0)
 		g->key = k; /* the listener's pid and uid come with shm_seg_settle */
@@ -294,8 +322,9 @@ void shm_seg_unused(struct shm_seg *g)
 	drop_foreign();
 	if (g->recycled) {
 		cache_put(g, &out);
-	} else if (spare.memfd < 0 && fork_out(g->p, shm_seg_size(g->ring))) {
+	} else if (spare.memfd < 0) {
 		spare = *g;
+		spare.nofork = 0;
 		g->memfd = -1;
 	} else {
 		out = *g;
@@ -372,17 +401,19 @@ void shm_seg_release(struct ssw_ep *ep, bool recycle)
 void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uint32_t uid)
 {
 	void *p = NULL;
+	bool marked = false;
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
 	for (int i = 0; i < nmaps; i++)
 		if (maps[i].dev == dev && maps[i].ino == ino && maps[i].size == size && maps[i].pid == pid &&
 		    maps[i].uid == uid) {
 			p = maps[i].p;
+			marked = maps[i].nofork;
 			maps[i] = maps[--nmaps];
 			break;
 		}
 	pthread_mutex_unlock(&seg_lock);
-	if (p && !fork_in(p, size)) {
+	if (p && !fork_in(p, size, marked)) {
 		munmap(p, size);
 		p = NULL; /* mapped anew by the caller */
 	}
@@ -395,8 +426,6 @@ void shm_seg_map_keep(struct ssw_ep *ep)
 	size_t oldsz = 0;
 	if (!ep->seg || !ep->seg_ino || !atomic_load(&ep->cred_ok))
 		return;
-	if (!fork_out(ep->seg, ep->seg_size))
-		return; /* a child would inherit it: unmapped with its connection */
 	pthread_once(&atfork_once, atfork_install);
 	pthread_mutex_lock(&seg_lock);
 	if (owner == ssw_pid()) {
@@ -418,6 +447,7 @@ void shm_seg_map_keep(struct ssw_ep *ep)
 		maps[slot].pid = ep->peer_pid;
 		maps[slot].uid = ep->peer_uid;
 		maps[slot].age = ++age_next;
+		maps[slot].nofork = false;
 		ep->seg = NULL; /* kept */
 	}
 	pthread_mutex_unlock(&seg_lock);
