@@ -124,6 +124,7 @@ struct tally {
 	int bad_dirs;             /* uid-U directories not owned by U (or writable by others) */
 	int others;               /* other users' directories (not readable unless root) */
 	unsigned long unshown;    /* sockets processes could not publish (table full) */
+	int other_version;        /* live processes running another version of the library */
 	int removed;              /* entries of dead processes removed */
 };
 
@@ -191,7 +192,8 @@ static int read_hdr(int fd, struct ssw_statreg_hdr *h)
 
 /* Opens entry name (PID.stat) of a namespace directory owned by uid: the
  * file descriptor, -1 if it is not there or not ready yet, -2 if it fails
- * the checks (counted as untrusted).  Never blocks: O_NONBLOCK, and a FIFO
+ * the checks (counted as untrusted), -3 if it is a file of another version
+ * of the library (a program started before an upgrade).  Never blocks: O_NONBLOCK, and a FIFO
  * or device is refused before anything is read. */
 static int open_entry(int dfd, const char *name, uid_t uid, struct ssw_statreg_hdr *h)
 {
@@ -201,10 +203,28 @@ static int open_entry(int dfd, const char *name, uid_t uid, struct ssw_statreg_h
 	struct stat st;
 	if (read_hdr(fd, h) < 0) {
 		bool young = fstat(fd, &st) == 0 && st.st_size == 0; /* being created */
+		/* magic and version open every version's header */
+		bool other = !young && h->magic == SSW_STATREG_MAGIC && h->version != SSW_STATREG_VERSION;
 		close(fd);
-		return young ? -1 : -2;
+		return young ? -1 : other ? -3 : -2;
 	}
 	return fd;
+}
+
+/* An entry of another version: removed if its process is gone (its pid
+ * from the name; a reused pid keeps it until that process ends too), else
+ * counted.  true: it was removed. */
+static bool other_version(int dfd, const char *name, int pid, struct tally *t)
+{
+	if (kill(pid, 0) < 0 && errno == ESRCH) {
+		if (unlinkat(dfd, name, 0) == 0) {
+			t->removed++;
+			return true;
+		}
+		return false;
+	}
+	t->other_version++;
+	return false;
 }
 
 /* Is the file's process alive (and the same process, not a reused pid)? */
@@ -363,6 +383,11 @@ static void clean_ns_dir(int ufd, const char *name, uid_t uid, struct tally *t)
 		int pid = entry_pid(e->d_name);
 		struct ssw_statreg_hdr h;
 		int fd = pid ? open_entry(dfd, e->d_name, uid, &h) : -1;
+		if (fd == -3) {
+			struct tally quiet = { 0 }; /* another namespace: only cleaned */
+			if (other_version(dfd, e->d_name, pid, &quiet))
+				t->removed++;
+		}
 		if (fd < 0)
 			continue;
 		if (!alive(&h, pid) && unlinkat(dfd, e->d_name, 0) == 0)
@@ -445,6 +470,8 @@ static void list_procs(const struct nsdir *dirs, int nd, long only, uint64_t ns,
 			int fd = open_entry(dirs[i].fd, e->d_name, dirs[i].uid, &h);
 			if (fd == -2)
 				t->untrusted++;
+			if (fd == -3)
+				other_version(dirs[i].fd, e->d_name, pid, t);
 			if (fd < 0)
 				continue;
 			bool ok = true;
@@ -666,6 +693,9 @@ static void report_tally(const struct tally *t)
 {
 	if (t->unshown)
 		fprintf(stderr, "sockswitch stat: %lu sockets not shown: their processes' tables are full\n", t->unshown);
+	if (t->other_version)
+		fprintf(stderr, "sockswitch stat: %d processes not shown: they run another version of the library "
+				"(started before an upgrade)\n", t->other_version);
 	if (t->untrusted)
 		fprintf(stderr, "sockswitch stat: %d entries skipped: not owned by their uid (or not a regular file of the "
 				"expected size)\n", t->untrusted);

@@ -176,6 +176,24 @@ if wait_for state=listening local=127.0.0.1:$P4; then
 else
   ssw_fail "kill: listener not listed"
 fi
+# ---- files of another version of the library (programs started before an
+# upgrade): a dead one's is removed, a live one is said not shown, neither is
+# counted as untrusted
+mkdir -p "$DIR"
+true & OLD_DEAD=$!; wait "$OLD_DEAD"
+sleep 30 & OLD_LIVE=$!
+SSW_BG_PIDS+=("$OLD_LIVE")
+"$SSW_PYTHON" "$SSW_PROGS/statforge.py" "$DIR/$OLD_DEAD.stat" --pid "$OLD_DEAD" --starttime 1 --netns "$NS" --version 1
+"$SSW_PYTHON" "$SSW_PROGS/statforge.py" "$DIR/$OLD_LIVE.stat" --pid "$OLD_LIVE" --netns "$NS" --version 1
+stat_json
+ssw_check "another version, process gone: its file removed" test ! -e "$DIR/$OLD_DEAD.stat"
+ssw_check "another version, process alive: said not shown" \
+  grep -q "1 processes not shown: they run another version" "$T/stat.err"
+ssw_check "another version: not counted as untrusted" eval "! grep -q 'entries skipped' '$T/stat.err'"
+kill "$OLD_LIVE" 2>/dev/null; wait "$OLD_LIVE" 2>/dev/null
+rm -f "$DIR/$OLD_LIVE.stat"
+SSW_BG_PIDS=()
+
 # ---- more sockets than a first table holds (4,096): every one is listed
 ssw_bg many-server plain -- "$SSW_PYTHON" "$SSW_PROGS/holdconns.py" server --port-file "$T/many.port" \
   --stop-file "$T/many.stop"

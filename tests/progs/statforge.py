@@ -43,9 +43,10 @@ def main():
     p.add_argument("--remote", default="127.0.0.1:2")
     p.add_argument("--reason", default="forged")
     p.add_argument("--kind", default="tcp")
+    p.add_argument("--version", type=int, default=2)
     a = p.parse_args()
     st = starttime(a.pid) if a.starttime == "auto" else int(a.starttime)
-    hdr = HDR.pack(MAGIC, 2, SLOTS, SLOT.size, HDR_SIZE, a.pid, 0, st, a.netns, 0, 0, 1, raw(a.comm)[:15])
+    hdr = HDR.pack(MAGIC, a.version, SLOTS, SLOT.size, HDR_SIZE, a.pid, 0, st, a.netns, 0, 0, 1, raw(a.comm)[:15])
     kind = 1 if a.kind == "switched" else 2
     slot = SLOT.pack(2, kind, 3, 0, 7, b"tcp" if kind == 2 else b"shm", 1, 2, 3, 4, 0, 0, 0, 0, 0,
                      raw(a.local)[:63], raw(a.remote)[:63], raw(a.reason)[:95], b"")

@@ -577,6 +577,7 @@ int fab_reserve_locked(struct ssw_ep *ep, size_t len, void **buf)
 		ep->rsv_slot = ep->tx_free[--ep->ntx_free];
 		ep->rsv = true;
 	}
+	ep->rsv_len = len;
 	ep->rsv_pack = sizeof(struct fab_hdr) + FAB_PACK_REC + len <= FAB_BUF_SIZE;
 	*buf = ep->txbuf + (size_t)ep->rsv_slot * FAB_BUF_SIZE + sizeof(struct fab_hdr) +
 	       (ep->rsv_pack ? FAB_PACK_REC : 0);
@@ -610,8 +611,8 @@ int fab_commit_locked(struct ssw_ep *ep, size_t len, bool hold)
 		return -EINVAL;
 	uint32_t slot = ep->rsv_slot;
 	size_t pre = sizeof(struct fab_hdr) + (ep->rsv_pack ? FAB_PACK_REC : 0);
-	if (len == 0 || pre + len > FAB_BUF_SIZE)
-		return -EINVAL;
+	if (len == 0 || len > ep->rsv_len || pre + len > FAB_BUF_SIZE)
+		return -EINVAL; /* as shm: longer than what was reserved */
 	ep->rsv = false;
 	int rc = 0;
 	if (atomic_load(&ep->broken) || atomic_load(&ep->peer_reset))

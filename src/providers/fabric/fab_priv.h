@@ -237,6 +237,7 @@ struct ssw_ep {
 	/* send_reserve's tx slot, until send_commit (a message written in
 	 * place); rsv_pack: room was left for a pack's record length */
 	bool rsv, rsv_pack;
+	size_t rsv_len;      /* the reservation's length: a commit may not pass it */
 	uint32_t rsv_slot;
 	int wake_fd;               /* eventfd: the provider's thread moved something for us */
 	_Atomic bool woken;        /* set by the thread after it wrote wake_fd */
