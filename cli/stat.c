@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ACK_WAIT_MS 500
+#define ACK_WAIT_MS 1000
 
 void stat_usage(FILE *out)
 {

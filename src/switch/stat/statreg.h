@@ -143,8 +143,9 @@ struct ssw_statreg_bell {
 };
 #define SSW_STATREG_BELL ((struct ssw_statreg_bell *)ssw_fl->statreg)
 /* How long a switch wait sleeps at most while this process is published:
- * then it answers a ring (`sockswitch stat` waits 500 ms for answers). */
-#define SSW_STATREG_LOOK_MS 200
+ * then it answers a ring (`sockswitch stat` waits 1 s for answers).  An idle
+ * process wakes about once a second for it, as an idle session wait does. */
+#define SSW_STATREG_LOOK_MS 900
 void ssw_statreg_answer_slow(void);
 /* A reader rang: answer it (a refresh pass).  Called where no lock of the
  * switch is held: interposed calls' entries, waits' wake-ups. */
