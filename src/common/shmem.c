@@ -32,7 +32,6 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 /* Kept per size (the session, the endpoint, ...: a few sizes per process),
  * newest on top.  Enough for a burst of a pool's connections (a client
@@ -56,13 +55,6 @@ static struct cls {
 		bool nofork; /* marked MADV_DONTFORK at a fork */
 	} e[POOL_MAX];
 } cls[CLASSES];
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* With pool_lock: the class of this size, made if room (NULL: none). */
 static struct cls *class_of(size_t size, int *k, bool make)
@@ -141,7 +133,7 @@ static void *take(size_t size)
 {
 	void *p = NULL, *old[TRIM_MAX];
 	int nold = 0, k;
-	uint64_t now = now_ns();
+	uint64_t now = ssw_now_ns();
 	pthread_mutex_lock(&pool_lock);
 	struct cls *c = class_of(size, &k, false);
 	bool marked = false;
@@ -181,7 +173,7 @@ void ssw_shared_free(void *p, size_t size, bool reuse)
 	void *old[TRIM_MAX];
 	int nold = 0, k;
 	if (reuse) {
-		uint64_t now = now_ns();
+		uint64_t now = ssw_now_ns();
 		pthread_once(&fork_once, fork_install);
 		pthread_mutex_lock(&pool_lock);
 		struct cls *c = class_of(size, &k, true);
