@@ -134,15 +134,7 @@ static int read_proc_file(int pid, const char *what, char *buf, size_t len)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/%s", pid, what);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return 0;
+	return ssw_statreg_read_small(path, buf, len) < 0 ? -1 : 0;
 }
 
 static uint64_t proc_starttime(int pid)

@@ -85,6 +85,16 @@ static void *stale(struct cls *c, int k, uint64_t now)
 	return c->e[tail].p;
 }
 
+bool ssw_fork_out(void *p, size_t size)
+{
+	return SYS_(madvise, p, size, MADV_DONTFORK) == 0;
+}
+
+bool ssw_fork_in(void *p, size_t size, bool marked)
+{
+	return !marked || SYS_(madvise, p, size, MADV_DOFORK) == 0;
+}
+
 /* fork, before: every kept mapping leaves the child out (one the kernel
  * will not mark is unmapped); the lock is held across the fork, so that
  * nothing is kept meanwhile unmarked.  The child's lock is a fresh one. */
@@ -97,10 +107,8 @@ static void fork_prepare(void)
 			unsigned j = (c->head + POOL_MAX - 1 - (unsigned)i) % POOL_MAX;
 			if (c->e[j].nofork)
 				continue;
-			if (SYS_(madvise, c->e[j].p, c->size, MADV_DONTFORK) == 0) {
-				c->e[j].nofork = true;
+			if ((c->e[j].nofork = ssw_fork_out(c->e[j].p, c->size)))
 				continue;
-			}
 			/* unmarkable: out of the pool (the oldest takes its place) */
 			SYS_(munmap, c->e[j].p, c->size);
 			unsigned tail = (c->head + POOL_MAX - (unsigned)pool_n[k]) % POOL_MAX;
@@ -147,7 +155,7 @@ static void *take(size_t size)
 		nold++;
 	pthread_mutex_unlock(&pool_lock);
 	trim(old, nold, size);
-	if (p && marked && SYS_(madvise, p, size, MADV_DOFORK) < 0) {
+	if (p && !ssw_fork_in(p, size, marked)) {
 		SYS_(munmap, p, size); /* a child would not inherit it: never hand it out */
 		p = NULL;
 	}

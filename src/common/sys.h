@@ -76,6 +76,12 @@ void ssw_pid_forget(void);
  * when no other process can still see it (kept for the next alloc). */
 void *ssw_shared_alloc(size_t size, size_t zero);
 void ssw_shared_free(void *p, size_t size, bool reuse);
+/* A mapping kept for reuse leaves the children of later forks out
+ * (MADV_DONTFORK, done at the fork); false: the kernel refused, it must not
+ * be kept.  ssw_fork_in: back in use, one a fork marked is inherited again;
+ * false: it cannot serve (shmem.c, shm_seg.c). */
+bool ssw_fork_out(void *p, size_t size);
+bool ssw_fork_in(void *p, size_t size, bool marked);
 
 /* Move one of the switch's own fds above FD_SETSIZE when the limit allows
  * (fdhide.c); returns the fd to use (the old one is closed if moved). */

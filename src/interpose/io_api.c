@@ -276,6 +276,5 @@ EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, si
 
 EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
-	ssw_statreg_answer();
 	return sendfile(out, in, off, count);
 }

@@ -14,6 +14,8 @@
  *                                "block") or MAX bytes: "WROTE n", exit(0)
  *                                without close
  */
+#include "portfile.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,15 +38,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if ((argc == 3 || argc == 4) && strcmp(argv[1], "server") == 0) {
 		unsigned pace = argc == 4 ? (unsigned)atoi(argv[3]) : 0;
-		struct sockaddr_in a = { .sin_family = AF_INET };
-		socklen_t al = sizeof a;
-		int l = socket(AF_INET, SOCK_STREAM, 0);
-		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4) < 0 ||
-		    getsockname(l, (struct sockaddr *)&a, &al) < 0)
-			return die("listen");
-		FILE *f = fopen(argv[2], "w");
-		if (!f || fprintf(f, "%d\n", ntohs(a.sin_port)) < 0 || fclose(f))
-			return die("port file");
+		const char *what;
+		int l = listen_port_file(argv[2], &what);
+		if (l < 0)
+			return die(what);
 		int c = accept(l, NULL, NULL);
 		if (c < 0)
 			return die("accept");

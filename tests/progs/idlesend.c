@@ -18,6 +18,8 @@
  *        then block reading
  *        DONE (the pipe the reader answers on).  Prints "WROTE total fnv".
  */
+#include "portfile.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -73,15 +75,10 @@ static int server(char **argv)
 	int rounds = atoi(argv[5]);
 	size_t bytes = (size_t)atol(argv[6]);
 	int after = strcmp(argv[7], "after") == 0;
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t al = sizeof a;
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4) < 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &al) < 0)
-		return die("listen");
-	FILE *pf = fopen(argv[2], "w");
-	if (!pf || fprintf(pf, "%d\n", ntohs(a.sin_port)) < 0 || fclose(pf))
-		return die("port file");
+	const char *what;
+	int l = listen_port_file(argv[2], &what);
+	if (l < 0)
+		return die(what);
 	int c = accept(l, NULL, NULL);
 	if (c < 0)
 		return die("accept");

@@ -103,17 +103,14 @@ static void seg_free(struct shm_seg *g)
 	g->memfd = -1;
 }
 
-/* A kept mapping leaves forks out; false: it cannot be kept. */
-static bool fork_out(void *p, size_t size)
+/* A kept segment this process forgets (a forked child: the memfd it
+ * inherited; a raw clone's child has the mapping too, if no fork marked it). */
+static void seg_forget(struct shm_seg *g)
 {
-	return madvise(p, size, MADV_DONTFORK) == 0;
-}
-
-/* Back in use after a fork marked it: forks inherit it again; false: it
- * cannot serve. */
-static bool fork_in(void *p, size_t size, bool marked)
-{
-	return !marked || madvise(p, size, MADV_DOFORK) == 0;
+	if (!g->nofork)
+		munmap(g->p, shm_seg_size(g->ring));
+	sys_close(g->memfd);
+	g->memfd = -1;
 }
 
 /* What a forked child inherited is its parent's: our copies of the fds and
@@ -126,17 +123,10 @@ static void forget_all(void)
 {
 	/* the mappings marked at the fork were not inherited, only the memfds
 	 * were; a raw clone's child has those kept since the last fork */
-	if (spare.memfd >= 0) {
-		if (!spare.nofork)
-			munmap(spare.p, shm_seg_size(spare.ring));
-		sys_close(spare.memfd);
-	}
-	spare.memfd = -1;
-	for (int i = 0; i < ncache; i++) {
-		if (!cache[i].nofork)
-			munmap(cache[i].p, shm_seg_size(cache[i].ring));
-		sys_close(cache[i].memfd);
-	}
+	if (spare.memfd >= 0)
+		seg_forget(&spare);
+	for (int i = 0; i < ncache; i++)
+		seg_forget(&cache[i]);
 	ncache = 0;
 	for (int i = 0; i < nmaps; i++)
 		if (!maps[i].nofork)
@@ -160,17 +150,17 @@ static void drop_foreign(void)
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&seg_lock);
-	if (spare.memfd >= 0 && !spare.nofork && !(spare.nofork = fork_out(spare.p, shm_seg_size(spare.ring))))
+	if (spare.memfd >= 0 && !spare.nofork && !(spare.nofork = ssw_fork_out(spare.p, shm_seg_size(spare.ring))))
 		seg_free(&spare);
 	for (int i = 0; i < ncache; i++) {
-		if (cache[i].nofork || (cache[i].nofork = fork_out(cache[i].p, shm_seg_size(cache[i].ring))))
+		if (cache[i].nofork || (cache[i].nofork = ssw_fork_out(cache[i].p, shm_seg_size(cache[i].ring))))
 			continue;
 		seg_free(&cache[i]);
 		cache[i] = cache[--ncache];
 		cache_age[i--] = cache_age[ncache];
 	}
 	for (int i = 0; i < nmaps; i++) {
-		if (maps[i].nofork || (maps[i].nofork = fork_out(maps[i].p, maps[i].size)))
+		if (maps[i].nofork || (maps[i].nofork = ssw_fork_out(maps[i].p, maps[i].size)))
 			continue;
 		munmap(maps[i].p, maps[i].size);
 		maps[i--] = maps[--nmaps];
@@ -302,7 +292,7 @@ int shm_seg_get(struct shm_seg *g, const struct sockaddr *dst)
 		spare.memfd = -1;
 	}
 	pthread_mutex_unlock(&seg_lock);
-	if (g->memfd >= 0 && !fork_in(g->p, shm_seg_size(g->ring), g->nofork)) {
+	if (g->memfd >= 0 && !ssw_fork_in(g->p, shm_seg_size(g->ring), g->nofork)) {
 		seg_free(g);
 		i = -1;
 	}
@@ -413,7 +403,7 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 			break;
 		}
 	pthread_mutex_unlock(&seg_lock);
-	if (p && !fork_in(p, size, marked)) {
+	if (p && !ssw_fork_in(p, size, marked)) {
 		munmap(p, size);
 		p = NULL; /* mapped anew by the caller */
 	}

@@ -120,6 +120,9 @@ int ssw_statreg_open_dir(int dirfd, const char *name, uid_t uid);
  * regular file or a wrong size). */
 int ssw_statreg_open_file(int dirfd, const char *name, int flags, uid_t uid, uint64_t minsize, uint64_t maxsize);
 const char *ssw_statreg_state_name(int state);
+/* Reads a small file (a /proc one) whole into buf, NUL-terminated: its
+ * length, or -1. */
+int ssw_statreg_read_small(const char *path, char *buf, size_t len);
 
 /* ---- hooks the switch calls (cheap no-ops once the registry is off) ---- */
 

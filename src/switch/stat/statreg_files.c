@@ -65,8 +65,8 @@ const char *ssw_statreg_state_name(int state)
 	return "unknown";
 }
 
-/* Reads a small /proc file with raw syscalls (read/close are interposed). */
-static int read_small(const char *path, char *buf, size_t len)
+/* With raw syscalls: read/close are interposed in the library. */
+int ssw_statreg_read_small(const char *path, char *buf, size_t len)
 {
 	int fd = (int)SYS_(openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -161,7 +161,7 @@ uint64_t ssw_statreg_starttime(const char *stat)
 uint64_t ssw_statreg_proc_starttime(void)
 {
 	char buf[1024];
-	if (read_small("/proc/self/stat", buf, sizeof buf) < 0)
+	if (ssw_statreg_read_small("/proc/self/stat", buf, sizeof buf) < 0)
 		return 0;
 	return ssw_statreg_starttime(buf);
 }
@@ -176,7 +176,7 @@ uint64_t ssw_statreg_realtime_ns(void)
 /* The base directory, shared by every user: sticky and world-writable like
  * /tmp, and owned by root or by this user (another user owning it could
  * remove or rename our directory).  Root takes over one made by a user. */
-int ssw_statreg_open_base(const char *base, int tries)
+static int open_base(const char *base, int tries)
 {
 	bool made = SYS_(mkdirat, AT_FDCWD, base, 01777) == 0;
 	int fd = (int)SYS_(openat, AT_FDCWD, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -186,7 +186,7 @@ int ssw_statreg_open_base(const char *base, int tries)
 		snprintf(aside, sizeof aside, "%s.untrusted-%d-%llu", base, (int)getpid(), (unsigned long long)ssw_now_ns());
 		SSW_WARN("stat registry: %s was not a directory: moved aside as %s", base, aside);
 		if (SYS_(renameat, AT_FDCWD, base, AT_FDCWD, aside) == 0)
-			return ssw_statreg_open_base(base, tries - 1);
+			return open_base(base, tries - 1);
 	}
 	if (fd < 0) {
 		SSW_WARN_ONCE("stat registry: %s: %s: this program is not listed by `sockswitch stat`", base, strerror(errno));
@@ -218,7 +218,7 @@ bad:
 
 /* This user's directory name under dirfd: made 0700 if missing, refused if
  * someone else made it (root moves a squatted one aside and retries). */
-int ssw_statreg_open_own_dir(int dirfd, const char *name, const char *shown)
+static int open_own_dir(int dirfd, const char *name, const char *shown)
 {
 	uid_t me = geteuid();
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -295,17 +295,17 @@ int ssw_statreg_open_ns_dir(uint64_t ino)
 	char uname[32], nname[32], shown[PATH_MAX];
 	snprintf(uname, sizeof uname, "uid-%u", (unsigned)geteuid());
 	snprintf(nname, sizeof nname, "net-%llu", (unsigned long long)ino);
-	int bfd = ssw_statreg_open_base(base, 2);
+	int bfd = open_base(base, 2);
 	if (bfd < 0)
 		return -1;
-	int ufd = ssw_statreg_open_own_dir(bfd, uname, base);
+	int ufd = open_own_dir(bfd, uname, base);
 	sys_close(bfd);
 	if (ufd < 0)
 		return -1;
 	snprintf(shown, sizeof shown, "%s/%s", base, uname);
 	int nfd = -1;
 	for (int attempt = 0; attempt < 3 && nfd < 0; attempt++) {
-		int fd = ssw_statreg_open_own_dir(ufd, nname, shown);
+		int fd = open_own_dir(ufd, nname, shown);
 		if (fd < 0)
 			break;
 		sys_close(fd);

@@ -55,8 +55,6 @@ extern char ssw_statreg_dirpath[PATH_MAX - 32], ssw_statreg_path[PATH_MAX];
 /* statreg_files.c */
 uint64_t ssw_statreg_proc_starttime(void);
 uint64_t ssw_statreg_realtime_ns(void);
-int ssw_statreg_open_base(const char *base, int tries);
-int ssw_statreg_open_own_dir(int dirfd, const char *name, const char *shown);
 void *ssw_statreg_map(int fd, uint64_t size);
 int ssw_statreg_lock_dir(int dirfd, const char *name, int how);
 bool ssw_statreg_only_doorbell(int dfd);
