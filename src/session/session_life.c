@@ -40,6 +40,17 @@ void sess_lock(struct ssw_session *s)
  * its own memory (s->hv): those bytes are not reachable from here; that
  * process sees a reset instead (sem epoll_fork, where a child only waited
  * on an inherited epoll set: the parent read a stray byte, then EOF). */
+/* Called locked: this process drives the exclusive connection from now on.
+ * Our transport's copy of what arrived before the fork was the other's
+ * too: what that one consumed must not be read twice (session_rx.c). */
+static void take_over(struct ssw_session *s, pid_t me)
+{
+	atomic_store(&s->user, me);
+	if (s->touched)
+		atomic_store(&s->resync, me);
+	s->touched = true;
+}
+
 bool sess_enter(struct ssw_session *s)
 {
 	sess_lock(s);
@@ -50,8 +61,7 @@ bool sess_enter(struct ssw_session *s)
 		return true;
 	bool gone = u == 0 || (kill(u, 0) < 0 && errno == ESRCH);
 	if (gone && !(s->touched && s->hv)) {
-		atomic_store(&s->user, me);
-		s->touched = true;
+		take_over(s, me);
 		return true;
 	}
 	sess_unlock(s);
@@ -234,6 +244,13 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		return;
 	}
 	sess_lock(s);
+	/* the last holder: whoever drove it is gone */
+	if (s->exclusive && atomic_load(&s->user) != ssw_pid()) {
+		if (s->touched && s->hv)
+			sess_set_broken(s, "the process that drove this connection after a fork exited holding a message");
+		else
+			take_over(s, ssw_pid());
+	}
 	/* Kernel TCP resets a connection closed with unread data. */
 	if (!abort && !s->broken && sess_rx_pending_data(s))
 		abort = true;

@@ -97,6 +97,10 @@ struct ssw_session {
 	bool exclusive;
 	_Atomic pid_t user;        /* exclusive: the process driving it; 0: nobody since the fork */
 	bool touched;              /* exclusive: driven since the fork (by user, or by a process gone) */
+	/* exclusive: a process that took the connection over from one that
+	 * drove it (session_rx.c sess_head): its own transport still holds
+	 * what arrived before the fork, which the other consumed already */
+	_Atomic pid_t resync;
 	size_t map_size;           /* the session's own mapping: this struct, then the queue */
 	const struct ssw_provider *p;
 	struct ssw_ep *ep;

@@ -65,6 +65,34 @@ int sess_iov_slice(const struct iovec *iov, int n, size_t at, size_t len, struct
 	return k;
 }
 
+/* A connection taken over from a process that drove it since the fork
+ * (fabric: each process's transport state is its own).  Our transport
+ * still holds the messages it had received before the fork, which that
+ * process consumed (their credits returned, their data delivered or staged
+ * here): skipped, by their sequence number.  A message past the next one
+ * expected was received by that process and went with it: the stream has
+ * a hole, and the connection is reset (README Limits).  1: buf is the next
+ * message; 0: skipped, look again; -ECONNRESET. */
+static int sess_resync(struct ssw_session *s, const void *buf, size_t len)
+{
+	struct ssw_wire_hdr h;
+	if (len < sizeof h)
+		return 1; /* the parse refuses it */
+	memcpy(&h, buf, sizeof h);
+	int32_t d = (int32_t)(h.seq - s->rx_seq);
+	if (d < 0 && d > -(1 << 24)) { /* (a bound: a peer's garbage is not skipped for ever) */
+		s->p->msg->recv_done(s->ep);
+		return 0;
+	}
+	atomic_store(&s->resync, 0);
+	if (d > 0) {
+		sess_set_broken(s, "the process that drove this connection after a fork exited with data it had "
+				   "received (fabric: a transport's state is its process's)");
+		return -ECONNRESET;
+	}
+	return 1;
+}
+
 /* Parse the head message once: sequence check, credits applied.
  * Returns 1 with s->hm, 0 when none, -errno when the connection ended. */
 int sess_head(struct ssw_session *s)
@@ -88,6 +116,11 @@ int sess_head(struct ssw_session *s)
 		return -ECONNRESET;
 	}
 	s->w.rx_gen++; /* something arrived: a thread about to sleep must look again */
+	if (atomic_load_explicit(&s->resync, memory_order_relaxed) == ssw_pid()) {
+		rc = sess_resync(s, buf, len);
+		if (rc <= 0)
+			return rc;
+	}
 	if (ssw_wire_parse(buf, len, s->rx_seq, &s->hm) < 0) {
 		sess_set_broken(s, "malformed message from peer");
 		return -ECONNRESET;

@@ -1698,6 +1698,46 @@ static void fork_exit_cli(const struct addr *a)
 
 static void sc_fork_child_exit(void) { pair(AF_INET, fork_exit_srv, fork_exit_cli); }
 
+/* ---- fork_takeover: a child drives an inherited connection, then exits;
+ * the parent goes on with it.  After a stream one way, the other side's
+ * acknowledgements (fabric: credit messages) were on their way when the
+ * fork came: both processes' transports held them, the child consumed them,
+ * and the parent, taking the connection over, must not read them again
+ * (the differential tester's seed 825665961: "malformed message"). */
+static void takeover_child(void *arg)
+{
+	int fd = *(int *)arg;
+	wait_readable(fd);
+	int n = -1;
+	RC("ioctl(FIONREAD)", ioctl(fd, FIONREAD, &n));
+	say("child: FIONREAD %d", n);
+}
+
+static void takeover_srv(int lfd)
+{
+	int fd = acc(lfd);
+	send_stream(fd, 2 * MiB, 35);
+	await(); /* the client read it all */
+	struct proc ch = spawn("server-child", takeover_child, &fd);
+	tell(); /* the client sends */
+	reap(&ch);
+	recv_stream(fd, 689, 36);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void takeover_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	recv_stream(fd, 2 * MiB, 35);
+	tell();
+	await();
+	send_stream(fd, 689, 36);
+	RC("close", close(fd));
+}
+
+static void sc_fork_takeover(void) { pair(AF_INET, takeover_srv, takeover_cli); }
+
 /* The reader dies holding unread data: its reset reaches a sender that had
  * not looked (the first send fails with the reset, later ones EPIPE). */
 static void kill_unread_send_srv(int lfd)
@@ -4811,6 +4851,7 @@ static const struct scenario scenarios[] = {
 	{ "kill_sent", sc_kill_sent, "peer SIGKILLed after sending 400 KiB, nothing unread: its data, then EOF" },
 	{ "kill_midway", sc_kill_midway, "sender SIGKILLed mid-way through 64 MiB: what arrived, then EOF" },
 	{ "kill_blocked", sc_kill_blocked, "sender SIGKILLed blocked on a full window: what arrived, then EOF" },
+	{ "fork_takeover", sc_fork_takeover, "a forked child drives an inherited connection after a stream, exits; the parent reads on" },
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
 	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
