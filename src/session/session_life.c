@@ -244,13 +244,10 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		return;
 	}
 	sess_lock(s);
-	/* the last holder: whoever drove it is gone */
-	if (s->exclusive && atomic_load(&s->user) != ssw_pid()) {
-		if (s->touched && s->hv)
-			sess_set_broken(s, "the process that drove this connection after a fork exited holding a message");
-		else
-			take_over(s, ssw_pid());
-	}
+	/* the last holder: whoever drove it is gone (one that left a message
+	 * held in its own memory leaves it unread: the close resets) */
+	if (s->exclusive && atomic_load(&s->user) != ssw_pid() && !(s->touched && s->hv))
+		take_over(s, ssw_pid());
 	/* Kernel TCP resets a connection closed with unread data. */
 	if (!abort && !s->broken && sess_rx_pending_data(s))
 		abort = true;
