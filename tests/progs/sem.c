@@ -1738,6 +1738,35 @@ static void takeover_cli(const struct addr *a)
 
 static void sc_fork_takeover(void) { pair(AF_INET, takeover_srv, takeover_cli); }
 
+/* ---- fork_child_writes: a child writes a stream on an inherited
+ * connection and exits while the parent still holds it: every byte
+ * arrives (kernel TCP sends what is in the socket buffer whatever
+ * happens to the process), then the parent's close ends it. */
+static void child_writes(void *arg)
+{
+	send_stream(*(int *)arg, 4 * MiB, 37);
+}
+
+static void child_writes_srv(int lfd)
+{
+	int fd = acc(lfd);
+	struct proc ch = spawn("server-child", child_writes, &fd);
+	reap(&ch);
+	await(); /* the client has it all */
+	close(fd);
+}
+
+static void child_writes_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	recv_stream(fd, 4 * MiB, 37);
+	tell();
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void sc_fork_child_writes(void) { pair(AF_INET, child_writes_srv, child_writes_cli); }
+
 /* The reader dies holding unread data: its reset reaches a sender that had
  * not looked (the first send fails with the reset, later ones EPIPE). */
 static void kill_unread_send_srv(int lfd)
@@ -4851,6 +4880,7 @@ static const struct scenario scenarios[] = {
 	{ "kill_sent", sc_kill_sent, "peer SIGKILLed after sending 400 KiB, nothing unread: its data, then EOF" },
 	{ "kill_midway", sc_kill_midway, "sender SIGKILLed mid-way through 64 MiB: what arrived, then EOF" },
 	{ "kill_blocked", sc_kill_blocked, "sender SIGKILLed blocked on a full window: what arrived, then EOF" },
+	{ "fork_child_writes", sc_fork_child_writes, "a forked child writes 4 MiB on an inherited connection and exits; the parent closes: all data, EOF" },
 	{ "fork_takeover", sc_fork_takeover, "a forked child drives an inherited connection after a stream, exits; the parent reads on" },
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
 	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
