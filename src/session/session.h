@@ -180,6 +180,12 @@ struct ssw_session_stats {
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);
+/* The same for `stat`, which never waits: its caller may be a signal
+ * handler that interrupted this session's lock holder in its own thread.
+ * With the lock busy the figures are read without it (each whole, not all
+ * of one instant) and *resident is -1; else *resident is as
+ * ssw_session_resident.  false when the lock was busy. */
+bool ssw_session_peek_stats(struct ssw_session *s, struct ssw_session_stats *st, int64_t *resident);
 
 /* Memory like kernel TCP's (session_mem.c).  The housekeeping thread's look
  * at a connection: what stayed idle since its last look is given back

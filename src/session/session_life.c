@@ -349,15 +349,37 @@ int ssw_session_take_error(struct ssw_session *s)
 	return e;
 }
 
-void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
+static void read_stats(struct ssw_session *s, struct ssw_session_stats *st)
 {
-	sess_lock(s);
 	*st = s->st;
 	st->tx_inflight = s->tx_inflight;
 	st->tx_limit = tx_limit(s);
 	st->rx_window = s->window;
 	st->tcp_state = tcp_closed(s) ? TCP_CLOSE : s->wr_shut ? TCP_FIN_WAIT2 : s->fin_rcvd ? TCP_CLOSE_WAIT : TCP_ESTABLISHED;
+}
+
+void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)
+{
+	sess_lock(s);
+	read_stats(s, st);
 	sess_unlock(s);
+}
+
+bool ssw_session_peek_stats(struct ssw_session *s, struct ssw_session_stats *st, int64_t *resident)
+{
+	int rc = pthread_mutex_trylock(&s->lock);
+	if (rc == EOWNERDEAD) {
+		pthread_mutex_consistent(&s->lock);
+		sess_set_broken(s, "a process died while using this connection");
+		rc = 0;
+	}
+	*resident = -1;
+	read_stats(s, st); /* unlocked: aligned words, each whole */
+	if (rc)
+		return false;
+	*resident = sess_resident_locked(s);
+	sess_unlock(s);
+	return true;
 }
 
 int ssw_session_tcp_state(struct ssw_session *s)

@@ -53,12 +53,15 @@ int ssw_session_trim(struct ssw_session *s)
 	return more;
 }
 
+int64_t sess_resident_locked(struct ssw_session *s)
+{
+	return s->ep && s->p->msg->resident && !sess_foreign(s) ? s->p->msg->resident(s->ep) : -1;
+}
+
 int64_t ssw_session_resident(struct ssw_session *s)
 {
-	int64_t n = -1;
 	sess_lock(s);
-	if (s->ep && s->p->msg->resident && !sess_foreign(s))
-		n = s->p->msg->resident(s->ep);
+	int64_t n = sess_resident_locked(s);
 	sess_unlock(s);
 	return n;
 }

@@ -170,8 +170,10 @@ void ssw_statreg_publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slo
 		state = SSW_SR_LISTENING;
 	} else if (ss == SSW_ST_CONNECTED && s->sess) {
 		/* sess is fixed once connected and lives as long as our reference */
-		ssw_session_get_stats(s->sess, &st);
-		ring = ssw_session_resident(s->sess); /* a system call (mincore): off the data path */
+		/* never waits (a signal handler may have interrupted the
+		 * session's lock holder); resident: a system call (mincore), off
+		 * the data path */
+		(void)ssw_session_peek_stats(s->sess, &st, &ring);
 		have_stats = true;
 		/* half-closed either way, or reset: what TCP calls the closing states */
 		state = st.tcp_state == K_ESTABLISHED ? SSW_SR_CONNECTED : SSW_SR_CLOSING;
