@@ -177,6 +177,8 @@ struct ssw_session_stats {
 	uint64_t tx_credited;   /* credit bytes the peer ever returned: a monotonic count, so that
 				 * edge-triggered epoll sees space freed since its last look even
 				 * when sends in between refilled the window */
+	uint64_t tx_nospace; /* times a send or a poll found no room (TCP's SOCK_NOSPACE): only after
+			      * one does edge-triggered epoll report room coming back */
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);

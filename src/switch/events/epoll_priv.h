@@ -65,6 +65,7 @@ struct epx_entry {
 	uint32_t last;        /* edge-triggered: bits reported last time */
 	uint64_t rx_seen;     /* edge-triggered: bytes arrived at last report */
 	uint64_t tx_seen;     /* edge-triggered: credits returned at last look */
+	uint64_t nospace_seen; /* edge-triggered: the session's tx_nospace at the last room edge */
 	struct epx_entry *qnext;  /* check list */
 	struct epx_entry *pnext;  /* polled list */
 	struct epx_entry *snext;  /* entries of the same socket (s->ep_watch) */

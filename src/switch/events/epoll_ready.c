@@ -45,11 +45,17 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev, bool peek)
 	ssw_session_get_stats(e->s->sess, &st);
 	if ((ev & EPOLLIN) && st.bytes_received != e->rx_seen)
 		fresh |= EPOLLIN;
-	if ((ev & EPOLLOUT) && st.tx_credited != e->tx_seen)
-		fresh |= EPOLLOUT; /* credits came back */
+	/* credits came back after a send or a poll found no room: kernel TCP
+	 * wakes a writer only then (sk_stream_write_space with SOCK_NOSPACE),
+	 * not for every acknowledgement */
+	bool room = (ev & EPOLLOUT) && st.tx_credited != e->tx_seen && st.tx_nospace != e->nospace_seen;
+	if (room)
+		fresh |= EPOLLOUT;
 	if (peek)
 		return fresh != 0;
 	e->tx_seen = st.tx_credited;
+	if (room)
+		e->nospace_seen = st.tx_nospace;
 	if (fresh)
 		e->rx_seen = st.bytes_received;
 	return fresh != 0;
