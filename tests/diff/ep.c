@@ -267,6 +267,7 @@ static void recv_one(int op, size_t n, int flags, int niov, uint32_t seed, struc
 	struct iovec iov[8];
 	res->buf = calloc(1, n + 1);
 	res->msg_flags = -1;
+	res->r = -1; /* (an op not below) */
 	errno = 0;
 	switch (op) {
 	case OP_RECV:
