@@ -227,8 +227,14 @@ static void drop_local(struct ssw_session *s)
 {
 	if (s->exclusive) {
 		sess_lock(s);
-		if (atomic_load(&s->user) == ssw_pid())
+		if (atomic_load(&s->user) == ssw_pid()) {
+			/* what our transport took in goes into the shared queue,
+			 * where the next process to drive it finds it: left in our
+			 * memory (a message held, or not yet looked at) it would
+			 * be lost to that one, and its connection reset */
+			(void)sess_pump(s, true);
 			atomic_store(&s->user, 0); /* another holder may take it over */
+		}
 		sess_unlock(s);
 	}
 	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
