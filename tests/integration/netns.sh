@@ -27,6 +27,16 @@ SSW_CLI=${SSW_CLI:-$SSW_BUILD/sockswitch}
 
 # ---------------------------------------------------------------- pair ------
 
+# ssw_fabric_pair_setup — the start of a test across the veth over fabric:
+# skip without libfabric's tcp provider, the preload, the temporary
+# directory (whose exit trap removes the namespaces too), then the pair.
+ssw_fabric_pair_setup() {
+  ssw_need_fabric
+  ssw_setup_preload
+  ssw_tmpdir
+  ssw_ns_pair
+}
+
 # ssw_ns_pair — make the two namespaces and the veth between them; sets
 # SSW_NS_A, SSW_NS_B, SSW_NS_ADDR_A, SSW_NS_ADDR_B.  Call after ssw_tmpdir
 # (the exit trap cleans up both).

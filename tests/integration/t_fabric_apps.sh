@@ -11,10 +11,7 @@
 SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
-ssw_need_fabric
-ssw_setup_preload
-ssw_tmpdir
-ssw_ns_pair
+ssw_fabric_pair_setup
 for b in iperf3 redis-server redis-cli redis-benchmark sockperf socat curl; do
   command -v $b >/dev/null || { echo "FAIL: $b not installed (the cross-host suite needs it)"; exit 1; }
 done

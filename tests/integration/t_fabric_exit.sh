@@ -14,10 +14,7 @@
 # t_fabric_apps once).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
-ssw_need_fabric
-ssw_setup_preload
-ssw_tmpdir
-ssw_ns_pair
+ssw_fabric_pair_setup
 PROG=$(ssw_prog fillexit) || exit 1
 
 ssw_ns_bg server "$SSW_NS_A" switched SOCKSWITCH_STATS_FILE="$T/server.stats" -- "$PROG" server "$T/port"

@@ -18,10 +18,7 @@
 SSW_TIMEOUT=${SSW_TIMEOUT:-20}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
-ssw_need_fabric
-ssw_setup_preload
-ssw_tmpdir
-ssw_ns_pair
+ssw_fabric_pair_setup
 A=$SSW_NS_A B=$SSW_NS_B HA=$SSW_NS_ADDR_A
 BOUND=10
 

@@ -20,10 +20,7 @@
 # namespaces) so that every round's writes fill them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
-ssw_need_fabric
-ssw_setup_preload
-ssw_tmpdir
-ssw_ns_pair
+ssw_fabric_pair_setup
 PROG=$(ssw_prog idlesend) || exit 1
 
 # small socket buffers: a round's writes fill the writer's socket

@@ -12,10 +12,7 @@
 # 20,000 descriptor limit.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
-ssw_need_fabric
-ssw_setup_preload
-ssw_tmpdir
-ssw_ns_pair
+ssw_fabric_pair_setup
 PROG=$(ssw_prog manyconn) || exit 1
 
 N=${SSW_FABRIC_MANY:-2500}

@@ -11,10 +11,7 @@
 # gets kernel TCP, the data intact, no hang.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
-ssw_need_fabric
-ssw_setup_preload
-ssw_tmpdir
-ssw_ns_pair
+ssw_fabric_pair_setup
 A=$SSW_NS_A B=$SSW_NS_B HA=$SSW_NS_ADDR_A HB=$SSW_NS_ADDR_B
 Q() { "$SSW_PYTHON" "$SSW_PROGS/statq.py" "$@"; }
 SIZES=1x50,64x50,102400x5,1048576x2

@@ -11,10 +11,7 @@
 # column is printed beside it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
-ssw_need_fabric
-ssw_setup_preload
-ssw_tmpdir
-ssw_ns_pair
+ssw_fabric_pair_setup
 PROG=$(ssw_prog rtwait) || exit 1
 N=3000
 run_pair() { # MODE PORT -> client's line on stdout
