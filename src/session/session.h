@@ -180,6 +180,7 @@ struct ssw_session_stats {
 	uint64_t tx_nospace; /* times a send or a poll found no room (TCP's SOCK_NOSPACE): only after
 			      * one does edge-triggered epoll report room coming back */
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
+	bool fin_in;     /* the peer's FIN arrived */
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);
 /* The same for `stat`, which never waits: its caller may be a signal

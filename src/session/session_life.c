@@ -362,6 +362,7 @@ static void read_stats(struct ssw_session *s, struct ssw_session_stats *st)
 	st->tx_limit = tx_limit(s);
 	st->rx_window = s->window;
 	st->tcp_state = tcp_closed(s) ? TCP_CLOSE : s->wr_shut ? TCP_FIN_WAIT2 : s->fin_rcvd ? TCP_CLOSE_WAIT : TCP_ESTABLISHED;
+	st->fin_in = s->fin_rcvd;
 }
 
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st)

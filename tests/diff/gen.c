@@ -433,14 +433,18 @@ static bool explained_et_after_fin(const struct mside *x)
 	return (x->shut_wr || x->shut_called) && x->ep_added && (x->ep_events & EPOLLET);
 }
 
-/* An edge-triggered epoll set over fabric of a socket whose peer filled it
- * and that read part of it: the read lets more of the peer's bytes in as
- * soon as the transport has room (a new EPOLLIN edge), where kernel TCP
- * waits until its window opens by a few segments and makes no edge for a
- * small read.  A true arrival either way; when it comes is the transport's. */
-static bool explained_fabric_refill_edge(const struct mdir *in, const struct mside *x, bool fab)
+/* An edge-triggered epoll set of a socket whose peer filled it.  Over
+ * fabric, once it read part of it: the read lets more of the peer's bytes
+ * in as soon as the transport has room (a new EPOLLIN edge), where kernel
+ * TCP waits until its window opens by a few segments and makes no edge for
+ * a small read.  On either, before any read: kernel TCP's filler saw EAGAIN
+ * with its send buffer full, which goes on draining into this socket (more
+ * edges, for a while), where the switch's ring was full at that EAGAIN
+ * (soak seed 832663594).  A true arrival either way; when it comes is the
+ * transport's. */
+static bool explained_refill_edge(const struct mdir *in, const struct mside *x, bool fab)
 {
-	return fab && in->fill == 2 && (x->ep_events & EPOLLET);
+	return (fab ? in->fill == 2 : in->fill != 0) && (x->ep_events & EPOLLET);
 }
 
 /* Sending by endpoint i, any kind: the model's side of it. */
@@ -655,7 +659,7 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		break;
 	case OP_EPOLL_WAIT:
 		if (!x->ep_have || (s->actor == AC_C && fab) || explained_et_after_fin(x) ||
-		    explained_fabric_refill_edge(in, x, fab) ||
+		    explained_refill_edge(in, x, fab) ||
 		    (explained_fabric_unacked(m, i) && x->ep_added && (x->ep_events & EPOLLOUT)))
 			return false;
 		/* README Limits: an epoll set shared across fork is the switch's in

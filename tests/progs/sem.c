@@ -2419,6 +2419,53 @@ static void et_room_cli(const struct addr *a)
 
 static void sc_epoll_et_room(void) { pair(AF_INET, et_room_srv, et_room_cli); }
 
+/* ---- epoll_et_wakes: what wakes an edge-triggered entry.  Kernel TCP
+ * wakes a socket's waiters at each arrival of data (for an entry asking
+ * for input or urgent data) and at the peer's FIN (any entry); the entry
+ * then reports all of its interest that is ready: an urgent byte not yet
+ * read shows again (the differential tester's seed 832663577). */
+static void et_wakes_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLPRI | EPOLLET, 12, "epoll_ctl(ADD, PRI|ET)");
+	tell();
+	await(); /* urgent data sent */
+	EPW(ep, 5000);
+	EPW(ep, 0);
+	tell();
+	await(); /* more, plain */
+	usleep(SETTLE_US);
+	EPW(ep, 0);
+	EPW(ep, 0);
+	tell();
+	await(); /* the peer's FIN */
+	usleep(SETTLE_US);
+	EPW(ep, 0);
+	EPW(ep, 0);
+	tell();
+	close(ep);
+	close(fd);
+}
+
+static void et_wakes_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	RC("send(MSG_OOB)", send(fd, "u!", 2, MSG_OOB));
+	tell();
+	await();
+	SEND(fd, "more", 0);
+	tell();
+	await();
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	tell();
+	await();
+	close(fd);
+}
+
+static void sc_epoll_et_wakes(void) { pair(AF_INET, et_wakes_srv, et_wakes_cli); }
+
 static void EPCTL_(int ep, int fd)
 {
 	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 1, "epoll_ctl(ADD, IN|RDHUP)");
@@ -4936,6 +4983,7 @@ static const struct scenario scenarios[] = {
 	{ "poll", sc_poll, "poll/ppoll readiness, mixed with a pipe, POLLNVAL after close" },
 	{ "select", sc_select, "select/pselect readiness" },
 	{ "epoll_lt", sc_epoll_lt, "epoll level-triggered, MOD/DEL, EPOLLRDHUP, close removes" },
+	{ "epoll_et_wakes", sc_epoll_et_wakes, "epoll EPOLLET|EPOLLPRI: an unread urgent byte shows again at each arrival and at the peer's FIN" },
 	{ "epoll_et_room", sc_epoll_et_room, "epoll EPOLLET: no EPOLLOUT edge when the peer reads what a socket that never filled sent" },
 	{ "epoll_et", sc_epoll_et, "epoll EPOLLET once per arrival, EPOLLONESHOT, re-arm" },
 	{ "accept_nb", sc_accept_nb, "nonblocking listener: EAGAIN, POLLIN/epoll on arrival, accept4 flags" },

@@ -40,11 +40,24 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev, bool peek)
 	if (!e->s->sess)
 		return fresh != 0;
 	struct ssw_session_stats st = { 0 };
-	if ((ev & EPOLLIN) && !peek)
+	bool rx_interest = e->events & (EPOLLIN | EPOLLPRI | EPOLLRDNORM | EPOLLRDBAND);
+	if (rx_interest && !peek)
 		(void)ssw_session_fionread(e->s->sess); /* every arrival counted */
 	ssw_session_get_stats(e->s->sess, &st);
 	if ((ev & EPOLLIN) && st.bytes_received != e->rx_seen)
 		fresh |= EPOLLIN;
+	/* Kernel TCP wakes the socket's waiters, and so every edge-triggered
+	 * entry, at the peer's FIN (sk_state_change: any interest) and at an
+	 * arrival of data for an entry that asked for input or urgent data
+	 * (sk_data_ready's key: IN, PRI, RDNORM, RDBAND); the entry then
+	 * reports whatever of its interest is ready, not only what is new (an
+	 * urgent byte not yet read: EPOLLPRI again). */
+	bool fin_wake = st.fin_in && !e->fin_seen;
+	bool rx_wake = rx_interest && st.bytes_received != e->rx_seen;
+	if (fin_wake || rx_wake)
+		fresh |= ev;
+	if (!peek)
+		e->fin_seen = st.fin_in;
 	/* credits came back after a send or a poll found no room: kernel TCP
 	 * wakes a writer only then (sk_stream_write_space with SOCK_NOSPACE),
 	 * not for every acknowledgement */
