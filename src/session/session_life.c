@@ -325,6 +325,7 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 	sess_peer_check(s, false);
 	/* inet_shutdown: ENOTCONN once closed, but the bits are still set */
 	int rc = tcp_closed(s) ? -ENOTCONN : 0;
+	s->st.state_wakes++; /* inet_shutdown ends in sk_state_change: every waiter wakes */
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		s->rd_shut = true;
 	if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {

@@ -2466,6 +2466,37 @@ static void et_wakes_cli(const struct addr *a)
 
 static void sc_epoll_et_wakes(void) { pair(AF_INET, et_wakes_srv, et_wakes_cli); }
 
+/* ---- epoll_et_shutdown: our own shutdown() wakes our edge-triggered
+ * entry (inet_shutdown ends in sk_state_change; and the peer's ACK of our
+ * FIN, FIN_WAIT1 to FIN_WAIT2, once more): what is ready shows again. */
+static void et_shut_srv(int lfd)
+{
+	int fd = acc(lfd);
+	int ep = epoll_create1(0);
+	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLET, 13, "epoll_ctl(ADD, IN|OUT|ET)");
+	EPW(ep, 0);
+	EPW(ep, 0);
+	RC("shutdown(SHUT_WR)", shutdown(fd, SHUT_WR));
+	usleep(SETTLE_US);
+	EPW(ep, 0);
+	EPW(ep, 0);
+	tell();
+	await();
+	close(ep);
+	close(fd);
+}
+
+static void et_shut_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	RECV(fd, 64, 0);
+	tell();
+	close(fd);
+}
+
+static void sc_epoll_et_shutdown(void) { pair(AF_INET, et_shut_srv, et_shut_cli); }
+
 static void EPCTL_(int ep, int fd)
 {
 	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, 1, "epoll_ctl(ADD, IN|RDHUP)");
@@ -4983,6 +5014,7 @@ static const struct scenario scenarios[] = {
 	{ "poll", sc_poll, "poll/ppoll readiness, mixed with a pipe, POLLNVAL after close" },
 	{ "select", sc_select, "select/pselect readiness" },
 	{ "epoll_lt", sc_epoll_lt, "epoll level-triggered, MOD/DEL, EPOLLRDHUP, close removes" },
+	{ "epoll_et_shutdown", sc_epoll_et_shutdown, "epoll EPOLLET: our own shutdown(SHUT_WR) makes one more edge" },
 	{ "epoll_et_wakes", sc_epoll_et_wakes, "epoll EPOLLET|EPOLLPRI: an unread urgent byte shows again at each arrival and at the peer's FIN" },
 	{ "epoll_et_room", sc_epoll_et_room, "epoll EPOLLET: no EPOLLOUT edge when the peer reads what a socket that never filled sent" },
 	{ "epoll_et", sc_epoll_et, "epoll EPOLLET once per arrival, EPOLLONESHOT, re-arm" },

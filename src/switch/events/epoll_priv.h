@@ -67,6 +67,7 @@ struct epx_entry {
 	uint64_t tx_seen;     /* edge-triggered: credits returned at last look */
 	uint64_t nospace_seen; /* edge-triggered: the session's tx_nospace at the last room edge */
 	bool fin_seen;        /* edge-triggered: the peer's FIN was there at the last look */
+	uint64_t wakes_seen;  /* edge-triggered: the session's state_wakes at the last look */
 	struct epx_entry *qnext;  /* check list */
 	struct epx_entry *pnext;  /* polled list */
 	struct epx_entry *snext;  /* entries of the same socket (s->ep_watch) */

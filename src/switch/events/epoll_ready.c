@@ -52,12 +52,14 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev, bool peek)
 	 * (sk_data_ready's key: IN, PRI, RDNORM, RDBAND); the entry then
 	 * reports whatever of its interest is ready, not only what is new (an
 	 * urgent byte not yet read: EPOLLPRI again). */
-	bool fin_wake = st.fin_in && !e->fin_seen;
+	bool fin_wake = (st.fin_in && !e->fin_seen) || st.state_wakes != e->wakes_seen;
 	bool rx_wake = rx_interest && st.bytes_received != e->rx_seen;
 	if (fin_wake || rx_wake)
 		fresh |= ev;
-	if (!peek)
+	if (!peek) {
 		e->fin_seen = st.fin_in;
+		e->wakes_seen = st.state_wakes;
+	}
 	/* credits came back after a send or a poll found no room: kernel TCP
 	 * wakes a writer only then (sk_stream_write_space with SOCK_NOSPACE),
 	 * not for every acknowledgement */
