@@ -736,6 +736,10 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 	case OP_CLOSE:
 		if (x->thr && x->thr != TH_ACCEPT && s->actor == AC_M)
 			return false; /* under a blocked call the kernel keeps the socket open */
+		/* fabric: the driver let go; the other process taking over may
+		 * be reset (README Limits): nobody drives it from now on */
+		if (x->owner == (s->actor == AC_C ? 2 : 1))
+			x->owner = 3;
 		if (s->actor == AC_C)
 			x->c_fd = false;
 		else
