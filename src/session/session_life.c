@@ -322,7 +322,10 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 		return -ENOTCONN;
 	if (s->p->progress->rx_ready(s->ep))
 		sess_pump(s, false);
-	sess_peer_check(s, false);
+	/* a peer process that exited left no FIN in the ring: a probe sees it
+	 * gone, as its kernel's FIN would have told (ENOTCONN below once both
+	 * ends are shut: soak seed 832901075) */
+	sess_peer_check(s, true);
 	/* inet_shutdown: ENOTCONN once closed, but the bits are still set */
 	int rc = tcp_closed(s) ? -ENOTCONN : 0;
 	s->st.state_wakes++; /* inet_shutdown ends in sk_state_change: every waiter wakes */

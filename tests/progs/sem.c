@@ -1668,6 +1668,30 @@ static void kill_sending_cli(const struct addr *a)
 }
 
 static void sc_kill_midway(void) { pair(AF_INET, kill_midway_srv, kill_sending_cli); }
+
+/* ---- shutdown_peer_exited: both ends shut once the peer process exits
+ * with its socket open (the kernel closes it: a FIN), so shutdown() says
+ * ENOTCONN; on one host the switch learns it from the peer's death, not a
+ * message (the differential tester's seed 832901075). */
+static void shut_exited_srv(int lfd)
+{
+	int fd = acc(lfd);
+	RC("shutdown(SHUT_RDWR)", shutdown(fd, SHUT_RDWR));
+	tell();
+	reap(&g_client);
+	usleep(SETTLE_US);
+	RC("shutdown(SHUT_WR) after the peer exited", shutdown(fd, SHUT_WR));
+	close(fd);
+}
+
+static void shut_exited_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	(void)fd;
+	await(); /* and exit with it open */
+}
+
+static void sc_shutdown_peer_exited(void) { pair(AF_INET, shut_exited_srv, shut_exited_cli); }
 static void sc_kill_blocked(void) { pair(AF_INET, kill_blocked_srv, kill_sending_cli); }
 
 static void fork_idle_child(void *arg)
@@ -4993,6 +5017,7 @@ static const struct scenario scenarios[] = {
 	{ "kill_blocked", sc_kill_blocked, "sender SIGKILLed blocked on a full window: what arrived, then EOF" },
 	{ "fork_child_writes", sc_fork_child_writes, "a forked child writes 4 MiB on an inherited connection and exits; the parent closes: all data, EOF" },
 	{ "fork_takeover", sc_fork_takeover, "a forked child drives an inherited connection after a stream, exits; the parent reads on" },
+	{ "shutdown_peer_exited", sc_shutdown_peer_exited, "shutdown after ours and the peer process's exit (socket left open): ENOTCONN" },
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
 	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
