@@ -82,6 +82,7 @@ struct mdir { /* bytes from endpoint i to endpoint 1 - i */
 	int fill;         /* 0; 1: filled by OP_FILL; 2: and the receiver read some */
 	int fill_base;    /* unread before the fill, less what was read since,
 			   * plus a blocked thread's send behind it */
+	int nsends;       /* sends behind the unread bytes (kernel TCP: a segment or more each) */
 };
 
 struct mside {
@@ -256,6 +257,8 @@ static void consume(struct mdir *in, int n)
 		int c = in->qmin < n ? in->qmin : n;
 		in->qmin -= c;
 		in->qmax -= c;
+		if (!in->qmax)
+			in->nsends = 0;
 		return;
 	}
 	in->qmin = in->qmin > n ? in->qmin - n : 0;
@@ -324,6 +327,7 @@ static void deliver(struct model *m, int i, int n, bool oob)
 		y->end_in = true;
 		return;
 	}
+	d->nsends++;
 	if (oob) {
 		d->qmin += n - 1;
 		d->qmax += n;
@@ -601,6 +605,7 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		    (x->linger0 || in->qmax > 0 || in->urg || in->residue))
 			return false;
 		sent(m, i, n);
+		m->d[i].nsends += s->nsub > 1 ? s->nsub - 1 : 0; /* one segment or more a send */
 		if (s->sub)
 			x->cork = s->end == BURST_END_SHUTWR || s->end == BURST_END_CLOSE;
 		/* left corked, or MSG_MORE alone on a corked socket: held, but for
@@ -649,12 +654,16 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		 * seed 832700346, 48,073 bytes against the switch's 49,152) */
 		if (fab && s->op == OP_SPLICE_OUT && s->a > 16384 && in->qmax > 16384)
 			return false;
+		/* the same on one host once more sends wait than the pipe has
+		 * buffers (a segment each: soak seed 832901216) */
+		if (s->op == OP_SPLICE_OUT && in->nsends > 8 && s->a > 4096)
+			return false;
 		if (!(fl & MSG_PEEK))
 			consume(in, s->a);
 		break;
 	}
 	case OP_DRAIN_NOW:
-		in->qmin = in->qmax = 0;
+		in->qmin = in->qmax = in->nsends = 0;
 		if (in->urg)
 			in->urg = 2;
 		break;
@@ -822,7 +831,7 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 			return false;
 		extra = in->fill_base;
 		in->fill = 0;
-		in->qmin = in->qmax = 0;
+		in->qmin = in->qmax = in->nsends = 0;
 		y->out_wait = true;
 		break;
 	case OP_XFER:
@@ -830,7 +839,7 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		    y->thr || x->thr == TH_SEND || y->shut_rd || y->shut_wr)
 			return false;
 		extra = out->qmin;
-		out->qmin = out->qmax = 0;
+		out->qmin = out->qmax = out->nsends = 0;
 		break;
 	case OP_CONNECT2:
 		/* README Limits: over fabric a connection its client closed before
