@@ -32,14 +32,6 @@ void sess_lock(struct ssw_session *s)
 	}
 }
 
-/* An exclusive connection is driven by one process at a time: the first to
- * drive it after a fork takes it, and another may take it over once that
- * one is gone (exited, or closed its copy).  Never while the other still
- * drives it: both would read the transport, each taking bytes the other
- * then misses.  Nor when the one gone left a message held as a view of
- * its own memory (s->hv): those bytes are not reachable from here; that
- * process sees a reset instead (sem epoll_fork, where a child only waited
- * on an inherited epoll set: the parent read a stray byte, then EOF). */
 /* Called locked: this process drives the exclusive connection from now on.
  * Our transport's copy of what arrived before the fork was the other's
  * too: what that one consumed must not be read twice (session_rx.c). */
@@ -51,6 +43,14 @@ static void take_over(struct ssw_session *s, pid_t me)
 	s->touched = true;
 }
 
+/* An exclusive connection is driven by one process at a time: the first to
+ * drive it after a fork takes it, and another may take it over once that
+ * one is gone (exited, or closed its copy).  Never while the other still
+ * drives it: both would read the transport, each taking bytes the other
+ * then misses.  Nor when the one gone left a message held as a view of
+ * its own memory (s->hv): those bytes are not reachable from here; that
+ * process sees a reset instead (sem epoll_fork, where a child only waited
+ * on an inherited epoll set: the parent read a stray byte, then EOF). */
 bool sess_enter(struct ssw_session *s)
 {
 	sess_lock(s);

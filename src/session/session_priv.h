@@ -227,8 +227,9 @@ void sess_lock(struct ssw_session *s);
  * the op then acts as on a reset socket, in this process only. */
 bool sess_enter(struct ssw_session *s);
 /* Lock-free: is the connection another process's now (exclusive)? */
-int64_t sess_resident_locked(struct ssw_session *s); /* called locked: -1 when not known */
 bool sess_foreign(const struct ssw_session *s);
+/* Called locked: the transport memory resident now (`stat`), -1 when not known. */
+int64_t sess_resident_locked(struct ssw_session *s);
 /* Unlock, then raise the SIGURGs owed (a handler may use the socket). */
 void sess_unlock(struct ssw_session *s);
 void sess_on_reset(struct ssw_session *s);
