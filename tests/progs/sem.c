@@ -4831,6 +4831,44 @@ static void shut_recv_cli(const struct addr *a)
 
 static void sc_shut_wakes_recv(void) { pair(AF_INET, shut_srv, shut_recv_cli); }
 
+/* The peer sent a little and closed; a thread sleeps for urgent data
+ * only (POLLPRI: poll, then epoll_wait), which the peer's FIN does not
+ * end.  Our SHUT_WR shuts the last direction: the sleeper wakes with
+ * POLLHUP at once.  On one host the switch had no doorbell left to arm for
+ * such a socket (its peer is gone), and the sleeper slept on until its
+ * next look, 0.8 s (the differential tester's seed 835001863). */
+static void shut_hup_srv(int lfd)
+{
+	for (int i = 0; i < 2; i++) {
+		int fd = acc(lfd);
+		SEND(fd, "bye", 0);
+		close(fd);
+	}
+	tell();
+	await();
+}
+
+static void shut_hup_cli(const struct addr *a)
+{
+	static const int kinds[2] = { SW_POLL, SW_EPOLL };
+	int fds[2];
+	for (int i = 0; i < 2; i++)
+		fds[i] = conn(a);
+	await(); /* both peers sent and closed */
+	usleep(SETTLE_US);
+	for (int i = 0; i < 2; i++) {
+		struct sleeper w;
+		sleeper_start(&w, fds[i], kinds[i], POLLPRI);
+		usleep(1200 * 1000);
+		shut_and_see(fds[i], SHUT_WR, "shutdown(SHUT_WR) while another thread sleeps for POLLPRI", &w, true);
+		sleeper_say(&w);
+		close(fds[i]);
+	}
+	tell();
+}
+
+static void sc_shut_wakes_hup(void) { pair(AF_INET, shut_hup_srv, shut_hup_cli); }
+
 static void shut_send_cli(const struct addr *a)
 {
 	int fd = conn(a);
@@ -5093,6 +5131,7 @@ static const struct scenario scenarios[] = {
 	{ "rcvbuf_listen", sc_rcvbuf_listen, "SO_RCVBUF/SO_SNDBUF on the listener: the accepted socket inherits them" },
 	{ "shut_wakes_recv", sc_shut_wakes_recv, "another thread's SHUT_RD wakes a recv asleep 1.2 s (SHUT_WR does not): 0" },
 	{ "shut_wakes_send", sc_shut_wakes_send, "another thread's SHUT_WR wakes a send blocked on a full window (SHUT_RD does not): EPIPE" },
+	{ "shut_wakes_hup", sc_shut_wakes_hup, "our shutdown(SHUT_WR) after the peer's close wakes a poll/epoll_wait asleep for POLLPRI with POLLHUP" },
 	{ "shut_wakes_poll", sc_shut_wakes_poll, "another thread's shutdown wakes poll, select and epoll_wait waiting for input (SHUT_RD) or output (SHUT_WR)" },
 	{ "shut_wakes_accept", sc_shut_wakes_accept, "another thread's SHUT_RD of a listener makes a sleeping accept fail (EINVAL); SHUT_WR does not" },
 	{ "shut_wakes_peer", sc_shut_wakes_peer, "the peer's SHUT_WR wakes a recv asleep 1.2 s (0); its close with data unread wakes a blocked send" },

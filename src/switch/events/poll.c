@@ -209,10 +209,12 @@ static int poll_sleep(struct ssw_waiter *w, int64_t ns)
 		return SSW_WAIT_LOOK;
 	}
 	/* a switched connection in the set: another thread's shutdown of
-	 * it changes our answer without a doorbell, and kicks us */
+	 * it changes our answer without a doorbell, and kicks us.  Armed or
+	 * not: one whose peer has gone has no doorbell to arm, and our own
+	 * shutdown still brings it POLLHUP (soak seed 835001863) */
 	int kick = -1;
 	for (nfds_t i = 0; i < n && kick < 0; i++)
-		if (sl[i].armed)
+		if (sl[i].s)
 			kick = ssw_kick_arm(SSW_KICK_ANY);
 	if (kick >= 0 && ssw_kick_gen() != pw->kgen) {
 		ssw_kick_disarm(0);
