@@ -176,6 +176,11 @@ ssize_t sess_recv_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 	sess_pump(s, true);
 	if (s->urg.inline_ || !s->urg.have)
 		return -EINVAL;
+	/* tcp_recv_urg: a connection reset before the peer's FIN is closed
+	 * without SOCK_DONE, and its urgent byte is not given out (soak seed
+	 * 835003027) */
+	if (s->reset && !s->fin_rcvd)
+		return -ENOTCONN;
 	if (want)
 		sess_iov_put(iov, iovcnt, 0, &s->urg.byte, 1);
 	if (!(flags & MSG_PEEK))

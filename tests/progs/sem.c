@@ -4869,6 +4869,41 @@ static void shut_hup_cli(const struct addr *a)
 
 static void sc_shut_wakes_hup(void) { pair(AF_INET, shut_hup_srv, shut_hup_cli); }
 
+/* ---- oob_after_reset: urgent data, then a reset before any FIN.  The
+ * server leaves the client's bytes unread and closes (a reset); the
+ * urgent byte it sent first is not given out any more: tcp_recv_urg says
+ * ENOTCONN for a closed socket that saw no FIN (the differential tester's
+ * seed 835003027). */
+static void oob_reset_srv(int lfd)
+{
+	int fd = acc(lfd);
+	await(); /* the client's bytes are here, unread */
+	RC("send(MSG_OOB)", send(fd, "!", 1, MSG_OOB));
+	usleep(SETTLE_US);
+	close(fd);
+	tell();
+	await();
+}
+
+static void oob_reset_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	SEND(fd, "unread", 0);
+	usleep(SETTLE_US);
+	tell();
+	await(); /* urgent byte sent, then the reset */
+	usleep(SETTLE_US);
+	char c;
+	ssize_t r = recv(fd, &c, 1, MSG_OOB | MSG_PEEK);
+	say("recv(MSG_OOB|MSG_PEEK) after the reset = %s", rcs(r, errno));
+	r = recv(fd, &c, 1, MSG_OOB);
+	say("recv(MSG_OOB) after the reset = %s", rcs(r, errno));
+	tell();
+	close(fd);
+}
+
+static void sc_oob_after_reset(void) { pair(AF_INET, oob_reset_srv, oob_reset_cli); }
+
 static void shut_send_cli(const struct addr *a)
 {
 	int fd = conn(a);
@@ -5131,6 +5166,7 @@ static const struct scenario scenarios[] = {
 	{ "rcvbuf_listen", sc_rcvbuf_listen, "SO_RCVBUF/SO_SNDBUF on the listener: the accepted socket inherits them" },
 	{ "shut_wakes_recv", sc_shut_wakes_recv, "another thread's SHUT_RD wakes a recv asleep 1.2 s (SHUT_WR does not): 0" },
 	{ "shut_wakes_send", sc_shut_wakes_send, "another thread's SHUT_WR wakes a send blocked on a full window (SHUT_RD does not): EPIPE" },
+	{ "oob_after_reset", sc_oob_after_reset, "urgent data then a reset before any FIN: recv(MSG_OOB) says ENOTCONN" },
 	{ "shut_wakes_hup", sc_shut_wakes_hup, "our shutdown(SHUT_WR) after the peer's close wakes a poll/epoll_wait asleep for POLLPRI with POLLHUP" },
 	{ "shut_wakes_poll", sc_shut_wakes_poll, "another thread's shutdown wakes poll, select and epoll_wait waiting for input (SHUT_RD) or output (SHUT_WR)" },
 	{ "shut_wakes_accept", sc_shut_wakes_accept, "another thread's SHUT_RD of a listener makes a sleeping accept fail (EINVAL); SHUT_WR does not" },
