@@ -177,8 +177,6 @@ struct ssw_session_stats {
 	uint64_t tx_credited;   /* credit bytes the peer ever returned: a monotonic count, so that
 				 * edge-triggered epoll sees space freed since its last look even
 				 * when sends in between refilled the window */
-	uint64_t tx_nospace; /* times a send or a poll found no room (TCP's SOCK_NOSPACE): only after
-			      * one does edge-triggered epoll report room coming back */
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
 	bool fin_in;     /* the peer's FIN arrived */
 	uint64_t state_wakes; /* this side's state changes that wake every waiter (shutdown calls) */

@@ -205,7 +205,6 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 			break;
 		if (s->stage_nomem && sent == at)
 			return -ENOBUFS; /* credits sit behind data we cannot stage */
-		s->st.tx_nospace++; /* a send found no room (SOCK_NOSPACE) */
 		if (nonblock) {
 			sess_peer_check(s, true);
 			break;

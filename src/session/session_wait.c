@@ -239,8 +239,6 @@ static short poll_bits(struct ssw_session *s)
 		ev |= POLLIN | POLLRDNORM;
 	if (snd_down(s) || s->peer_closed || (tx_writable(s) && sess_tx_room_ok(s)))
 		ev |= POLLOUT | POLLWRNORM;
-	else
-		s->st.tx_nospace++; /* tcp_poll sets SOCK_NOSPACE */
 	if (sess_urg_pending(s))
 		ev |= POLLPRI;
 	if (s->so_error)

@@ -2410,39 +2410,6 @@ static void epoll_et_srv(int lfd)
 
 static void sc_epoll_et(void) { pair(AF_INET, epoll_et_srv, et_cli); }
 
-/* ---- epoll_et_room: an edge for room only after the socket lacked it.
- * Kernel TCP wakes a writer when acknowledgements free space only if a
- * send or a poll had found too little (SOCK_NOSPACE): a socket that never
- * filled sees no new EPOLLOUT edge when the peer reads what it sent (the
- * differential tester's seed 830913005). */
-static void et_room_srv(int lfd)
-{
-	int fd = acc(lfd);
-	await(); /* the client sent */
-	recv_stream(fd, 70000, 38);
-	tell();
-	await();
-	close(fd);
-}
-
-static void et_room_cli(const struct addr *a)
-{
-	int fd = conn(a);
-	int ep = epoll_create1(0);
-	EPCTL(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLET, 11, "epoll_ctl(ADD, IN|OUT|ET)");
-	EPW(ep, 0);
-	send_stream(fd, 70000, 38);
-	tell();
-	await(); /* the server read it all */
-	usleep(SETTLE_US);
-	EPW(ep, 0);
-	tell();
-	close(ep);
-	close(fd);
-}
-
-static void sc_epoll_et_room(void) { pair(AF_INET, et_room_srv, et_room_cli); }
-
 /* ---- epoll_et_wakes: what wakes an edge-triggered entry.  Kernel TCP
  * wakes a socket's waiters at each arrival of data (for an entry asking
  * for input or urgent data) and at the peer's FIN (any entry); the entry
@@ -5114,7 +5081,6 @@ static const struct scenario scenarios[] = {
 	{ "epoll_lt", sc_epoll_lt, "epoll level-triggered, MOD/DEL, EPOLLRDHUP, close removes" },
 	{ "epoll_et_shutdown", sc_epoll_et_shutdown, "epoll EPOLLET: our own shutdown(SHUT_WR) makes one more edge" },
 	{ "epoll_et_wakes", sc_epoll_et_wakes, "epoll EPOLLET|EPOLLPRI: an unread urgent byte shows again at each arrival and at the peer's FIN" },
-	{ "epoll_et_room", sc_epoll_et_room, "epoll EPOLLET: no EPOLLOUT edge when the peer reads what a socket that never filled sent" },
 	{ "epoll_et", sc_epoll_et, "epoll EPOLLET once per arrival, EPOLLONESHOT, re-arm" },
 	{ "accept_nb", sc_accept_nb, "nonblocking listener: EAGAIN, POLLIN/epoll on arrival, accept4 flags" },
 	{ "accept_ready_select", sc_accept_ready_select, "1000 connects from a thread: select says readable, accept succeeds" },

@@ -65,7 +65,6 @@ struct epx_entry {
 	uint32_t last;        /* edge-triggered: bits reported last time */
 	uint64_t rx_seen;     /* edge-triggered: bytes arrived at last report */
 	uint64_t tx_seen;     /* edge-triggered: credits returned at last look */
-	uint64_t nospace_seen; /* edge-triggered: the session's tx_nospace at the last room edge */
 	bool fin_seen;        /* edge-triggered: the peer's FIN was there at the last look */
 	uint64_t wakes_seen;  /* edge-triggered: the session's state_wakes at the last look */
 	struct epx_entry *qnext;  /* check list */

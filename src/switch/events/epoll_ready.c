@@ -41,8 +41,12 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev, bool peek)
 		return fresh != 0;
 	struct ssw_session_stats st = { 0 };
 	bool rx_interest = e->events & (EPOLLIN | EPOLLPRI | EPOLLRDNORM | EPOLLRDBAND);
-	if (rx_interest && !peek)
-		(void)ssw_session_fionread(e->s->sess); /* every arrival counted */
+	/* every arrival counted (staged): for an entry that asks for input,
+	 * only once it is readable (staging at every look of one that is not
+	 * left nginx's connections waiting: t_nginx, ab with a connection per
+	 * request); one that asks only for urgent data counts at each look */
+	if (!peek && ((ev & EPOLLIN) || (rx_interest && !(e->events & EPOLLIN))))
+		(void)ssw_session_fionread(e->s->sess);
 	ssw_session_get_stats(e->s->sess, &st);
 	if ((ev & EPOLLIN) && st.bytes_received != e->rx_seen)
 		fresh |= EPOLLIN;
@@ -60,17 +64,15 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev, bool peek)
 		e->fin_seen = st.fin_in;
 		e->wakes_seen = st.state_wakes;
 	}
-	/* credits came back after a send or a poll found no room: kernel TCP
-	 * wakes a writer only then (sk_stream_write_space with SOCK_NOSPACE),
-	 * not for every acknowledgement */
-	bool room = (ev & EPOLLOUT) && st.tx_credited != e->tx_seen && st.tx_nospace != e->nospace_seen;
-	if (room)
+	/* credits came back.  Kernel TCP makes this edge only after a send or
+	 * a poll found too little room (SOCK_NOSPACE); the switch makes it
+	 * whenever room comes back: one edge more, never one less (README
+	 * Limits; gating it on every path that can find no room hung nginx) */
+	if ((ev & EPOLLOUT) && st.tx_credited != e->tx_seen)
 		fresh |= EPOLLOUT;
 	if (peek)
 		return fresh != 0;
 	e->tx_seen = st.tx_credited;
-	if (room)
-		e->nospace_seen = st.tx_nospace;
 	if (fresh)
 		e->rx_seen = st.bytes_received;
 	return fresh != 0;
