@@ -48,14 +48,12 @@ static bool entry_edge(struct epx_entry *e, uint32_t ev, bool peek)
 	if (!peek && ((ev & EPOLLIN) || (rx_interest && !(e->events & EPOLLIN))))
 		(void)ssw_session_fionread(e->s->sess);
 	ssw_session_get_stats(e->s->sess, &st);
-	if ((ev & EPOLLIN) && st.bytes_received != e->rx_seen)
-		fresh |= EPOLLIN;
 	/* Kernel TCP wakes the socket's waiters, and so every edge-triggered
 	 * entry, at the peer's FIN (sk_state_change: any interest) and at an
 	 * arrival of data for an entry that asked for input or urgent data
 	 * (sk_data_ready's key: IN, PRI, RDNORM, RDBAND); the entry then
 	 * reports whatever of its interest is ready, not only what is new (an
-	 * urgent byte not yet read: EPOLLPRI again). */
+	 * urgent byte not yet read: EPOLLPRI again; EPOLLIN at an arrival). */
 	bool fin_wake = (st.fin_in && !e->fin_seen) || st.state_wakes != e->wakes_seen;
 	bool rx_wake = rx_interest && st.bytes_received != e->rx_seen;
 	if (fin_wake || rx_wake)
