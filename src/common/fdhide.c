@@ -15,6 +15,7 @@
 #define HIDE_FLOOR 1024
 
 static _Atomic int floor_fd = -1; /* -1 unknown, 0 do not move */
+static _Atomic long limit_fd;      /* the limit as first seen (0: not moving) */
 
 static int hide_floor(void)
 {
@@ -24,8 +25,11 @@ static int hide_floor(void)
 	struct rlimit rl;
 	f = 0;
 	/* room above the floor for the switch and the application's growth */
-	if (SYS_(prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) == 0 && rl.rlim_cur >= 2 * HIDE_FLOOR)
+	if (SYS_(prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) == 0 && rl.rlim_cur >= 2 * HIDE_FLOOR) {
 		f = HIDE_FLOOR;
+		atomic_store_explicit(&limit_fd, rl.rlim_cur > (rlim_t)1 << 30 ? 1L << 30 : (long)rl.rlim_cur,
+				      memory_order_relaxed);
+	}
 	atomic_store_explicit(&floor_fd, f, memory_order_relaxed);
 	return f;
 }
@@ -40,6 +44,11 @@ int ssw_fd_hide(int fd)
 		return fd; /* limit lowered since: keep it where it is */
 	sys_close(fd);
 	return n;
+}
+
+long ssw_fd_hide_limit(void)
+{
+	return hide_floor() ? atomic_load_explicit(&limit_fd, memory_order_relaxed) : 0;
 }
 
 int ssw_fd_dup_hidden(int fd)

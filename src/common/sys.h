@@ -86,6 +86,11 @@ bool ssw_fork_in(void *p, size_t size, bool marked);
 /* Move one of the switch's own fds above FD_SETSIZE when the limit allows
  * (fdhide.c); returns the fd to use (the old one is closed if moved). */
 int ssw_fd_hide(int fd);
+/* The descriptor limit as first seen, when the switch's own descriptors are
+ * moved above the floor; 0 when they are not (a low limit).  A new hidden
+ * descriptor's number, less the floor, then tells how many above the floor
+ * are in use (each takes the lowest free number). */
+long ssw_fd_hide_limit(void);
 /* A close-on-exec copy of fd, above FD_SETSIZE when the limit allows (one
  * system call, where a dup then ssw_fd_hide takes three); -1 on error. */
 int ssw_fd_dup_hidden(int fd);

@@ -25,6 +25,8 @@ static inline int shm_test_hello(struct ssw_listener *l, int memfd)
 	assert_true(p != MAP_FAILED);
 	memset(p, 0, sizeof(struct shm_seg_hdr));
 	shm_seg_init(p, SHM_RING_MIN);
+	/* as a connector that keeps its memfd to send it again */
+	atomic_fetch_or(&((struct shm_seg_hdr *)p)->feat[0], SHM_FEAT_KEEP);
 	munmap(p, seg);
 	struct sockaddr_un un;
 	socklen_t ul = sizeof un;

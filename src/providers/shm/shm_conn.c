@@ -175,7 +175,7 @@ static struct ssw_ep *ep_new(void)
 {
 	struct ssw_ep *ep = shm_ep_alloc();
 	if (ep)
-		ep->ctl_fd = ep->my_efd = ep->peer_efd = ep->seg_fd = -1;
+		ep->ctl_fd = ep->my_efd = ep->peer_efd = ep->seg_fd = ep->live_slot = -1;
 	return ep;
 }
 

@@ -80,6 +80,9 @@ struct shm_seg_hdr {
 	_Atomic uint32_t feat[2];
 };
 #define SHM_FEAT_SKIP 1u /* the consumer follows the producer's rewinds (ctl->skip) */
+/* feat[0] only: the connector keeps this segment's memfd to recycle it, so
+ * the acceptor's mapping of it is worth keeping (shm_seg.c) */
+#define SHM_FEAT_KEEP 2u
 
 /* A ring record: header then payload, padded to 8 bytes. */
 /* CTL: a message without stream data (its loss at the peer's death is no reset) */
@@ -184,6 +187,7 @@ struct ssw_ep {
 	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
 			    * bytes both ways (1 byte each; anything longer is a refusal) */
 	int seg_fd;        /* connector only: the memfd it handed over, kept to recycle it (shm_seg.c), or -1 */
+	int live_slot;     /* connector: where its process's live list has it (shm_seg.c), or -1 */
 	struct shm_seg_key seg_key; /* connector: where that segment went */
 	int my_efd;        /* eventfd doorbells instead (test rigs), else -1 */
 	int peer_efd;
@@ -267,7 +271,8 @@ void shm_seg_prepare(struct shm_seg *g);
 /* Not handed over after all: kept (spare or cache) or freed. */
 void shm_seg_unused(struct shm_seg *g);
 /* Handed over: the connection keeps the memfd (hidden) to recycle the
- * segment at its end (the newest LIVE_MAX connections do, shm_seg.c). */
+ * segment at its end (the newest connections do, as many as the
+ * descriptor budget allows: shm_seg.c). */
 void shm_seg_retain(struct shm_seg *g, struct ssw_ep *ep);
 /* The connector's memfd, when it kept one: into the cache (recycle: its
  * last holder closes, the mapping goes too) or this process's copy closed. */
@@ -279,6 +284,9 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 void shm_seg_map_keep(struct ssw_ep *ep);
 /* Segments in this process's cache, mappings kept (tests). */
 void shm_seg_kept(int *segs, int *maps);
+/* Memfds this process may keep for recycling now, live connections' and
+ * cached segments' together (shm_seg.c; tests). */
+int shm_seg_fd_budget(void);
 
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);

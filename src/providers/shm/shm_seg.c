@@ -9,7 +9,10 @@
  * (connect, a few bytes, close) takes on these machines, where kernel TCP's
  * loopback connect costs less.  A segment whose connection has ended is
  * handed to the next connection to the same listener instead, its pages
- * already there.
+ * already there.  Each side keeps up to 2,048 (a pool's burst), and each for
+ * at most 10 s unused: in a burst of 2,000 connects the unmaps alone, each
+ * a TLB shoot-down on every CPU the process ran on, took a quarter of the
+ * time of both processes (perf, issue 18).
  *
  * Why that is safe (README "Security"): a recycled segment goes only to a
  * connection with the same listening process (the rendezvous peer's pid and
@@ -40,7 +43,10 @@
  * inherited like a kernel socket.  One the kernel will not mark is freed. */
 #include "providers/shm/shm_priv.h"
 
+#include "providers/shm/shm_priv.h"
+
 #include "common/forklocal.h"
+#include "common/lru.h"
 #include "common/params.h"
 #include "common/sys.h"
 
@@ -51,39 +57,70 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-/* Segments waiting for their next connection, per process: each holds its
- * memfd, its mapping and the pages its connection touched (at most one ring
- * pair's worth: 1 MiB by default). */
-#define RECYCLE_MAX 8
-/* Live connections that keep their memfd open to recycle it at their end:
- * one hidden descriptor each, so only the newest few (a new connection
- * takes the oldest one's: that one will not be recycled).  A process with
- * thousands of connections then needs 2 descriptors per connection plus
- * these (README Limits). */
-#define LIVE_MAX 16
+/* Segments waiting for their next connection, per process, oldest first:
+ * each holds its memfd, its mapping and the pages its connection left (the
+ * header and each ring's floor once trimmed, shm_ring_trim).  As many as a
+ * burst of a pool's connections: a client that opens 2,000 at once finds
+ * them all again the next time (each new one cost both sides a memfd, a
+ * mapping, fresh pages and an unmap whose TLB shoot-down reaches every CPU
+ * the process ran on: most of a burst's time, measured).  One that waited
+ * longer than KEEP_IDLE_NS goes at a later get or put. */
+#define CACHE_CAP 2048
+#define KEEP_IDLE_NS 10000000000ull
+#define EXPIRE_MAX 4 /* freed per call, at most: no call pays for a whole pool */
+/* Live connections that keep their memfd open to recycle it at their end,
+ * and cached segments, hold one descriptor each: descriptors the
+ * application cannot have.  So they share a budget: with a low descriptor
+ * limit (the switch's own not moved above the floor, common/fdhide.c)
+ * LOW_BUDGET, as many as before this grew; else a quarter of the numbers
+ * still free as of the newest hidden descriptor a connect made (each takes
+ * the lowest free number, so that one says how many are in use), never more
+ * than KEPT_CAP.  As a process's connections take descriptors, the budget
+ * shrinks and what is kept goes (the oldest cached first, then the oldest
+ * live connections' memfds: those connections will not be recycled), at
+ * most SHED_MAX per call; a process near its limit keeps none.  */
+#define LOW_BUDGET 24
+#define LIVE_CAP 2048
+#define KEPT_CAP (LIVE_CAP + CACHE_CAP)
+#define SHED_MAX 8
+/* How far find_recycled looks back for a released segment of the same
+ * destination (entries of other destinations cost a compare each). */
+#define FIND_PROBES 64
 
 #define seg_lock (ssw_fl->seg_lock) /* a forked child's is unlocked (common/forklocal.h) */
 static struct shm_seg spare = { .memfd = -1 };
-static struct shm_seg cache[RECYCLE_MAX];
-static int ncache;
-static uint64_t cache_age[RECYCLE_MAX]; /* insertion order: the oldest leaves first */
-static uint64_t age_next;
-static pid_t owner;                     /* the process the spare, cache and live list belong to */
-static struct ssw_ep *live[LIVE_MAX];   /* oldest first; endpoints no other process holds */
-static int nlive;
+static struct {
+	struct shm_seg g;
+	uint64_t t; /* when put in */
+} cache[CACHE_CAP];
+static int32_t cache_prev[CACHE_CAP], cache_next[CACHE_CAP];
+static struct ssw_lru cache_lru = SSW_LRU(cache_prev, cache_next);
+static pid_t owner; /* the process the spare, cache and live list belong to */
+static long fd_top;  /* the newest connect's highest hidden descriptor */
 
-/* The acceptor's kept mappings. */
-#define MAPS_MAX 8
+/* Endpoints no other process holds whose memfd is kept, oldest first;
+ * ep->live_slot says where (checked against the entry: a slot of another
+ * process's list, or of a list emptied since, is not it). */
+static struct ssw_ep *live[LIVE_CAP];
+static int32_t live_prev[LIVE_CAP], live_next[LIVE_CAP];
+static struct ssw_lru live_lru = SSW_LRU(live_prev, live_next);
+
+/* The acceptor's kept mappings, oldest first, found by inode. */
+#define MAPS_CAP 2048
+#define MAP_BUCKETS 1024
 static struct {
 	void *p;
 	size_t size;
 	uint64_t dev, ino;
 	int32_t pid;
 	uint32_t uid;
-	uint64_t age;
+	uint64_t t;
 	bool nofork; /* marked MADV_DONTFORK at a fork */
-} maps[MAPS_MAX];
-static int nmaps;
+	int32_t hnext; /* next in its bucket, or -1 */
+} maps[MAPS_CAP];
+static int32_t maps_prev[MAPS_CAP], maps_next[MAPS_CAP];
+static struct ssw_lru maps_lru = SSW_LRU(maps_prev, maps_next);
+static int32_t map_bucket[MAP_BUCKETS]; /* slot + 1 of the bucket's first, 0: none */
 
 /* SOCKSWITCH_SHM_RING, validated by the settings table (a power of two
  * within SHM_RING_MIN..SHM_RING_MAX, checked again here: the table is
@@ -94,6 +131,15 @@ uint64_t shm_ring_size_setting(void)
 	if (!r || (r & (r - 1)) || r < SHM_RING_MIN || r > SHM_RING_MAX)
 		r = ssw_params[SSW_P_SHM_RING].dnum;
 	return r;
+}
+
+int shm_seg_fd_budget(void)
+{
+	long lim = ssw_fd_hide_limit();
+	if (!lim)
+		return LOW_BUDGET;
+	long b = (lim - fd_top) / 4;
+	return b < 0 ? 0 : b > KEPT_CAP ? KEPT_CAP : (int)b;
 }
 
 static void seg_free(struct shm_seg *g)
@@ -113,6 +159,27 @@ static void seg_forget(struct shm_seg *g)
 	g->memfd = -1;
 }
 
+static uint32_t bucket_of(uint64_t ino) { return (uint32_t)((ino * 0x9e3779b97f4a7c15ull) >> 54) % MAP_BUCKETS; }
+
+/* With seg_lock: slot i leaves the kept mappings (its mapping is the caller's). */
+static void map_drop(int32_t i)
+{
+	int32_t *link = &map_bucket[bucket_of(maps[i].ino)];
+	while (*link && *link - 1 != i)
+		link = &maps[*link - 1].hnext;
+	if (*link)
+		*link = maps[i].hnext + 1;
+	ssw_lru_drop(&maps_lru, i);
+}
+
+/* The live list emptied (its endpoints keep their memfds to their end). */
+static void live_reset(void)
+{
+	for (int32_t i = ssw_lru_oldest(&live_lru); i >= 0; i = ssw_lru_newer(&live_lru, i))
+		live[i] = NULL;
+	ssw_lru_reset(&live_lru);
+}
+
 /* What a forked child inherited is its parent's: our copies of the fds and
  * mappings go at once (atfork_child), the parent keeps its own.  A kept
  * segment serves the parent's next connections: a child that kept a
@@ -125,14 +192,15 @@ static void forget_all(void)
 	 * were; a raw clone's child has those kept since the last fork */
 	if (spare.memfd >= 0)
 		seg_forget(&spare);
-	for (int i = 0; i < ncache; i++)
-		seg_forget(&cache[i]);
-	ncache = 0;
-	for (int i = 0; i < nmaps; i++)
+	for (int32_t i = ssw_lru_oldest(&cache_lru); i >= 0; i = ssw_lru_newer(&cache_lru, i))
+		seg_forget(&cache[i].g);
+	ssw_lru_reset(&cache_lru);
+	for (int32_t i = ssw_lru_oldest(&maps_lru); i >= 0; i = ssw_lru_newer(&maps_lru, i))
 		if (!maps[i].nofork)
 			munmap(maps[i].p, maps[i].size);
-	nmaps = 0;
-	nlive = 0; /* the parent's: its fds are closed as the connections end */
+	ssw_lru_reset(&maps_lru);
+	memset(map_bucket, 0, sizeof map_bucket);
+	live_reset(); /* the parent's: its fds are closed as the connections end */
 }
 
 static void drop_foreign(void)
@@ -152,31 +220,33 @@ static void atfork_prepare(void)
 	pthread_mutex_lock(&seg_lock);
 	if (spare.memfd >= 0 && !spare.nofork && !(spare.nofork = ssw_fork_out(spare.p, shm_seg_size(spare.ring))))
 		seg_free(&spare);
-	for (int i = 0; i < ncache; i++) {
-		if (cache[i].nofork || (cache[i].nofork = ssw_fork_out(cache[i].p, shm_seg_size(cache[i].ring))))
+	for (int32_t i = ssw_lru_oldest(&cache_lru), nx; i >= 0; i = nx) {
+		nx = ssw_lru_newer(&cache_lru, i);
+		struct shm_seg *g = &cache[i].g;
+		if (g->nofork || (g->nofork = ssw_fork_out(g->p, shm_seg_size(g->ring))))
 			continue;
-		seg_free(&cache[i]);
-		cache[i] = cache[--ncache];
-		cache_age[i--] = cache_age[ncache];
+		seg_free(g);
+		ssw_lru_drop(&cache_lru, i);
 	}
-	for (int i = 0; i < nmaps; i++) {
+	for (int32_t i = ssw_lru_oldest(&maps_lru), nx; i >= 0; i = nx) {
+		nx = ssw_lru_newer(&maps_lru, i);
 		if (maps[i].nofork || (maps[i].nofork = ssw_fork_out(maps[i].p, maps[i].size)))
 			continue;
 		munmap(maps[i].p, maps[i].size);
-		maps[i--] = maps[--nmaps];
+		map_drop(i);
 	}
 }
 /* Nothing written unless something is kept: each write here costs the
  * process a page fault after every fork (common/forklocal.h). */
 static void atfork_parent(void)
 {
-	if (nlive)
-		nlive = 0;
+	if (live_lru.n)
+		live_reset();
 	pthread_mutex_unlock(&seg_lock);
 }
 SSW_FORK_TEXT static void atfork_child(void)
 {
-	if (spare.memfd < 0 && !ncache && !nmaps && !nlive)
+	if (spare.memfd < 0 && !cache_lru.n && !maps_lru.n && !live_lru.n)
 		return; /* drop_foreign takes the child's pid at its first use */
 	forget_all();
 	owner = 0;
@@ -184,16 +254,17 @@ SSW_FORK_TEXT static void atfork_child(void)
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void atfork_install(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
 
-/* Called with seg_lock: ep leaves the live list (false: it was not there). */
+/* Called with seg_lock: ep leaves the live list (false: it was not there).
+ * A slot names its endpoint only while in the list (live_reset). */
 static bool live_remove(struct ssw_ep *ep)
 {
-	for (int i = 0; i < nlive; i++)
-		if (live[i] == ep) {
-			memmove(&live[i], &live[i + 1], (size_t)(nlive - i - 1) * sizeof live[0]);
-			nlive--;
-			return true;
-		}
-	return false;
+	int32_t i = ep->live_slot;
+	if (i < 0 || i >= LIVE_CAP || live[i] != ep)
+		return false;
+	live[i] = NULL;
+	ssw_lru_drop(&live_lru, i);
+	ep->live_slot = -1;
+	return true;
 }
 
 void shm_seg_key_dst(struct shm_seg_key *k, const struct sockaddr *dst)
@@ -223,35 +294,82 @@ static bool released(const struct shm_seg *g)
 }
 
 /* Called with seg_lock: the newest released segment for dst, or -1. */
-static int find_recycled(const struct shm_seg_key *dst, uint64_t ring)
+static int32_t find_recycled(const struct shm_seg_key *dst, uint64_t ring)
 {
-	int best = -1;
-	for (int i = 0; i < ncache; i++)
-		if (cache[i].ring == ring && same_dst(&cache[i].key, dst) && released(&cache[i]) &&
-		    (best < 0 || cache_age[i] > cache_age[best]))
-			best = i;
-	return best;
+	int probes = 0;
+	for (int32_t i = ssw_lru_newest(&cache_lru); i >= 0 && probes < FIND_PROBES; i = ssw_lru_older(&cache_lru, i)) {
+		if (cache[i].g.ring != ring || !same_dst(&cache[i].g.key, dst))
+			continue;
+		if (released(&cache[i].g))
+			return i;
+		probes++;
+	}
+	return -1;
 }
 
-/* Called with seg_lock: g joins the cache, the oldest entry leaving when it
- * is full (returned in *out for the caller to free outside the lock). */
-static void cache_put(const struct shm_seg *g, struct shm_seg *out)
+/* Called with seg_lock: segments that waited too long leave the cache and
+ * mappings the kept list, a few per call, into old[] (freed by the caller
+ * outside the lock); returns how many. */
+#define OLD_MAX (2 * EXPIRE_MAX + SHED_MAX + 1)
+struct old {
+	void *p;
+	size_t size;
+	int fd;
+};
+static int expire(uint64_t now, struct old *old)
 {
-	out->memfd = -1;
-	int slot = ncache;
-	if (ncache == RECYCLE_MAX) {
-		slot = 0;
-		for (int i = 1; i < ncache; i++)
-			if (cache_age[i] < cache_age[slot])
-				slot = i;
-		*out = cache[slot];
-	} else {
-		ncache++;
+	int n = 0;
+	int32_t i;
+	while (n < EXPIRE_MAX && (i = ssw_lru_oldest(&cache_lru)) >= 0 && now - cache[i].t > KEEP_IDLE_NS) {
+		old[n++] = (struct old){ cache[i].g.p, shm_seg_size(cache[i].g.ring), cache[i].g.memfd };
+		ssw_lru_drop(&cache_lru, i);
 	}
-	cache[slot] = *g;
-	cache[slot].recycled = 0;
-	cache[slot].nofork = 0;
-	cache_age[slot] = ++age_next;
+	int k = 0;
+	while (k < EXPIRE_MAX && (i = ssw_lru_oldest(&maps_lru)) >= 0 && now - maps[i].t > KEEP_IDLE_NS) {
+		old[n++] = (struct old){ maps[i].p, maps[i].size, -1 };
+		map_drop(i);
+		k++;
+	}
+	return n;
+}
+
+static void free_old(const struct old *old, int n)
+{
+	for (int i = 0; i < n; i++) {
+		munmap(old[i].p, old[i].size);
+		if (old[i].fd >= 0)
+			sys_close(old[i].fd);
+	}
+}
+
+/* Called with seg_lock: the oldest cached segment leaves (into old[n]). */
+static void cache_evict(struct old *old, int *n)
+{
+	int32_t i = ssw_lru_oldest(&cache_lru);
+	old[(*n)++] = (struct old){ cache[i].g.p, shm_seg_size(cache[i].g.ring), cache[i].g.memfd };
+	ssw_lru_drop(&cache_lru, i);
+}
+
+/* Called with seg_lock: g joins the cache, the oldest entries leaving when
+ * it is full or over the descriptor budget, or g itself goes when nothing
+ * older may (into old[], returned count). */
+static int cache_put(const struct shm_seg *g, struct old *old)
+{
+	uint64_t now = ssw_now_ns();
+	int n = expire(now, old);
+	int budget = shm_seg_fd_budget(), shed = 0;
+	while (cache_lru.n && shed++ < SHED_MAX && (cache_lru.n == CACHE_CAP || cache_lru.n + live_lru.n >= budget))
+		cache_evict(old, &n);
+	int32_t i = cache_lru.n + live_lru.n < budget ? ssw_lru_take(&cache_lru) : -1;
+	if (i < 0) {
+		old[n++] = (struct old){ g->p, shm_seg_size(g->ring), g->memfd };
+		return n;
+	}
+	cache[i].g = *g;
+	cache[i].g.recycled = 0;
+	cache[i].g.nofork = 0;
+	cache[i].t = now;
+	return n;
 }
 
 static int seg_new(struct shm_seg *g)
@@ -275,23 +393,25 @@ static int seg_new(struct shm_seg *g)
 int shm_seg_get(struct shm_seg *g, const struct sockaddr *dst)
 {
 	struct shm_seg_key k;
+	struct old old[OLD_MAX];
 	g->memfd = -1;
 	shm_seg_key_dst(&k, dst);
 	uint64_t ring = shm_ring_size_setting();
 	pthread_once(&atfork_once, atfork_install); /* before anything is kept */
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
-	int i = find_recycled(&k, ring);
+	int32_t i = find_recycled(&k, ring);
 	if (i >= 0) {
-		*g = cache[i];
+		*g = cache[i].g;
 		g->recycled = 1;
-		cache[i] = cache[--ncache];
-		cache_age[i] = cache_age[ncache];
+		ssw_lru_drop(&cache_lru, i);
 	} else if (spare.memfd >= 0) {
 		*g = spare;
 		spare.memfd = -1;
 	}
+	int nold = expire(ssw_now_ns(), old);
 	pthread_mutex_unlock(&seg_lock);
+	free_old(old, nold);
 	if (g->memfd >= 0 && !ssw_fork_in(g->p, shm_seg_size(g->ring), g->nofork)) {
 		seg_free(g);
 		i = -1;
@@ -307,21 +427,21 @@ int shm_seg_get(struct shm_seg *g, const struct sockaddr *dst)
  * freed when there is one; a recycled one goes back to the cache. */
 void shm_seg_unused(struct shm_seg *g)
 {
-	struct shm_seg out = { .memfd = -1 };
+	struct old old[OLD_MAX];
+	int nold = 0;
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
 	if (g->recycled) {
-		cache_put(g, &out);
+		nold = cache_put(g, old);
 	} else if (spare.memfd < 0) {
 		spare = *g;
 		spare.nofork = 0;
 		g->memfd = -1;
 	} else {
-		out = *g;
+		old[nold++] = (struct old){ g->p, shm_seg_size(g->ring), g->memfd };
 	}
 	pthread_mutex_unlock(&seg_lock);
-	if (out.memfd >= 0)
-		seg_free(&out);
+	free_old(old, nold);
 	g->memfd = -1;
 }
 
@@ -346,30 +466,62 @@ void shm_seg_prepare(struct shm_seg *g)
 	if (g->recycled) /* the old connection's indices and flags */
 		memset(h, 0, sizeof *h);
 	shm_seg_init(h, g->ring);
+	/* shm_seg_retain keeps the memfd (or a newer connection takes it
+	 * later, and says so here) */
+	atomic_fetch_or_explicit(&h->feat[0], SHM_FEAT_KEEP, memory_order_relaxed);
+}
+
+/* Called with seg_lock: the oldest live connection gives its memfd up
+ * (into victims[n], closed by the caller): it will not be recycled. */
+static void live_shed(int *victims, int *n)
+{
+	int32_t i = ssw_lru_oldest(&live_lru);
+	struct ssw_ep *old = live[i];
+	victims[(*n)++] = old->seg_fd;
+	old->seg_fd = -1;
+	if (old->seg) /* its acceptor need not keep a mapping for it */
+		atomic_fetch_and_explicit(&((struct shm_seg_hdr *)old->seg)->feat[0], ~SHM_FEAT_KEEP, memory_order_relaxed);
+	live_remove(old);
 }
 
 void shm_seg_retain(struct shm_seg *g, struct ssw_ep *ep)
 {
 	int fd = g->recycled ? g->memfd : ssw_fd_hide(g->memfd); /* a recycled one is hidden already */
-	int victim = -1;
+	int victims[SHED_MAX + 2], nv = 0, nold = 0;
+	struct old old[OLD_MAX];
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
-	if (nlive == LIVE_MAX) {
-		struct ssw_ep *old = live[0];
-		live_remove(old);
-		victim = old->seg_fd;
-		old->seg_fd = -1;
+	fd_top = fd > ep->ctl_fd ? fd : ep->ctl_fd;
+	int budget = shm_seg_fd_budget(), shed = 0;
+	while (cache_lru.n && shed++ < SHED_MAX && cache_lru.n + live_lru.n >= budget)
+		cache_evict(old, &nold);
+	if (live_lru.n && (live_lru.n == LIVE_CAP || cache_lru.n + live_lru.n >= budget))
+		live_shed(victims, &nv); /* the newest takes the oldest's place */
+	while (live_lru.n && shed++ < SHED_MAX && cache_lru.n + live_lru.n >= budget)
+		live_shed(victims, &nv);
+	int32_t i = cache_lru.n + live_lru.n < budget ? ssw_lru_take(&live_lru) : -1;
+	if (i >= 0) {
+		live[i] = ep;
+		ep->live_slot = i;
+	} else { /* nothing may be kept: not this one either */
+		victims[nv++] = fd;
+		fd = -1;
+		ep->live_slot = -1;
+		if (ep->seg)
+			atomic_fetch_and_explicit(&((struct shm_seg_hdr *)ep->seg)->feat[0], ~SHM_FEAT_KEEP,
+						  memory_order_relaxed);
 	}
-	live[nlive++] = ep;
 	ep->seg_fd = fd;
 	pthread_mutex_unlock(&seg_lock);
-	if (victim >= 0)
-		sys_close(victim);
+	for (int k = 0; k < nv; k++)
+		sys_close(victims[k]);
+	free_old(old, nold);
 }
 
 void shm_seg_release(struct ssw_ep *ep, bool recycle)
 {
-	struct shm_seg out = { .memfd = -1 };
+	struct old old[OLD_MAX];
+	int nold = 0;
 	int fd;
 	pthread_mutex_lock(&seg_lock);
 	bool mine = live_remove(ep) || owner == ssw_pid();
@@ -378,14 +530,13 @@ void shm_seg_release(struct ssw_ep *ep, bool recycle)
 		struct shm_seg g = { .memfd = fd, .p = ep->seg, .ring = ep->tx.size, .key = ep->seg_key };
 		ep->seg_fd = -1;
 		ep->seg = NULL; /* the cache's now */
-		cache_put(&g, &out);
+		nold = cache_put(&g, old);
 		fd = -1;
 	}
 	pthread_mutex_unlock(&seg_lock);
 	if (fd >= 0)
 		sys_close(fd); /* this process's copy; the ep keeps the number for the others */
-	if (out.memfd >= 0)
-		seg_free(&out);
+	free_old(old, nold);
 }
 
 void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uint32_t uid)
@@ -394,14 +545,16 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 	bool marked = false;
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
-	for (int i = 0; i < nmaps; i++)
+	for (int32_t b = map_bucket[bucket_of(ino)]; b; b = maps[b - 1].hnext + 1) {
+		int32_t i = b - 1;
 		if (maps[i].dev == dev && maps[i].ino == ino && maps[i].size == size && maps[i].pid == pid &&
 		    maps[i].uid == uid) {
 			p = maps[i].p;
 			marked = maps[i].nofork;
-			maps[i] = maps[--nmaps];
+			map_drop(i);
 			break;
 		}
+	}
 	pthread_mutex_unlock(&seg_lock);
 	if (p && !ssw_fork_in(p, size, marked)) {
 		munmap(p, size);
@@ -412,44 +565,48 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 
 void shm_seg_map_keep(struct ssw_ep *ep)
 {
-	void *old = NULL;
-	size_t oldsz = 0;
+	struct old old[OLD_MAX];
+	int nold = 0;
 	if (!ep->seg || !ep->seg_ino || !atomic_load(&ep->cred_ok))
+		return;
+	/* a connector that keeps no memfd for it never sends it again */
+	const struct shm_seg_hdr *h = ep->seg;
+	if (!(atomic_load_explicit(&h->feat[0], memory_order_relaxed) & SHM_FEAT_KEEP))
 		return;
 	pthread_once(&atfork_once, atfork_install);
 	pthread_mutex_lock(&seg_lock);
 	if (owner == ssw_pid()) {
-		int slot = nmaps;
-		if (nmaps == MAPS_MAX) {
-			slot = 0;
-			for (int i = 1; i < nmaps; i++)
-				if (maps[i].age < maps[slot].age)
-					slot = i;
-			old = maps[slot].p;
-			oldsz = maps[slot].size;
-		} else {
-			nmaps++;
+		uint64_t now = ssw_now_ns();
+		nold = expire(now, old);
+		int32_t i = ssw_lru_take(&maps_lru);
+		if (i < 0) {
+			i = ssw_lru_oldest(&maps_lru);
+			old[nold++] = (struct old){ maps[i].p, maps[i].size, -1 };
+			map_drop(i);
+			i = ssw_lru_take(&maps_lru);
 		}
-		maps[slot].p = ep->seg;
-		maps[slot].size = ep->seg_size;
-		maps[slot].dev = ep->seg_dev;
-		maps[slot].ino = ep->seg_ino;
-		maps[slot].pid = ep->peer_pid;
-		maps[slot].uid = ep->peer_uid;
-		maps[slot].age = ++age_next;
-		maps[slot].nofork = false;
+		uint32_t b = bucket_of(ep->seg_ino);
+		maps[i].p = ep->seg;
+		maps[i].size = ep->seg_size;
+		maps[i].dev = ep->seg_dev;
+		maps[i].ino = ep->seg_ino;
+		maps[i].pid = ep->peer_pid;
+		maps[i].uid = ep->peer_uid;
+		maps[i].t = now;
+		maps[i].nofork = false;
+		maps[i].hnext = map_bucket[b] - 1;
+		map_bucket[b] = i + 1;
 		ep->seg = NULL; /* kept */
 	}
 	pthread_mutex_unlock(&seg_lock);
-	if (old)
-		munmap(old, oldsz);
+	free_old(old, nold);
 }
 
-void shm_seg_kept(int *segs, int *maps)
+void shm_seg_kept(int *segs, int *maps_n)
 {
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
-	*segs = ncache;
-	*maps = nmaps;
+	*segs = cache_lru.n;
+	*maps_n = maps_lru.n;
 	pthread_mutex_unlock(&seg_lock);
 }
