@@ -1,16 +1,14 @@
 /* lru.c — the slot order of lru.h: a doubly linked list through the
- * caller's index arrays, and a free list through the same `next`. */
+ * caller's index arrays, and a list of freed slots through the same `next`;
+ * slots never taken since the reset come after those, in order. */
 #include "common/lru.h"
 
 void ssw_lru_reset(struct ssw_lru *l)
 {
 	l->head = l->tail = -1;
 	l->n = 0;
-	l->free = l->cap ? 0 : -1;
-	for (int32_t i = 0; i < l->cap; i++) {
-		l->prev[i] = -1;
-		l->next[i] = i + 1 < l->cap ? i + 1 : -1;
-	}
+	l->free = -1;
+	l->fresh = 0;
 	l->ready = 1;
 }
 
@@ -42,9 +40,12 @@ int32_t ssw_lru_take(struct ssw_lru *l)
 	if (!l->ready)
 		ssw_lru_reset(l);
 	int32_t i = l->free;
-	if (i < 0)
+	if (i >= 0)
+		l->free = l->next[i];
+	else if (l->fresh < l->cap)
+		i = l->fresh++;
+	else
 		return -1;
-	l->free = l->next[i];
 	link_newest(l, i);
 	l->n++;
 	return i;

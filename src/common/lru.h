@@ -14,7 +14,8 @@ struct ssw_lru {
 	int32_t *prev, *next; /* the caller's arrays, cap entries each */
 	int32_t cap;
 	int32_t head, tail;   /* oldest, newest; -1 when empty */
-	int32_t free;         /* free slots, chained through next */
+	int32_t free;         /* freed slots, chained through next */
+	int32_t fresh;        /* slots from here on were never taken since the reset */
 	int32_t n;
 	int32_t ready;
 };
@@ -22,7 +23,8 @@ struct ssw_lru {
 #define SSW_LRU(prev_arr, next_arr) \
 	{ .prev = (prev_arr), .next = (next_arr), .cap = (int32_t)(sizeof(prev_arr) / sizeof((prev_arr)[0])) }
 
-/* Every slot free again (the entries' contents are the caller's to drop). */
+/* Every slot free again (the entries' contents are the caller's to drop);
+ * touches none of the arrays, so that a forked child pays no page for it. */
 void ssw_lru_reset(struct ssw_lru *l);
 /* A free slot, made the newest; -1 when all are taken. */
 int32_t ssw_lru_take(struct ssw_lru *l);
