@@ -59,7 +59,8 @@ struct bench_result {
 	char note[256];   /* something odd that did not spoil the numbers */
 	double v[BENCH_VALUES]; /* latency: p50, p99 in us; stream: MB/s, msg/s; connect: conn/s;
 			   * load: requests/s, p99 in us (manyconns: conn/s in v[2]); duplex: MB/s;
-			   * burst: connects/s, ms until all made a round trip; forkconn: requests/s,
+			   * burst: connects/s, ms until all made a round trip, connects/s
+			   * after the first burst; forkconn: requests/s,
 			   * the worst client's p99 in us; forkexit: us per cycle;
 			   * load cases with several client processes also v[BENCH_V_WORST_P99..] */
 	long samples;     /* round trips, messages or connections actually measured */

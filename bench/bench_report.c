@@ -49,7 +49,10 @@ static int load_rows(const struct bench_case *c, const char *id, const char *wha
 		snprintf(name, sizeof(name), "%s_all_rt", base);
 		snprintf(label, sizeof(label), "burst %d all+rt", c->p.conns);
 		set_row(&rows[1], name, label, "ms", 1, 0);
-		return 2;
+		snprintf(name, sizeof(name), "%s_connect_later", base);
+		snprintf(label, sizeof(label), "burst %d after first", c->p.conns);
+		set_row(&rows[2], name, label, "conn/s", 2, 1);
+		return 3;
 	}
 	const char *rate = c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_MANYCONNS ? "rt/s" : "req/s";
 	snprintf(name, sizeof(name), "%s_rate", base);
