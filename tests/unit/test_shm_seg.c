@@ -281,24 +281,32 @@ static void test_kept_memfds_within_budget(void **state)
 	assert_true(kept > 16 && kept <= (4096 - (in_use - kept)) / 4 + 16);
 	assert_true(c[N - 1]->seg_fd >= 0);
 	assert_true(c[0]->seg_fd < 0); /* the oldest gave theirs up */
-	for (int i = 0; i < N; i++) {
+	/* the acceptors in order, the connectors the other way round: the
+	 * connector then reuses first the segment whose mapping the acceptor
+	 * kept first (the oldest in its hash bucket, behind newer ones) */
+	for (int i = 0; i < N; i++)
 		CONN->close(a[i], SSW_CLOSE_ORDERLY);
+	for (int i = N - 1; i >= 0; i--)
 		CONN->close(c[i], SSW_CLOSE_ORDERLY);
-	}
 	int segs1 = shm_seg_cached(), maps1 = shm_seg_maps_kept();
 	printf("# %d connections: %d memfds kept, %d descriptors in use; closed: %d segments cached, %d mappings kept\n", N,
 	       kept, in_use, segs1, maps1);
 	assert_true(segs1 >= kept - 16 && segs1 <= shm_seg_fd_budget());
 	assert_true(maps1 >= kept - 16 && maps1 <= kept + 8); /* only of the kept ones */
-	/* they serve again: no new segment, no new mapping */
-	for (int i = 0; i < 8; i++) {
+	assert_int_equal(shm_seg_maps_chained(), maps1);
+	/* they serve again, every one: no new segment, no new mapping (the
+	 * acceptor finds each kept mapping, some behind others in their hash
+	 * bucket) */
+	int again = segs1 < maps1 ? segs1 : maps1;
+	for (int i = 0; i < again; i++) {
 		c[i] = connect_ep();
 		a[i] = accept_ep(l);
 		assert_true(c[i]->seg_fd >= 0);
+		assert_int_equal(shm_seg_cached(), segs1 - i - 1);
+		assert_int_equal(shm_seg_maps_kept(), maps1 - i - 1);
+		assert_int_equal(shm_seg_maps_chained(), maps1 - i - 1);
 	}
-	assert_int_equal(shm_seg_cached(), segs1 - 8);
-	assert_int_equal(shm_seg_maps_kept(), maps1 - 8);
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < again; i++) {
 		CONN->close(a[i], SSW_CLOSE_ORDERLY);
 		CONN->close(c[i], SSW_CLOSE_ORDERLY);
 	}

@@ -284,6 +284,9 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 void shm_seg_map_keep(struct ssw_ep *ep);
 /* Segments in this process's cache, mappings kept (tests). */
 void shm_seg_kept(int *segs, int *maps);
+/* Kept mappings reachable through the lookup table: as many as are kept,
+ * or -1 (a chain through a freed slot, or a loop) (tests). */
+int shm_seg_maps_chained(void);
 /* Memfds this process may keep for recycling now, live connections' and
  * cached segments' together (shm_seg.c; tests). */
 int shm_seg_fd_budget(void);

@@ -47,6 +47,7 @@
 
 #include "common/forklocal.h"
 #include "common/lru.h"
+#include "providers/shm/shm_maps.h"
 #include "common/params.h"
 #include "common/sys.h"
 
@@ -105,22 +106,7 @@ static struct ssw_ep *live[LIVE_CAP];
 static int32_t live_prev[LIVE_CAP], live_next[LIVE_CAP];
 static struct ssw_lru live_lru = SSW_LRU(live_prev, live_next);
 
-/* The acceptor's kept mappings, oldest first, found by inode. */
-#define MAPS_CAP 2048
-#define MAP_BUCKETS 1024
-static struct {
-	void *p;
-	size_t size;
-	uint64_t dev, ino;
-	int32_t pid;
-	uint32_t uid;
-	uint64_t t;
-	bool nofork; /* marked MADV_DONTFORK at a fork */
-	int32_t hnext; /* next in its bucket, or -1 */
-} maps[MAPS_CAP];
-static int32_t maps_prev[MAPS_CAP], maps_next[MAPS_CAP];
-static struct ssw_lru maps_lru = SSW_LRU(maps_prev, maps_next);
-static int32_t map_bucket[MAP_BUCKETS]; /* slot + 1 of the bucket's first, 0: none */
+/* The acceptor's kept mappings (up to 2,048, found by inode): shm_maps.c. */
 
 /* SOCKSWITCH_SHM_RING, validated by the settings table (a power of two
  * within SHM_RING_MIN..SHM_RING_MAX, checked again here: the table is
@@ -159,19 +145,6 @@ static void seg_forget(struct shm_seg *g)
 	g->memfd = -1;
 }
 
-static uint32_t bucket_of(uint64_t ino) { return (uint32_t)((ino * 0x9e3779b97f4a7c15ull) >> 54) % MAP_BUCKETS; }
-
-/* With seg_lock: slot i leaves the kept mappings (its mapping is the caller's). */
-static void map_drop(int32_t i)
-{
-	int32_t *link = &map_bucket[bucket_of(maps[i].ino)];
-	while (*link && *link - 1 != i)
-		link = &maps[*link - 1].hnext;
-	if (*link)
-		*link = maps[i].hnext + 1;
-	ssw_lru_drop(&maps_lru, i);
-}
-
 /* The live list emptied (its endpoints keep their memfds to their end). */
 static void live_reset(void)
 {
@@ -195,11 +168,10 @@ static void forget_all(void)
 	for (int32_t i = ssw_lru_oldest(&cache_lru); i >= 0; i = ssw_lru_newer(&cache_lru, i))
 		seg_forget(&cache[i].g);
 	ssw_lru_reset(&cache_lru);
-	for (int32_t i = ssw_lru_oldest(&maps_lru); i >= 0; i = ssw_lru_newer(&maps_lru, i))
-		if (!maps[i].nofork)
-			munmap(maps[i].p, maps[i].size);
-	ssw_lru_reset(&maps_lru);
-	memset(map_bucket, 0, sizeof map_bucket);
+	for (int32_t i = shm_maps_oldest(); i >= 0; i = shm_maps_newer(i))
+		if (!shm_maps_at(i)->nofork)
+			munmap(shm_maps_at(i)->p, shm_maps_at(i)->size);
+	shm_maps_reset();
 	live_reset(); /* the parent's: its fds are closed as the connections end */
 }
 
@@ -228,12 +200,13 @@ static void atfork_prepare(void)
 		seg_free(g);
 		ssw_lru_drop(&cache_lru, i);
 	}
-	for (int32_t i = ssw_lru_oldest(&maps_lru), nx; i >= 0; i = nx) {
-		nx = ssw_lru_newer(&maps_lru, i);
-		if (maps[i].nofork || (maps[i].nofork = ssw_fork_out(maps[i].p, maps[i].size)))
+	for (int32_t i = shm_maps_oldest(), nx; i >= 0; i = nx) {
+		struct shm_kept_map *m = shm_maps_at(i);
+		nx = shm_maps_newer(i);
+		if (m->nofork || (m->nofork = ssw_fork_out(m->p, m->size)))
 			continue;
-		munmap(maps[i].p, maps[i].size);
-		map_drop(i);
+		munmap(m->p, m->size);
+		shm_maps_drop(i);
 	}
 }
 /* Nothing written unless something is kept: each write here costs the
@@ -246,7 +219,7 @@ static void atfork_parent(void)
 }
 SSW_FORK_TEXT static void atfork_child(void)
 {
-	if (spare.memfd < 0 && !cache_lru.n && !maps_lru.n && !live_lru.n)
+	if (spare.memfd < 0 && !cache_lru.n && !shm_maps_count() && !live_lru.n)
 		return; /* drop_foreign takes the child's pid at its first use */
 	forget_all();
 	owner = 0;
@@ -325,9 +298,9 @@ static int expire(uint64_t now, struct old *old)
 		ssw_lru_drop(&cache_lru, i);
 	}
 	int k = 0;
-	while (k < EXPIRE_MAX && (i = ssw_lru_oldest(&maps_lru)) >= 0 && now - maps[i].t > KEEP_IDLE_NS) {
-		old[n++] = (struct old){ maps[i].p, maps[i].size, -1 };
-		map_drop(i);
+	while (k < EXPIRE_MAX && (i = shm_maps_oldest()) >= 0 && now - shm_maps_at(i)->t > KEEP_IDLE_NS) {
+		old[n++] = (struct old){ shm_maps_at(i)->p, shm_maps_at(i)->size, -1 };
+		shm_maps_drop(i);
 		k++;
 	}
 	return n;
@@ -545,15 +518,11 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 	bool marked = false;
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
-	for (int32_t b = map_bucket[bucket_of(ino)]; b; b = maps[b - 1].hnext + 1) {
-		int32_t i = b - 1;
-		if (maps[i].dev == dev && maps[i].ino == ino && maps[i].size == size && maps[i].pid == pid &&
-		    maps[i].uid == uid) {
-			p = maps[i].p;
-			marked = maps[i].nofork;
-			map_drop(i);
-			break;
-		}
+	int32_t i = shm_maps_find(dev, ino, size, pid, uid);
+	if (i >= 0) {
+		p = shm_maps_at(i)->p;
+		marked = shm_maps_at(i)->nofork;
+		shm_maps_drop(i);
 	}
 	pthread_mutex_unlock(&seg_lock);
 	if (p && !ssw_fork_in(p, size, marked)) {
@@ -578,28 +547,23 @@ void shm_seg_map_keep(struct ssw_ep *ep)
 	if (owner == ssw_pid()) {
 		uint64_t now = ssw_now_ns();
 		nold = expire(now, old);
-		int32_t i = ssw_lru_take(&maps_lru);
-		if (i < 0) {
-			i = ssw_lru_oldest(&maps_lru);
-			old[nold++] = (struct old){ maps[i].p, maps[i].size, -1 };
-			map_drop(i);
-			i = ssw_lru_take(&maps_lru);
-		}
-		uint32_t b = bucket_of(ep->seg_ino);
-		maps[i].p = ep->seg;
-		maps[i].size = ep->seg_size;
-		maps[i].dev = ep->seg_dev;
-		maps[i].ino = ep->seg_ino;
-		maps[i].pid = ep->peer_pid;
-		maps[i].uid = ep->peer_uid;
-		maps[i].t = now;
-		maps[i].nofork = false;
-		maps[i].hnext = map_bucket[b] - 1;
-		map_bucket[b] = i + 1;
+		struct shm_kept_map m = { .p = ep->seg, .size = ep->seg_size, .dev = ep->seg_dev, .ino = ep->seg_ino,
+					  .pid = ep->peer_pid, .uid = ep->peer_uid, .t = now }, out;
+		shm_maps_add(&m, &out);
+		if (out.p)
+			old[nold++] = (struct old){ out.p, out.size, -1 };
 		ep->seg = NULL; /* kept */
 	}
 	pthread_mutex_unlock(&seg_lock);
 	free_old(old, nold);
+}
+
+int shm_seg_maps_chained(void)
+{
+	pthread_mutex_lock(&seg_lock);
+	int n = shm_maps_chained();
+	pthread_mutex_unlock(&seg_lock);
+	return n;
 }
 
 void shm_seg_kept(int *segs, int *maps_n)
@@ -607,6 +571,6 @@ void shm_seg_kept(int *segs, int *maps_n)
 	pthread_mutex_lock(&seg_lock);
 	drop_foreign();
 	*segs = cache_lru.n;
-	*maps_n = maps_lru.n;
+	*maps_n = shm_maps_count();
 	pthread_mutex_unlock(&seg_lock);
 }
