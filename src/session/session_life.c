@@ -399,7 +399,9 @@ int ssw_session_tcp_state(struct ssw_session *s)
 		return TCP_CLOSE;
 	if (s->p->progress->rx_ready(s->ep))
 		sess_pump(s, false);
-	sess_peer_check(s, false);
+	/* a peer process that exited left no FIN in the ring: a probe sees it
+	 * gone, as its kernel's FIN would have told (soak seed 840002047) */
+	sess_peer_check(s, true);
 	int st = TCP_ESTABLISHED;
 	if (tcp_closed(s))
 		st = TCP_CLOSE;

@@ -1692,6 +1692,22 @@ static void shut_exited_cli(const struct addr *a)
 }
 
 static void sc_shutdown_peer_exited(void) { pair(AF_INET, shut_exited_srv, shut_exited_cli); }
+
+/* ---- tcpinfo_peer_exited: the same, but the first call after the peer's
+ * exit is TCP_INFO: its state already says the peer's FIN came (the
+ * differential tester's seed 840002047: FIN_WAIT2 once, then CLOSE). */
+static void tcpinfo_exited_srv(int lfd)
+{
+	int fd = acc(lfd);
+	RC("shutdown(SHUT_RDWR)", shutdown(fd, SHUT_RDWR));
+	tell();
+	reap(&g_client);
+	usleep(SETTLE_US);
+	TCPINFO(fd);
+	close(fd);
+}
+
+static void sc_tcpinfo_peer_exited(void) { pair(AF_INET, tcpinfo_exited_srv, shut_exited_cli); }
 static void sc_kill_blocked(void) { pair(AF_INET, kill_blocked_srv, kill_sending_cli); }
 
 static void fork_idle_child(void *arg)
@@ -5058,6 +5074,7 @@ static const struct scenario scenarios[] = {
 	{ "fork_child_writes", sc_fork_child_writes, "a forked child writes 4 MiB on an inherited connection and exits; the parent closes: all data, EOF" },
 	{ "fork_takeover", sc_fork_takeover, "a forked child drives an inherited connection after a stream, exits; the parent reads on" },
 	{ "shutdown_peer_exited", sc_shutdown_peer_exited, "shutdown after ours and the peer process's exit (socket left open): ENOTCONN" },
+	{ "tcpinfo_peer_exited", sc_tcpinfo_peer_exited, "TCP_INFO after our shutdown and the peer process's exit (socket left open): closed" },
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },
 	{ "kill_reader_blocked", sc_kill_reader_blocked, "reader SIGKILLed holding unread data while we block in send: ECONNRESET, then EPIPE" },
 	{ "kill_unread_send", sc_kill_unread_send, "reader SIGKILLed holding unread data: the next send gets the reset, then EPIPE" },
