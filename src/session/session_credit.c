@@ -151,6 +151,11 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 {
 	if (!sess_enter(s))
 		return;
+	/* urgent bytes that came before the change were taken in under the old
+	 * setting in the kernel (tcp_check_urg at arrival): take ours in first
+	 * (soak seed 840002208, sem oob_new_mark_then_inline) */
+	if (o->oobinline != s->urg.inline_)
+		(void)sess_pump(s, true);
 	s->urg.inline_ = o->oobinline;
 	s->sndbuf = o->sndbuf;
 	if (o->rcvbuf) {

@@ -4887,6 +4887,41 @@ static void oob_reset_cli(const struct addr *a)
 
 static void sc_oob_after_reset(void) { pair(AF_INET, oob_reset_srv, oob_reset_cli); }
 
+/* ---- oob_new_mark_then_inline: a reader stopped at the urgent mark, a
+ * second urgent byte comes, then the reader sets SO_OOBINLINE.  The second
+ * byte's arrival skipped the first (tcp_check_urg: the reader stood at the
+ * old mark, not inline), before the option changed: what is left to read
+ * is the second byte alone (the differential tester's seed 840002208). */
+static void oob_mark_inline_srv(int lfd)
+{
+	int fd = acc(lfd);
+	RC("send(MSG_OOB) of 8 bytes", send(fd, "abcdefgX", 8, MSG_OOB));
+	usleep(SETTLE_US);
+	tell();
+	await(); /* the client read up to the mark */
+	RC("send(MSG_OOB) of 1 byte", send(fd, "Y", 1, MSG_OOB));
+	usleep(SETTLE_US);
+	tell();
+	await();
+	close(fd);
+}
+
+static void oob_mark_inline_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	RECV(fd, 64, 0); /* stops before the mark */
+	tell();
+	await(); /* the second urgent byte is here */
+	SETINT(fd, SOL_SOCKET, SO_OOBINLINE, "SO_OOBINLINE", 1);
+	RECV(fd, 64, MSG_DONTWAIT);
+	RECV(fd, 64, MSG_DONTWAIT);
+	tell();
+	close(fd);
+}
+
+static void sc_oob_new_mark_then_inline(void) { pair(AF_INET, oob_mark_inline_srv, oob_mark_inline_cli); }
+
 static void shut_send_cli(const struct addr *a)
 {
 	int fd = conn(a);
@@ -5150,6 +5185,7 @@ static const struct scenario scenarios[] = {
 	{ "shut_wakes_recv", sc_shut_wakes_recv, "another thread's SHUT_RD wakes a recv asleep 1.2 s (SHUT_WR does not): 0" },
 	{ "shut_wakes_send", sc_shut_wakes_send, "another thread's SHUT_WR wakes a send blocked on a full window (SHUT_RD does not): EPIPE" },
 	{ "oob_after_reset", sc_oob_after_reset, "urgent data then a reset before any FIN: recv(MSG_OOB) says ENOTCONN" },
+	{ "oob_new_mark_then_inline", sc_oob_new_mark_then_inline, "a reader at the urgent mark, a second urgent byte, then SO_OOBINLINE: the second byte alone is left" },
 	{ "shut_wakes_hup", sc_shut_wakes_hup, "our shutdown(SHUT_WR) after the peer's close wakes a poll/epoll_wait asleep for POLLPRI with POLLHUP" },
 	{ "shut_wakes_poll", sc_shut_wakes_poll, "another thread's shutdown wakes poll, select and epoll_wait waiting for input (SHUT_RD) or output (SHUT_WR)" },
 	{ "shut_wakes_accept", sc_shut_wakes_accept, "another thread's SHUT_RD of a listener makes a sleeping accept fail (EINVAL); SHUT_WR does not" },
