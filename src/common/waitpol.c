@@ -60,8 +60,6 @@ bool ssw_wait_yields_off(void)
  * 0.9-1.5x (p99 1.1-3x) at this one. */
 #define HOG_STEP 64
 #define HOG_SCORE 100
-#include <stdlib.h>
-static int xprog = -1;
 static bool hog_seen(uint64_t now, uint64_t took)
 {
 	uint32_t sc = atomic_load_explicit(&hog_score, memory_order_relaxed);
@@ -183,38 +181,15 @@ bool ssw_spin_step(struct ssw_spin *sp)
 	sched_yield();
 	uint64_t back = wp_now();
 	cpu_held_since = back;
-	sp->last = back;
-	/* back at once: nobody else wanted the core, the step was a spin */
-	if (back - now < SSW_SPIN_EMPTY_NS) {
-		sp->burn += back - now;
+	if (back - now >= SSW_SPIN_EMPTY_NS && hog_seen(back, back - now)) {
+		sp->budget = 0; /* sleep now */
 		return true;
 	}
-	/* others ran: judged after the caller's look (ssw_spin_looked) */
-	sp->yielded = back - now;
-	sp->yield_back = back;
-	if (xprog < 0) xprog = getenv("XPROG") != NULL;
-	if (!xprog) {
-		sp->yielded = 0;
-		if (hog_seen(back, back - now))
-			sp->budget = 0; /* sleep now */
-	}
+	/* back at once: nobody else wanted the core, the step was a spin */
+	if (back - now < SSW_SPIN_EMPTY_NS)
+		sp->burn += back - now;
+	sp->last = back;
 	return true;
-}
-
-/* A long yield is a CPU-bound neighbour's slice only if the peer did not
- * answer meanwhile.  Beside busy loops the peer is stuck behind one too;
- * among many busy peers (8 ping-pong pairs a core) a yield that lets the
- * others run for half a millisecond is how each gets its turn, and the
- * peer has answered by then: counting those as hogs turned yields off,
- * and every wait slept. */
-void ssw_spin_looked(struct ssw_spin *sp, bool ready)
-{
-	if (!sp->yielded)
-		return;
-	uint64_t took = ready ? 0 : sp->yielded;
-	sp->yielded = 0;
-	if (hog_seen(sp->yield_back, took))
-		sp->budget = 0; /* sleep now */
 }
 
 /* ---- the wait loop ------------------------------------------------------ */
@@ -284,7 +259,6 @@ int ssw_wait(struct ssw_waitpol *pol, const struct ssw_waitcfg *cfg, uint64_t de
 			/* while spinning, the end of the last step is the time (no
 			 * clock read of our own on the data path) */
 			int r = w->ready(w);
-			ssw_spin_looked(&sp, r != 0);
 			if (r > 0 && pol && sp.spun && !slept)
 				ssw_waitpol_learn(pol, cfg, true, sp.last - t0);
 			if (r != 0)

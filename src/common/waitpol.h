@@ -79,8 +79,6 @@ struct ssw_spin {
 	uint64_t burn;    /* CPU held while nobody else wanted it */
 	uint64_t budget;  /* burn allowed (the caller's adaptive spin budget) */
 	uint64_t turned;  /* EXPERIMENT: time others ran during our yields */
-	uint64_t yielded; /* the last step's yield let others run this long (0: it did not) */
-	uint64_t yield_back; /* ... and came back then */
 	bool spun;        /* at least one step taken */
 	bool handoff;     /* the peer runs on our CPU: yield from the first step */
 };
@@ -95,10 +93,6 @@ void ssw_spin_peer_cpu(struct ssw_spin *sp, int cpu);
 /* One step (a pause or a yield): true while the budget lasts; false when
  * it is time to sleep.  The caller looks for its event between steps. */
 bool ssw_spin_step(struct ssw_spin *sp);
-/* After the look that followed a step: was the event there (ready)?  A
- * yield that let others run counts against the neighbours only when the
- * event did not come meanwhile (waitpol.c hog_seen). */
-void ssw_spin_looked(struct ssw_spin *sp, bool ready);
 /* No more steps (after a sleep, the wait goes on without spinning). */
 static inline void ssw_spin_stop(struct ssw_spin *sp) { sp->budget = 0; }
 
