@@ -179,7 +179,7 @@ struct ssw_session_stats {
 				 * when sends in between refilled the window */
 	int tcp_state;   /* as ssw_session_tcp_state, from what is known (no message is read) */
 	bool fin_in;     /* the peer's FIN arrived */
-	uint64_t state_wakes; /* this side's state changes that wake every waiter (shutdown calls) */
+	uint64_t state_wakes; /* this side's state changes that wake every waiter (shutdown calls, resets) */
 };
 void ssw_session_get_stats(struct ssw_session *s, struct ssw_session_stats *st);
 /* The same for `stat`, which never waits: its caller may be a signal

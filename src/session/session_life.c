@@ -80,13 +80,18 @@ void sess_unlock(struct ssw_session *s)
 }
 
 /* A reset arrives (tcp_reset): EPIPE in CLOSE_WAIT, else ECONNRESET; none
- * once closed.  Data already received stays readable. */
+ * once closed.  Data already received stays readable.  As tcp_done's
+ * sk_state_change, our threads asleep on the socket look again: a reset
+ * our own send drew (the peer's socket was gone) rings no doorbell (soak
+ * seeds 840000053, 842000431; sem reset_wakes). */
 void sess_on_reset(struct ssw_session *s)
 {
 	if (tcp_closed(s))
 		return;
 	s->so_error = s->fin_rcvd && !s->wr_shut ? -EPIPE : -ECONNRESET;
 	s->reset = true;
+	s->st.state_wakes++; /* edge-triggered entries see it too */
+	ssw_kick(s);
 }
 
 /* Take the pending error for a failed send (sk_stream_error). */

@@ -303,10 +303,10 @@ static bool rdhup_later(const char *kline, size_t kl, const char *sline, size_t 
 }
 
 /* Is the first difference a known one: a thread woken late, or not at
- * all, after a forked child shut its socket down, or after its own
- * process's send drew a reset (README Limits)?  What follows it is its
- * consequence.  (Its own process's shutdown wakes it at once since the fix
- * of issue 19, item 4: no longer tolerated.) */
+ * all, after a forked child shut its socket down (README Limits)?  What
+ * follows it is its consequence.  (Its own process's shutdown, and a reset
+ * its own process's send drew, wake it at once since the fixes of issue
+ * 19, item 4: no longer tolerated.) */
 static int only_known(const char *k, const char *s, bool fabric)
 {
 	const char *a = k, *b = s;
@@ -326,9 +326,6 @@ static int only_known(const char *k, const char *s, bool fabric)
 				return 0;
 			if (strstr(line, ", after its child's shutdown]") || strstr(line, "(its child's shutdown)"))
 				return 1;
-			if (strstr(line, ", after a reset its own process's send drew]") ||
-			    strstr(line, "(a reset its own process's send drew)"))
-				return 2;
 			return 0;
 		}
 		a = ea + 1;
@@ -356,8 +353,7 @@ static void judge(const struct check_opts *o, struct pair_run *r, struct verdict
 				 "back, one edge more than the kernel's (README Limits)");
 		} else if (known) {
 			v->kind = V_KNOWN;
-			static const char *const why[] = { "", "a forked child's shutdown of it",
-							   "a reset its own process's send drew" };
+			static const char *const why[] = { "", "a forked child's shutdown of it" };
 			snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late (or not) by %s "
 				 "(the local wake-up of issue 19, item 4)", why[known]);
 		} else {

@@ -4852,6 +4852,36 @@ static void shut_hup_cli(const struct addr *a)
 
 static void sc_shut_wakes_hup(void) { pair(AF_INET, shut_hup_srv, shut_hup_cli); }
 
+/* ---- reset_wakes: the peer read everything and closed; a thread sleeps
+ * for urgent data only (POLLPRI: poll, then epoll_wait), which the peer's
+ * FIN does not end.  Another thread's send to the closed peer draws its
+ * reset: the sleeper wakes at once with POLLERR|POLLHUP (tcp_reset's
+ * sk_state_change).  Under the switch the send finds the peer gone and
+ * makes the reset itself; the sleeper slept on until its next look
+ * (the differential tester's seeds 840000053, 842000431 and others). */
+static void reset_wakes_cli(const struct addr *a)
+{
+	static const int kinds[2] = { SW_POLL, SW_EPOLL };
+	int fds[2];
+	for (int i = 0; i < 2; i++)
+		fds[i] = conn(a);
+	await(); /* both peers sent and closed */
+	usleep(SETTLE_US);
+	for (int i = 0; i < 2; i++) {
+		RECV(fds[i], 64, 0); /* "bye": all read, only the FIN is left */
+		struct sleeper w;
+		sleeper_start(&w, fds[i], kinds[i], POLLPRI);
+		usleep(1200 * 1000);
+		RC("send to the closed peer while another thread sleeps for POLLPRI", send(fds[i], "x", 1, MSG_NOSIGNAL));
+		say("%s returned within 0.3 s: %s", sleeper_what(&w), sleeper_within(&w, 300) ? "yes" : "no");
+		sleeper_say(&w);
+		close(fds[i]);
+	}
+	tell();
+}
+
+static void sc_reset_wakes(void) { pair(AF_INET, shut_hup_srv, reset_wakes_cli); }
+
 /* ---- oob_after_reset: urgent data, then a reset before any FIN.  The
  * server leaves the client's bytes unread and closes (a reset); the
  * urgent byte it sent first is not given out any more: tcp_recv_urg says
@@ -5186,6 +5216,7 @@ static const struct scenario scenarios[] = {
 	{ "shut_wakes_send", sc_shut_wakes_send, "another thread's SHUT_WR wakes a send blocked on a full window (SHUT_RD does not): EPIPE" },
 	{ "oob_after_reset", sc_oob_after_reset, "urgent data then a reset before any FIN: recv(MSG_OOB) says ENOTCONN" },
 	{ "oob_new_mark_then_inline", sc_oob_new_mark_then_inline, "a reader at the urgent mark, a second urgent byte, then SO_OOBINLINE: the second byte alone is left" },
+	{ "reset_wakes", sc_reset_wakes, "a send that draws the closed peer's reset wakes a poll/epoll_wait asleep for POLLPRI with POLLERR|POLLHUP" },
 	{ "shut_wakes_hup", sc_shut_wakes_hup, "our shutdown(SHUT_WR) after the peer's close wakes a poll/epoll_wait asleep for POLLPRI with POLLHUP" },
 	{ "shut_wakes_poll", sc_shut_wakes_poll, "another thread's shutdown wakes poll, select and epoll_wait waiting for input (SHUT_RD) or output (SHUT_WR)" },
 	{ "shut_wakes_accept", sc_shut_wakes_accept, "another thread's SHUT_RD of a listener makes a sleeping accept fail (EINVAL); SHUT_WR does not" },
