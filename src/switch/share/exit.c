@@ -35,17 +35,22 @@ static void collect(int fd, struct ssw_sock *s, void *arg)
  * out of the ring but never read (staged: FIONREAD, MSG_PEEK, urgent data
  * bring it in), or with SO_LINGER {1, 0}, would look to the peer like an
  * orderly end, the ring being empty; kernel TCP resets it (tcp_close with
- * unread data, or lingering 0), and so does this close.  Any other shared-memory connection is left as it is: the
- * peer reads what is in the ring, then sees the end (or the reset, when
- * the ring still holds what this process did not read). */
+ * unread data, or lingering 0), and so does this close.  One that another
+ * process still holds (a forked child exits) is closed too, which only
+ * lets go of this process's hold: left counted, it made the last real
+ * holder's close take itself for one of two, send nothing, and the peer
+ * see an orderly end where kernel TCP resets (soak seed 843000004, sem
+ * fork_exit_close_unread).  Any other shared-memory connection is left as
+ * it is: the peer reads what is in the ring, then sees the end (or the
+ * reset, when the ring still holds what this process did not read). */
 static bool must_close(int fd)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s)
 		return false;
 	bool r = s->state == SSW_ST_CONNECTED && s->sess && s->prov &&
-		 (!(s->prov->caps & SSW_CAP_SHARED_CONTEXT) ||
-		  (ssw_session_last_holder(s->sess) && (ssw_sock_linger0(s) || ssw_session_unread(s->sess))));
+		 (!(s->prov->caps & SSW_CAP_SHARED_CONTEXT) || !ssw_session_last_holder(s->sess) ||
+		  ssw_sock_linger0(s) || ssw_session_unread(s->sess));
 	ssw_sock_put(s);
 	return r;
 }
