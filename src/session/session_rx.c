@@ -442,8 +442,10 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 				total += (size_t)n;
 			if (total == want || (total && !(flags & MSG_WAITALL)))
 				break;
-			/* tcp_recvmsg: nor does MSG_WAITALL cross the urgent mark */
-			if (total && s->urg.mark_valid && s->rx_pos == s->urg.mark)
+			/* tcp_recvmsg: nor does MSG_WAITALL cross the urgent mark (a
+			 * peek leaves rx_pos where it was: its bytes end there too;
+			 * soak seed 846000957 waited for ever) */
+			if (total && s->urg.mark_valid && s->rx_pos + ((flags & MSG_PEEK) ? total : 0) == s->urg.mark)
 				break;
 			if (total && (flags & MSG_PEEK)) {
 				/* MSG_PEEK|MSG_WAITALL waits for all of it (or the end), then

@@ -2033,6 +2033,33 @@ static void oob_waitall_srv(int lfd)
 
 static void sc_oob_waitall(void) { pair(AF_INET, oob_waitall_srv, oob_send_cli); }
 
+/* MSG_PEEK|MSG_WAITALL stops at the urgent mark too, with more data
+ * behind it (the differential tester's seed 846000957: the switch's peek
+ * looked for the mark where a read would have left it, and waited for
+ * ever) */
+static void oob_peek_waitall_srv(int lfd)
+{
+	int fd = acc(lfd);
+	RC("send(MSG_OOB) of 8 bytes", send(fd, "abcdefgX", 8, MSG_OOB));
+	SEND(fd, "more data behind the mark", 0);
+	usleep(SETTLE_US);
+	tell();
+	await();
+	close(fd);
+}
+
+static void oob_peek_waitall_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await();
+	RECV(fd, 100, MSG_PEEK | MSG_WAITALL);
+	RECV(fd, 100, MSG_WAITALL);
+	tell();
+	close(fd);
+}
+
+static void sc_oob_peek_waitall(void) { pair(AF_INET, oob_peek_waitall_srv, oob_peek_waitall_cli); }
+
 /* recvmsg of the urgent byte: msg_flags says MSG_OOB (and MSG_TRUNC
  * without room for it) */
 static void RECVMSG_FLAGS(int fd, size_t n, int flags)
@@ -5212,6 +5239,7 @@ static const struct scenario scenarios[] = {
 	{ "oob_fionread", sc_oob_fionread, "FIONREAD counts up to the urgent mark (all with SO_OOBINLINE)" },
 	{ "oob_recvmsg", sc_oob_recvmsg, "recvmsg of the urgent byte: msg_flags MSG_OOB (MSG_TRUNC without room)" },
 	{ "oob_waitall", sc_oob_waitall, "MSG_WAITALL stops at the urgent mark" },
+	{ "oob_peek_waitall", sc_oob_peek_waitall, "MSG_PEEK|MSG_WAITALL stops at the urgent mark, data behind it" },
 	{ "oob_splice", sc_oob_splice, "splice from the socket stops at the urgent mark and never passes it" },
 	{ "oob_inline", sc_oob_inline, "SO_OOBINLINE: urgent byte in the stream, SIOCATMARK, EINVAL for MSG_OOB" },
 	{ "oob_twice_read", sc_oob_twice_read, "two urgent bytes, plain reads only: the older byte reads as data" },
