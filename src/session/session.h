@@ -163,6 +163,9 @@ int ssw_session_take_error(struct ssw_session *s);
 /* TCP_ESTABLISHED, TCP_CLOSE_WAIT, TCP_FIN_WAIT2 or TCP_CLOSE: what
  * TCP_INFO and getpeername report for the connection. */
 int ssw_session_tcp_state(struct ssw_session *s);
+/* The count of this side's state changes that wake every waiter (shutdown
+ * calls, resets): read without the lock, to see whether a call made one. */
+uint64_t ssw_session_state_gen(struct ssw_session *s);
 /* F_SETOWN on the socket: SIGURG goes to `owner` (pid, or -pgid) when urgent data arrives (session_urg.c). */
 void ssw_session_set_owner(struct ssw_session *s, int owner);
 void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o);

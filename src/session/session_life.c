@@ -398,6 +398,11 @@ bool ssw_session_peek_stats(struct ssw_session *s, struct ssw_session_stats *st,
 	return true;
 }
 
+uint64_t ssw_session_state_gen(struct ssw_session *s)
+{
+	return __atomic_load_n(&s->st.state_wakes, __ATOMIC_RELAXED);
+}
+
 int ssw_session_tcp_state(struct ssw_session *s)
 {
 	if (!sess_enter(s))

@@ -4949,18 +4949,22 @@ static void sc_shut_wakes_hup(void) { pair(AF_INET, shut_hup_srv, shut_hup_cli);
  * (the differential tester's seeds 840000053, 842000431 and others). */
 static void reset_wakes_cli(const struct addr *a)
 {
-	static const int kinds[2] = { SW_POLL, SW_EPOLL };
-	int fds[2];
-	for (int i = 0; i < 2; i++)
+	/* the third: a nonblocking send, and an epoll entry for errors only
+	 * (soak seed 847001021: that sleeper was not woken) */
+	static const int kinds[3] = { SW_POLL, SW_EPOLL, SW_EPOLL };
+	static const int evs[3] = { POLLPRI, POLLPRI, 0 };
+	static const int how[3] = { MSG_NOSIGNAL, MSG_NOSIGNAL, MSG_NOSIGNAL | MSG_DONTWAIT };
+	int fds[3];
+	for (int i = 0; i < 3; i++)
 		fds[i] = conn(a);
-	await(); /* both peers sent and closed */
+	await(); /* the peers sent and closed */
 	usleep(SETTLE_US);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		RECV(fds[i], 64, 0); /* "bye": all read, only the FIN is left */
 		struct sleeper w;
-		sleeper_start(&w, fds[i], kinds[i], POLLPRI);
+		sleeper_start(&w, fds[i], kinds[i], evs[i]);
 		usleep(1200 * 1000);
-		RC("send to the closed peer while another thread sleeps for POLLPRI", send(fds[i], "x", 1, MSG_NOSIGNAL));
+		RC("send to the closed peer while another thread sleeps", send(fds[i], "x", 1, how[i]));
 		say("%s returned within 0.3 s: %s", sleeper_what(&w), sleeper_within(&w, 300) ? "yes" : "no");
 		sleeper_say(&w);
 		close(fds[i]);
@@ -4968,7 +4972,18 @@ static void reset_wakes_cli(const struct addr *a)
 	tell();
 }
 
-static void sc_reset_wakes(void) { pair(AF_INET, shut_hup_srv, reset_wakes_cli); }
+static void reset_wakes_srv(int lfd)
+{
+	for (int i = 0; i < 3; i++) {
+		int fd = acc(lfd);
+		SEND(fd, "bye", 0);
+		close(fd);
+	}
+	tell();
+	await();
+}
+
+static void sc_reset_wakes(void) { pair(AF_INET, reset_wakes_srv, reset_wakes_cli); }
 
 /* ---- oob_after_reset: urgent data, then a reset before any FIN.  The
  * server leaves the client's bytes unread and closes (a reset); the

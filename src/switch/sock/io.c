@@ -78,9 +78,12 @@ ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	if (rc)
 		return rc;
 	bool nb = sock_nb(s) || (flags & MSG_DONTWAIT);
+	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send(s->sess, iov, iovcnt, flags, nb, sock_sndtimeo(s));
-	if (!nb)
-		ssw_epoll_touch(s); /* it may have slept: its doorbell taken here */
+	/* it may have slept (its doorbell taken here), or drawn a reset: an
+	 * epoll_wait asleep elsewhere on it looks again (soak seed 847001021) */
+	if (!nb || ssw_session_state_gen(s->sess) != gen)
+		ssw_epoll_touch(s);
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		ssw_raise_sigpipe();
 	return r;
@@ -135,8 +138,11 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 	if (count == 0 || (fstat(in_fd, &st) == 0 && S_ISREG(st.st_mode) && pos >= st.st_size))
 		return 0;
 	struct file_src f = { in_fd, pos };
+	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
 					  sock_nb(s), sock_sndtimeo(s));
+	if (ssw_session_state_gen(s->sess) != gen)
+		ssw_epoll_touch(s); /* a reset it drew: as ssw_send */
 	off_t done = r > 0 ? (off_t)r : 0;
 	if (offset)
 		*offset = pos + done;
@@ -199,8 +205,11 @@ ssize_t ssw_splice_from_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsign
 	struct pipe_src p = { pipe_fd, true };
 	/* SPLICE_F_NONBLOCK is about the pipe: the socket's own mode decides */
 	bool nb = sock_nb(s);
+	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send_fill(s->sess, len < RW_MAX ? len : RW_MAX, pipe_fill, &p,
 					  (flags & SPLICE_F_MORE) ? MSG_MORE : 0, nb, sock_sndtimeo(s));
+	if (ssw_session_state_gen(s->sess) != gen)
+		ssw_epoll_touch(s); /* a reset it drew: as ssw_send */
 	if (r == -EPIPE)
 		ssw_raise_sigpipe();
 	return r;
