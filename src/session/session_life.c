@@ -79,6 +79,15 @@ void sess_unlock(struct ssw_session *s)
 	sess_urg_flush();
 }
 
+/* The kernel's sk_state_change: every waiter on the socket looks again,
+ * this process's asleep ones (the kick) and edge-triggered entries (the
+ * count of state wakes). */
+static void state_change(struct ssw_session *s)
+{
+	s->st.state_wakes++;
+	ssw_kick(s);
+}
+
 /* A reset arrives (tcp_reset): EPIPE in CLOSE_WAIT, else ECONNRESET; none
  * once closed.  Data already received stays readable.  As tcp_done's
  * sk_state_change, our threads asleep on the socket look again: a reset
@@ -90,8 +99,7 @@ void sess_on_reset(struct ssw_session *s)
 		return;
 	s->so_error = s->fin_rcvd && !s->wr_shut ? -EPIPE : -ECONNRESET;
 	s->reset = true;
-	s->st.state_wakes++; /* edge-triggered entries see it too */
-	ssw_kick(s);
+	state_change(s);
 }
 
 /* Take the pending error for a failed send (sk_stream_error). */
@@ -333,7 +341,6 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 	sess_peer_check(s, true);
 	/* inet_shutdown: ENOTCONN once closed, but the bits are still set */
 	int rc = tcp_closed(s) ? -ENOTCONN : 0;
-	s->st.state_wakes++; /* inet_shutdown ends in sk_state_change: every waiter wakes */
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		s->rd_shut = true;
 	if ((how == SHUT_WR || how == SHUT_RDWR) && !s->wr_shut) {
@@ -344,9 +351,10 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
 		}
 	}
-	/* as the kernel's sk_state_change: our threads asleep on the socket
-	 * look again (a recv returns 0, a send EPIPE; poll sees the new bits) */
-	ssw_kick(s);
+	/* inet_shutdown ends in sk_state_change: our threads asleep on the
+	 * socket look again (a recv returns 0, a send EPIPE; poll sees the new
+	 * bits), and edge-triggered entries report their ready interest */
+	state_change(s);
 	sess_unlock(s);
 	return rc;
 }

@@ -72,6 +72,15 @@ static int ready_for_io(struct ssw_sock *s, int wait)
 	return SSW_PASS; /* fell back to kernel TCP, which carries on */
 }
 
+/* After a send: a reset it drew (a state wake of the session since gen)
+ * makes the socket's epoll entries look again, as an epoll_wait asleep
+ * elsewhere on it would be woken (soak seed 847001021). */
+static void touch_if_changed(struct ssw_sock *s, uint64_t gen)
+{
+	if (ssw_session_state_gen(s->sess) != gen)
+		ssw_epoll_touch(s);
+}
+
 ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
 	int rc = ready_for_io(s, 1);
@@ -80,10 +89,10 @@ ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	bool nb = sock_nb(s) || (flags & MSG_DONTWAIT);
 	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send(s->sess, iov, iovcnt, flags, nb, sock_sndtimeo(s));
-	/* it may have slept (its doorbell taken here), or drawn a reset: an
-	 * epoll_wait asleep elsewhere on it looks again (soak seed 847001021) */
-	if (!nb || ssw_session_state_gen(s->sess) != gen)
-		ssw_epoll_touch(s);
+	if (!nb)
+		ssw_epoll_touch(s); /* it may have slept: its doorbell taken here */
+	else
+		touch_if_changed(s, gen);
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		ssw_raise_sigpipe();
 	return r;
@@ -141,8 +150,7 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
 					  sock_nb(s), sock_sndtimeo(s));
-	if (ssw_session_state_gen(s->sess) != gen)
-		ssw_epoll_touch(s); /* a reset it drew: as ssw_send */
+	touch_if_changed(s, gen);
 	off_t done = r > 0 ? (off_t)r : 0;
 	if (offset)
 		*offset = pos + done;
@@ -208,8 +216,7 @@ ssize_t ssw_splice_from_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsign
 	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send_fill(s->sess, len < RW_MAX ? len : RW_MAX, pipe_fill, &p,
 					  (flags & SPLICE_F_MORE) ? MSG_MORE : 0, nb, sock_sndtimeo(s));
-	if (ssw_session_state_gen(s->sess) != gen)
-		ssw_epoll_touch(s); /* a reset it drew: as ssw_send */
+	touch_if_changed(s, gen);
 	if (r == -EPIPE)
 		ssw_raise_sigpipe();
 	return r;
