@@ -26,6 +26,8 @@ static int mode = SSW_WAITMODE_AUTO;
 static _Atomic uint64_t no_yield_until; /* after long yields (auto): wp_now() */
 static _Atomic uint32_t hog_score;      /* see hog_seen */
 static _Atomic uint64_t off_ns;         /* the last pause of yields */
+/* the user's shared decision (waitshare.c), NULL: this process's own */
+static struct ssw_wait_share *share;
 
 void ssw_wait_set_mode(int m)
 {
@@ -35,9 +37,27 @@ void ssw_wait_set_mode(int m)
 	atomic_store(&off_ns, 0);
 }
 
+void ssw_wait_share_on(void)
+{
+	if (mode == SSW_WAITMODE_AUTO && !share && !test_clock)
+		share = ssw_wait_share_attach();
+}
+
+void ssw_wait_share_use(struct ssw_wait_share *w)
+{
+	share = w;
+}
+
+/* Until when yields are off (0: they are on). */
+static inline uint64_t off_until(uint64_t now)
+{
+	return share ? ssw_wait_share_until(share, now) : atomic_load_explicit(&no_yield_until, memory_order_relaxed);
+}
+
 bool ssw_wait_yields_off(void)
 {
-	return wp_now() < atomic_load_explicit(&no_yield_until, memory_order_relaxed);
+	uint64_t now = wp_now();
+	return now < off_until(now);
 }
 
 /* CPU-bound neighbours: a yield then gives one a whole slice (ms), while a
@@ -73,13 +93,19 @@ static bool hog_seen(uint64_t now, uint64_t took)
 	/* The pause grows while trips follow each other (CPU-bound neighbours
 	 * stay) and is short again after a quiet spell (a burst between busy
 	 * peers costs a short pause, not a second of sleeping waits). */
-	uint64_t until = atomic_load_explicit(&no_yield_until, memory_order_relaxed);
-	uint64_t off = atomic_load_explicit(&off_ns, memory_order_relaxed);
+	uint64_t until = off_until(now);
+	uint64_t off = share ? ssw_wait_share_off(share) : atomic_load_explicit(&off_ns, memory_order_relaxed);
 	off = until && now - until < 2 * off ? off * 2 : SSW_SPIN_HOG_OFF_MIN_NS;
 	if (off > SSW_SPIN_HOG_OFF_NS)
 		off = SSW_SPIN_HOG_OFF_NS;
-	atomic_store_explicit(&off_ns, off, memory_order_relaxed);
 	atomic_store_explicit(&hog_score, HOG_SCORE - HOG_STEP / 2, memory_order_relaxed);
+	if (share && until > now)
+		return true; /* another process turned them off meanwhile */
+	if (share) {
+		ssw_wait_share_set(share, now + off, off);
+		return true;
+	}
+	atomic_store_explicit(&off_ns, off, memory_order_relaxed);
 	atomic_store_explicit(&no_yield_until, now + off, memory_order_relaxed);
 	return true;
 }
@@ -117,7 +143,7 @@ void ssw_wait_cede_to(int peer_cpu, bool peer_awake)
 	if (peer_cpu != sched_getcpu() && (!peer_awake || ++cede_sends % SSW_CEDE_LOOK))
 		return;
 	uint64_t now = wp_now();
-	if (now - cpu_held_since < SSW_CEDE_NS || now < atomic_load_explicit(&no_yield_until, memory_order_relaxed))
+	if (now - cpu_held_since < SSW_CEDE_NS || now < off_until(now))
 		return;
 	sched_yield();
 	uint64_t back = wp_now();
@@ -168,7 +194,7 @@ bool ssw_spin_step(struct ssw_spin *sp)
 	 * tick, while everyone else waits: once this thread has held its CPU
 	 * for SSW_CEDE_NS, its next wait sleeps at once, as kernel TCP's
 	 * waiter does (the cede, by sleeping) */
-	if (mode == SSW_WAITMODE_AUTO && now < atomic_load_explicit(&no_yield_until, memory_order_relaxed) &&
+	if (mode == SSW_WAITMODE_AUTO && now < off_until(now) &&
 	    (elapsed >= SSW_SPIN_PAUSE_NS || sp->handoff || now - cpu_held_since >= SSW_CEDE_NS))
 		return false;
 	sp->spun = true;

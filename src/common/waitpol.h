@@ -30,8 +30,10 @@
  * scheduler's tick while everyone else waits.  So a sender that has held
  * its CPU for SSW_CEDE_NS yields once when its consumer shares its CPU or
  * is awake on another one (ssw_wait_cede_to): clients take turns.
- * No shared state (nothing another user could write), no system call but
- * the yields themselves.
+ * The decision to stop yielding is shared by the user's switched processes
+ * (waitshare.c: a page only that user can read or write), so that they all
+ * yield or all sleep: a mix lets the yielders keep the cores from the
+ * sleepers.  No system call but the yields themselves.
  *
  * SOCKSWITCH_WAIT=auto|spin|yield|sleep: auto is the above; spin busy-polls
  * only (the old behaviour, budget in wall time; also what an explicit
@@ -58,6 +60,22 @@ enum ssw_wait_mode { SSW_WAITMODE_AUTO = 0, SSW_WAITMODE_SPIN, SSW_WAITMODE_YIEL
 void ssw_wait_set_mode(int mode);
 /* Are yields off in this process now (CPU-bound neighbours seen)? */
 bool ssw_wait_yields_off(void);
+/* From now on (mode auto), whether yields are off is decided with the
+ * user's other switched processes on the host (waitshare.c); the library
+ * calls it at load.  Without it (unit tests) each process decides alone. */
+void ssw_wait_share_on(void);
+
+/* waitshare.c: the shared decision (a page per uid, NULL if it cannot be
+ * had); until: when yields come back on (0 or a bounded value); off: the
+ * last pause's length. */
+struct ssw_wait_share;
+struct ssw_wait_share *ssw_wait_share_attach(void);
+/* Tests: the page of another key; the page this process's policy uses. */
+struct ssw_wait_share *ssw_wait_share_attach_key(int key);
+void ssw_wait_share_use(struct ssw_wait_share *w);
+uint64_t ssw_wait_share_until(const struct ssw_wait_share *w, uint64_t now);
+uint64_t ssw_wait_share_off(const struct ssw_wait_share *w);
+void ssw_wait_share_set(struct ssw_wait_share *w, uint64_t until, uint64_t off);
 
 /* After publishing to a consumer last seen on `peer_cpu` (the provider's
  * hint): yield once if this thread has held its CPU for SSW_CEDE_NS (since

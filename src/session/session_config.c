@@ -47,6 +47,7 @@ void ssw_session_config_apply(void)
 		c.rndv_threshold = 64u << 10;
 	ssw_session_cfg = c;
 	ssw_wait_set_mode(wmode);
+	ssw_wait_share_on();
 	ssw_wait_set_spin_max(c.spin_max_ns);
 }
 

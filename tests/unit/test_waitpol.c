@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
+#include <sys/wait.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -368,6 +370,43 @@ static void test_auto_stops_yielding_beside_cpu_hog(void **st)
 		assert_int_equal(steps, 0);
 }
 
+/* With the user's shared decision in use (waitshare.c), a CPU-bound
+ * neighbour seen by this process turns yields off in another process too:
+ * a forked child that attaches the same page finds them off. */
+static void test_hog_seen_turns_yields_off_for_others(void **st)
+{
+	(void)st;
+	int key = 0x7e5a0000 | (getpid() & 0xffff);
+	struct ssw_wait_share *w = ssw_wait_share_attach_key(key);
+	assert_non_null(w);
+	ssw_wait_set_mode(SSW_WAITMODE_AUTO);
+	ssw_wait_share_use(w);
+	assert_false(ssw_wait_yields_off());
+	pthread_t t = with_neighbour(false);
+	for (int i = 0; i < 200 && !ssw_wait_yields_off(); i++) {
+		struct ssw_spin sp;
+		uint64_t el;
+		ssw_spin_start(&sp, ssw_now_ns(), 50000);
+		count_steps(&sp, &el);
+	}
+	without_neighbour(t);
+	bool off = ssw_wait_yields_off();
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct ssw_wait_share *c = ssw_wait_share_attach_key(key);
+		uint64_t now = ssw_now_ns();
+		_exit(c && ssw_wait_share_until(c, now) > now ? 0 : 1);
+	}
+	int status = -1;
+	waitpid(pid, &status, 0);
+	ssw_wait_share_use(NULL);
+	int id = shmget(key, 0, 0);
+	if (id >= 0)
+		shmctl(id, IPC_RMID, NULL);
+	assert_true(off);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -379,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_cede_after_publish),
 		cmocka_unit_test(test_cede_to_awake_peer_elsewhere),
 		cmocka_unit_test(test_auto_stops_yielding_beside_cpu_hog),
+		cmocka_unit_test(test_hog_seen_turns_yields_off_for_others),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
