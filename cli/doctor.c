@@ -8,6 +8,8 @@
 #include "libpath.h"
 
 #include "common/params.h"
+#include "common/sys.h"
+#include "common/waitpol.h"
 
 #ifdef SSW_WITH_FABRIC
 #include "providers/fabric/fab_probe.h"
@@ -34,6 +36,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -165,6 +168,28 @@ static void check_eventfd(void)
 	bool ok = write(fd, &v, sizeof v) == sizeof v && read(fd, &v, sizeof v) == sizeof v;
 	close(fd);
 	report(ok ? OK : FAIL, "eventfd: %s", ok ? "wake-ups work" : "cannot signal an eventfd");
+}
+
+/* The wait policy's shared decision (common/waitshare.c): whether this
+ * user's switched processes can agree on when to stop yielding. */
+static void check_wait_share(void)
+{
+	struct ssw_wait_share *w = ssw_wait_share_attach();
+	if (!w) {
+		report(WARN, "wait policy: the page this user's switched processes share (System V, `ipcs -m`) cannot "
+			     "be had (IPC refused, or another user's or another layout's segment under its key): each "
+			     "process decides alone when to stop yielding beside CPU-bound programs (clients may be "
+			     "served less evenly under load)");
+		return;
+	}
+	uint64_t now = ssw_now_ns(), until = ssw_wait_share_until(w, now);
+	if (until > now)
+		report(OK, "wait policy: shared by this user's switched processes; yields are off for %llu ms more "
+			   "(CPU-bound programs seen beside them)", (unsigned long long)((until - now) / 1000000));
+	else
+		report(OK, "wait policy: shared by this user's switched processes; yields are on (no CPU-bound "
+			   "program seen beside them lately)");
+	shmdt(w);
 }
 
 static void check_rendezvous(void)
@@ -521,6 +546,7 @@ int doctor_main(int argc, char **argv)
 
 	check_memfd();
 	check_eventfd();
+	check_wait_share();
 	check_rendezvous();
 	check_cma();
 	check_limits();
