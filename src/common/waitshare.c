@@ -40,9 +40,11 @@ struct ssw_wait_share {
 
 static key_t share_key(uid_t uid)
 {
-	/* "SSWP" mixed with the uid: distinct users get distinct keys short of
-	 * a hash collision, which the owner check below catches */
-	uint32_t k = 0x53535750u ^ ((uint32_t)uid * 2654435761u);
+	/* "SSWP" mixed with the uid and the layout's version: distinct users
+	 * get distinct keys short of a hash collision, which the owner check
+	 * below catches, and a library of another layout a page of its own
+	 * (after a package upgrade old and new programs each keep theirs) */
+	uint32_t k = (0x53535750u + SHARE_VERSION * 0x01000193u) ^ ((uint32_t)uid * 2654435761u);
 	return (key_t)(k == IPC_PRIVATE ? 1 : k);
 }
 
