@@ -785,7 +785,9 @@ static bool apply(struct model *m, const struct step *s, struct annot *an)
 		x->c_fd = x->m_fd && !x->gone;
 		x->ep_shared = x->ep_have;
 		x->ep_stale = false;
-		if (fab)
+		/* a driver that let go (owner 3) stays the last one: a new child
+		 * taking over is the same takeover (soak seed 848006565) */
+		if (fab && x->owner != 3)
 			x->owner = s->a ? 2 : 1;
 		break;
 	case OP_THREAD:
