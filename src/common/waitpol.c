@@ -99,10 +99,9 @@ static bool hog_seen(uint64_t now, uint64_t took)
 	if (off > SSW_SPIN_HOG_OFF_NS)
 		off = SSW_SPIN_HOG_OFF_NS;
 	atomic_store_explicit(&hog_score, HOG_SCORE - HOG_STEP / 2, memory_order_relaxed);
-	if (share && until > now)
-		return true; /* another process turned them off meanwhile */
 	if (share) {
-		ssw_wait_share_set(share, now + off, off);
+		if (until <= now) /* else another process turned them off meanwhile */
+			ssw_wait_share_set(share, now + off, off);
 		return true;
 	}
 	atomic_store_explicit(&off_ns, off, memory_order_relaxed);
