@@ -130,8 +130,6 @@ int ssw_session_sopt(struct ssw_session *s, int which, int dflt);
  * may take now (SIZE_MAX: no mark ahead); at the mark itself what the
  * kernel's splice answers (0, -EAGAIN, a pending error). */
 int ssw_session_splice_room(struct ssw_session *s, bool nonblock, size_t *room);
-/* Received data not yet read (what makes kernel TCP's close a reset). */
-bool ssw_session_unread(struct ssw_session *s);
 
 /* poll(2) bits now: POLLIN, POLLOUT, POLLPRI, POLLRDHUP, POLLHUP, POLLERR. */
 short ssw_session_poll(struct ssw_session *s);

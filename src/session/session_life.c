@@ -226,15 +226,6 @@ int ssw_session_sopt(struct ssw_session *s, int which, int dflt)
 	return atomic_load(&s->sopt[which]);
 }
 
-bool ssw_session_unread(struct ssw_session *s)
-{
-	if (!sess_enter(s))
-		return false;
-	bool r = !s->broken && sess_rx_pending_data(s);
-	sess_unlock(s);
-	return r;
-}
-
 /* This process lets go of the connection; the others keep it. */
 static void drop_local(struct ssw_session *s)
 {

@@ -1669,6 +1669,36 @@ static void kill_sending_cli(const struct addr *a)
 
 static void sc_kill_midway(void) { pair(AF_INET, kill_midway_srv, kill_sending_cli); }
 
+/* ---- send_peer_exited: the peer read everything and exited with its
+ * socket open (the kernel closes it: a FIN, nothing unread); then two
+ * sends with a pause between: the first goes out and draws a reset, the
+ * second says EPIPE (tcp_reset in CLOSE_WAIT).  The switch once learned
+ * of the death at the second send's look at the doorbell and took the
+ * first send's bytes, unread in the ring, for data the peer died without
+ * reading: ECONNRESET (soak seed 848007859). */
+static void send_exited_srv(int lfd)
+{
+	int fd = acc(lfd);
+	SEND(fd, "hello", 0);
+	reap(&g_client); /* soon after the send above: the switch looks for a
+			  * dead peer once per few milliseconds of sends */
+	SEND(fd, "after the exit", 0);
+	usleep(SETTLE_US);
+	SEND(fd, "and once more", 0);
+	RECV(fd, 64, 0);
+	close(fd);
+}
+
+static void send_exited_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	RECV(fd, 5, MSG_WAITALL);
+	say("exit(0), the socket still open");
+	exit(0);
+}
+
+static void sc_send_peer_exited(void) { pair(AF_INET, send_exited_srv, send_exited_cli); }
+
 /* ---- shutdown_peer_exited: both ends shut once the peer process exits
  * with its socket open (the kernel closes it: a FIN), so shutdown() says
  * ENOTCONN; on one host the switch learns it from the peer's death, not a
@@ -5242,6 +5272,7 @@ static const struct scenario scenarios[] = {
 	{ "fork_child_writes", sc_fork_child_writes, "a forked child writes 4 MiB on an inherited connection and exits; the parent closes: all data, EOF" },
 	{ "fork_takeover", sc_fork_takeover, "a forked child drives an inherited connection after a stream, exits; the parent reads on" },
 	{ "fork_exit_close_unread", sc_fork_exit_close_unread, "a forked child exits holding the socket, the parent closes with the peer's bytes unread: a reset" },
+	{ "send_peer_exited", sc_send_peer_exited, "two sends after the peer read everything and exited (socket open): the first sent, then EPIPE" },
 	{ "shutdown_peer_exited", sc_shutdown_peer_exited, "shutdown after ours and the peer process's exit (socket left open): ENOTCONN" },
 	{ "tcpinfo_peer_exited", sc_tcpinfo_peer_exited, "TCP_INFO after our shutdown and the peer process's exit (socket left open): closed" },
 	{ "fork_child_exit", sc_fork_child_exit, "a forked child exits without touching its copy; the parent sends 400 KiB, closes: data, EOF" },

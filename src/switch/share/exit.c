@@ -1,4 +1,4 @@
-/* exit.c — at exit, close this process's connections as the kernel closes a dying process's sockets, where the peer could not tell otherwise. */
+/* exit.c — at exit, close this process's connections as the kernel closes a dying process's sockets. */
 #include "switch/switch.h"
 
 #include "common/log.h"
@@ -6,16 +6,25 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-/* A shared-memory connection outlives its process (the peer reads what is
- * in the ring, then sees the end), but a fabric connection's unsent data
- * and its transport live in the process: a program that writes and exits
- * without close() (socat, shell tools, exit() after a reply) would cut the
- * stream short, where kernel TCP delivers every byte and then FIN.  The
- * kernel closes each descriptor of an exiting process; so does this, for
- * those connections (and a shared-memory one in one case: must_close),
- * after the application's own atexit handlers (ours is registered first,
- * at start-up).  _exit() and fatal signals skip
- * it: there kernel TCP still delivers and this cannot. */
+/* The kernel closes each descriptor of an exiting process; so does this,
+ * for every switched connection, after the application's own atexit
+ * handlers (ours is registered first, at start-up).  A fabric connection's
+ * unsent data and transport live in the process: without the close a
+ * program that writes and exits (socat, shell tools, exit() after a reply)
+ * would cut the stream short.  A shared-memory connection outlives its
+ * process, but left open the peer learns of the death only at its next
+ * look at the doorbell connection, and must then guess from the ring
+ * whether the data it finds unread came before the death (a reset, as
+ * tcp_close with unread data) or after (kernel TCP: an orderly end, the
+ * later data drawing the reset); its sends run a few milliseconds between
+ * such looks (soak seed 848007859: splice then send after the peer read
+ * everything and exited, ECONNRESET where kernel TCP says EPIPE).  Closed
+ * here, the state is the one tcp_close leaves: a reset with unread data
+ * (staged too: FIONREAD, MSG_PEEK, urgent data; seed 13) or SO_LINGER
+ * {1, 0}, else an orderly end.  A connection another process still holds
+ * (a forked child exits) only loses this process's hold (seed 843000004).
+ * _exit() and fatal signals skip it: there kernel TCP still delivers and
+ * this cannot. */
 
 #define EXIT_MAX 4096
 
@@ -24,35 +33,27 @@ struct exit_list {
 	int n;
 };
 
-static void collect(int fd, struct ssw_sock *s, void *arg)
+static bool switched_connection(const struct ssw_sock *s)
 {
-	struct exit_list *l = arg;
-	if (l->n < EXIT_MAX && s->state == SSW_ST_CONNECTED && s->sess && s->prov)
-		l->fd[l->n++] = fd;
+	return s->state == SSW_ST_CONNECTED && s->sess && s->prov;
 }
 
-/* A shared-memory connection whose last process exits with data it took
- * out of the ring but never read (staged: FIONREAD, MSG_PEEK, urgent data
- * bring it in), or with SO_LINGER {1, 0}, would look to the peer like an
- * orderly end, the ring being empty; kernel TCP resets it (tcp_close with
- * unread data, or lingering 0), and so does this close.  One that another
- * process still holds (a forked child exits) is closed too, which only
- * lets go of this process's hold: left counted, it made the last real
- * holder's close take itself for one of two, send nothing, and the peer
- * see an orderly end where kernel TCP resets (soak seed 843000004, sem
- * fork_exit_close_unread).  Any other shared-memory connection is left as
- * it is: the peer reads what is in the ring, then sees the end (or the
- * reset, when the ring still holds what this process did not read). */
-static bool must_close(int fd)
+/* Still the connection collected: another thread may have closed it since. */
+static bool still_switched(int fd)
 {
 	struct ssw_sock *s = ssw_sock_get(fd);
 	if (!s)
 		return false;
-	bool r = s->state == SSW_ST_CONNECTED && s->sess && s->prov &&
-		 (!(s->prov->caps & SSW_CAP_SHARED_CONTEXT) || !ssw_session_last_holder(s->sess) ||
-		  ssw_sock_linger0(s) || ssw_session_unread(s->sess));
+	bool r = switched_connection(s);
 	ssw_sock_put(s);
 	return r;
+}
+
+static void collect(int fd, struct ssw_sock *s, void *arg)
+{
+	struct exit_list *l = arg;
+	if (l->n < EXIT_MAX && switched_connection(s))
+		l->fd[l->n++] = fd;
 }
 
 static void close_at_exit(void)
@@ -62,7 +63,7 @@ static void close_at_exit(void)
 	ssw_fdtab_each(collect, &l);
 	int n = 0;
 	for (int i = 0; i < l.n; i++)
-		if (must_close(l.fd[i])) {
+		if (still_switched(l.fd[i])) {
 			ssw_close(l.fd[i]);
 			n++;
 		}
