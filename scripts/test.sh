@@ -68,7 +68,10 @@ for b in "${BUILDS[@]}"; do
       # The differential tester runs against the release library only: its
       # seeds compare semantics, which the sanitizer build shares, and under
       # ASan they would double CI's time (sem and t_semantics still run here).
-      run_ctest asan "$SSW_ASAN_DIR" -E '^diff\.'
+      # The benchmark tests (bench --load, bench over fabric, the plot) run
+      # the paths other integration tests run here, for a minute and a half
+      # of CI's 20: the release build runs them.
+      run_ctest asan "$SSW_ASAN_DIR" -E '^diff\.|^integ\.t_(bench_load|bench_plot|fabric_bench)$'
       ;;
     fuzz)
       if [ -f "$SSW_FUZZ_DIR/CMakeCache.txt" ]; then
