@@ -4970,6 +4970,91 @@ static void shut_hup_cli(const struct addr *a)
 
 static void sc_shut_wakes_hup(void) { pair(AF_INET, shut_hup_srv, shut_hup_cli); }
 
+/* ---- blocking_send_wakes: a thread sleeps in epoll_wait for POLLIN
+ * while another thread's blocking sendfile (then splice from a pipe) waits
+ * for room; the peer sends a byte, then reads everything.  The byte wakes
+ * the sleeper at once, before the big send is done.  Under the switch the
+ * sender's sleep may take the doorbell meant for the watcher; a blocking
+ * send looks at the socket's epoll entries after it, sendfile and splice
+ * once only looked when a reset came in. */
+#define BSW_BYTES (32 * MiB) /* more than kernel TCP buffers on loopback (about 10 MiB) */
+static void bsw_srv(int lfd)
+{
+	int fd = acc(lfd);
+	for (int i = 0; i < 2; i++) {
+		await(); /* the sender is about to block */
+		usleep(300 * 1000);
+		SEND(fd, "x", 0);
+		usleep(300 * 1000);
+		size_t got = 0;
+		char b[64 * 1024];
+		while (got < BSW_BYTES) {
+			size_t want = BSW_BYTES - got < sizeof b ? BSW_BYTES - got : sizeof b;
+			ssize_t n = recv(fd, b, want, 0);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		say("read %s", got == BSW_BYTES ? "all of it" : "less");
+	}
+	await();
+	close(fd);
+}
+
+static void bsw_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	char path[] = "/tmp/sem-bsw.XXXXXX";
+	int f = mkstemp(path);
+	if (f < 0)
+		die("mkstemp: %s", ename(errno));
+	unlink(path);
+	char *blk = calloc(1, MiB);
+	for (size_t i = 0; i < BSW_BYTES / MiB; i++)
+		if (write(f, blk, MiB) != (ssize_t)MiB)
+			die("write: %s", ename(errno));
+	for (int round = 0; round < 2; round++) {
+		struct sleeper w;
+		sleeper_start(&w, fd, SW_EPOLL, POLLIN);
+		usleep(100 * 1000);
+		tell();
+		size_t total = 0;
+		if (round == 0) {
+			off_t off = 0;
+			while (total < BSW_BYTES) {
+				ssize_t r = sendfile(fd, f, &off, BSW_BYTES - total);
+				if (r <= 0)
+					break;
+				total += (size_t)r;
+			}
+		} else {
+			int p[2];
+			if (pipe(p) < 0)
+				die("pipe: %s", ename(errno));
+			while (total < BSW_BYTES) {
+				ssize_t in = write(p[1], blk, 64 * 1024);
+				ssize_t r = in > 0 ? splice(p[0], NULL, fd, NULL, (size_t)in, 0) : -1;
+				if (r <= 0)
+					break;
+				total += (size_t)r;
+			}
+			close(p[0]);
+			close(p[1]);
+		}
+		bool woke = atomic_load(&w.done);
+		say("%s of 32 MiB: %s; epoll_wait had returned before it ended: %s", round ? "splice" : "sendfile",
+		    total == BSW_BYTES ? "all sent" : "short", woke ? "yes" : "no");
+		sleeper_say(&w);
+		RECV(fd, 1, 0);
+	}
+	tell();
+	free(blk);
+	close(f);
+	close(fd);
+}
+
+static void sc_blocking_send_wakes(void) { pair(AF_INET, bsw_srv, bsw_cli); }
+
 /* ---- reset_wakes: the peer read everything and closed; a thread sleeps
  * for urgent data only (POLLPRI: poll, then epoll_wait), which the peer's
  * FIN does not end.  Another thread's send to the closed peer draws its
@@ -5352,6 +5437,7 @@ static const struct scenario scenarios[] = {
 	{ "shut_wakes_send", sc_shut_wakes_send, "another thread's SHUT_WR wakes a send blocked on a full window (SHUT_RD does not): EPIPE" },
 	{ "oob_after_reset", sc_oob_after_reset, "urgent data then a reset before any FIN: recv(MSG_OOB) says ENOTCONN" },
 	{ "oob_new_mark_then_inline", sc_oob_new_mark_then_inline, "a reader at the urgent mark, a second urgent byte, then SO_OOBINLINE: the second byte alone is left" },
+	{ "blocking_send_wakes", sc_blocking_send_wakes, "a byte from the peer wakes an epoll_wait asleep beside a blocking sendfile/splice that waits for room" },
 	{ "reset_wakes", sc_reset_wakes, "a send that draws the closed peer's reset wakes a poll/epoll_wait asleep for POLLPRI with POLLERR|POLLHUP" },
 	{ "shut_wakes_hup", sc_shut_wakes_hup, "our shutdown(SHUT_WR) after the peer's close wakes a poll/epoll_wait asleep for POLLPRI with POLLHUP" },
 	{ "shut_wakes_poll", sc_shut_wakes_poll, "another thread's shutdown wakes poll, select and epoll_wait waiting for input (SHUT_RD) or output (SHUT_WR)" },
