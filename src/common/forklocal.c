@@ -21,6 +21,18 @@ _Static_assert(sizeof(struct ssw_forklocal) <= 4096, "the fork-local state fits 
 static struct ssw_forklocal early_page; /* where the advice is refused */
 struct ssw_forklocal *ssw_fl = &early_page;
 
+void *ssw_wipeonfork_alloc(size_t size)
+{
+	long p = SYS_(mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == -1)
+		return NULL;
+	if (SYS_(madvise, p, size, MADV_WIPEONFORK) != 0) {
+		SYS_(munmap, p, size);
+		return NULL;
+	}
+	return (void *)p;
+}
+
 static void zero_in_child(void)
 {
 	memset(ssw_fl, 0, sizeof *ssw_fl);

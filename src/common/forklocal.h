@@ -26,6 +26,8 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
+#define SSW_FORK_PIDS 32 /* children remembered, by fork generation (shm_lend.c) */
+
 struct ssw_forklocal {
 	_Atomic pid_t pid;                 /* common/pid.c: 0 asks getpid */
 	pthread_mutex_t pool_lock;         /* common/shmem.c */
@@ -33,6 +35,9 @@ struct ssw_forklocal {
 	pthread_rwlock_t fork_lock;        /* switch/share/fork.c */
 	pthread_t forking;                 /* switch/share/fork.c: the thread inside fork(), or 0 */
 	unsigned fork_gen;                 /* switch/share/fork.c: this process's forks */
+	pid_t child_pid[SSW_FORK_PIDS];    /* switch/share/fork.c: the child of fork g at g % SSW_FORK_PIDS (0: failed) */
+	unsigned outer_forks;              /* common/real.c: forks past the fork handlers (a relay's) */
+	_Alignas(8) unsigned char shm_lend[1664]; /* providers/shm/shm_lend.c: accepted and lent segments */
 	pthread_rwlock_t tab_lock;         /* switch/sock/fdtab.c */
 	pthread_mutex_t seg_lock;          /* providers/shm/shm_seg.c */
 	pthread_mutex_t if_lock[2];        /* switch/route/local.c: refresh, read */
@@ -47,6 +52,12 @@ struct ssw_forklocal {
 /* Never NULL: the wipe-on-fork page, made by a constructor that runs
  * before the switch's own (forklocal.c). */
 extern struct ssw_forklocal *ssw_fl;
+
+/* More wipe-on-fork memory, zeroed, for a table a child must start without
+ * (and its maker must not pay a copy-on-write fault for after each fork);
+ * NULL when the kernel refuses the advice (the caller then keeps its table
+ * in ordinary memory, and checks its owner as before). */
+void *ssw_wipeonfork_alloc(size_t size);
 
 /* The code a forked child runs inside fork() (the fork wrapper, atfork
  * child handlers, ssw_fork_end), kept together: a child has no page table

@@ -1,5 +1,6 @@
 /* real.c — resolves the C library entry points the library interposes (RTLD_NEXT). */
 #include "common/real.h"
+#include "common/forklocal.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -42,5 +43,7 @@ pid_t ssw_real_fork_outer(void)
 			    a.dli_fbase == b.dli_fbase;
 		fn = first && !ours ? first : (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
 	}
+	/* its child maps what this process maps, unseen by fork.c (shm_lend.c) */
+	__atomic_fetch_add(&ssw_fl->outer_forks, 1, __ATOMIC_RELAXED);
 	return fn ? fn() : (pid_t)syscall(SYS_fork);
 }

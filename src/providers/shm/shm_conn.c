@@ -179,14 +179,16 @@ static struct ssw_ep *ep_new(void)
 	return ep;
 }
 
-/* This process's view of an endpoint goes: fds, segment mapping, and the
- * endpoint itself (kept for reuse unless another process still maps it). */
+/* This process's view of an endpoint goes: fds, segment mapping (unless
+ * lent: shm_lend.c), and the endpoint itself (kept for reuse unless
+ * another process still maps it). */
 static void ep_release(struct ssw_ep *ep, bool detach)
 {
 	if (!ep)
 		return;
 	shm_seg_release(ep, false); /* the memfd a connector kept, this process's copy */
-	if (ep->seg)
+	bool lent = detach ? shm_lend_detach(ep) : (shm_lend_forget(ep), false);
+	if (ep->seg && !lent)
 		munmap(ep->seg, ep->seg_size);
 	int fds[3] = { ep->ctl_fd, ep->my_efd, ep->peer_efd };
 	close_fds(fds, 3);
@@ -654,6 +656,7 @@ static int adopt_request(struct ssw_ep *ep, int memfd, uint64_t ring_size)
 
 static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, size_t *priv_len)
 {
+	shm_lend_reap(); /* copies lent to children that have exited since */
 	/* straight from the backlog: connect is one trip, nobody answers first */
 	for (;;) {
 		struct ssw_ep *ep;
@@ -672,6 +675,7 @@ static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 			shm_ep_free(ep);
 			continue;
 		}
+		shm_lend_accepted(ep);
 		if (l->npending)
 			hand_back(l); /* this call may be this process's last */
 		*priv_len = plen;

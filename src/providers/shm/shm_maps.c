@@ -1,20 +1,51 @@
 /* shm_maps.c — the acceptor's kept segment mappings (shm_maps.h): slots in
  * an LRU order (common/lru.c) and chained from hash buckets by inode.  A
  * link is a slot + 1 everywhere (0: none), in the buckets and in the
- * chains alike. */
+ * chains alike.
+ *
+ * The table lives in wipe-on-fork memory (common/forklocal.h): a
+ * fork-per-connection server takes a mapping out and puts one back at
+ * every request, and in a page a fork write-protected each of those writes
+ * cost a copy-on-write fault (65 us here) per page touched; a child starts
+ * with an empty table, which it would have emptied anyway (its kept
+ * mappings are not inherited).  Zeroed, every field means "empty". */
 #include "providers/shm/shm_maps.h"
 
+#include "common/forklocal.h"
 #include "common/lru.h"
 
 #include <string.h>
 
 #define BUCKETS 1024
 
-static struct shm_kept_map maps[SHM_MAPS_CAP];
-static int32_t hnext[SHM_MAPS_CAP];     /* the next in its bucket */
-static int32_t bucket[BUCKETS];         /* the first in each */
-static int32_t lru_prev[SHM_MAPS_CAP], lru_next[SHM_MAPS_CAP];
-static struct ssw_lru lru = SSW_LRU(lru_prev, lru_next);
+struct maps_state {
+	struct shm_kept_map maps_[SHM_MAPS_CAP];
+	int32_t hnext_[SHM_MAPS_CAP]; /* the next in its bucket */
+	int32_t bucket_[BUCKETS];     /* the first in each */
+	int32_t lru_prev[SHM_MAPS_CAP], lru_next[SHM_MAPS_CAP];
+	struct ssw_lru lru_;
+};
+
+static struct maps_state early; /* if no wipe-on-fork memory can be had */
+static struct maps_state *st;
+
+/* The caller holds seg_lock. */
+static struct maps_state *S(void)
+{
+	if (!st) {
+		st = ssw_wipeonfork_alloc(sizeof *st);
+		if (!st)
+			st = &early;
+	}
+	if (!st->lru_.prev) /* new, or wiped by a fork */
+		st->lru_ = (struct ssw_lru)SSW_LRU(st->lru_prev, st->lru_next);
+	return st;
+}
+
+#define maps (S()->maps_)
+#define hnext (S()->hnext_)
+#define bucket (S()->bucket_)
+#define lru (S()->lru_)
 
 /* Fibonacci hashing: consecutive inodes (memfds made one after another)
  * land far apart */
@@ -67,7 +98,7 @@ int shm_maps_count(void) { return lru.n; }
 void shm_maps_reset(void)
 {
 	ssw_lru_reset(&lru);
-	memset(bucket, 0, sizeof bucket);
+	memset(bucket, 0, sizeof S()->bucket_);
 }
 
 int shm_maps_chained(void)

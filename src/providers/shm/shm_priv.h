@@ -78,11 +78,17 @@ struct shm_seg_hdr {
 	 * a switch that predates a field never sees it used (it leaves its
 	 * word 0, the fields past its own header being zero). */
 	_Atomic uint32_t feat[2];
+	/* the connector's count of this segment's connections (SHM_FEAT_EPOCH):
+	 * one more at each recycle, so that an acceptor that saw epoch E can
+	 * tell the segment still carries that connection (shm_lend.c) */
+	_Atomic uint32_t epoch;
 };
 #define SHM_FEAT_SKIP 1u /* the consumer follows the producer's rewinds (ctl->skip) */
 /* feat[0] only: the connector keeps this segment's memfd to recycle it, so
  * the acceptor's mapping of it is worth keeping (shm_seg.c) */
 #define SHM_FEAT_KEEP 2u
+/* feat[0] only: the connector counts recycles in `epoch` */
+#define SHM_FEAT_EPOCH 4u
 
 /* A ring record: header then payload, padded to 8 bytes. */
 /* CTL: a message without stream data (its loss at the peer's death is no reset) */
@@ -282,6 +288,15 @@ void shm_seg_release(struct ssw_ep *ep, bool recycle);
 void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uint32_t uid);
 /* The acceptor's last holder closes: its mapping is kept (ep->seg cleared). */
 void shm_seg_map_keep(struct ssw_ep *ep);
+/* A mapping kept as shm_seg_map_keep keeps one (marked MADV_DONTFORK
+ * already), from what the caller recorded privately (shm_lend.c). */
+void shm_seg_keep_mapping(void *p, size_t size, uint64_t dev, uint64_t ino, int32_t pid, uint32_t uid);
+/* shm_lend.c: a fork-per-connection server's copies of its children's
+ * segments, kept until they exit (see there). */
+void shm_lend_accepted(struct ssw_ep *ep);
+bool shm_lend_detach(struct ssw_ep *ep);
+void shm_lend_forget(struct ssw_ep *ep);
+void shm_lend_reap(void);
 /* Segments in this process's cache, mappings kept (tests). */
 void shm_seg_kept(int *segs, int *maps);
 /* Kept mappings reachable through the lookup table: as many as are kept,

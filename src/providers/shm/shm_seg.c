@@ -436,12 +436,16 @@ int shm_seg_settle(struct shm_seg *g, int32_t pid, uint32_t uid)
 void shm_seg_prepare(struct shm_seg *g)
 {
 	struct shm_seg_hdr *h = g->p;
-	if (g->recycled) /* the old connection's indices and flags */
+	uint32_t epoch = 0;
+	if (g->recycled) { /* the old connection's indices and flags */
+		epoch = atomic_load_explicit(&h->epoch, memory_order_relaxed) + 1;
 		memset(h, 0, sizeof *h);
+	}
 	shm_seg_init(h, g->ring);
+	atomic_store_explicit(&h->epoch, epoch, memory_order_relaxed);
 	/* shm_seg_retain keeps the memfd (or a newer connection takes it
 	 * later, and says so here) */
-	atomic_fetch_or_explicit(&h->feat[0], SHM_FEAT_KEEP, memory_order_relaxed);
+	atomic_fetch_or_explicit(&h->feat[0], SHM_FEAT_KEEP | SHM_FEAT_EPOCH, memory_order_relaxed);
 }
 
 /* Called with seg_lock: the oldest live connection gives its memfd up
@@ -532,6 +536,19 @@ void *shm_seg_map_take(uint64_t dev, uint64_t ino, size_t size, int32_t pid, uin
 	return p;
 }
 
+/* With seg_lock: m joins the kept mappings (the oldest out when full, and
+ * those idle too long, into old[]). */
+static void keep_locked(struct shm_kept_map *m, struct old *old, int *nold)
+{
+	uint64_t now = ssw_now_ns();
+	*nold = expire(now, old);
+	m->t = now;
+	struct shm_kept_map out;
+	shm_maps_add(m, &out);
+	if (out.p)
+		old[(*nold)++] = (struct old){ out.p, out.size, -1 };
+}
+
 void shm_seg_map_keep(struct ssw_ep *ep)
 {
 	struct old old[OLD_MAX];
@@ -545,15 +562,24 @@ void shm_seg_map_keep(struct ssw_ep *ep)
 	pthread_once(&atfork_once, atfork_install);
 	pthread_mutex_lock(&seg_lock);
 	if (owner == ssw_pid()) {
-		uint64_t now = ssw_now_ns();
-		nold = expire(now, old);
 		struct shm_kept_map m = { .p = ep->seg, .size = ep->seg_size, .dev = ep->seg_dev, .ino = ep->seg_ino,
-					  .pid = ep->peer_pid, .uid = ep->peer_uid, .t = now }, out;
-		shm_maps_add(&m, &out);
-		if (out.p)
-			old[nold++] = (struct old){ out.p, out.size, -1 };
+					  .pid = ep->peer_pid, .uid = ep->peer_uid };
+		keep_locked(&m, old, &nold);
 		ep->seg = NULL; /* kept */
 	}
+	pthread_mutex_unlock(&seg_lock);
+	free_old(old, nold);
+}
+
+void shm_seg_keep_mapping(void *p, size_t size, uint64_t dev, uint64_t ino, int32_t pid, uint32_t uid)
+{
+	struct old old[OLD_MAX];
+	int nold = 0;
+	pthread_once(&atfork_once, atfork_install);
+	pthread_mutex_lock(&seg_lock);
+	drop_foreign();
+	struct shm_kept_map m = { .p = p, .size = size, .dev = dev, .ino = ino, .pid = pid, .uid = uid, .nofork = true };
+	keep_locked(&m, old, &nold);
 	pthread_mutex_unlock(&seg_lock);
 	free_old(old, nold);
 }

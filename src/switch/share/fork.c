@@ -157,6 +157,8 @@ SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 		return;
 	}
 	__atomic_store_n(&ssw_fl->forking, (pthread_t)0, __ATOMIC_RELAXED);
+	/* who may still map what this process closes later (shm_lend.c) */
+	ssw_fl->child_pid[ssw_fl->fork_gen % SSW_FORK_PIDS] = pid > 0 ? pid : 0;
 	if (pid < 0) {
 		int down = -1;
 		ssw_fdtab_each(hold, &down);
