@@ -37,7 +37,7 @@ struct ssw_forklocal {
 	unsigned fork_gen;                 /* switch/share/fork.c: this process's forks */
 	pid_t child_pid[SSW_FORK_PIDS];    /* switch/share/fork.c: the child of fork g at g % SSW_FORK_PIDS (0: failed) */
 	unsigned outer_forks;              /* common/real.c: forks past the fork handlers (a relay's) */
-	_Alignas(8) unsigned char shm_lend[1664]; /* providers/shm/shm_lend.c: accepted and lent segments */
+	_Alignas(8) unsigned char shm_lend[1984]; /* providers/shm/shm_lend.c: accepted and lent segments */
 	pthread_rwlock_t tab_lock;         /* switch/sock/fdtab.c */
 	pthread_mutex_t seg_lock;          /* providers/shm/shm_seg.c */
 	pthread_mutex_t if_lock[2];        /* switch/route/local.c: refresh, read */

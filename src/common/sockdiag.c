@@ -17,6 +17,7 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <linux/tcp.h>
+#include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -428,6 +429,39 @@ bool ssw_diag_fd_nonlocal(int fd)
 
 /* net.ipv4.ip_unprivileged_port_start of our namespace (it covers IPv6
  * too), read once: the first port any user may bind. */
+int ssw_diag_unix_alive(uint64_t ino)
+{
+	int nl = nl_open();
+	if (nl < 0)
+		return nl;
+	struct {
+		struct nlmsghdr nh;
+		struct unix_diag_req r;
+	} req = {
+		.nh = { .nlmsg_len = sizeof req, .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
+		.r = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)ino,
+		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+	};
+	int rc = -EIO;
+	union {
+		struct nlmsghdr nh;
+		char b[1024];
+	} resp;
+	if (ino > UINT32_MAX)
+		rc = -EINVAL;
+	else if (SYS_(sendto, nl, &req, sizeof req, 0, NULL, 0) == (long)sizeof req) {
+		long n = SYS_(recvfrom, nl, &resp, sizeof resp, 0, NULL, 0);
+		if (n >= (long)sizeof(struct nlmsghdr) && resp.nh.nlmsg_type == SOCK_DIAG_BY_FAMILY)
+			rc = 1;
+		else if (n >= (long)(sizeof(struct nlmsghdr) + sizeof(int)) && resp.nh.nlmsg_type == NLMSG_ERROR) {
+			int e = ((const struct nlmsgerr *)NLMSG_DATA(&resp.nh))->error;
+			rc = e == -ENOENT ? 0 : e ? e : -EIO;
+		}
+	}
+	sys_close(nl);
+	return rc;
+}
+
 int ssw_diag_unprivileged_port_start(void)
 {
 	static _Atomic int start;

@@ -4,6 +4,7 @@
 #define SSW_SOCKDIAG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -39,6 +40,9 @@ int ssw_diag_bound_by(const struct sockaddr_storage *addr, int domain, uid_t uid
 int ssw_diag_fd_bound(pid_t pid, int fd, const struct sockaddr_storage *addr, uid_t uid, int ref_fd);
 /* Our own socket fd has IP_FREEBIND or IP_TRANSPARENT set. */
 bool ssw_diag_fd_nonlocal(int fd);
+/* Is the unix socket of this inode still open in some process (1), gone
+ * (0), or can the kernel not tell (-errno)? */
+int ssw_diag_unix_alive(uint64_t ino);
 /* The first port any user may bind in our network namespace
  * (net.ipv4.ip_unprivileged_port_start, read once; 1024 if unreadable). */
 int ssw_diag_unprivileged_port_start(void);

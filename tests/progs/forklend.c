@@ -1,6 +1,6 @@
 /* forklend — a fork-per-connection server and its clients, for t_fork_lend.
  *
- * forklend [-n REQUESTS] [-c CLIENTS] [-x]: a server on 127.0.0.1 (a free
+ * forklend [-n REQUESTS] [-c CLIENTS] [-x] [-g]: a server on 127.0.0.1 (a free
  * port) forks a child per connection that reads a 64-byte request, answers
  * it (the request with each byte + 1) followed by how many shared-memory
  * segments the child maps (memfd mappings in /proc/self/maps), and ends
@@ -62,6 +62,14 @@ static int read_full(int fd, void *b, size_t n)
 	return 0;
 }
 
+/* -g: the child forks a grandchild that serves the connection and ends
+ * itself at once (the double fork of a daemon); the grandchild answers,
+ * then goes on writing a little for a while: kernel TCP refuses that once
+ * the client closed, and a segment the server released while the
+ * grandchild still held it would carry those bytes into another
+ * connection. */
+static void grandchild(int fd);
+
 static void child(int fd, int use_exit)
 {
 	unsigned char b[REQ + sizeof(int) + sizeof(unsigned long)];
@@ -99,16 +107,45 @@ static void note_segment(long *res, unsigned long ino)
 	__atomic_store_n(&res[4], 0, __ATOMIC_RELEASE);
 }
 
+static void grandchild(int fd)
+{
+	signal(SIGPIPE, SIG_IGN);
+	pid_t g = fork();
+	if (g != 0)
+		_exit(g > 0 ? 0 : 5);
+	unsigned char b[REQ + sizeof(int) + sizeof(unsigned long)];
+	if (read_full(fd, b, REQ) < 0)
+		_exit(2);
+	for (int i = 0; i < REQ; i++)
+		b[i]++;
+	int segs = 1;
+	unsigned long ino = 0;
+	memcpy(b + REQ, &segs, sizeof segs);
+	memcpy(b + REQ + sizeof segs, &ino, sizeof ino);
+	if (write(fd, b, sizeof b) != (ssize_t)sizeof b)
+		_exit(3);
+	/* and goes on writing for 50 ms, until the connection says it ended */
+	memset(b, 0xee, sizeof b);
+	for (int i = 0; i < 250; i++) {
+		if (write(fd, b, 8) < 0)
+			break;
+		usleep(200);
+	}
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
-	int n = 200, clients = 1, use_exit = 0, o;
-	while ((o = getopt(argc, argv, "n:c:x")) != -1) {
+	int n = 200, clients = 1, use_exit = 0, grand = 0, o;
+	while ((o = getopt(argc, argv, "n:c:xg")) != -1) {
 		if (o == 'n')
 			n = atoi(optarg);
 		else if (o == 'c')
 			clients = atoi(optarg);
 		else if (o == 'x')
 			use_exit = 1;
+		else if (o == 'g')
+			grand = 1;
 		else
 			return 64;
 	}
@@ -134,6 +171,8 @@ int main(int argc, char **argv)
 			pid_t c = fork();
 			if (c == 0) {
 				close(l);
+				if (grand)
+					grandchild(fd);
 				child(fd, use_exit);
 			}
 			close(fd);

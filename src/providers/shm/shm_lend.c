@@ -12,8 +12,10 @@
  * So the parent keeps the mapping instead, marked MADV_DONTFORK (no later
  * child gets it), until every child forked since it accepted the
  * connection has exited (kill(pid, 0); a pid reused meanwhile only keeps
- * it longer), looked at before each accept.  Then, as the acceptor's last
- * holder: if nobody released the segment and it still carries that
+ * it longer) and nobody holds the connection's rendezvous socket any more
+ * (the kernel's word, sock_diag: a grandchild that a child forked, or a
+ * relay it made, unseen here, holds it), looked at before each accept.
+ * Then, as the acceptor's last holder: if nobody released the segment and it still carries that
  * connection (its connector's epoch is the one seen at the accept: no
  * recycle since), it is released now; the mapping is kept as a last
  * holder's is (shm_seg.c), to serve again when the connector recycles the
@@ -26,16 +28,19 @@
 #include "providers/shm/shm_priv.h"
 
 #include "common/forklocal.h"
+#include "common/sockdiag.h"
 #include "common/sys.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #define ACCEPTED_MAX 16 /* connections accepted here and still open, by address */
 #define LENT_MAX 8
 #define KIDS_MAX 4
+#define LOOK_AGAIN_NS 100000000ull /* a lent segment whose socket is still held: looked at again after */
 
 struct accepted {
 	struct ssw_ep *ep; /* NULL: free */
@@ -45,6 +50,7 @@ struct accepted {
 	int32_t pid;
 	uint32_t uid;
 	uint32_t epoch;
+	uint64_t ctl_ino; /* the rendezvous socket's inode, our end */
 	unsigned gen;   /* this process's fork generation at the accept */
 	unsigned outer; /* and its count of forks past the handlers (relays) */
 	bool has_epoch; /* the connector counts recycles */
@@ -58,6 +64,8 @@ struct lent {
 	uint32_t uid;
 	uint32_t epoch;
 	bool has_epoch;
+	uint64_t ctl_ino;
+	uint64_t next_ns; /* when to look at the rendezvous socket again */
 	pid_t kids[KIDS_MAX];
 };
 
@@ -82,7 +90,10 @@ void shm_lend_accepted(struct ssw_ep *ep)
 	if (!h || !ep->seg_ino || !atomic_load(&ep->cred_ok))
 		return;
 	uint32_t feat = atomic_load_explicit(&h->feat[0], memory_order_relaxed);
-	struct accepted a = { .ep = ep, .seg = h, .size = ep->seg_size, .dev = ep->seg_dev, .ino = ep->seg_ino,
+	struct stat cs;
+	if (fstat(ep->ctl_fd, &cs) < 0)
+		return;
+	struct accepted a = { .ctl_ino = (uint64_t)cs.st_ino, .ep = ep, .seg = h, .size = ep->seg_size, .dev = ep->seg_dev, .ino = ep->seg_ino,
 			      .pid = ep->peer_pid, .uid = ep->peer_uid,
 			      .epoch = atomic_load_explicit(&h->epoch, memory_order_relaxed),
 			      .gen = ssw_fl->fork_gen, .outer = ssw_fl->outer_forks, .has_epoch = (feat & SHM_FEAT_EPOCH) != 0 };
@@ -112,7 +123,7 @@ bool shm_lend_detach(struct ssw_ep *ep)
 	if (a->ep == ep && a->seg == ep->seg && forks > 0 && forks <= KIDS_MAX && forks <= SSW_FORK_PIDS &&
 	    a->outer == ssw_fl->outer_forks && st->nlent < LENT_MAX) {
 		struct lent l = { .seg = a->seg, .size = a->size, .dev = a->dev, .ino = a->ino, .pid = a->pid,
-				  .uid = a->uid, .epoch = a->epoch, .has_epoch = a->has_epoch };
+				  .uid = a->uid, .epoch = a->epoch, .has_epoch = a->has_epoch, .ctl_ino = a->ctl_ino };
 		int n = 0;
 		for (unsigned g = a->gen + 1; g - a->gen <= forks; g++)
 			if (ssw_fl->child_pid[g % SSW_FORK_PIDS] > 0)
@@ -167,13 +178,25 @@ void shm_lend_reap(void)
 		return;
 	struct lent done[LENT_MAX];
 	int n = 0;
+	uint64_t now = ssw_now_ns();
 	pthread_mutex_lock(&lend_lock);
-	for (int i = 0; i < LENT_MAX; i++)
-		if (st->lent[i].seg && kids_gone(&st->lent[i])) {
-			done[n++] = st->lent[i];
-			st->lent[i].seg = NULL;
-			st->nlent--;
+	for (int i = 0; i < LENT_MAX; i++) {
+		struct lent *l = &st->lent[i];
+		if (!l->seg || now < l->next_ns || !kids_gone(l))
+			continue;
+		/* a process the children left behind (a grandchild, a relay one
+		 * of them made) may hold the connection still: the kernel says
+		 * whether anyone has the rendezvous socket's end open */
+		int alive = ssw_diag_unix_alive(l->ctl_ino);
+		if (alive > 0) {
+			l->next_ns = now + LOOK_AGAIN_NS;
+			continue;
 		}
+		done[n] = *l;
+		done[n++].has_epoch &= alive == 0; /* cannot tell: never released */
+		l->seg = NULL;
+		st->nlent--;
+	}
 	pthread_mutex_unlock(&lend_lock);
 	for (int i = 0; i < n; i++)
 		finish(&done[i]);
