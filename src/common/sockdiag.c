@@ -427,8 +427,6 @@ bool ssw_diag_fd_nonlocal(int fd)
 	return sys_getsockopt(fd, SOL_IP, IP_TRANSPARENT, &v, &l) == 0 && v;
 }
 
-/* net.ipv4.ip_unprivileged_port_start of our namespace (it covers IPv6
- * too), read once: the first port any user may bind. */
 int ssw_diag_unix_alive(uint64_t ino)
 {
 	int nl = nl_open();
@@ -462,6 +460,8 @@ int ssw_diag_unix_alive(uint64_t ino)
 	return rc;
 }
 
+/* net.ipv4.ip_unprivileged_port_start of our namespace (it covers IPv6
+ * too), read once: the first port any user may bind. */
 int ssw_diag_unprivileged_port_start(void)
 {
 	static _Atomic int start;

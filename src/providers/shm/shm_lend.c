@@ -20,8 +20,9 @@
  * recycle since), it is released now; the mapping is kept as a last
  * holder's is (shm_seg.c), to serve again when the connector recycles the
  * segment for its next connection here, else unmapped.  Everything this
- * needs was recorded at the accept, before any child existed, in the
- * fork-local page (a child has none of it; the parent writes no page a
+ * needs was recorded at the accept, before any child existed (and the
+ * rendezvous socket's inode at the lend, from our own descriptor: no
+ * system call on the accept path), in the fork-local page (a child has none of it; the parent writes no page a
  * fork write-protected): the children may have written anything in the
  * shared memory.  A child that lies there can only do what it could before
  * (release its own segment early: its own connection's loss). */
@@ -42,29 +43,28 @@
 #define KIDS_MAX 4
 #define LOOK_AGAIN_NS 100000000ull /* a lent segment whose socket is still held: looked at again after */
 
-struct accepted {
-	struct ssw_ep *ep; /* NULL: free */
-	struct shm_seg_hdr *seg;
+/* What the acceptor knew of a connection's segment at the accept. */
+struct seg_rec {
+	struct shm_seg_hdr *seg; /* NULL: free (in a lent record) */
 	size_t size;
 	uint64_t dev, ino;
 	int32_t pid;
 	uint32_t uid;
 	uint32_t epoch;
-	uint64_t ctl_ino; /* the rendezvous socket's inode, our end */
+	bool has_epoch;   /* the connector counts recycles */
+	uint64_t ctl_ino; /* the rendezvous socket's inode, our end (at the lend) */
+};
+
+struct accepted {
+	struct ssw_ep *ep; /* NULL: free */
+	struct seg_rec r;
+	int ctl_fd;     /* ours: asked for its inode only if the segment is lent */
 	unsigned gen;   /* this process's fork generation at the accept */
 	unsigned outer; /* and its count of forks past the handlers (relays) */
-	bool has_epoch; /* the connector counts recycles */
 };
 
 struct lent {
-	struct shm_seg_hdr *seg; /* NULL: free */
-	size_t size;
-	uint64_t dev, ino;
-	int32_t pid;
-	uint32_t uid;
-	uint32_t epoch;
-	bool has_epoch;
-	uint64_t ctl_ino;
+	struct seg_rec r;
 	uint64_t next_ns; /* when to look at the rendezvous socket again */
 	pid_t kids[KIDS_MAX];
 };
@@ -90,13 +90,12 @@ void shm_lend_accepted(struct ssw_ep *ep)
 	if (!h || !ep->seg_ino || !atomic_load(&ep->cred_ok))
 		return;
 	uint32_t feat = atomic_load_explicit(&h->feat[0], memory_order_relaxed);
-	struct stat cs;
-	if (fstat(ep->ctl_fd, &cs) < 0)
-		return;
-	struct accepted a = { .ctl_ino = (uint64_t)cs.st_ino, .ep = ep, .seg = h, .size = ep->seg_size, .dev = ep->seg_dev, .ino = ep->seg_ino,
-			      .pid = ep->peer_pid, .uid = ep->peer_uid,
-			      .epoch = atomic_load_explicit(&h->epoch, memory_order_relaxed),
-			      .gen = ssw_fl->fork_gen, .outer = ssw_fl->outer_forks, .has_epoch = (feat & SHM_FEAT_EPOCH) != 0 };
+	struct accepted a = { .ep = ep,
+			      .r = { .seg = h, .size = ep->seg_size, .dev = ep->seg_dev, .ino = ep->seg_ino,
+				     .pid = ep->peer_pid, .uid = ep->peer_uid,
+				     .epoch = atomic_load_explicit(&h->epoch, memory_order_relaxed),
+				     .has_epoch = (feat & SHM_FEAT_EPOCH) != 0 },
+			      .ctl_fd = ep->ctl_fd, .gen = ssw_fl->fork_gen, .outer = ssw_fl->outer_forks };
 	pthread_mutex_lock(&lend_lock);
 	*acc_slot(ep) = a; /* a newer connection at the same place overwrites */
 	pthread_mutex_unlock(&lend_lock);
@@ -120,19 +119,20 @@ bool shm_lend_detach(struct ssw_ep *ep)
 	/* accepted here (not a child's view), its other holders the children
 	 * forked since (at most KIDS_MAX, all still remembered; no relay made
 	 * meanwhile, which fork.c does not see), room left */
-	if (a->ep == ep && a->seg == ep->seg && forks > 0 && forks <= KIDS_MAX && forks <= SSW_FORK_PIDS &&
-	    a->outer == ssw_fl->outer_forks && st->nlent < LENT_MAX) {
-		struct lent l = { .seg = a->seg, .size = a->size, .dev = a->dev, .ino = a->ino, .pid = a->pid,
-				  .uid = a->uid, .epoch = a->epoch, .has_epoch = a->has_epoch, .ctl_ino = a->ctl_ino };
+	struct stat cs;
+	if (a->ep == ep && a->r.seg == ep->seg && forks > 0 && forks <= KIDS_MAX && forks <= SSW_FORK_PIDS &&
+	    a->outer == ssw_fl->outer_forks && st->nlent < LENT_MAX && fstat(a->ctl_fd, &cs) == 0) {
+		struct lent l = { .r = a->r };
+		l.r.ctl_ino = (uint64_t)cs.st_ino; /* still our descriptor: it closes after this */
 		int n = 0;
 		for (unsigned g = a->gen + 1; g - a->gen <= forks; g++)
 			if (ssw_fl->child_pid[g % SSW_FORK_PIDS] > 0)
 				l.kids[n++] = ssw_fl->child_pid[g % SSW_FORK_PIDS];
 		/* marked under seg_lock, which shm_seg.c's fork handler takes:
 		 * no fork in between */
-		if (n && ssw_fork_out(l.seg, l.size)) {
+		if (n && ssw_fork_out(l.r.seg, l.r.size)) {
 			for (int i = 0; i < LENT_MAX; i++)
-				if (!st->lent[i].seg) {
+				if (!st->lent[i].r.seg) {
 					st->lent[i] = l;
 					st->nlent++;
 					lent = true;
@@ -159,42 +159,42 @@ static bool kids_gone(const struct lent *l)
 
 /* The children of a lent segment are gone: this process is the acceptor's
  * last holder. */
-static void finish(const struct lent *l)
+static void finish(const struct seg_rec *r)
 {
-	struct shm_seg_hdr *h = l->seg;
-	bool same = l->has_epoch && atomic_load_explicit(&h->epoch, memory_order_relaxed) == l->epoch;
+	struct shm_seg_hdr *h = r->seg;
+	bool same = r->has_epoch && atomic_load_explicit(&h->epoch, memory_order_relaxed) == r->epoch;
 	if (same && !atomic_load_explicit(&h->released, memory_order_acquire))
 		atomic_store_explicit(&h->released, 1, memory_order_release);
 	bool keep = same && (atomic_load_explicit(&h->feat[0], memory_order_relaxed) & SHM_FEAT_KEEP);
 	if (keep)
-		shm_seg_keep_mapping(h, l->size, l->dev, l->ino, l->pid, l->uid);
+		shm_seg_keep_mapping(h, r->size, r->dev, r->ino, r->pid, r->uid);
 	else
-		munmap(h, l->size);
+		munmap(h, r->size);
 }
 
 void shm_lend_reap(void)
 {
 	if (!__atomic_load_n(&st->nlent, __ATOMIC_RELAXED))
 		return;
-	struct lent done[LENT_MAX];
+	struct seg_rec done[LENT_MAX];
 	int n = 0;
 	uint64_t now = ssw_now_ns();
 	pthread_mutex_lock(&lend_lock);
 	for (int i = 0; i < LENT_MAX; i++) {
 		struct lent *l = &st->lent[i];
-		if (!l->seg || now < l->next_ns || !kids_gone(l))
+		if (!l->r.seg || now < l->next_ns || !kids_gone(l))
 			continue;
 		/* a process the children left behind (a grandchild, a relay one
 		 * of them made) may hold the connection still: the kernel says
 		 * whether anyone has the rendezvous socket's end open */
-		int alive = ssw_diag_unix_alive(l->ctl_ino);
+		int alive = ssw_diag_unix_alive(l->r.ctl_ino);
 		if (alive > 0) {
 			l->next_ns = now + LOOK_AGAIN_NS;
 			continue;
 		}
-		done[n] = *l;
+		done[n] = l->r;
 		done[n++].has_epoch &= alive == 0; /* cannot tell: never released */
-		l->seg = NULL;
+		l->r.seg = NULL;
 		st->nlent--;
 	}
 	pthread_mutex_unlock(&lend_lock);
