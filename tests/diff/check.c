@@ -438,31 +438,24 @@ static void judge(const struct check_opts *o, struct pair_run *r, struct verdict
 	}
 	if (strcmp(r->kernel, r->switched) != 0) {
 		int known = only_known(r->kernel, r->switched, o->profile == PROF_FABRIC);
-		if (known == 7) {
+		/* each class only_known finds, by its number */
+		static const char *const why[] = {
+			[1] = "known: a thread blocked on a socket is woken late (or not) by a forked child's shutdown "
+			      "of it (the local wake-up of issue 19, item 4)",
+			[3] = "known: an edge-triggered EPOLLOUT when the peer's reads gave room back, one edge more "
+			      "than the kernel's (README Limits)",
+			[4] = "known: over fabric a FIN behind unread data shows (POLLRDHUP) once the switch reaches it "
+			      "(README Limits)",
+			[5] = "known: an epoll set does not see a forked child's shutdown until the connection's next "
+			      "event (README Limits)",
+			[6] = "known: a splice from a socket into a pipe takes a different count (kernel TCP: one segment "
+			      "per pipe buffer; README Limits)",
+			[7] = "known: a thread asleep in poll/epoll_wait while another thread's send draws the reset sees "
+			      "POLLERR or not, by timing (README Limits)",
+		};
+		if (known > 0 && known < (int)(sizeof why / sizeof why[0]) && why[known]) {
 			v->kind = V_KNOWN;
-			snprintf(v->why, sizeof v->why, "known: a thread asleep in poll/epoll_wait while another thread's "
-				 "send draws the reset sees POLLERR or not, by timing (README Limits)");
-		} else if (known == 6) {
-			v->kind = V_KNOWN;
-			snprintf(v->why, sizeof v->why, "known: a splice from a socket into a pipe takes a different count "
-				 "(kernel TCP: one segment per pipe buffer; README Limits)");
-		} else if (known == 5) {
-			v->kind = V_KNOWN;
-			snprintf(v->why, sizeof v->why, "known: an epoll set does not see a forked child's shutdown until the "
-				 "connection's next event (README Limits)");
-		} else if (known == 4) {
-			v->kind = V_KNOWN;
-			snprintf(v->why, sizeof v->why, "known: over fabric a FIN behind unread data shows (POLLRDHUP) once "
-				 "the switch reaches it (README Limits)");
-		} else if (known == 3) {
-			v->kind = V_KNOWN;
-			snprintf(v->why, sizeof v->why, "known: an edge-triggered EPOLLOUT when the peer's reads gave room "
-				 "back, one edge more than the kernel's (README Limits)");
-		} else if (known) {
-			v->kind = V_KNOWN;
-			static const char *const why[] = { "", "a forked child's shutdown of it" };
-			snprintf(v->why, sizeof v->why, "known: a thread blocked on a socket is woken late (or not) by %s "
-				 "(the local wake-up of issue 19, item 4)", why[known]);
+			snprintf(v->why, sizeof v->why, "%s", why[known]);
 		} else {
 			v->kind = V_DIFF;
 			snprintf(v->why, sizeof v->why, "the transcripts differ");
