@@ -220,6 +220,15 @@ struct ssw_conn_ops {
 	 * verifies the connector's claimed address against the kernel sockets
 	 * of this host, which only works for a same-host peer). */
 	int (*peer_addr)(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len);
+
+	/* This process drops privileges that the other processes holding the
+	 * endpoint after fork keep (session_unshare.c): give it a copy of the
+	 * endpoint's fork-shared state of its own, at the same address, so
+	 * that it can no longer write what they read.  The session lock is
+	 * held.  0, or -errno with nothing changed.  Optional (NULL: the
+	 * endpoint keeps nothing the others would follow in fork-shared
+	 * memory). */
+	int (*unshare)(struct ssw_ep *ep);
 };
 
 /* Control messages: WSPSend / WSPRecv into pre-posted registered buffers.

@@ -33,6 +33,11 @@ void *ssw_wipeonfork_alloc(size_t size)
 	return (void *)p;
 }
 
+bool ssw_forklocal_wiped(void)
+{
+	return ssw_fl != &early_page;
+}
+
 static void zero_in_child(void)
 {
 	memset(ssw_fl, 0, sizeof *ssw_fl);

@@ -23,6 +23,7 @@
 #define SSW_FORKLOCAL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <sys/types.h>
 
@@ -58,6 +59,9 @@ extern struct ssw_forklocal *ssw_fl;
  * NULL when the kernel refuses the advice (the caller then keeps its table
  * in ordinary memory, and checks its owner as before). */
 void *ssw_wipeonfork_alloc(size_t size);
+/* Is ssw_fl wiped by the kernel in every child (false: the atfork handler
+ * zeroes it, for libc's forks only)? */
+bool ssw_forklocal_wiped(void);
 
 /* The code a forked child runs inside fork() (the fork wrapper, atfork
  * child handlers, ssw_fork_end), kept together: a child has no page table

@@ -20,6 +20,7 @@ static void resolve(void)
 	R(write); R(readv); R(writev); R(sendfile); R(splice); R(poll); R(ppoll); R(select); R(pselect);
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(execve); R(execvpe); R(fork);
 	R(posix_spawn); R(posix_spawnp); R(vfork); R(close_range);
+	R(setuid); R(seteuid); R(setreuid); R(setresuid);
 	RN(read_chk, "__read_chk");
 	RN(recv_chk, "__recv_chk");
 	RN(recvfrom_chk, "__recvfrom_chk");

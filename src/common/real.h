@@ -60,6 +60,10 @@ struct ssw_real {
 	pid_t (*vfork)(void);
 	int (*close_range)(unsigned, unsigned, int);
 	pid_t (*fork)(void);
+	int (*setuid)(uid_t);
+	int (*seteuid)(uid_t);
+	int (*setreuid)(uid_t, uid_t);
+	int (*setresuid)(uid_t, uid_t, uid_t);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
 			   char *const[], char *const[]);

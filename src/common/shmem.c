@@ -201,3 +201,22 @@ void ssw_shared_free(void *p, size_t size, bool reuse)
 	if (p)
 		SYS_(munmap, p, size);
 }
+
+void *ssw_shared_dup(const void *p, size_t size, size_t n)
+{
+	long m = SYS_(mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == -1)
+		return NULL;
+	memcpy((void *)m, p, n < size ? n : size);
+	return (void *)m;
+}
+
+bool ssw_shared_move(void *copy, size_t size, void *at)
+{
+	long m = SYS_(mremap, copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+	if (m == -1) {
+		SYS_(munmap, copy, size);
+		return false;
+	}
+	return true;
+}

@@ -76,6 +76,16 @@ void ssw_pid_forget(void);
  * when no other process can still see it (kept for the next alloc). */
 void *ssw_shared_alloc(size_t size, size_t zero);
 void ssw_shared_free(void *p, size_t size, bool reuse);
+/* A fresh fork-shared mapping of `size` bytes whose first `n` are a copy
+ * of p's, the rest zero: the private copy a process takes of a connection's
+ * memory before it drops privileges (switch/share/privdrop.c).  NULL if no
+ * memory. */
+void *ssw_shared_dup(const void *p, size_t size, size_t n);
+/* Put `copy` (from ssw_shared_dup) in place of this process's mapping at
+ * `at`, same size: from then on `at` shows the copy here, while every
+ * other process that mapped `at`'s memory keeps the original.  false if
+ * the kernel refused (copy unmapped, `at` unchanged). */
+bool ssw_shared_move(void *copy, size_t size, void *at);
 /* A mapping kept for reuse leaves the children of later forks out
  * (MADV_DONTFORK, done at the fork); false: the kernel refused, it must not
  * be kept.  ssw_fork_in: back in use, one a fork marked is inherited again;

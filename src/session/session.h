@@ -118,6 +118,12 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max);
  * that closes all others. */
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
+/* This process is about to lose privileges the other processes holding the
+ * connection keep (a setuid after fork): take a copy of the connection's
+ * fork-shared memory for this process alone, in place, and leave the
+ * original to them as a connection that moved away (reset there, a close
+ * only lets go).  0: done, or nothing shared; -errno: still shared. */
+int ssw_session_unshare(struct ssw_session *s);
 /* Options of the socket's open file that a fork shares (fcntl's O_NONBLOCK,
  * SO_RCVTIMEO and SO_SNDTIMEO in ms, SO_LINGER: -1 off, else seconds):
  * set by whichever process holding the connection sets them, read by all

@@ -54,6 +54,10 @@ static void take_over(struct ssw_session *s, pid_t me)
 bool sess_enter(struct ssw_session *s)
 {
 	sess_lock(s);
+	if (atomic_load_explicit(&s->moved, memory_order_relaxed)) {
+		sess_unlock(s); /* another process took the connection (session_unshare.c) */
+		return false;
+	}
 	if (!s->exclusive)
 		return true;
 	pid_t me = ssw_pid(), u = atomic_load(&s->user);
@@ -249,6 +253,14 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 {
 	if (!s)
 		return;
+	if (atomic_load(&s->moved)) {
+		/* the connection went with a process that dropped privileges:
+		 * let go of this copy, tell the peer nothing */
+		atomic_fetch_sub(&s->holders, 1);
+		s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
+		ssw_shared_free(s, s->map_size, false); /* rare: not worth keeping */
+		return;
+	}
 	if (atomic_fetch_sub(&s->holders, 1) > 1) {
 		drop_local(s); /* a forked process still holds it: no FIN yet */
 		return;
@@ -317,7 +329,7 @@ int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max)
 
 bool ssw_session_last_holder(struct ssw_session *s)
 {
-	return atomic_load(&s->holders) <= 1;
+	return atomic_load(&s->holders) <= 1 && !atomic_load(&s->moved);
 }
 
 int ssw_session_shutdown(struct ssw_session *s, int how)

@@ -101,6 +101,11 @@ struct ssw_session {
 	 * drove it (session_rx.c sess_head): its own transport still holds
 	 * what arrived before the fork, which the other consumed already */
 	_Atomic pid_t resync;
+	/* A process that dropped privileges took its own copy of the
+	 * connection (session_unshare.c) and left this memory to the others:
+	 * here the connection is gone (reset), and a close only lets go.
+	 * Written once, by that process before its drop. */
+	_Atomic bool moved;
 	size_t map_size;           /* the session's own mapping: this struct, then the queue */
 	const struct ssw_provider *p;
 	struct ssw_ep *ep;

@@ -109,6 +109,9 @@ int ssw_epoll_filter(struct epoll_event *ev, int n);
 /* fork: holders of fork-shared sessions (around the C library's fork) */
 void ssw_fork_begin(void);
 void ssw_fork_end(pid_t pid);
+/* The process's user ids just changed (setuid and kin): its connections stop
+ * sharing memory with the processes it was forked from (privdrop.c). */
+void ssw_privdrop_unshare(void);
 
 /* exec, spawn and fds sent to other processes: switched connections go
  * through relay processes (relay.h). */

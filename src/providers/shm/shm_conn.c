@@ -1010,6 +1010,18 @@ static int shm_ep_peer_cred(struct ssw_ep *ep, uint32_t *uid, int32_t *pid)
 	return 0;
 }
 
+/* The endpoint's page, copied in place for this process alone; the
+ * segment stays mapped as it is (its rings are the peer's too, read as
+ * untrusted input by every holder). */
+static int shm_unshare(struct ssw_ep *ep)
+{
+	struct ssw_ep *c = ssw_shared_dup(ep, sizeof *ep, sizeof *ep);
+	if (!c)
+		return -ENOMEM;
+	atomic_store(&c->vouch_lock, 0); /* held by another holder maybe: not by us */
+	return ssw_shared_move(c, sizeof *ep, ep) ? 0 : -ENOMEM;
+}
+
 const struct ssw_conn_ops shm_conn_ops = {
 	.size = sizeof(struct ssw_conn_ops),
 	.listen = shm_listen,
@@ -1025,4 +1037,5 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.ep_caps = shm_ep_caps,
 	.listener_ready = shm_listener_ready,
 	.peer_cred = shm_ep_peer_cred,
+	.unshare = shm_unshare,
 };

@@ -33,6 +33,7 @@
  * it could ptrace it: same-uid processes trust each other, as in the kernel. */
 #include "switch/stat/statreg_priv.h"
 
+#include "common/forklocal.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "common/sys.h"
@@ -247,7 +248,15 @@ void *ssw_statreg_map(int fd, uint64_t size)
 	if (SYS_(fstat, fd, &st) < 0 || ((uint64_t)st.st_size < size && SYS_(ftruncate, fd, (off_t)size) < 0))
 		return NULL;
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	return p == MAP_FAILED ? NULL : p;
+	if (p == MAP_FAILED)
+		return NULL;
+	/* A child starts a file of its own (its registry state is wiped at
+	 * fork): it must not keep ours, where a child that changed user could
+	 * write the slot count we loop over.  Kept where the state is not
+	 * wiped by the kernel (a raw clone would still use it). */
+	if (ssw_forklocal_wiped())
+		(void)SYS_(madvise, p, size, MADV_DONTFORK);
+	return p;
 }
 
 
