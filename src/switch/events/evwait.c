@@ -53,8 +53,15 @@ int ssw_ev_arm(struct ssw_sock *s, struct pollfd *pf, int n, int *nout, bool *st
 		return SSW_EV_PENDING;
 	}
 	/* still pending after staging: a finished connection (nothing more can
-	 * arrive), or the session could not stage (memory): then nap */
-	if (ssw_session_poll(sess) & (POLLHUP | POLLERR | POLLRDHUP))
+	 * arrive), or the session could not stage (memory): then nap.  Half
+	 * finished (the peer's end, not ours) it can still change without a
+	 * word from the peer: a send that draws the reset, or our shutdown,
+	 * and when another process holds the connection too (fork) nothing
+	 * rings here when that one does it (soak seed 851000734): naps then */
+	short ev = ssw_session_poll(sess);
+	if (ev & (POLLHUP | POLLERR))
 		return SSW_EV_IDLE;
+	if (ev & POLLRDHUP)
+		return ssw_session_last_holder(sess) ? SSW_EV_IDLE : SSW_EV_NAP;
 	return SSW_EV_NAP;
 }
