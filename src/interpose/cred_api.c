@@ -1,10 +1,11 @@
-/* cred_api.c — setuid and kin: a process whose user ids change takes its
+/* cred_api.c — setuid and kin: a process that gives up a user id takes its
  * switched connections' memory for itself (switch/share/privdrop.c), so that
  * a child that drops privileges cannot write what its privileged parent
  * follows.  Through the C library's calls only: a raw system call, or a
  * drop of capabilities alone (capset), is not seen (README Security). */
 #include "interpose/interpose.h"
 
+#include <stdbool.h>
 #include <unistd.h>
 
 static void ids(uid_t v[3])
@@ -13,7 +14,22 @@ static void ids(uid_t v[3])
 		v[0] = v[1] = v[2] = (uid_t)-1;
 }
 
-/* After the C library's call: if it succeeded and changed any of the ids. */
+/* Did the process give up a user id it had, one it can no longer switch
+ * back to?  A process may take any of its real, effective and saved ids,
+ * and one that keeps uid 0 among them may take any id at all: a root
+ * daemon's seteuid(user) around a file access, and its seteuid(0) after,
+ * give nothing up. */
+static bool lost_an_id(const uid_t before[3], const uid_t now[3])
+{
+	if (now[0] == 0 || now[1] == 0 || now[2] == 0)
+		return false;
+	for (int i = 0; i < 3; i++)
+		if (before[i] != now[0] && before[i] != now[1] && before[i] != now[2])
+			return true;
+	return false;
+}
+
+/* After the C library's call: if it succeeded and an id was given up. */
 static int after(int rc, const uid_t before[3])
 {
 	if (rc != 0)
@@ -21,7 +37,7 @@ static int after(int rc, const uid_t before[3])
 	int e = errno;
 	uid_t now[3];
 	ids(now);
-	if (now[0] != before[0] || now[1] != before[1] || now[2] != before[2])
+	if (lost_an_id(before, now))
 		ssw_privdrop_unshare();
 	errno = e;
 	return rc;

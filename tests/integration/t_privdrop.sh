@@ -14,6 +14,8 @@
 #    hangs (without session_unshare.c the parent dies in glibc's mutex code
 #    on the scribbled lock: mutation-checked), and its listener goes on
 #    serving a connection of its own;
+#  - a child that only switches its effective uid and back (saved uid 0)
+#    gave nothing up: the connection stays shared, the parent answers on it;
 #  - every connection switched;
 #  - over fabric, the first (legit) case.
 source "$(dirname "$0")/lib.sh"
@@ -32,7 +34,9 @@ for round in 1 2 3; do
   ssw_assert_eq "round $round: the child that dropped privileges serves" "$(ssw_kv "$T/$round.out" legit)" ok
   ssw_assert_eq "round $round: the parent survives a hostile child" "$(ssw_kv "$T/$round.out" hostile)" ok
   ssw_assert_eq "round $round: the parent's listener still serves" "$(ssw_kv "$T/$round.out" after)" ok
-  ssw_assert_ge "round $round: switched connections" "$(ssw_stats_sum "$T/$round.stats" switched)" 3
+  ssw_assert_eq "round $round: a child's seteuid and back leaves the connection shared" \
+    "$(ssw_kv "$T/$round.out" toggle)" ok
+  ssw_assert_ge "round $round: switched connections" "$(ssw_stats_sum "$T/$round.stats" switched)" 4
   ssw_assert_eq "round $round: fallback connections" "$(ssw_stats_sum "$T/$round.stats" fallback)" 0
 done
 # Over fabric (libfabric's tcp provider on loopback): the legit case only.

@@ -10,8 +10,12 @@
  *
  *   privdrop            run as root (exit 77 otherwise)
  *
- * Prints "RESULT legit=ok|bad hostile=ok|bad after=ok|bad" (and a reason
- * on stderr for each bad); exit 0 when all three are ok, 1 otherwise, 77
+ * A last child only switches its effective uid and back (a root daemon's
+ * seteuid around a file access): that gives up nothing, the connection
+ * stays shared and the parent answers on it.
+ *
+ * Prints "RESULT legit=ok|bad hostile=ok|bad after=ok|bad toggle=ok|bad"
+ * (and a reason on stderr for each bad); exit 0 when all are ok, 1 otherwise, 77
  * when not root.  The parent stops itself after 30 s (SIGALRM: a hang). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -113,6 +117,12 @@ static int client(int port)
 		bad = 1;
 	}
 	close(c3);
+	int c4 = dial(port);
+	if (c4 < 0 || ask(c4, 11) < 0) {
+		fprintf(stderr, "client: the connection whose child only switched its euid and back not answered right\n");
+		bad = 1;
+	}
+	close(c4);
 	return bad;
 }
 
@@ -258,11 +268,35 @@ int main(void)
 		after = 0;
 	}
 	close(a3);
+
+	/* toggle: a child that takes another euid and comes back (saved uid 0:
+	 * it could always return) has given up nothing: the connection stays
+	 * shared, and the parent answers on it */
+	int toggle = 1;
+	int a4 = accept(l, NULL, NULL);
+	k = fork();
+	if (k == 0) {
+		close(l);
+		if (seteuid(NOBODY) < 0 || seteuid(0) < 0)
+			_exit(3);
+		(void)!write(pp[1], "e", 1);
+		char go;
+		(void)!read(back[0], &go, 1);
+		_exit(0);
+	}
+	(void)!read(pp[0], &x, 1);
+	if (a4 < 0 || answer(a4) < 0) {
+		fprintf(stderr, "toggle: the parent could not answer after its child's seteuid and back\n");
+		toggle = 0;
+	}
+	(void)!write(back[1], "g", 1);
+	waitpid(k, &st, 0);
+	close(a4);
 	if (waitpid(cl, &st, 0) != cl || !WIFEXITED(st) || WEXITSTATUS(st)) {
 		fprintf(stderr, "client failed (status %d)\n", st);
 		legit = 0;
 	}
-	printf("RESULT legit=%s hostile=%s after=%s\n", legit ? "ok" : "bad", hostile ? "ok" : "bad",
-	       after ? "ok" : "bad");
-	return legit && hostile && after ? 0 : 1;
+	printf("RESULT legit=%s hostile=%s after=%s toggle=%s\n", legit ? "ok" : "bad", hostile ? "ok" : "bad",
+	       after ? "ok" : "bad", toggle ? "ok" : "bad");
+	return legit && hostile && after && toggle ? 0 : 1;
 }
