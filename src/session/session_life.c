@@ -153,6 +153,21 @@ void ssw_session_make_init(const struct ssw_session_opts *o, void *buf)
 	memcpy(buf, &in, sizeof in);
 }
 
+void sess_init_sync(struct ssw_session *s)
+{
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+	pthread_cond_init(&s->tx_cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_ep *ep,
 				    const struct ssw_session_opts *o, const void *peer_init)
 {
@@ -174,17 +189,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	s->q.buf = (uint8_t *)s + head_sz;
 	s->q.cap = qcap;
 	atomic_store(&s->holders, 1);
-	pthread_mutexattr_t ma;
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&s->lock, &ma);
-	pthread_mutexattr_destroy(&ma);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
-	pthread_cond_init(&s->tx_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	sess_init_sync(s);
 	s->p = prov;
 	s->ep = ep;
 	s->exclusive = !(prov->caps & SSW_CAP_SHARED_CONTEXT);

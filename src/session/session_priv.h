@@ -231,6 +231,9 @@ void sess_lock(struct ssw_session *s);
  * did since the fork: what it took from the transport is in its memory);
  * the op then acts as on a reset socket, in this process only. */
 bool sess_enter(struct ssw_session *s);
+/* The session's process-shared lock and condition, made anew (a new
+ * session, or a process's own copy of one: session_unshare.c). */
+void sess_init_sync(struct ssw_session *s);
 /* Lock-free: is the connection another process's now (exclusive)? */
 bool sess_foreign(const struct ssw_session *s);
 /* Called locked: the transport memory resident now (`stat`), -1 when not known. */

@@ -55,17 +55,7 @@ int ssw_session_unshare(struct ssw_session *s)
 	}
 	/* the copy: a lock and condition of its own (the original's may be
 	 * waited on by the others), this process its only holder */
-	pthread_mutexattr_t ma;
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&c->lock, &ma);
-	pthread_mutexattr_destroy(&ma);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
-	pthread_cond_init(&c->tx_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	sess_init_sync(c);
 	atomic_store(&c->holders, 1);
 	atomic_store(&c->w.sleepers, 0);
 	if (c->exclusive && atomic_load(&c->user) != ssw_pid())

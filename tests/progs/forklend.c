@@ -26,6 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "readfull.h"
+
 #define REQ 64
 
 /* How many memfd mappings this process has, and the inode of the first. */
@@ -46,20 +48,6 @@ static int memfd_maps(unsigned long *ino)
 		}
 	fclose(f);
 	return n;
-}
-
-static int read_full(int fd, void *b, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(fd, (char *)b + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	return 0;
 }
 
 /* -g: the child forks a grandchild that serves the connection and ends

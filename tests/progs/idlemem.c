@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "readfull.h"
+
 static void die(const char *what)
 {
 	fprintf(stderr, "idlemem: %s: %s\n", what, strerror(errno));
@@ -103,21 +105,6 @@ static long tcp_mem_kib(void)
 	if (f)
 		fclose(f);
 	return pages < 0 ? -1 : pages * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-static int read_full(int fd, char *b, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(fd, b + got, n - got);
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	return 0;
 }
 
 /* The echo server: level-triggered epoll over the listener and every

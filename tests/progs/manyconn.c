@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "readfull.h"
 #include "fdcount.h"
 
 #define MSG 64
@@ -119,21 +120,6 @@ static long cpu_ms_of(pid_t pid)
 	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return -1;
 	return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
-}
-
-static int read_full(int fd, char *b, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(fd, b + got, n - got);
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	return 0;
 }
 
 /* The server: level-triggered epoll over the listener and every connection,

@@ -33,22 +33,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "readfull.h"
+
 #define REQ 64
 #define NOBODY 65534
-
-static int read_full(int fd, void *b, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(fd, (char *)b + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	return 0;
-}
 
 static int answer(int fd)
 {
