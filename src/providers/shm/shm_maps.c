@@ -95,6 +95,14 @@ int32_t shm_maps_oldest(void) { return ssw_lru_oldest(&lru); }
 int32_t shm_maps_newer(int32_t i) { return ssw_lru_newer(&lru, i); }
 int shm_maps_count(void) { return lru.n; }
 
+/* In a forked child, without touching the table: one in wipe-on-fork
+ * memory is empty there (a look at it would cost the child two page
+ * faults, and this code's page a third). */
+SSW_FORK_TEXT bool shm_maps_may_hold(void)
+{
+	return st == &early && early.lru_.n;
+}
+
 void shm_maps_reset(void)
 {
 	ssw_lru_reset(&lru);

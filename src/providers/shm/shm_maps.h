@@ -31,6 +31,9 @@ void shm_maps_drop(int32_t i);
 int32_t shm_maps_oldest(void);
 int32_t shm_maps_newer(int32_t i);
 int shm_maps_count(void);
+/* In a forked child's fork handler: may the table hold mappings (only
+ * when it is not in wipe-on-fork memory)? */
+bool shm_maps_may_hold(void);
 /* Empty again, nothing looked at (a forked child forgets its parent's). */
 void shm_maps_reset(void);
 /* Kept mappings reachable by inode: shm_maps_count(), or -1 when a chain

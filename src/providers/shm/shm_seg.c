@@ -219,7 +219,7 @@ static void atfork_parent(void)
 }
 SSW_FORK_TEXT static void atfork_child(void)
 {
-	if (spare.memfd < 0 && !cache_lru.n && !shm_maps_count() && !live_lru.n)
+	if (spare.memfd < 0 && !cache_lru.n && !shm_maps_may_hold() && !live_lru.n)
 		return; /* drop_foreign takes the child's pid at its first use */
 	forget_all();
 	owner = 0;
