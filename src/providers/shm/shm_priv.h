@@ -227,6 +227,7 @@ struct ssw_listener {
 	_Atomic int *handed; /* requests in the pair (fork-shared; a hint: see taken_back) */
 	int epfd;          /* lfd + hb[0] + this process's pending requests (listener_fd) */
 	pid_t epfd_pid;    /* epoll sets are shared across fork: one per process */
+	pid_t owner;       /* the process that made this object (a forked child's is a copy) */
 	pthread_mutex_t mu; /* pending[] (threads accepting at once) */
 	int npending;
 	int pending[SHM_MAX_PENDING]; /* requests this process took, HELLO not read yet */
