@@ -43,10 +43,10 @@ int ssw_session_unshare(struct ssw_session *s)
 		return -ENOMEM;
 	}
 	/* the staged bytes, at the same offsets */
-	size_t qtop = s->q.off + s->q.len;
+	size_t qat = (size_t)(s->q.buf - (uint8_t *)s), qtop = s->q.off + s->q.len;
 	if (qtop > s->q.cap)
 		qtop = s->q.cap;
-	memcpy((uint8_t *)c + head, s->q.buf, qtop);
+	memcpy((uint8_t *)c + qat, s->q.buf, qtop);
 	int rc = s->ep && s->p->conn->unshare ? s->p->conn->unshare(s->ep) : 0;
 	if (rc < 0) {
 		SYS_(munmap, c, size);

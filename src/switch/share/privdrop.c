@@ -1,6 +1,6 @@
-/* privdrop.c — a process whose user ids change (setuid and kin after fork)
- * stops sharing its connections' memory with the processes it was forked
- * from (session_unshare.c says why and how). */
+/* privdrop.c — a process that gives up a user id (setuid and kin after
+ * fork) stops sharing its connections' memory with the processes it was
+ * forked from (session_unshare.c says why and how). */
 #include "switch/switch.h"
 
 #include "common/log.h"
@@ -10,6 +10,7 @@
 struct held_list {
 	int *fd;
 	int n, max;
+	int lost; /* not listed (no memory): still shared, said */
 };
 
 static void collect(int fd, struct ssw_sock *s, void *arg)
@@ -20,8 +21,10 @@ static void collect(int fd, struct ssw_sock *s, void *arg)
 	if (l->n == l->max) {
 		int m = l->max ? 2 * l->max : 64;
 		int *v = realloc(l->fd, (size_t)m * sizeof *v);
-		if (!v)
+		if (!v) {
+			l->lost++;
 			return;
+		}
 		l->fd = v;
 		l->max = m;
 	}
@@ -47,6 +50,7 @@ void ssw_privdrop_unshare(void)
 		ssw_sock_put(s);
 	}
 	free(l.fd);
+	failed += l.lost;
 	if (failed)
 		SSW_WARN("privilege drop: %d connection(s) still share memory with the processes this one was "
 			 "forked from (out of memory)", failed);
