@@ -56,6 +56,8 @@ bool sess_enter(struct ssw_session *s)
 	sess_lock(s);
 	if (atomic_load_explicit(&s->moved, memory_order_relaxed)) {
 		sess_unlock(s); /* another process took the connection (session_unshare.c) */
+		SSW_WARN_ONCE("a connection this process shares went with pid %d, which gave up a user id: "
+			      "here it reads as reset (README Security)", (int)atomic_load(&s->moved_to));
 		return false;
 	}
 	if (!s->exclusive)

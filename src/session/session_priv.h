@@ -106,6 +106,7 @@ struct ssw_session {
 	 * here the connection is gone (reset), and a close only lets go.
 	 * Written once, by that process before its drop. */
 	_Atomic bool moved;
+	_Atomic pid_t moved_to;    /* that process */
 	size_t map_size;           /* the session's own mapping: this struct, then the queue */
 	const struct ssw_provider *p;
 	struct ssw_ep *ep;

@@ -61,6 +61,7 @@ int ssw_session_unshare(struct ssw_session *s)
 	if (c->exclusive && atomic_load(&c->user) != ssw_pid())
 		atomic_store(&c->user, 0); /* ours to take over, as from a holder gone */
 	/* the original: the others' from now on */
+	atomic_store(&s->moved_to, ssw_pid());
 	atomic_store(&s->moved, true);
 	atomic_fetch_sub(&s->holders, 1);
 	sess_unlock(s);

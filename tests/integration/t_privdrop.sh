@@ -34,6 +34,8 @@ for round in 1 2 3; do
   ssw_assert_eq "round $round: the child that dropped privileges serves" "$(ssw_kv "$T/$round.out" legit)" ok
   ssw_assert_eq "round $round: the parent survives a hostile child" "$(ssw_kv "$T/$round.out" hostile)" ok
   ssw_assert_eq "round $round: the parent's listener still serves" "$(ssw_kv "$T/$round.out" after)" ok
+  ssw_assert_eq "round $round: the parent says once that its copy went with the child" \
+    "$(grep -c 'went with pid [0-9]*, which gave up a user id' "$T/$round.err")" 1
   ssw_assert_eq "round $round: a child's seteuid and back leaves the connection shared" \
     "$(ssw_kv "$T/$round.out" toggle)" ok
   ssw_assert_ge "round $round: switched connections" "$(ssw_stats_sum "$T/$round.stats" switched)" 4
