@@ -47,18 +47,16 @@ static void zero_in_child(void)
  * before the program has threads: nothing holds a lock of the early page. */
 __attribute__((constructor(101))) static void forklocal_init(void)
 {
-	long p = SYS_(mmap, NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p != -1 && SYS_(madvise, p, 4096, MADV_WIPEONFORK) == 0) {
-		memcpy((void *)p, &early_page, sizeof early_page);
-		ssw_fl = (struct ssw_forklocal *)p;
+	void *p = ssw_wipeonfork_alloc(4096);
+	if (p) {
+		memcpy(p, &early_page, sizeof early_page);
+		ssw_fl = p;
 #ifdef __SANITIZE_ADDRESS__
 		/* the leak checker scans no mapping of ours by itself: the
 		 * free list of socket objects starts here (switch/sock/sock.c) */
-		__lsan_register_root_region((void *)p, 4096);
+		__lsan_register_root_region(p, 4096);
 #endif
 		return;
 	}
-	if (p != -1)
-		SYS_(munmap, p, 4096);
 	pthread_atfork(NULL, NULL, zero_in_child);
 }
