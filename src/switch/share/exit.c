@@ -28,11 +28,6 @@
 
 #define EXIT_MAX 4096
 
-struct exit_list {
-	int fd[EXIT_MAX];
-	int n;
-};
-
 static bool switched_connection(const struct ssw_sock *s)
 {
 	return s->state == SSW_ST_CONNECTED && s->sess && s->prov;
@@ -49,22 +44,15 @@ static bool still_switched(int fd)
 	return r;
 }
 
-static void collect(int fd, struct ssw_sock *s, void *arg)
-{
-	struct exit_list *l = arg;
-	if (l->n < EXIT_MAX && switched_connection(s))
-		l->fd[l->n++] = fd;
-}
-
 static void close_at_exit(void)
 {
-	static struct exit_list l; /* at exit the stack may be small (a thread's) */
-	l.n = 0;
-	ssw_fdtab_each(collect, &l);
-	int n = 0;
-	for (int i = 0; i < l.n; i++)
-		if (still_switched(l.fd[i])) {
-			ssw_close(l.fd[i]);
+	static int fds[EXIT_MAX]; /* at exit the stack may be small (a thread's) */
+	int listed = ssw_fdtab_list(switched_connection, fds, EXIT_MAX), n = 0;
+	if (listed > EXIT_MAX)
+		listed = EXIT_MAX;
+	for (int i = 0; i < listed; i++)
+		if (still_switched(fds[i])) {
+			ssw_close(fds[i]);
 			n++;
 		}
 	if (n)

@@ -7,37 +7,20 @@
 
 #include <stdlib.h>
 
-struct held_list {
-	int *fd;
-	int n, max;
-	int lost; /* not listed (no memory): still shared, said */
-};
-
-static void collect(int fd, struct ssw_sock *s, void *arg)
+static bool holds_session(const struct ssw_sock *s)
 {
-	struct held_list *l = arg;
-	if (!s->sess)
-		return;
-	if (l->n == l->max) {
-		int m = l->max ? 2 * l->max : 64;
-		int *v = realloc(l->fd, (size_t)m * sizeof *v);
-		if (!v) {
-			l->lost++;
-			return;
-		}
-		l->fd = v;
-		l->max = m;
-	}
-	l->fd[l->n++] = fd;
+	return s->sess != NULL;
 }
 
 void ssw_privdrop_unshare(void)
 {
-	struct held_list l = { 0 };
-	ssw_fdtab_each(collect, &l);
-	int moved = 0, failed = 0;
-	for (int i = 0; i < l.n; i++) {
-		struct ssw_sock *s = ssw_sock_get(l.fd[i]);
+	int max = ssw_fdtab_count() + 64; /* room for sockets made meanwhile */
+	int *fds = malloc((size_t)max * sizeof *fds);
+	int n = fds ? ssw_fdtab_list(holds_session, fds, max) : ssw_fdtab_count();
+	int listed = !fds ? 0 : n < max ? n : max;
+	int moved = 0, failed = n - listed; /* not listed (no memory): still shared, said */
+	for (int i = 0; i < listed; i++) {
+		struct ssw_sock *s = ssw_sock_get(fds[i]);
 		if (!s)
 			continue;
 		/* dups of one connection: the session's own check makes a second
@@ -49,11 +32,10 @@ void ssw_privdrop_unshare(void)
 		}
 		ssw_sock_put(s);
 	}
-	free(l.fd);
-	failed += l.lost;
+	free(fds);
 	if (failed)
 		SSW_WARN("privilege drop: %d connection(s) still share memory with the processes this one was "
 			 "forked from (out of memory)", failed);
-	else if (l.n)
+	else if (listed)
 		SSW_DEBUG("privilege drop: %d connection(s) checked, now this process's alone", moved);
 }

@@ -171,6 +171,23 @@ void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg
 	pthread_rwlock_unlock(&tab_lock);
 }
 
+int ssw_fdtab_list(bool (*want)(const struct ssw_sock *s), int *fds, int max)
+{
+	int n = 0;
+	if (!atomic_load_explicit(&tab_count, memory_order_relaxed))
+		return 0;
+	pthread_rwlock_rdlock(&tab_lock);
+	int end = atomic_load_explicit(&tab_end, memory_order_relaxed);
+	for (int fd = 0; fd < end; fd++)
+		if (tab[fd] && want(tab[fd])) {
+			if (n < max)
+				fds[n] = fd;
+			n++;
+		}
+	pthread_rwlock_unlock(&tab_lock);
+	return n;
+}
+
 int ssw_fdtab_size(void)
 {
 	return tab_size;

@@ -75,6 +75,10 @@ int ssw_fdtab_set(int fd, struct ssw_sock *s);
 struct ssw_sock *ssw_fdtab_take(int fd);
 /* Call fn on every sock in the table (under the table lock: keep it short). */
 void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg);
+/* The fds whose sock `want` picks, into fds[max] in fd order; returns how
+ * many it picked (more than max: the rest were left out).  The socks may
+ * be closed by another thread once this returns: look each up again. */
+int ssw_fdtab_list(bool (*want)(const struct ssw_sock *s), int *fds, int max);
 
 int ssw_fdtab_count(void);
 int ssw_fdtab_size(void);
