@@ -1,6 +1,6 @@
-/* readfull.h — read exactly n bytes from a socket (the test programs'
- * request and answer reads: forklend.c, idlemem.c, manyconn.c,
- * privdrop.c). */
+/* readfull.h — read exactly n bytes from a socket or pipe (the test
+ * programs' request and answer reads: forklend.c, idlemem.c, manyconn.c,
+ * privdrop.c; sem.c's reads from its peer process). */
 #ifndef SSW_TEST_READFULL_H
 #define SSW_TEST_READFULL_H
 

@@ -54,6 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "readfull.h"
+
 #include "transcript.h"
 
 #define WD_PARENT 20 /* seconds; a child gives up first so its lines survive */
@@ -167,15 +169,8 @@ static void tell(void)
 }
 static void await_buf(void *p, size_t n)
 {
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(sync_in, (char *)p + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("peer process went away");
-		got += (size_t)r;
-	}
+	if (read_full(sync_in, p, n) < 0)
+		die("peer process went away");
 }
 static void await(void)
 {
