@@ -76,7 +76,7 @@
 extern "C" {
 #endif
 
-#define SSW_SPI_VERSION 3 /* 3: listen and connect name the protocol version; 2: no duplicate/adopt; note marks and tags, peer_tag */
+#define SSW_SPI_VERSION 4 /* 4: ep_export/ep_import (exec); 3: listen and connect name the protocol version; 2: no duplicate/adopt; note marks and tags, peer_tag */
 
 /* Capabilities of a provider (and, once connected, of one endpoint: the
  * peer may lack what the provider has, e.g. Cross Memory Attach refused). */
@@ -182,17 +182,32 @@ struct ssw_conn_ops {
 	 *                     (it learns of the end when the last holder is gone). */
 	void (*close)(struct ssw_ep *ep, int how);
 
-	/* No WSPDuplicateSocket / WSPSocket(dwProviderReserved) pair: nothing
-	 * would call it.  A connection's state is mostly the session's (credits,
-	 * queued bytes, urgent mark, shutdown), above this SPI, so moving an
-	 * endpoint alone to another process would not move the connection.  The
-	 * switch shares a connection across fork through the session's
-	 * fork-shared memory (every holder uses the endpoint with
-	 * SSW_CAP_SHARED_CONTEXT; one at a time, the others closing with
-	 * SSW_CLOSE_DETACH, without it), and hands it to a program exec'd with
-	 * it or to a process it is sent to over SCM_RIGHTS through a relay
-	 * process forked from the holder (src/switch/relay.h): both are fork,
-	 * so no provider token is needed. */
+	/* WSPDuplicateSocket / WSPSocket(dwProviderReserved), for exec.  A
+	 * connection's state is mostly the session's (credits, queued bytes,
+	 * urgent mark, shutdown), above this SPI; the switch shares it across
+	 * fork through the session's fork-shared memory (every holder uses the
+	 * endpoint with SSW_CAP_SHARED_CONTEXT; one at a time, the others
+	 * closing with SSW_CLOSE_DETACH, without it).  A program exec'd with
+	 * the connection (inetd, socat EXEC, a server re-exec'ing itself) gets
+	 * it through these two, with the session's state beside the endpoint's
+	 * (switch/share/handover.c); a process it is sent to over SCM_RIGHTS,
+	 * or an image without the switch, through a relay process forked from
+	 * the holder (switch/share/relay.h).
+	 *
+	 * ep_export: this process alone holds ep and is about to exec a program
+	 * whose switch will take it over.  Write into blob (at most *blob_len
+	 * bytes; *blob_len set to what was used) what the new image needs,
+	 * position-independent (no pointer of this image means anything there),
+	 * and put the descriptors it needs in fds[] (at most max: the switch
+	 * keeps them open across the exec).  ep stays valid and usable here (the
+	 * exec may fail).  The number of fds, or -errno when ep cannot be carried
+	 * now (a transfer in flight, a test rig's doorbells: the switch relays
+	 * it instead).  ep_import, in the new image: the endpoint back from the
+	 * blob and those fds, checked (they come through the environment and
+	 * memory of the image before): 0 with *ep, or -errno (the caller closes
+	 * the fds).  Optional, both or none (NULL: relayed). */
+	int (*ep_export)(struct ssw_ep *ep, void *blob, size_t *blob_len, int *fds, int max);
+	int (*ep_import)(const void *blob, size_t blob_len, const int *fds, int n, struct ssw_ep **ep);
 
 	/* Capabilities of this connected endpoint (enum ssw_cap). */
 	uint32_t (*ep_caps)(struct ssw_ep *ep);

@@ -45,7 +45,7 @@ struct ssw_forklocal {
 	pthread_mutex_t trim_lock[2];      /* switch/sock/trim.c: look, start */
 	pthread_mutex_t sock_pool_lock;    /* switch/sock/sock.c: recycled socket objects */
 	void *sock_pool;                   /* switch/sock/sock.c: a child starts without the parent's */
-	_Alignas(64) unsigned char counters[64];  /* switch/stat/stats.c: struct ssw_counters */
+	_Alignas(64) unsigned char counters[128];  /* switch/stat/stats.c: struct ssw_counters */
 	int statreg_ready;                 /* switch/stat/statreg.h: the registry was looked at */
 	_Alignas(64) unsigned char statreg[192];  /* switch/stat/statreg.c */
 };

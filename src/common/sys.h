@@ -33,6 +33,7 @@ static inline ssize_t sys_send(int fd, const void *b, size_t n, int f) { return 
 static inline int sys_shutdown(int fd, int how) { return (int)SYS_(shutdown, fd, how); }
 /* fcntl's third argument as the kernel takes it: an int or a pointer, in one long */
 static inline int sys_fcntl(int fd, int cmd, long arg) { return (int)SYS_(fcntl, fd, cmd, arg); }
+static inline int sys_ioctl(int fd, unsigned long req, void *arg) { return (int)SYS_(ioctl, fd, req, arg); }
 static inline int sys_dup3(int fd, int nfd, int f) { return (int)SYS_(dup3, fd, nfd, f); }
 static inline int sys_pipe2(int fds[2], int f) { return (int)SYS_(pipe2, fds, f); }
 static inline int sys_close_range(unsigned lo, unsigned hi, int f) { return (int)SYS_(close_range, lo, hi, f); }

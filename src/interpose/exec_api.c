@@ -120,13 +120,25 @@ EXPORT SSW_FORK_TEXT pid_t fork(void)
 	return p;
 }
 
-/* Every exec and spawn goes through here: switched connections the new
- * program inherits are handed to relays first (relay.h). */
-static int do_exec(int (*fn)(const char *, char *const[], char *const[]), const char *path,
+/* The new image will have this switch loaded (exec_image.c): it may take
+ * its connections over itself. */
+static bool new_image_switched(const char *file, bool search, char *const envp[])
+{
+	const char *self = self_path();
+	if (!self[0] || !ssw_has_switched())
+		return false;
+	const char *pre = find(envp, "LD_PRELOAD", 10);
+	bool preloaded = ssw_param_choice(SSW_P_NO_EXEC_KEEP) != 1 || (pre && strstr(pre, self));
+	return ssw_exec_image_loads_switch(file, search, preloaded, self);
+}
+
+/* Every exec goes through here: switched connections the new program
+ * inherits are taken over by its switch, or handed to relays (relay.h). */
+static int do_exec(int (*fn)(const char *, char *const[], char *const[]), const char *path, bool search,
 		   char *const argv[], char *const envp[])
 {
 	struct ssw_exec_undo u;
-	ssw_exec_prepare(true, &u);
+	ssw_exec_prepare(true, new_image_switched(path, search, envp), &u);
 	char **e = fix_env(envp, u.inherit);
 	int r = fn(path, argv, e ? e : envp);
 	int err = errno;
@@ -178,14 +190,14 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	if (!ssw_real.execve)
 		ssw_real_init();
-	return do_exec(ssw_real.execve, path, argv, envp);
+	return do_exec(ssw_real.execve, path, false, argv, envp);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	if (!ssw_real.execvpe)
 		ssw_real_init();
-	return do_exec(ssw_real.execvpe, file, argv, envp);
+	return do_exec(ssw_real.execvpe, file, true, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -252,7 +264,7 @@ static int do_spawn(int (*fn)(pid_t *, const char *, const posix_spawn_file_acti
 		    char *const argv[], char *const envp[])
 {
 	struct ssw_exec_undo u;
-	ssw_exec_prepare(false, &u);
+	ssw_exec_prepare(false, false, &u);
 	char **e = fix_env(envp, u.inherit);
 	int r = fn(pid, path, fa, at, argv, e ? e : envp);
 	if (e && e != envp)

@@ -38,4 +38,9 @@
 		return r_;                     \
 	} while (0)
 
+/* exec_image.c: an exec of `file` (searched in PATH when `search` and it
+ * has no '/') starts a program that loads this very switch (at `self`),
+ * given that the new environment preloads it. */
+bool ssw_exec_image_loads_switch(const char *file, bool search, bool preloaded, const char *self);
+
 #endif

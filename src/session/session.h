@@ -118,12 +118,34 @@ int ssw_session_fds(struct ssw_session *s, int *fds, int max);
  * that closes all others. */
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
+/* Relay processes among the holders (switch/share/relay.c): one more or
+ * one less; and are the others all relays? */
+void ssw_session_relay_hold(struct ssw_session *s, int delta);
+bool ssw_session_only_relays(struct ssw_session *s);
 /* This process is about to lose privileges the other processes holding the
  * connection keep (a setuid after fork): take a copy of the connection's
  * fork-shared memory for this process alone, in place, and leave the
  * original to them as a connection that moved away (reset there, a close
  * only lets go).  0: done, or nothing shared; -errno: still shared. */
 int ssw_session_unshare(struct ssw_session *s);
+/* Across exec (session_handover.c): a session this process alone holds,
+ * quiet, written into a memfd (with the caller's note, at most
+ * SSW_SESSION_NOTE_MAX bytes) beside the provider's descriptors, which the
+ * new image inherits; the session stays usable here (the exec may fail).
+ * 0, or -errno when it cannot go now (the caller relays it). */
+#define SSW_SESSION_NOTE_MAX 1024
+#define SSW_SESSION_IMAGE_FDS 8
+struct ssw_session_image {
+	int memfd;
+	int fds[SSW_SESSION_IMAGE_FDS];
+	int nfds;
+};
+int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len, struct ssw_session_image *out);
+/* In the new image: the session back, held by this process alone, and the
+ * note (*note_len in: room, out: length); NULL with *err when the image is
+ * not one this library wrote (the caller closes the descriptors). */
+struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const struct ssw_session_image *img,
+				       void *note, size_t *note_len, int *err);
 /* Options of the socket's open file that a fork shares (fcntl's O_NONBLOCK,
  * SO_RCVTIMEO and SO_SNDTIMEO in ms, SO_LINGER: -1 off, else seconds):
  * set by whichever process holding the connection sets them, read by all
@@ -161,6 +183,13 @@ int ssw_session_peer_cpu(struct ssw_session *s);
 uint64_t ssw_session_wake_sent_ns(struct ssw_session *s);
 
 int ssw_session_fionread(struct ssw_session *s);
+/* For a relay that must not take bytes another holder may read
+ * (share/relay.c): a peek (MSG_PEEK) of up to len bytes with the stream
+ * position it starts at (-EPIPE: the peer's end came and nothing is left),
+ * and later the taking of those bytes, only while nobody else read since:
+ * the bytes taken (0: another holder read them). */
+ssize_t ssw_session_peek_at(struct ssw_session *s, void *buf, size_t len, uint64_t *pos);
+ssize_t ssw_session_take_at(struct ssw_session *s, uint64_t pos, size_t len);
 int ssw_session_atmark(struct ssw_session *s);
 /* SO_ERROR: pending error, cleared by the read (like the kernel). */
 int ssw_session_take_error(struct ssw_session *s);

@@ -334,6 +334,17 @@ int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max)
 	return ssw_session_fds(s, fds, max);
 }
 
+void ssw_session_relay_hold(struct ssw_session *s, int delta)
+{
+	atomic_fetch_add(&s->relays, delta);
+}
+
+bool ssw_session_only_relays(struct ssw_session *s)
+{
+	int h = atomic_load(&s->holders);
+	return h > 1 && h - atomic_load(&s->relays) == 1;
+}
+
 bool ssw_session_last_holder(struct ssw_session *s)
 {
 	return atomic_load(&s->holders) <= 1 && !atomic_load(&s->moved);

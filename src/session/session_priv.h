@@ -91,6 +91,7 @@ struct ssw_session {
 	/* lifetime */
 	pthread_mutex_t lock;      /* process-shared and robust: the session is fork-shared */
 	_Atomic int holders;       /* processes holding the connection (fork adds one) */
+	_Atomic int relays;        /* of them, relay processes (switch/share/relay.c) */
 	/* A provider without SSW_CAP_SHARED_CONTEXT (fabric) keeps the
 	 * transport's state in each process's private memory: after fork only
 	 * one process may drive it (session_life.c: sess_enter) */

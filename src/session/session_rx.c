@@ -503,6 +503,39 @@ ssize_t ssw_session_recv(struct ssw_session *s, const struct iovec *iov, int iov
 	return total ? (ssize_t)total : got;
 }
 
+ssize_t ssw_session_peek_at(struct ssw_session *s, void *buf, size_t len, uint64_t *pos)
+{
+	if (!sess_enter(s))
+		return -ECONNRESET;
+	struct iovec v = { buf, len };
+	*pos = s->rx_pos;
+	sess_pump(s, true); /* a peek looks past the first message once staged */
+	ssize_t n = deliver(s, &v, 1, len, MSG_PEEK);
+	if (n == 0 && s->reset)
+		n = -ECONNRESET;
+	else if (n == 0 && rcv_down(s))
+		n = -EPIPE; /* nothing more will come */
+	sess_unlock(s);
+	return n;
+}
+
+ssize_t ssw_session_take_at(struct ssw_session *s, uint64_t pos, size_t len)
+{
+	if (!sess_enter(s))
+		return -ECONNRESET;
+	size_t took = 0;
+	uint8_t scratch[16384];
+	while (s->rx_pos == pos + took && took < len) {
+		struct iovec v = { scratch, len - took < sizeof scratch ? len - took : sizeof scratch };
+		ssize_t n = deliver(s, &v, 1, v.iov_len, 0);
+		if (n <= 0)
+			break;
+		took += (size_t)n;
+	}
+	sess_unlock(s);
+	return (ssize_t)took;
+}
+
 int ssw_session_fionread(struct ssw_session *s)
 {
 	if (!sess_enter(s))

@@ -120,6 +120,8 @@ void ssw_privdrop_unshare(void);
 struct ssw_exec_keep {
 	int n;
 	int fd[SSW_EXEC_KEEP_MAX];
+	int nmade;
+	int made[SSW_EXEC_KEEP_MAX]; /* made for the new image (handover.c): closed if the exec fails */
 };
 struct ssw_exec_undo {
 	struct ssw_sock **dropped; /* holds given up for the exec, given back if it fails */
@@ -127,10 +129,11 @@ struct ssw_exec_undo {
 	struct ssw_exec_keep keep; /* listeners' provider descriptors kept open for the new image */
 	char inherit[2048];        /* the new image's SOCKSWITCH_INHERIT ("": none) */
 };
-/* Before exec (in_place) or posix_spawn (!in_place): relay every switched
- * connection the new program inherits; for an exec, also give up this
- * image's hold of the others. */
-void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u);
+/* Before exec (in_place) or posix_spawn (!in_place): hand every switched
+ * connection the new program inherits to it (an exec whose image loads the
+ * switch: adopt) or to a relay; for an exec, also give up this image's
+ * hold of the others. */
+void ssw_exec_prepare(bool in_place, bool adopt, struct ssw_exec_undo *u);
 /* The exec failed: this image holds its connections again. */
 void ssw_exec_failed(struct ssw_exec_undo *u);
 /* At load, in an image exec'd with switched listeners: SOCKSWITCH_INHERIT's

@@ -4,6 +4,7 @@
 #include "switch/switch.h"
 
 #include "switch/setup/setup.h"
+#include "switch/share/handover.h"
 
 #include "common/log.h"
 #include "common/memhook.h"
@@ -138,8 +139,10 @@ bool ssw_init(void)
 
 void ssw_exec_inherited(const char *spec)
 {
-	if (ssw_init())
+	if (ssw_init()) {
 		ssw_setup_exec_import(spec);
+		ssw_handover_import(spec);
+	}
 }
 
 void ssw_provider_own_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *ev)

@@ -86,6 +86,7 @@ struct ssw_counter_set {
 	_Atomic unsigned long refused; /* connection requests dropped at accept (listen.c refuse) */
 	_Atomic unsigned long rndv, rndv_fallback, rdma_regs; /* of connections closed: rendezvous sends done,
 							       * refused, buffers exposed */
+	_Atomic unsigned long adopted; /* connections taken over across exec (share/handover.c) */
 };
 /* In the fork-local page (common/forklocal.h): a forked child starts its
  * counts at zero, since what the parent counted is the parent's, and a

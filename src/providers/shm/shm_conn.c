@@ -175,7 +175,7 @@ static struct ssw_ep *ep_new(void)
 {
 	struct ssw_ep *ep = shm_ep_alloc();
 	if (ep)
-		ep->ctl_fd = ep->my_efd = ep->peer_efd = ep->seg_fd = ep->live_slot = -1;
+		ep->ctl_fd = ep->my_efd = ep->peer_efd = ep->seg_fd = ep->map_fd = ep->live_slot = -1;
 	return ep;
 }
 
@@ -187,6 +187,7 @@ static void ep_release(struct ssw_ep *ep, bool detach)
 	if (!ep)
 		return;
 	shm_seg_release(ep, false); /* the memfd a connector kept, this process's copy */
+	shm_seg_map_fd_close(ep);  /* the one an acceptor kept */
 	bool lent = detach ? shm_lend_detach(ep) : (shm_lend_forget(ep), false);
 	if (ep->seg && !lent)
 		munmap(ep->seg, ep->seg_size);
@@ -668,7 +669,10 @@ static int shm_accept(struct ssw_listener *l, struct ssw_ep **out, void *priv, s
 		int memfd = ep->seg_fd;
 		ep->seg_fd = -1;
 		rc = adopt_request(ep, memfd, ep->tx.size);
-		sys_close(memfd);
+		if (rc == 0)
+			shm_seg_map_fd_keep(ep, memfd); /* an exec may carry it (shm_handover.c) */
+		else
+			sys_close(memfd);
 		if (rc < 0) {
 			SSW_DEBUG("shm: refused a connection request: %s", strerror(-rc));
 			struct shm_hs nak = { .magic = SHM_MAGIC, .type = SHM_HS_ACK, .status = rc };
@@ -1051,4 +1055,6 @@ const struct ssw_conn_ops shm_conn_ops = {
 	.listener_ready = shm_listener_ready,
 	.peer_cred = shm_ep_peer_cred,
 	.unshare = shm_unshare,
+	.ep_export = shm_ep_export,
+	.ep_import = shm_ep_import,
 };

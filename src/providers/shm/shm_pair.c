@@ -21,7 +21,7 @@ static struct ssw_ep *pair_ep(int memfd, uint64_t ring_size, int connector, int 
 	struct ssw_ep *ep = shm_ep_alloc();
 	if (!ep)
 		return NULL;
-	ep->seg_fd = ep->live_slot = -1;
+	ep->seg_fd = ep->map_fd = ep->live_slot = -1;
 	ep->ctl_fd = ctl_fd;
 	ep->my_efd = my_efd;
 	ep->peer_efd = peer_efd;

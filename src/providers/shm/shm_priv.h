@@ -193,6 +193,8 @@ struct ssw_ep {
 	int ctl_fd;        /* rendezvous connection: stays open, HUP = peer gone; doorbell
 			    * bytes both ways (1 byte each; anything longer is a refusal) */
 	int seg_fd;        /* connector only: the memfd it handed over, kept to recycle it (shm_seg.c), or -1 */
+	int map_fd;        /* acceptor only: the memfd it mapped, kept (hidden, within the descriptor
+			    * budget) so that an exec can carry the connection (shm_handover.c), or -1 */
 	int live_slot;     /* connector: where its process's live list has it (shm_seg.c), or -1 */
 	struct shm_seg_key seg_key; /* connector: where that segment went */
 	int my_efd;        /* eventfd doorbells instead (test rigs), else -1 */
@@ -306,6 +308,15 @@ int shm_seg_maps_chained(void);
 /* Memfds this process may keep for recycling now, live connections' and
  * cached segments' together (shm_seg.c; tests). */
 int shm_seg_fd_budget(void);
+/* An acceptor's memfd, mapped: kept as ep->map_fd (hidden) while a share
+ * of that budget allows, else closed (ep->map_fd -1). */
+void shm_seg_map_fd_keep(struct ssw_ep *ep, int memfd);
+/* This process's copy of ep->map_fd closed (the number stays for the
+ * processes that still hold ep after a fork). */
+void shm_seg_map_fd_close(const struct ssw_ep *ep);
+/* The connector's kept memfd as it stands now (a newer connection may shed
+ * it): the fd, or -1. */
+int shm_seg_fd_now(const struct ssw_ep *ep);
 
 /* shm_ring.c */
 int shm_ring_send(struct ssw_ep *ep, const struct iovec *iov, int iovcnt);
@@ -376,6 +387,10 @@ int shm_vouch_check(struct ssw_ep *ep, const struct shm_desc *d, bool write);
 void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct msghdr *mh);
 /* Read and record one (recvmsg flags): its length, 0 at hang-up, or -1. */
 ssize_t shm_ctl_take(struct ssw_ep *ep, int flags);
+
+/* shm_handover.c: an endpoint carried into the image an exec starts (provider.h ep_export) */
+int shm_ep_export(struct ssw_ep *ep, void *blob, size_t *blob_len, int *fds, int max);
+int shm_ep_import(const void *blob, size_t blob_len, const int *fds, int n, struct ssw_ep **out);
 
 /* shm_pair.c (test support): a connected pair without the rendezvous. */
 int ssw_shm_pair(uint64_t ring_size, struct ssw_ep **a, struct ssw_ep **b);

@@ -128,6 +128,52 @@ int shm_seg_fd_budget(void)
 	return b < 0 ? 0 : b > KEPT_CAP ? KEPT_CAP : (int)b;
 }
 
+/* Acceptors' memfds kept (ep->map_fd), at most half the budget and
+ * MAPFD_CAP: an inetd-style server closes its copy of each connection at
+ * once (its child execs with it), a server of many connections keeps its
+ * first few and no more (a descriptor each, never given back early: the
+ * budget shrinks as accepted connections take numbers, and a process near
+ * its limit keeps none).  A count of this process's copies (a forked child
+ * starts with its parent's, as it starts with the descriptors). */
+#define MAPFD_CAP 32
+static _Atomic int maps_kept;
+/* descriptors kept now, against the budget (with seg_lock) */
+#define KEPT_NOW (cache_lru.n + live_lru.n + atomic_load(&maps_kept))
+
+void shm_seg_map_fd_keep(struct ssw_ep *ep, int memfd)
+{
+	pthread_mutex_lock(&seg_lock);
+	if (ep->ctl_fd > fd_top)
+		fd_top = ep->ctl_fd; /* the newest hidden number: how many are in use */
+	int budget = shm_seg_fd_budget(), cap = budget / 2 < MAPFD_CAP ? budget / 2 : MAPFD_CAP;
+	bool keep = KEPT_NOW < budget && atomic_load(&maps_kept) < cap;
+	if (keep)
+		atomic_fetch_add(&maps_kept, 1);
+	pthread_mutex_unlock(&seg_lock);
+	if (!keep) {
+		sys_close(memfd);
+		ep->map_fd = -1;
+		return;
+	}
+	ep->map_fd = ssw_fd_hide(memfd);
+}
+
+void shm_seg_map_fd_close(const struct ssw_ep *ep)
+{
+	if (ep->map_fd < 0)
+		return;
+	sys_close(ep->map_fd);
+	atomic_fetch_sub(&maps_kept, 1);
+}
+
+int shm_seg_fd_now(const struct ssw_ep *ep)
+{
+	pthread_mutex_lock(&seg_lock);
+	int fd = ep->seg_fd;
+	pthread_mutex_unlock(&seg_lock);
+	return fd;
+}
+
 static void seg_free(struct shm_seg *g)
 {
 	munmap(g->p, shm_seg_size(g->ring));
@@ -331,9 +377,9 @@ static int cache_put(const struct shm_seg *g, struct old *old)
 	uint64_t now = ssw_now_ns();
 	int n = expire(now, old);
 	int budget = shm_seg_fd_budget(), shed = 0;
-	while (cache_lru.n && shed++ < SHED_MAX && (cache_lru.n == CACHE_CAP || cache_lru.n + live_lru.n >= budget))
+	while (cache_lru.n && shed++ < SHED_MAX && (cache_lru.n == CACHE_CAP || KEPT_NOW >= budget))
 		cache_evict(old, &n);
-	int32_t i = cache_lru.n + live_lru.n < budget ? ssw_lru_take(&cache_lru) : -1;
+	int32_t i = KEPT_NOW < budget ? ssw_lru_take(&cache_lru) : -1;
 	if (i < 0) {
 		old[n++] = (struct old){ g->p, shm_seg_size(g->ring), g->memfd };
 		return n;
@@ -470,13 +516,13 @@ void shm_seg_retain(struct shm_seg *g, struct ssw_ep *ep)
 	drop_foreign();
 	fd_top = fd > ep->ctl_fd ? fd : ep->ctl_fd;
 	int budget = shm_seg_fd_budget(), shed = 0;
-	while (cache_lru.n && shed++ < SHED_MAX && cache_lru.n + live_lru.n >= budget)
+	while (cache_lru.n && shed++ < SHED_MAX && KEPT_NOW >= budget)
 		cache_evict(old, &nold);
-	if (live_lru.n && (live_lru.n == LIVE_CAP || cache_lru.n + live_lru.n >= budget))
+	if (live_lru.n && (live_lru.n == LIVE_CAP || KEPT_NOW >= budget))
 		live_shed(victims, &nv); /* the newest takes the oldest's place */
-	while (live_lru.n && shed++ < SHED_MAX && cache_lru.n + live_lru.n >= budget)
+	while (live_lru.n && shed++ < SHED_MAX && KEPT_NOW >= budget)
 		live_shed(victims, &nv);
-	int32_t i = cache_lru.n + live_lru.n < budget ? ssw_lru_take(&live_lru) : -1;
+	int32_t i = KEPT_NOW < budget ? ssw_lru_take(&live_lru) : -1;
 	if (i >= 0) {
 		live[i] = ep;
 		ep->live_slot = i;

@@ -134,6 +134,9 @@ static const struct op progress_required[] = {
 static const struct op conn_exec_group[] = {
 	OP(ssw_conn_ops, listener_export), OP(ssw_conn_ops, listener_import),
 };
+static const struct op conn_handover_group[] = {
+	OP(ssw_conn_ops, ep_export), OP(ssw_conn_ops, ep_import),
+};
 static const struct op msg_zcopy_group[] = {
 	OP(ssw_msg_ops, send_reserve), OP(ssw_msg_ops, send_commit), OP(ssw_msg_ops, flush),
 };
@@ -235,6 +238,7 @@ int ssw_provider_check(const struct ssw_provider *raw, struct ssw_provider_copy 
 	    need("msg", raw->msg, &out->msg, msg_required, N(msg_required), none, why, len) ||
 	    need("progress", raw->progress, &out->progress, progress_required, N(progress_required), none, why, len) ||
 	    all_or_none("conn", &out->conn, conn_exec_group, N(conn_exec_group), why, len) ||
+	    all_or_none("conn", &out->conn, conn_handover_group, N(conn_handover_group), why, len) ||
 	    all_or_none("msg", &out->msg, msg_zcopy_group, N(msg_zcopy_group), why, len))
 		return -1;
 	if (raw->caps & (SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE)) {

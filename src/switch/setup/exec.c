@@ -34,7 +34,7 @@
 
 #define KEEP_FDS 8 /* per provider listener */
 
-static bool keep_open(int fd, struct ssw_exec_keep *k)
+bool ssw_setup_exec_keep(int fd, struct ssw_exec_keep *k)
 {
 	int fl = sys_fcntl(fd, F_GETFD, 0);
 	if (fl < 0 || k->n >= SSW_EXEC_KEEP_MAX)
@@ -51,6 +51,9 @@ void ssw_setup_exec_undo(struct ssw_exec_keep *k)
 	for (int i = 0; i < k->n; i++)
 		(void)sys_fcntl(k->fd[i], F_SETFD, FD_CLOEXEC);
 	k->n = 0;
+	for (int i = 0; i < k->nmade; i++)
+		sys_close(k->made[i]);
+	k->nmade = 0;
 }
 
 int ssw_setup_exec_export(struct ssw_sock *s, int fd, char *buf, size_t len, struct ssw_exec_keep *k)
@@ -69,7 +72,7 @@ int ssw_setup_exec_export(struct ssw_sock *s, int fd, char *buf, size_t len, str
 		size_t el = (size_t)snprintf(e, sizeof e, "%d/%s/%u/%c/", fd, pl->prov->name, pl->proto, pl->any4 ? '4' : 'a');
 		bool ok = true;
 		for (int j = 0; j < nf && ok && el < sizeof e; j++) {
-			ok = keep_open(fds[j], k);
+			ok = ssw_setup_exec_keep(fds[j], k);
 			el += (size_t)snprintf(e + el, sizeof e - el, "%s%d", j ? "," : "", fds[j]);
 		}
 		if (!ok || el + 2 >= sizeof e || used + el + 2 >= len)
@@ -200,7 +203,9 @@ void ssw_setup_exec_import(const char *spec)
 	struct entry es[SSW_MAX_PLISTEN * 4];
 	int ne = 0;
 	for (const char *p = spec; p && *p && ne < (int)(sizeof es / sizeof es[0]);) {
-		if (parse_entry(p, &es[ne]))
+		if (*p == 'c')
+			; /* a connection's (share/handover.c) */
+		else if (parse_entry(p, &es[ne]))
 			ne++;
 		else
 			SSW_WARN_ONCE("SOCKSWITCH_INHERIT: an entry is malformed (ignored): %.60s", p);

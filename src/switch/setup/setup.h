@@ -94,7 +94,10 @@ int ssw_setup_accept(struct ssw_sock *ls, struct ssw_setup_accepted *a);
  * entries to buf (the new image's SOCKSWITCH_INHERIT) and keep their
  * descriptors open across the exec.  Returns the entries added. */
 int ssw_setup_exec_export(struct ssw_sock *s, int fd, char *buf, size_t len, struct ssw_exec_keep *k);
-/* The exec failed: those descriptors are close-on-exec again. */
+/* fd stays open across the exec (recorded in k if it was close-on-exec). */
+bool ssw_setup_exec_keep(int fd, struct ssw_exec_keep *k);
+/* The exec failed: those descriptors are close-on-exec again, and those
+ * made for the new image closed. */
 void ssw_setup_exec_undo(struct ssw_exec_keep *k);
 /* In the new image, at load: the listeners SOCKSWITCH_INHERIT names. */
 void ssw_setup_exec_import(const char *spec);

@@ -10,6 +10,7 @@
  * other side.  The exec'ing image lets go of the connection as a forked
  * process does when it closes its copy. */
 #include "switch/share/relay.h"
+#include "switch/share/handover.h"
 
 #include "common/log.h"
 #include "common/real.h"
@@ -26,10 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #define RELAY_BUF (256u << 10)
@@ -128,6 +131,16 @@ struct dir {
 	size_t len, off;
 	bool eof, shut;        /* read end-of-file; shut the other side's writing */
 	uint64_t total;        /* bytes read (logs) */
+	/* peer to application while another process holds the connection too
+	 * (a forked child exec'd a helper with it, which may never read): the
+	 * bytes in buf were peeked at `pos`, not taken, and are taken only once
+	 * the application has read them all (its end's queue empty), so that
+	 * a helper that does not read takes nothing from the others */
+	bool peeked;
+	uint64_t pos;
+	int nap_us;            /* how long to wait before looking at the queue again */
+#define NAP_FIRST_US 100
+#define NAP_MAX_US 64000
 };
 
 static int cmp_int(const void *a, const void *b)
@@ -187,8 +200,80 @@ static ssize_t end_send(struct ssw_sock *s, int fd, const void *buf, size_t len)
 
 static void end_shut_wr(struct ssw_sock *s, int fd)
 {
+	/* the application's end-of-file, while another process holds the
+	 * connection too (a helper a shell ran with it): that process let go
+	 * of its copy, which ends nothing for the others */
+	if (s && s->sess && !ssw_session_last_holder(s->sess))
+		return;
 	if (!s || ssw_shutdown(s, SHUT_WR) == SSW_PASS)
 		sys_shutdown(fd, SHUT_WR);
+}
+
+/* The application read everything written to its end: nothing queued
+ * there (a unix socket counts what its queued buffers hold), and that end
+ * still open afterwards (closed, its queue is gone whether it read it or
+ * not: a helper that never reads must not take the others' bytes). */
+static bool all_read(int fd)
+{
+	int q = 0;
+	if (sys_ioctl(fd, SIOCOUTQ, &q) < 0 || q)
+		return false;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	return sys_poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR));
+}
+
+/* The lazy way of `in` (see struct dir): peek, hand over, take once read.
+ * Called while another process holds the connection; when it returns
+ * false, `in` goes on as pump does (this relay its last holder: bytes
+ * peeked are taken first). */
+static void pump_lazy(struct dir *d, struct ssw_session *sess, short rev_from, short rev_to)
+{
+	if (d->peeked && d->off == d->len && all_read(d->to)) {
+		/* all read: now they are the application's */
+		(void)ssw_session_take_at(sess, d->pos, d->len);
+		d->peeked = false;
+		d->off = d->len = 0;
+		d->nap_us = 0;
+	}
+	if (!d->peeked && !d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = ssw_session_peek_at(sess, d->buf, RELAY_BUF, &d->pos);
+		if (n > 0) {
+			d->len = (size_t)n;
+			d->off = 0;
+			d->peeked = true;
+			d->nap_us = NAP_FIRST_US;
+		} else if (n < 0) {
+			SSW_DEBUG("relay: fd %d: %s (peeking)", d->from, strerror((int)-n));
+			d->eof = true;
+		} else {
+			if (!d->nap_us) /* readable, yet nothing to peek (a rendezvous): look later */
+				d->nap_us = NAP_FIRST_US;
+		}
+	}
+	if (d->off < d->len && (rev_to & (POLLOUT | POLLERR | POLLHUP))) {
+		ssize_t n = sys_send(d->to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0)
+			d->off += (size_t)n;
+		else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			d->off = d->len = 0; /* the application is gone: nothing was taken */
+			d->peeked = false;
+			d->eof = true;
+		}
+	}
+	if (d->eof && !d->peeked && !d->shut) {
+		sys_shutdown(d->to, SHUT_WR);
+		d->shut = true;
+	}
+}
+
+/* This relay became the connection's last holder: bytes it peeked and
+ * handed over are taken now, and `in` goes on as pump does. */
+static void lazy_end(struct dir *d, struct ssw_session *sess)
+{
+	if (d->peeked)
+		(void)ssw_session_take_at(sess, d->pos, d->len);
+	d->peeked = false;
+	d->nap_us = 0;
 }
 
 static void pump(struct dir *d, short rev_from, short rev_to)
@@ -251,19 +336,28 @@ static _Noreturn void relay_main(struct held *h, int u)
 
 	struct dir in = { .from = n, .to = u, .sfrom = h->s, .buf = malloc(RELAY_BUF) };
 	struct dir out = { .from = u, .to = n, .sto = h->s, .buf = malloc(RELAY_BUF) };
+	struct ssw_session *sess = h->s->sess;
+	bool lazy = !ssw_session_last_holder(sess);
 	if (!in.buf || !out.buf)
 		in.eof = out.eof = true;
 	while (!(in.shut && out.shut)) {
+		if (lazy && ssw_session_last_holder(sess)) {
+			lazy = false;
+			lazy_end(&in, sess);
+		}
 		struct pollfd p[2] = { { .fd = n }, { .fd = u } };
-		if (!in.eof && in.len < RELAY_BUF)
+		if (!in.eof && in.len < RELAY_BUF && !(lazy && (in.peeked || in.nap_us)))
 			p[0].events |= POLLIN;
 		if (out.len)
 			p[0].events |= POLLOUT;
 		if (!out.eof && out.len < RELAY_BUF)
 			p[1].events |= POLLIN;
-		if (in.len)
+		if (in.len > in.off || (!lazy && in.len))
 			p[1].events |= POLLOUT;
-		int pr = ssw_poll(p, 2, NULL, NULL);
+		/* lazy: the application's reads show only in its queue, looked at
+		 * again after a nap that grows while nothing changes */
+		struct timespec nap = { in.nap_us / 1000000, (in.nap_us % 1000000) * 1000L };
+		int pr = ssw_poll(p, 2, lazy && in.nap_us ? &nap : NULL, NULL);
 		if (pr < 0) {
 			if (pr == -EINTR)
 				continue;
@@ -276,12 +370,22 @@ static _Noreturn void relay_main(struct held *h, int u)
 			SSW_DEBUG("relay: the application closed its end");
 			in.eof = in.shut = true;
 			in.len = in.off = 0;
+			in.peeked = false; /* what it did not read stays the others' */
 		}
-		pump(&in, p[0].revents, p[1].revents);
+		if (lazy) {
+			int was = in.nap_us;
+			pump_lazy(&in, sess, pr == 0 && !in.peeked ? POLLIN : p[0].revents, p[1].revents);
+			if (pr == 0 && in.nap_us == was && in.nap_us && in.nap_us < NAP_MAX_US)
+				in.nap_us *= 2; /* nothing changed in the nap */
+		} else {
+			pump(&in, p[0].revents, p[1].revents);
+		}
 		pump(&out, p[1].revents, p[0].revents);
 	}
 	SSW_DEBUG("relay: done (in %d/%d, out %d/%d)", in.eof, in.shut, out.eof, out.shut);
-	ssw_close(n); /* the last holder's close: FIN, or RST over unread data */
+	ssw_session_relay_hold(sess, -1);
+	ssw_close(n);
+	ssw_sock_put(h->s); /* collect_all's reference: the last one lets go of the connection */ /* the last holder's close: FIN, or RST over unread data */
 	sys_close(u);
 	SYS_(exit_group, 0);
 	__builtin_unreachable();
@@ -328,6 +432,7 @@ static int relay(struct held *h)
 		return e;
 	}
 	ssw_session_hold(h->s->sess, 1); /* the relay's */
+	ssw_session_relay_hold(h->s->sess, 1);
 	pid_t a = ssw_real_fork_outer(); /* no holder counting: the relay takes its one hold itself */
 	if (a == 0) {
 		pid_t b = ssw_real_fork_outer();
@@ -354,6 +459,7 @@ static int relay(struct held *h)
 			;
 	if (got != 1) {
 		ssw_session_hold(h->s->sess, -1);
+		ssw_session_relay_hold(h->s->sess, -1);
 		sys_close(sv[0]);
 		return -EAGAIN;
 	}
@@ -374,11 +480,18 @@ static int relay(struct held *h)
 	return 0;
 }
 
-void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
+/* How long an exec waits, at most, for relays that hold connections it
+ * would carry to let go (handover.c): a shell's relays of the commands it
+ * ran before its `exec` end as those commands do. */
+#define HANDOVER_WAIT_NS (50 * 1000000ull)
+
+void ssw_exec_prepare(bool in_place, bool adopt, struct ssw_exec_undo *u)
 {
 	u->dropped = NULL;
 	u->n = 0;
 	u->keep.n = 0;
+	u->keep.nmade = 0;
+	uint64_t wait_until = ssw_now_ns() + HANDOVER_WAIT_NS;
 	u->inherit[0] = '\0';
 	struct collect c = { 0 };
 	if (collect_all(&c) && in_place)
@@ -397,8 +510,18 @@ void ssw_exec_prepare(bool in_place, struct ssw_exec_undo *u)
 		}
 		if (h->s->state != SSW_ST_CONNECTED || !h->s->sess)
 			continue;
-		if (live_fds(h) && relay(h) == 0)
-			continue;
+		if (live_fds(h)) {
+			/* the new image takes it over itself, or a relay carries it */
+			int rc = in_place && adopt ? ssw_handover_export(h->s, h->fds, h->nfds, wait_until, u->inherit,
+									 sizeof u->inherit, &u->keep)
+						   : -EOPNOTSUPP;
+			if (rc == 0)
+				continue;
+			if (in_place && adopt)
+				SSW_DEBUG("fd %d: relayed across exec: %s", h->fds[0], strerror(-rc));
+			if (relay(h) == 0)
+				continue;
+		}
 		/* Not inherited: this image's hold ends with it.  The sole holder
 		 * keeps it (an exec that fails must find the connection alive);
 		 * its peer learns of the end from the provider's hang-up. */

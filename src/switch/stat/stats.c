@@ -87,11 +87,11 @@ void ssw_stats_dump_at_exit(void)
 	ssw_regcache_totals(&rc);
 	char line[512];
 	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu"
-			 " rndv=%lu rndv_fallback=%lu rdma_regs=%lu regcache_hits=%llu regcache_misses=%llu regcache_evictions=%llu regcache_invalidations=%llu"
+			 " adopted=%lu rndv=%lu rndv_fallback=%lu rdma_regs=%lu regcache_hits=%llu regcache_misses=%llu regcache_evictions=%llu regcache_invalidations=%llu"
 			 " regcache_registrations=%llu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
 			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received,
-			 atomic_load(&ssw_counters.refused), atomic_load(&ssw_counters.rndv) + l.rndv,
+			 atomic_load(&ssw_counters.refused), atomic_load(&ssw_counters.adopted), atomic_load(&ssw_counters.rndv) + l.rndv,
 			 atomic_load(&ssw_counters.rndv_fallback) + l.rndv_fallback,
 			 atomic_load(&ssw_counters.rdma_regs) + l.rdma_regs, (unsigned long long)rc.hits, (unsigned long long)rc.misses,
 			 (unsigned long long)rc.evictions, (unsigned long long)rc.invalidations,

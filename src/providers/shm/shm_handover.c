@@ -1,0 +1,147 @@
+/* shm_handover.c — an shm endpoint carried across exec (provider.h
+ * ep_export / ep_import): the image that execs describes it, the new image
+ * of the same process maps the same segment and goes on where the rings
+ * stand.  The peer sees nothing: the rendezvous connection (its doorbell
+ * and hang-up) and the segment are the same kernel objects, and the pid it
+ * knows is the same.
+ *
+ * What goes along: the rendezvous socket and the segment's memfd (the
+ * connector's kept one, or the acceptor's: shm_seg_map_fd_keep), and a copy
+ * of the endpoint in which only numbers count: every pointer (the segment,
+ * the rings in it) is made anew from the new mapping (shm_ring_attach) and
+ * the ring positions are checked against it. */
+#include "providers/shm/shm_priv.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#define BLOB_MAGIC 0x48455353u /* "SSEH" */
+
+struct blob {
+	uint32_t magic;
+	uint32_t ep_size;  /* sizeof(struct ssw_ep): the same library on both sides */
+	int32_t connector; /* which ring is ours to send on */
+	uint32_t pad;
+	struct ssw_ep ep;  /* numbers only are used (see import) */
+};
+
+static bool rings_agree(const struct ssw_ep *ep);
+
+int shm_ep_export(struct ssw_ep *ep, void *out, size_t *len, int *fds, int max)
+{
+	if (*len < sizeof(struct blob) || max < 2)
+		return -ENOSPC;
+	if (!ep->seg || ep->ctl_fd < 0)
+		return -ENOTCONN;
+	if (ep->my_efd >= 0 || ep->peer_efd >= 0)
+		return -EOPNOTSUPP; /* a test rig's eventfds are not carried */
+	/* a reservation being written, a record being read, a copy queued:
+	 * pointers into this image's memory would be in flight */
+	if (ep->tx.resv || ep->rx.cur || shm_rdma_queued() || !rings_agree(ep))
+		return -EBUSY; /* the last: what the new image will check */
+	struct shm_seg_hdr *h = ep->seg;
+	int connector = ep->tx.ctl == &h->ring[0];
+	int memfd = connector ? shm_seg_fd_now(ep) : ep->map_fd;
+	if (memfd < 0)
+		return -ENOENT; /* not kept (the descriptor budget): relayed */
+	struct blob *b = out;
+	memset(b, 0, sizeof *b);
+	b->magic = BLOB_MAGIC;
+	b->ep_size = sizeof b->ep;
+	b->connector = connector;
+	memcpy(&b->ep, ep, sizeof b->ep);
+	*len = sizeof *b;
+	fds[0] = ep->ctl_fd;
+	fds[1] = memfd;
+	return 2;
+}
+
+/* r's pointers (just attached) with the rest of saved: the positions and
+ * flags this side kept privately. */
+static void ring_restore(struct shm_ring *r, const struct shm_ring *saved)
+{
+	struct shm_ring live = *r;
+	*r = *saved;
+	r->ctl = live.ctl;
+	r->data = live.data;
+	r->size = live.size;
+	r->peer_feat = live.peer_feat;
+}
+
+/* The positions say what the rings say: ours to send on not past what the
+ * receiver has room for, the receive side not past what was sent. */
+static bool rings_agree(const struct ssw_ep *ep)
+{
+	const struct shm_ring *t = &ep->tx, *r = &ep->rx;
+	/* a consumer may take held records before they are published */
+	uint64_t head = atomic_load(&t->ctl->head), rtail = atomic_load(&r->ctl->tail), rheld = atomic_load(&r->ctl->held);
+	uint64_t rtop = rheld > rtail ? rheld : rtail;
+	return !(t->pos & 7) && !(t->pub & 7) && !(r->pos & 7) && t->pub <= t->pos && t->other <= t->pos &&
+	       t->pos - t->other <= t->size && head <= t->pos && t->pos - head <= t->size && r->pos <= rtop &&
+	       rtop - r->pos <= r->size && !t->resv && !r->cur;
+}
+
+int shm_ep_import(const void *in, size_t len, const int *fds, int n, struct ssw_ep **out)
+{
+	struct blob b;
+	if (len != sizeof b || n != 2)
+		return -EINVAL;
+	memcpy(&b, in, sizeof b);
+	uint64_t ring = b.ep.tx.size;
+	if (b.magic != BLOB_MAGIC || b.ep_size != sizeof b.ep || ring < SHM_RING_MIN || ring > SHM_RING_MAX ||
+	    (ring & (ring - 1)) || b.ep.rx.size != ring || b.ep.seg_size != shm_seg_size(ring))
+		return -EINVAL;
+	int dom = 0, type = 0;
+	socklen_t l = sizeof dom;
+	if (sys_getsockopt(fds[0], SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 || dom != AF_UNIX)
+		return -EINVAL;
+	l = sizeof type;
+	if (sys_getsockopt(fds[0], SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_SEQPACKET)
+		return -EINVAL;
+	struct stat st;
+	if (shm_seg_check(fds[1], b.ep.seg_size, &st) < 0)
+		return -EINVAL;
+	void *p = mmap(NULL, b.ep.seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	struct shm_seg_hdr *h = p;
+	struct ssw_ep *ep = shm_ep_alloc();
+	if (!ep || atomic_load(&h->magic) != SHM_MAGIC || atomic_load(&h->version) != SHM_VERSION) {
+		munmap(p, b.ep.seg_size);
+		ssw_shared_free(ep, sizeof *ep, true);
+		return ep ? -EINVAL : -ENOMEM;
+	}
+	memcpy(ep, &b.ep, sizeof *ep);
+	struct shm_ring tx = ep->tx, rx = ep->rx;
+	memset(&ep->tx, 0, sizeof ep->tx);
+	memset(&ep->rx, 0, sizeof ep->rx);
+	shm_ring_attach(ep, h, ring, b.connector);
+	ring_restore(&ep->tx, &tx);
+	ring_restore(&ep->rx, &rx);
+	ep->seg = p;
+	ep->ctl_fd = fds[0];
+	ep->seg_fd = b.connector ? fds[1] : -1;
+	ep->map_fd = b.connector ? -1 : fds[1];
+	ep->live_slot = -1; /* the connector's live list was the other image's */
+	ep->my_efd = ep->peer_efd = -1;
+	ep->seg_dev = (uint64_t)st.st_dev;
+	ep->seg_ino = (uint64_t)st.st_ino;
+	atomic_store(&ep->vouch_lock, 0);
+	/* our exposure table is a new one: vouch for it again before the
+	 * first exposure (the peer keeps the newest vouch of a pid) */
+	for (int i = 0; i < SHM_VOUCHERS; i++)
+		atomic_store(&ep->vouchers[i], 0);
+	if (!rings_agree(ep)) {
+		munmap(p, b.ep.seg_size);
+		ssw_shared_free(ep, sizeof *ep, true);
+		return -EINVAL;
+	}
+	*out = ep;
+	return 0;
+}

@@ -1,0 +1,199 @@
+/* session_handover.c — a connection's session carried across exec into the
+ * new image of the same process (switch/share/handover.c): seed 000's
+ * duplicate-and-adopt, for the one case where the adopter can only get the
+ * connection through descriptors.
+ *
+ * The session lives in anonymous fork-shared memory, which the exec takes
+ * away.  So the image about to exec writes it into a memfd the new image
+ * inherits: a header, the provider's description of its endpoint
+ * (ep_export), the session itself and the bytes staged in its queue.  The
+ * new image maps a fresh session, reads them back and makes anew what
+ * names this image's memory: the provider, the endpoint, the queue's
+ * address, the lock.  Only a quiet session goes (no rendezvous or RDMA
+ * transfer in flight, every message at the head staged) and only one held
+ * by this process alone: anything else is relayed as before. */
+#include "session/session_priv.h"
+
+#include "common/log.h"
+#include "common/sys.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define IMG_MAGIC 0x31444e4148575353ull /* "SSWHAND1" */
+#define IMG_HDR 4096u                   /* header page: header, then the caller's note */
+#define IMG_BLOB_MAX 4096u              /* the provider's page */
+#define IMG_SESS (IMG_HDR + IMG_BLOB_MAX) /* the session mapping's image from here */
+#define IMG_MAP_MAX (1ull << 30)
+
+struct img_hdr {
+	uint64_t magic;
+	uint32_t sess_size, head;   /* sizeof(struct ssw_session), its page-rounded room */
+	uint64_t map_size;          /* the session's mapping */
+	uint64_t qend;              /* queue bytes to copy (q.off + q.len) */
+	uint32_t blob_len, note_len;
+	char prov[32];
+};
+_Static_assert(sizeof(struct img_hdr) + SSW_SESSION_NOTE_MAX <= IMG_HDR, "the header page holds the note");
+
+static size_t head_size(void)
+{
+	return (sizeof(struct ssw_session) + 4095) & ~(size_t)4095;
+}
+
+static bool quiet(const struct ssw_session *s)
+{
+	if (s->hv || s->rr.active || s->rw.active || s->txr.id || s->reset || s->broken)
+		return false;
+	for (int i = 0; i < SESS_RMA_SLOTS; i++)
+		if (s->rma[i].busy)
+			return false;
+	return true;
+}
+
+static bool write_all(int fd, const void *p, size_t n, off_t at)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = pwrite(fd, b, n, at);
+		if (w <= 0) {
+			if (w < 0 && errno == EINTR)
+				continue;
+			return false;
+		}
+		b += w;
+		n -= (size_t)w;
+		at += w;
+	}
+	return true;
+}
+
+static bool read_all(int fd, void *p, size_t n, off_t at)
+{
+	uint8_t *b = p;
+	while (n) {
+		ssize_t r = pread(fd, b, n, at);
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			return false;
+		}
+		b += r;
+		n -= (size_t)r;
+		at += r;
+	}
+	return true;
+}
+
+int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len, struct ssw_session_image *out)
+{
+	const struct ssw_conn_ops *c = s->p->conn;
+	if (!c->ep_export || s->exclusive || note_len > SSW_SESSION_NOTE_MAX)
+		return -EOPNOTSUPP;
+	if (atomic_load(&s->holders) != 1) {
+		SSW_DEBUG("handover: %d holders", atomic_load(&s->holders));
+		return -EBUSY;
+	}
+	if (!sess_enter(s))
+		return -ECONNRESET;
+	int rc = -EBUSY;
+	int memfd = -1;
+	if (atomic_load(&s->holders) != 1 || atomic_load(&s->moved))
+		goto out;
+	sess_flush_held(s);
+	(void)sess_pump(s, true); /* every message at the head into the queue: none names the rings */
+	if (!quiet(s) || s->stage_nomem) {
+		SSW_DEBUG("handover: not quiet (head %d, rendezvous %d/%d/%llu, reset %d, broken %d, nomem %d)", s->hv,
+			  s->rr.active, s->rw.active, (unsigned long long)s->txr.id, s->reset, s->broken, s->stage_nomem);
+		goto out;
+	}
+	uint8_t blob[IMG_BLOB_MAX];
+	size_t blen = sizeof blob;
+	int n = c->ep_export(s->ep, blob, &blen, out->fds, SSW_SESSION_IMAGE_FDS);
+	if (n < 0) {
+		rc = n;
+		goto out;
+	}
+	struct img_hdr h = {
+		.magic = IMG_MAGIC,
+		.sess_size = sizeof *s,
+		.head = (uint32_t)head_size(),
+		.map_size = s->map_size,
+		.qend = s->q.off + s->q.len,
+		.blob_len = (uint32_t)blen,
+		.note_len = (uint32_t)note_len,
+	};
+	snprintf(h.prov, sizeof h.prov, "%s", s->p->name);
+	memfd = (int)SYS_(memfd_create, "sockswitch-handover", MFD_CLOEXEC);
+	if (memfd < 0 || h.qend > s->q.cap || (uint8_t *)s + h.head != s->q.buf) {
+		rc = memfd < 0 ? -errno : -EINVAL;
+		goto out;
+	}
+	if (ftruncate(memfd, (off_t)(IMG_SESS + h.head + h.qend)) < 0 || !write_all(memfd, &h, sizeof h, 0) || !write_all(memfd, note, note_len, sizeof h) ||
+	    !write_all(memfd, blob, blen, IMG_HDR) || !write_all(memfd, s, sizeof *s, IMG_SESS) ||
+	    !write_all(memfd, s->q.buf, h.qend, IMG_SESS + h.head)) {
+		rc = -EIO;
+		goto out;
+	}
+	out->memfd = memfd;
+	out->nfds = n;
+	memfd = -1;
+	rc = 0;
+out:
+	sess_unlock(s);
+	if (memfd >= 0)
+		sys_close(memfd);
+	return rc;
+}
+
+struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const struct ssw_session_image *img,
+				       void *note, size_t *note_len, int *err)
+{
+	struct img_hdr h;
+	struct stat st;
+	size_t head = head_size();
+	*err = -EINVAL;
+	if (fstat(img->memfd, &st) < 0 || !S_ISREG(st.st_mode) || !read_all(img->memfd, &h, sizeof h, 0))
+		return NULL;
+	if (h.magic != IMG_MAGIC || h.sess_size != sizeof(struct ssw_session) || h.head != head ||
+	    h.map_size < head || h.map_size > IMG_MAP_MAX || h.qend > h.map_size - head || h.blob_len > IMG_BLOB_MAX ||
+	    h.note_len > *note_len || strncmp(h.prov, prov->name, sizeof h.prov) || !prov->conn->ep_import ||
+	    (uint64_t)st.st_size < IMG_SESS + head + h.qend) {
+		return NULL;
+	}
+	uint8_t blob[IMG_BLOB_MAX];
+	if (!read_all(img->memfd, note, h.note_len, sizeof h) || !read_all(img->memfd, blob, h.blob_len, IMG_HDR))
+		return NULL;
+	*note_len = h.note_len;
+	struct ssw_session *s = ssw_shared_alloc(h.map_size, sizeof *s);
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	struct ssw_ep *ep = NULL;
+	if (!read_all(img->memfd, s, sizeof *s, IMG_SESS) ||
+	    !read_all(img->memfd, (uint8_t *)s + head, h.qend, IMG_SESS + head) || s->map_size != h.map_size ||
+	    s->q.off + s->q.len != h.qend || s->q.cap != h.map_size - head ||
+	    (*err = prov->conn->ep_import(blob, h.blob_len, img->fds, img->nfds, &ep)) < 0) {
+		ssw_shared_free(s, h.map_size, false);
+		return NULL;
+	}
+	/* what named the other image's memory, made anew */
+	s->p = prov;
+	s->ep = ep;
+	s->q.buf = (uint8_t *)s + head;
+	memset(&s->hm, 0, sizeof s->hm);
+	sess_init_sync(s);
+	atomic_store(&s->holders, 1);
+	atomic_store(&s->moved, false);
+	atomic_store(&s->moved_to, 0);
+	atomic_store(&s->w.sleepers, 0);
+	atomic_store(&s->user, ssw_pid());
+	*err = 0;
+	return s;
+}
