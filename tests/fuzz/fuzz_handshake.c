@@ -204,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct ssw_ep *ep = shm_ep_alloc();
 		CHECK(ep);
 		ep->ctl_fd = fcntl(sp[0], F_DUPFD_CLOEXEC, 0);
-		ep->my_efd = ep->peer_efd = ep->seg_fd = -1;
+		ep->my_efd = ep->peer_efd = ep->seg_fd = ep->map_fd = -1;
 		size_t rlen = cap;
 		CHECK(ssw_provider_shm.conn->connect_complete(ep, priv, &rlen) == 0 && rlen == 0);
 		struct shm_ring_ctl *ctl = calloc(2, sizeof *ctl);

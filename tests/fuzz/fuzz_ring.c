@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* c consumes ring 0 (the hostile side's output) and produces ring 1 */
 	struct ssw_ep c;
 	memset(&c, 0, sizeof c);
-	c.ctl_fd = c.seg_fd = c.my_efd = c.peer_efd = -1;
+	c.ctl_fd = c.seg_fd = c.map_fd = c.my_efd = c.peer_efd = -1;
 	c.peer_gone = !!(h.flags & 4);
 	c.rx = (struct shm_ring){ .ctl = ctl[0], .data = ring[0], .size = RS, .pos = pos, .other = pos };
 	uint64_t txpos = h.head & ~7ull;

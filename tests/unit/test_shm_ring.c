@@ -58,8 +58,8 @@ static int setup(void **state)
 	}
 	g->efd_c = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	assert_true(g->efd_c >= 0);
-	g->p.ctl_fd = g->p.seg_fd = g->p.my_efd = -1;
-	g->c.ctl_fd = g->c.seg_fd = g->c.peer_efd = -1;
+	g->p.ctl_fd = g->p.seg_fd = g->p.map_fd = g->p.my_efd = -1;
+	g->c.ctl_fd = g->c.seg_fd = g->c.map_fd = g->c.peer_efd = -1;
 	g->p.peer_efd = g->efd_c;
 	g->c.my_efd = g->efd_c;
 	view(&g->p.tx, g->ctl[0], g->data[0]);

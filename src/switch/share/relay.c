@@ -133,11 +133,15 @@ struct dir {
 	uint64_t total;        /* bytes read (logs) */
 	/* peer to application while another process holds the connection too
 	 * (a forked child exec'd a helper with it, which may never read): the
-	 * bytes in buf were peeked at `pos`, not taken, and are taken only once
-	 * the application has read them all (its end's queue empty), so that
-	 * a helper that does not read takes nothing from the others */
+	 * bytes in buf were peeked at `pos`, not taken, and are taken as the
+	 * application reads them (what it has not read is what its end's queue
+	 * holds, counted exactly through a copy of that end the relay keeps:
+	 * closed by the application, the end and its queue stay), so that a
+	 * helper takes from the others what it reads and nothing more */
 	bool peeked;
 	uint64_t pos;
+	size_t taken;          /* of buf, taken */
+	int app;               /* the copy of the application's end, or -1 */
 	int nap_us;            /* how long to wait before looking at the queue again */
 #define NAP_FIRST_US 100
 #define NAP_MAX_US 64000
@@ -209,32 +213,37 @@ static void end_shut_wr(struct ssw_sock *s, int fd)
 		sys_shutdown(fd, SHUT_WR);
 }
 
-/* The application read everything written to its end: nothing queued
- * there (a unix socket counts what its queued buffers hold), and that end
- * still open afterwards (closed, its queue is gone whether it read it or
- * not: a helper that never reads must not take the others' bytes). */
-static bool all_read(int fd)
+/* Take what the application read of the peeked bytes handed to it. */
+static void lazy_account(struct dir *d, struct ssw_session *sess)
 {
-	int q = 0;
-	if (sys_ioctl(fd, SIOCOUTQ, &q) < 0 || q)
-		return false;
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	return sys_poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR));
-}
-
-/* The lazy way of `in` (see struct dir): peek, hand over, take once read.
- * Called while another process holds the connection; when it returns
- * false, `in` goes on as pump does (this relay its last holder: bytes
- * peeked are taken first). */
-static void pump_lazy(struct dir *d, struct ssw_session *sess, short rev_from, short rev_to)
-{
-	if (d->peeked && d->off == d->len && all_read(d->to)) {
-		/* all read: now they are the application's */
-		(void)ssw_session_take_at(sess, d->pos, d->len);
+	int inq = 0;
+	if (!d->peeked || sys_ioctl(d->app, SIOCINQ, &inq) < 0 || inq < 0 || (size_t)inq > d->off)
+		return;
+	size_t read = d->off - (size_t)inq;
+	if (read > d->taken) {
+		ssize_t t = ssw_session_take_at(sess, d->pos + d->taken, read - d->taken);
+		if (t < (ssize_t)(read - d->taken)) {
+			/* another holder read them meanwhile (both read at once: the
+			 * application's copies are the same bytes); start again */
+			d->peeked = false;
+			d->off = d->len = d->taken = 0;
+			return;
+		}
+		d->taken += (size_t)t;
+		d->nap_us = NAP_FIRST_US;
+	}
+	if (d->taken == d->len) {
 		d->peeked = false;
-		d->off = d->len = 0;
+		d->off = d->len = d->taken = 0;
 		d->nap_us = 0;
 	}
+}
+
+/* The lazy way of `in` (see struct dir): peek, hand over, take as read.
+ * Called while another process holds the connection. */
+static void pump_lazy(struct dir *d, struct ssw_session *sess, short rev_from, short rev_to)
+{
+	lazy_account(d, sess);
 	if (!d->peeked && !d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
 		ssize_t n = ssw_session_peek_at(sess, d->buf, RELAY_BUF, &d->pos);
 		if (n > 0) {
@@ -266,14 +275,18 @@ static void pump_lazy(struct dir *d, struct ssw_session *sess, short rev_from, s
 	}
 }
 
-/* This relay became the connection's last holder: bytes it peeked and
- * handed over are taken now, and `in` goes on as pump does. */
+/* This relay became the connection's last holder: bytes it peeked are
+ * taken now (those not handed over yet go out as pump sends them), and
+ * `in` goes on as pump does. */
 static void lazy_end(struct dir *d, struct ssw_session *sess)
 {
-	if (d->peeked)
-		(void)ssw_session_take_at(sess, d->pos, d->len);
+	if (d->peeked && d->len > d->taken)
+		(void)ssw_session_take_at(sess, d->pos + d->taken, d->len - d->taken);
 	d->peeked = false;
+	d->taken = 0;
 	d->nap_us = 0;
+	if (d->off == d->len)
+		d->off = d->len = 0;
 }
 
 static void pump(struct dir *d, short rev_from, short rev_to)
@@ -307,7 +320,9 @@ static void pump(struct dir *d, short rev_from, short rev_to)
 	}
 }
 
-static _Noreturn void relay_main(struct held *h, int u)
+/* app, pidfd: for an exec'd program (relay(exec)), the relay's copy of its
+ * end and the program's pidfd (-1 otherwise: see struct dir) */
+static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 {
 	ssw_pid_forget();
 	setsid();
@@ -323,10 +338,14 @@ static _Noreturn void relay_main(struct held *h, int u)
 	pthread_sigmask(SIG_SETMASK, &none, NULL);
 
 	int n = h->fds[0];
-	int k[3 + RELAY_KEEP_FDS], nk = 0;
+	int k[5 + RELAY_KEEP_FDS], nk = 0;
 	k[nk++] = n;
 	k[nk++] = u;
 	k[nk++] = ssw_log_fd();
+	if (app >= 0 && pidfd >= 0) {
+		k[nk++] = app;
+		k[nk++] = pidfd;
+	}
 	nk += ssw_session_keep_fds(h->s->sess, k + nk, RELAY_KEEP_FDS);
 	/* the table forgets the rest; the other copies of this one close normally */
 	ssw_fdtab_forget_except(n);
@@ -334,10 +353,12 @@ static _Noreturn void relay_main(struct held *h, int u)
 	/* seen as such in ps; it keeps no stat registry (no threads of its own) */
 	prctl(PR_SET_NAME, "ssw-relay", 0, 0, 0);
 
-	struct dir in = { .from = n, .to = u, .sfrom = h->s, .buf = malloc(RELAY_BUF) };
-	struct dir out = { .from = u, .to = n, .sto = h->s, .buf = malloc(RELAY_BUF) };
+	if (app < 0 || pidfd < 0)
+		app = pidfd = -1; /* closed by close_others */
+	struct dir in = { .from = n, .to = u, .sfrom = h->s, .buf = malloc(RELAY_BUF), .app = app };
+	struct dir out = { .from = u, .to = n, .sto = h->s, .buf = malloc(RELAY_BUF), .app = -1 };
 	struct ssw_session *sess = h->s->sess;
-	bool lazy = !ssw_session_last_holder(sess);
+	bool lazy = app >= 0 && !ssw_session_last_holder(sess);
 	if (!in.buf || !out.buf)
 		in.eof = out.eof = true;
 	while (!(in.shut && out.shut)) {
@@ -345,7 +366,13 @@ static _Noreturn void relay_main(struct held *h, int u)
 			lazy = false;
 			lazy_end(&in, sess);
 		}
-		struct pollfd p[2] = { { .fd = n }, { .fd = u } };
+		if (!lazy && in.app >= 0) {
+			/* the application's end is its own again: its close shows */
+			sys_close(in.app);
+			sys_close(pidfd);
+			in.app = pidfd = -1;
+		}
+		struct pollfd p[3] = { { .fd = n }, { .fd = u }, { .fd = pidfd, .events = POLLIN } };
 		if (!in.eof && in.len < RELAY_BUF && !(lazy && (in.peeked || in.nap_us)))
 			p[0].events |= POLLIN;
 		if (out.len)
@@ -357,7 +384,7 @@ static _Noreturn void relay_main(struct held *h, int u)
 		/* lazy: the application's reads show only in its queue, looked at
 		 * again after a nap that grows while nothing changes */
 		struct timespec nap = { in.nap_us / 1000000, (in.nap_us % 1000000) * 1000L };
-		int pr = ssw_poll(p, 2, lazy && in.nap_us ? &nap : NULL, NULL);
+		int pr = ssw_poll(p, lazy ? 3 : 2, lazy && in.nap_us ? &nap : NULL, NULL);
 		if (pr < 0) {
 			if (pr == -EINTR)
 				continue;
@@ -371,6 +398,19 @@ static _Noreturn void relay_main(struct held *h, int u)
 			in.eof = in.shut = true;
 			in.len = in.off = 0;
 			in.peeked = false; /* what it did not read stays the others' */
+		}
+		if (lazy && (p[2].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
+			/* the program exited: what it read is known exactly, and
+			 * what it did not read stays the others' */
+			lazy_account(&in, sess);
+			SSW_DEBUG("relay: the program exited");
+			if (!in.shut)
+				sys_shutdown(u, SHUT_WR);
+			in.eof = in.shut = true;
+			in.len = in.off = 0;
+			in.peeked = false;
+			lazy = false; /* its copy of the end goes (never polled again): the last close of it shows */
+			continue;
 		}
 		if (lazy) {
 			int was = in.nap_us;
@@ -419,7 +459,9 @@ static int named_pair(const struct ssw_sock *s, int sv[2])
 	return 0;
 }
 
-static int relay(struct held *h)
+/* exec: for a program exec'd with the connection (the relay may then have
+ * to share it with other holders: struct dir), else SCM_RIGHTS */
+static int relay(struct held *h, bool exec)
 {
 	int sv[2] = { -1, -1 }, pp[2];
 	int e = named_pair(h->s, sv);
@@ -433,15 +475,20 @@ static int relay(struct held *h)
 	}
 	ssw_session_hold(h->s->sess, 1); /* the relay's */
 	ssw_session_relay_hold(h->s->sess, 1);
+	pid_t me = (pid_t)SYS_(getpid, 0);
 	pid_t a = ssw_real_fork_outer(); /* no holder counting: the relay takes its one hold itself */
 	if (a == 0) {
 		pid_t b = ssw_real_fork_outer();
 		if (b == 0) {
-			sys_close(sv[0]);
+			/* the program's pidfd before it may go on (and exit) */
+			int pidfd = exec ? (int)SYS_(pidfd_open, me, 0) : -1;
+			int app = exec && pidfd >= 0 ? sv[0] : -1;
+			if (app < 0)
+				sys_close(sv[0]);
 			sys_close(pp[0]);
 			(void)!sys_write(pp[1], "r", 1); /* started: the connection is ours */
 			sys_close(pp[1]);
-			relay_main(h, sv[1]);
+			relay_main(h, sv[1], app, pidfd);
 		}
 		SYS_(exit_group, 0);
 	}
@@ -519,7 +566,7 @@ void ssw_exec_prepare(bool in_place, bool adopt, struct ssw_exec_undo *u)
 				continue;
 			if (in_place && adopt)
 				SSW_DEBUG("fd %d: relayed across exec: %s", h->fds[0], strerror(-rc));
-			if (relay(h) == 0)
+			if (relay(h, in_place) == 0)
 				continue;
 		}
 		/* Not inherited: this image's hold ends with it.  The sole holder
@@ -585,7 +632,7 @@ void ssw_relay_fds(const int *fds, int n)
 		if (!sent || h->s->state != SSW_ST_CONNECTED || !h->s->sess)
 			continue;
 		(void)live_fds(h);
-		if (h->nfds && relay(h) < 0)
+		if (h->nfds && relay(h, false) < 0)
 			SSW_WARN("fd %d: cannot relay a switched connection sent to another process", h->fds[0]);
 	}
 	release_all(&c);
