@@ -406,6 +406,9 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 		fprintf(stderr, "sockswitch bench: --sizes: empty list\n");
 		return -1;
 	}
+	/* the same 1 MiB stream to a receiver that exec'd itself with the
+	 * connection first (README Limits: taken over, not relayed) */
+	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 1 };
 	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration, 0 };
 	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration, 0 };
 	return n;

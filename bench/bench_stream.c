@@ -1,4 +1,7 @@
-/* bench_stream.c — one-way stream of fixed-size messages; the receiver (server) measures. */
+/* bench_stream.c — one-way stream of fixed-size messages; the receiver (server) measures.
+ * conns 1: the receiver first execs itself with the connection (a program
+ * exec'd with its connection, as inetd's: README Limits), and the new image
+ * measures. */
 #include "bench_net.h"
 #include "bench_worker.h"
 
@@ -9,16 +12,13 @@
 /* Reads with a buffer of at least 64 KiB whatever the message size, as real
  * receivers do, and measures from the first byte to EOF: what the sender
  * managed to push through, including draining what was still queued. */
-static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+int bench_stream_receive(int fd, const struct bench_params *p, struct bench_result *r)
 {
 	size_t cap = p->size > 65536 ? p->size : 65536;
 	char *buf = malloc(cap);
-	if (!buf)
+	if (!buf) {
+		close(fd);
 		return bench_fail(r, "malloc");
-	int fd = net_accept(lfd);
-	if (fd < 0) {
-		free(buf);
-		return bench_fail(r, "accept");
 	}
 	double limit_bytes = (double)p->count * (double)p->size;
 	double deadline = bench_now() + p->duration + BENCH_SLACK_S;
@@ -84,6 +84,18 @@ static int client(uint16_t port, const struct bench_params *p, struct bench_resu
 	close(fd);
 	free(buf);
 	return rc;
+}
+
+static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+{
+	int fd = net_accept(lfd);
+	if (fd < 0)
+		return bench_fail(r, "accept");
+	if (p->conns == 1) {
+		close(lfd);
+		return bench_worker_reexec(fd, r); /* returns only if the exec failed */
+	}
+	return bench_stream_receive(fd, p, r);
 }
 
 const struct bench_roles bench_stream_roles = { server, client };

@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,26 @@ static int parse_args(int argc, char **argv, int *server, struct bench_params *p
 	return 0;
 }
 
+#define EXEC_FD_ENV "SOCKSWITCH_BENCH_EXEC_FD"
+static int worker_argc;
+static char **worker_argv;
+
+int bench_worker_reexec(int fd, struct bench_result *r)
+{
+	char v[16], **argv = calloc((size_t)worker_argc + 2, sizeof *argv);
+	if (!argv)
+		return bench_fail(r, "calloc");
+	argv[0] = "sockswitch";
+	for (int i = 0; i < worker_argc; i++)
+		argv[i + 1] = worker_argv[i];
+	snprintf(v, sizeof v, "%d", fd);
+	if (fcntl(fd, F_SETFD, 0) < 0 || setenv(EXEC_FD_ENV, v, 1) < 0)
+		return bench_fail(r, "keep the connection across exec");
+	execv("/proc/self/exe", argv);
+	free(argv);
+	return bench_fail(r, "exec");
+}
+
 int bench_worker_main(int argc, char **argv)
 {
 	struct bench_params p;
@@ -111,13 +132,21 @@ int bench_worker_main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &server, &p, &port) < 0)
 		return CLI_EXIT_USAGE;
+	worker_argc = argc;
+	worker_argv = argv;
 	/* A peer that goes away must show up as EPIPE in the report, not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 	/* Stop by ourselves even if the parent that would kill us is gone. */
 	alarm((unsigned)BENCH_WORKER_TIMEOUT_S + 1);
 
 	const struct bench_roles *roles = roles_of(p.kind);
-	if (server) {
+	const char *exec_fd = getenv(EXEC_FD_ENV);
+	if (server && exec_fd && p.kind == BENCH_STREAM) {
+		/* the image bench_worker_reexec started: the connection is here */
+		int fd = atoi(exec_fd);
+		unsetenv(EXEC_FD_ENV);
+		rc = bench_stream_receive(fd, &p, &r);
+	} else if (server) {
 		uint16_t bound;
 		int lfd = net_listen(&bound);
 		if (lfd < 0) {

@@ -34,6 +34,12 @@ int bench_echo(int fd, const struct bench_params *p, struct bench_result *r);
  * connection count is p->conns, or BENCH_EPOLL_CONNS when 0. */
 int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_result *r);
 
+/* bench_stream.c: measure the stream arriving on fd (closed at the end). */
+int bench_stream_receive(int fd, const struct bench_params *p, struct bench_result *r);
+/* bench_worker.c: exec this worker again with fd kept open, to go on as
+ * bench_stream_receive on it in the new image; -1 (r filled) if it failed. */
+int bench_worker_reexec(int fd, struct bench_result *r);
+
 /* Records "what: strerror(errno)" in r and returns -1. */
 int bench_fail(struct bench_result *r, const char *what);
 /* Records msg as is in r and returns -1. */

@@ -5,7 +5,8 @@
 # address = the client's own address) and exchange data both ways until EOF;
 # the client, under the switch, sees its upper-cased data come back.  The
 # bytes went over shared memory (client counters) and the kernel saw no more
-# TCP segments than the connections' set-up and tear-down.
+# TCP segments than the connections' set-up and tear-down; the exec'd
+# programs took the connections over themselves (their `adopted` counters).
 # Knobs for chasing flakes: EI_ROUNDS (connections, default 2; the checks
 # below expect 2), EI_LOG (server's SOCKSWITCH_LOG), EI_SOCAT_OPTS (-d -d).
 source "$(dirname "$0")/lib.sh"
@@ -75,6 +76,12 @@ ssw_assert_ge "client switched connections" "$(ssw_stats_sum "$T/client.stats" s
 ssw_assert_eq "client fallback connections" "$(ssw_stats_sum "$T/client.stats" fallback)" 0
 ssw_assert_ge "client bytes_sent over shm" "$(ssw_stats_sum "$T/client.stats" bytes_sent)" $((2 * SIZE))
 ssw_assert_ge "client bytes_received over shm" "$(ssw_stats_sum "$T/client.stats" bytes_received)" $((2 * SIZE))
+# the exec'd programs took their connections over (not relayed): socat's
+# child execs once its parent has closed its copy, which it does at once
+# after the fork; a child that execs first has its connection relayed while
+# the parent still holds it (README Limits), so one of the two is enough
+ssw_assert_ge "exec'd programs that took the connection over" "$(ssw_stats_sum "$T/server.stats" adopted)" 1
+ssw_assert_ge "bytes the exec'd programs received themselves" "$(ssw_stats_sum "$T/server.stats" bytes_received)" "$SIZE"
 ssw_assert_quiet "$T/client.err"
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish
