@@ -15,7 +15,7 @@ static const char *const levels[] = { "error", "warn", "info", "debug", NULL };
 static const char *const bools[] = { "0", "1", NULL };
 static const char *const rdma_modes[] = { "auto", "read", "write", "none", NULL };
 static const char *const wait_modes[] = { "auto", "spin", "yield", "sleep", NULL };
-static const char *const faults[] = { "regfail", "nomem", "async", "pin", NULL };
+static const char *const faults[] = { "regfail", "nomem", "async", "pin", "relay", NULL };
 
 #define CHOICE(v, d) .type = SSW_PT_CHOICE, .choices = (v), .dchoice = (d)
 
@@ -76,9 +76,9 @@ const struct ssw_param ssw_params[SSW_P_COUNT] = {
 				 .help = "1: exec does not put the switch back into an environment that dropped it" },
 	[SSW_P_INHERIT] = { "SOCKSWITCH_INHERIT", .type = SSW_PT_TEXT, .bad = SSW_PB_DEFAULT, .def = "none",
 			    .users = "library (set by the switch at exec)",
-			    .help = "switched listeners an exec'd image inherits; set by the switch itself, never by hand" },
+			    .help = "switched listeners and connections an exec'd image inherits; set by the switch itself, never by hand" },
 	[SSW_P_FAULT] = { "SOCKSWITCH_FAULT", CHOICE(faults, -1), .bad = SSW_PB_OFF, .def = "none",
-			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin)" },
+			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin), or connections exec'd are relayed, never taken over (relay)" },
 };
 
 /* Longest part of a value quoted back: messages stay one readable line. */

@@ -125,7 +125,7 @@ EXPORT SSW_FORK_TEXT pid_t fork(void)
 static bool new_image_switched(const char *file, bool search, char *const envp[])
 {
 	const char *self = self_path();
-	if (!self[0] || !ssw_has_switched())
+	if (!self[0] || !ssw_has_switched() || ssw_param_choice(SSW_P_FAULT) == 4 /* relay (tests, bench) */)
 		return false;
 	const char *pre = find(envp, "LD_PRELOAD", 10);
 	bool preloaded = ssw_param_choice(SSW_P_NO_EXEC_KEEP) != 1 || (pre && strstr(pre, self));

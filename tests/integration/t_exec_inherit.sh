@@ -83,5 +83,17 @@ ssw_assert_ge "client bytes_received over shm" "$(ssw_stats_sum "$T/client.stats
 ssw_assert_ge "exec'd programs that took the connection over" "$(ssw_stats_sum "$T/server.stats" adopted)" 1
 ssw_assert_ge "bytes the exec'd programs received themselves" "$(ssw_stats_sum "$T/server.stats" bytes_received)" "$SIZE"
 ssw_assert_quiet "$T/client.err"
+
+# the same through relays (SOCKSWITCH_FAULT=relay: what an exec'd program
+# without the switch gets): data intact, nothing taken over
+ssw_bg server2 switched SOCKSWITCH_LOG=${EI_LOG:-warn} SOCKSWITCH_FAULT=relay SOCKSWITCH_STATS_FILE="$T/server2.stats" -- \
+  socat ${EI_SOCAT_OPTS:-} "TCP4-LISTEN:$((PORT + 1)),bind=127.0.0.1,reuseaddr,fork" "EXEC:$SSW_PYTHON $T/child.py $T/child2.log,nofork"
+spid=$SSW_BG_PID
+ssw_wait_listen $((PORT + 1)) || ssw_fail "socat did not listen on $((PORT + 1))"
+ssw_run switched -- "$SSW_PYTHON" "$T/client.py" $((PORT + 1)) $SIZE 1 >"$T/client2.out" 2>"$T/client2.err"
+ssw_assert_eq "relayed: client exit status" $? 0
+kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+ssw_assert_eq "relayed: the upper-cased data back" "$(grep -c ' ok=1 ' "$T/client2.out")" 1
+ssw_assert_eq "relayed: nothing taken over" "$(ssw_stats_sum "$T/server2.stats" adopted)" 0
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish
