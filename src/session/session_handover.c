@@ -25,20 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define IMG_MAGIC 0x31444e4148575353ull /* "SSWHAND1" */
-#define IMG_HDR 4096u                   /* header page: header, then the caller's note */
-#define IMG_BLOB_MAX 4096u              /* the provider's page */
-#define IMG_SESS (IMG_HDR + IMG_BLOB_MAX) /* the session mapping's image from here */
-#define IMG_MAP_MAX (1ull << 30)
-
-struct img_hdr {
-	uint64_t magic;
-	uint32_t sess_size, head;   /* sizeof(struct ssw_session), its page-rounded room */
-	uint64_t map_size;          /* the session's mapping */
-	uint64_t qend;              /* queue bytes to copy (q.off + q.len) */
-	uint32_t blob_len, note_len;
-	char prov[32];
-};
 _Static_assert(sizeof(struct img_hdr) + SSW_SESSION_NOTE_MAX <= IMG_HDR, "the header page holds the note");
 
 static size_t head_size(void)

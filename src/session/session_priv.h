@@ -226,6 +226,21 @@ struct tx_src {
 	void *ctx;
 };
 
+/* session_handover.c: the memfd an exec'ing image writes for the next one */
+#define IMG_MAGIC 0x31444e4148575353ull /* "SSWHAND1" */
+#define IMG_HDR 4096u                   /* header page: header, then the caller's note */
+#define IMG_BLOB_MAX 4096u              /* the provider's page */
+#define IMG_SESS (IMG_HDR + IMG_BLOB_MAX) /* the session mapping's image from here */
+#define IMG_MAP_MAX (1ull << 30)
+struct img_hdr {
+	uint64_t magic;
+	uint32_t sess_size, head;   /* sizeof(struct ssw_session), its page-rounded room */
+	uint64_t map_size;          /* the session's mapping */
+	uint64_t qend;              /* queue bytes to copy (q.off + q.len) */
+	uint32_t blob_len, note_len;
+	char prov[32];
+};
+
 /* session_life.c */
 void sess_lock(struct ssw_session *s);
 /* sess_lock for a public op: false (unlocked again) when this process may

@@ -21,21 +21,12 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#define BLOB_MAGIC 0x48455353u /* "SSEH" */
-
-struct blob {
-	uint32_t magic;
-	uint32_t ep_size;  /* sizeof(struct ssw_ep): the same library on both sides */
-	int32_t connector; /* which ring is ours to send on */
-	uint32_t pad;
-	struct ssw_ep ep;  /* numbers only are used (see import) */
-};
 
 static bool rings_agree(const struct ssw_ep *ep);
 
 int shm_ep_export(struct ssw_ep *ep, void *out, size_t *len, int *fds, int max)
 {
-	if (*len < sizeof(struct blob) || max < 2)
+	if (*len < sizeof(struct shm_handover_blob) || max < 2)
 		return -ENOSPC;
 	if (!ep->seg || ep->ctl_fd < 0)
 		return -ENOTCONN;
@@ -43,16 +34,16 @@ int shm_ep_export(struct ssw_ep *ep, void *out, size_t *len, int *fds, int max)
 		return -EOPNOTSUPP; /* a test rig's eventfds are not carried */
 	/* a reservation being written, a record being read, a copy queued:
 	 * pointers into this image's memory would be in flight */
-	if (ep->tx.resv || ep->rx.cur || shm_rdma_queued() || !rings_agree(ep))
+	if (ep->err || ep->peer_gone || ep->tx.resv || ep->rx.cur || shm_rdma_queued() || !rings_agree(ep))
 		return -EBUSY; /* the last: what the new image will check */
 	struct shm_seg_hdr *h = ep->seg;
 	int connector = ep->tx.ctl == &h->ring[0];
 	int memfd = connector ? shm_seg_fd_now(ep) : ep->map_fd;
 	if (memfd < 0)
 		return -ENOENT; /* not kept (the descriptor budget): relayed */
-	struct blob *b = out;
+	struct shm_handover_blob *b = out;
 	memset(b, 0, sizeof *b);
-	b->magic = BLOB_MAGIC;
+	b->magic = SHM_HANDOVER_MAGIC;
 	b->ep_size = sizeof b->ep;
 	b->connector = connector;
 	memcpy(&b->ep, ep, sizeof b->ep);
@@ -62,16 +53,28 @@ int shm_ep_export(struct ssw_ep *ep, void *out, size_t *len, int *fds, int max)
 	return 2;
 }
 
+/* A flag as its byte says (the description is checked, not trusted: a
+ * byte other than 0 or 1 read as bool would be undefined). */
+static bool flag(const bool *p)
+{
+	uint8_t v;
+	memcpy(&v, p, 1);
+	return v != 0;
+}
+
 /* r's pointers (just attached) with the rest of saved: the positions and
  * flags this side kept privately. */
 static void ring_restore(struct shm_ring *r, const struct shm_ring *saved)
 {
 	struct shm_ring live = *r;
-	*r = *saved;
+	memcpy(r, saved, sizeof *r);
 	r->ctl = live.ctl;
 	r->data = live.data;
 	r->size = live.size;
 	r->peer_feat = live.peer_feat;
+	r->can_skip = flag(&saved->can_skip);
+	r->rewind = flag(&saved->rewind);
+	r->dirty = flag(&saved->dirty);
 }
 
 /* The positions say what the rings say: ours to send on not past what the
@@ -82,19 +85,22 @@ static bool rings_agree(const struct ssw_ep *ep)
 	/* a consumer may take held records before they are published */
 	uint64_t head = atomic_load(&t->ctl->head), rtail = atomic_load(&r->ctl->tail), rheld = atomic_load(&r->ctl->held);
 	uint64_t rtop = rheld > rtail ? rheld : rtail;
-	return !(t->pos & 7) && !(t->pub & 7) && !(r->pos & 7) && t->pub <= t->pos && t->other <= t->pos &&
+	return !ep->err && !ep->peer_gone && !(t->pos & 7) && !(t->pub & 7) && !(r->pos & 7) && t->pub <= t->pos && t->other <= t->pos &&
 	       t->pos - t->other <= t->size && head <= t->pos && t->pos - head <= t->size && r->pos <= rtop &&
-	       rtop - r->pos <= r->size && !t->resv && !r->cur;
+	       rtop - r->pos <= r->size && !t->resv && !r->cur &&
+	       /* what only this side wrote: as its own code leaves it between calls */
+	       r->taken <= r->pos && r->other >= r->pos && r->other - r->pos <= r->size && t->skip <= t->pos &&
+	       !(r->other & 7) && !(t->skip & 7);
 }
 
 int shm_ep_import(const void *in, size_t len, const int *fds, int n, struct ssw_ep **out)
 {
-	struct blob b;
+	struct shm_handover_blob b;
 	if (len != sizeof b || n != 2)
 		return -EINVAL;
 	memcpy(&b, in, sizeof b);
 	uint64_t ring = b.ep.tx.size;
-	if (b.magic != BLOB_MAGIC || b.ep_size != sizeof b.ep || ring < SHM_RING_MIN || ring > SHM_RING_MAX ||
+	if (b.magic != SHM_HANDOVER_MAGIC || b.ep_size != sizeof b.ep || ring < SHM_RING_MIN || ring > SHM_RING_MAX ||
 	    (ring & (ring - 1)) || b.ep.rx.size != ring || b.ep.seg_size != shm_seg_size(ring))
 		return -EINVAL;
 	int dom = 0, type = 0;
@@ -112,7 +118,8 @@ int shm_ep_import(const void *in, size_t len, const int *fds, int n, struct ssw_
 		return -errno;
 	struct shm_seg_hdr *h = p;
 	struct ssw_ep *ep = shm_ep_alloc();
-	if (!ep || atomic_load(&h->magic) != SHM_MAGIC || atomic_load(&h->version) != SHM_VERSION) {
+	if (!ep || __atomic_load_n(&h->magic, __ATOMIC_RELAXED) != SHM_MAGIC ||
+	    __atomic_load_n(&h->version, __ATOMIC_RELAXED) != SHM_VERSION) {
 		munmap(p, b.ep.seg_size);
 		ssw_shared_free(ep, sizeof *ep, true);
 		return ep ? -EINVAL : -ENOMEM;
@@ -133,6 +140,13 @@ int shm_ep_import(const void *in, size_t len, const int *fds, int n, struct ssw_
 	ep->seg_dev = (uint64_t)st.st_dev;
 	ep->seg_ino = (uint64_t)st.st_ino;
 	atomic_store(&ep->vouch_lock, 0);
+	/* learnt again from the rendezvous socket (the same kernel object):
+	 * the peer's credentials, and whether it is gone */
+	atomic_store(&ep->cred_done, 0);
+	atomic_store(&ep->cred_ok, 0);
+	ep->gone_state = 0;
+	if (ep->nvouch > SHM_VOUCHES * 2)
+		ep->nvouch %= SHM_VOUCHES;
 	/* our exposure table is a new one: vouch for it again before the
 	 * first exposure (the peer keeps the newest vouch of a pid) */
 	for (int i = 0; i < SHM_VOUCHERS; i++)
@@ -142,6 +156,8 @@ int shm_ep_import(const void *in, size_t len, const int *fds, int n, struct ssw_
 		ssw_shared_free(ep, sizeof *ep, true);
 		return -EINVAL;
 	}
+	if (ep->map_fd >= 0)
+		shm_seg_map_fd_adopt(); /* counted as kept here, as where it was */
 	*out = ep;
 	return 0;
 }

@@ -311,6 +311,8 @@ int shm_seg_fd_budget(void);
 /* An acceptor's memfd, mapped: kept as ep->map_fd (hidden) while a share
  * of that budget allows, else closed (ep->map_fd -1). */
 void shm_seg_map_fd_keep(struct ssw_ep *ep, int memfd);
+/* One more kept (an endpoint that came with its memfd across exec). */
+void shm_seg_map_fd_adopt(void);
 /* This process's copy of ep->map_fd closed (the number stays for the
  * processes that still hold ep after a fork). */
 void shm_seg_map_fd_close(const struct ssw_ep *ep);
@@ -388,7 +390,16 @@ void shm_ctl_record(struct ssw_ep *ep, const void *rec, size_t n, const struct m
 /* Read and record one (recvmsg flags): its length, 0 at hang-up, or -1. */
 ssize_t shm_ctl_take(struct ssw_ep *ep, int flags);
 
-/* shm_handover.c: an endpoint carried into the image an exec starts (provider.h ep_export) */
+/* shm_handover.c: an endpoint carried into the image an exec starts
+ * (provider.h ep_export): the description it writes */
+#define SHM_HANDOVER_MAGIC 0x48455353u /* "SSEH" */
+struct shm_handover_blob {
+	uint32_t magic;
+	uint32_t ep_size;  /* sizeof(struct ssw_ep): the same library on both sides */
+	int32_t connector; /* which ring is ours to send on */
+	uint32_t pad;
+	struct ssw_ep ep;  /* numbers only are used (see import) */
+};
 int shm_ep_export(struct ssw_ep *ep, void *blob, size_t *blob_len, int *fds, int max);
 int shm_ep_import(const void *blob, size_t blob_len, const int *fds, int n, struct ssw_ep **out);
 

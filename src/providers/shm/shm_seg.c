@@ -158,6 +158,11 @@ void shm_seg_map_fd_keep(struct ssw_ep *ep, int memfd)
 	ep->map_fd = ssw_fd_hide(memfd);
 }
 
+void shm_seg_map_fd_adopt(void)
+{
+	atomic_fetch_add(&maps_kept, 1);
+}
+
 void shm_seg_map_fd_close(const struct ssw_ep *ep)
 {
 	if (ep->map_fd < 0)
