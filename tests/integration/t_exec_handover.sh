@@ -21,7 +21,7 @@ ssw_enter_netns "$@"
 ssw_setup_preload
 ssw_tmpdir
 PY=$SSW_PYTHON
-export SOCKSWITCH_LOG=info
+export SOCKSWITCH_LOG=${EH_LOG:-info}
 
 cat >"$T/srv.py" <<'PY'
 import os, select, socket, struct, sys

@@ -77,20 +77,18 @@ static void ring_restore(struct shm_ring *r, const struct shm_ring *saved)
 	r->dirty = flag(&saved->dirty);
 }
 
-/* The positions say what the rings say: ours to send on not past what the
- * receiver has room for, the receive side not past what was sent. */
+/* The positions this side keeps privately, as its own code leaves them
+ * between calls: each in step with the others and with the ring's size.
+ * The peer's indices are not looked at here: it may move them at any
+ * moment, and the ring code checks them at every use (a wrong one resets
+ * the connection, as always); a producer that found the ring empty goes
+ * on at the next lap's start, so an index may run up to two rings ahead. */
 static bool rings_agree(const struct ssw_ep *ep)
 {
 	const struct shm_ring *t = &ep->tx, *r = &ep->rx;
-	/* a consumer may take held records before they are published */
-	uint64_t head = atomic_load(&t->ctl->head), rtail = atomic_load(&r->ctl->tail), rheld = atomic_load(&r->ctl->held);
-	uint64_t rtop = rheld > rtail ? rheld : rtail;
-	return !ep->err && !ep->peer_gone && !(t->pos & 7) && !(t->pub & 7) && !(r->pos & 7) && t->pub <= t->pos && t->other <= t->pos &&
-	       t->pos - t->other <= t->size && head <= t->pos && t->pos - head <= t->size && r->pos <= rtop &&
-	       rtop - r->pos <= r->size && !t->resv && !r->cur &&
-	       /* what only this side wrote: as its own code leaves it between calls */
-	       r->taken <= r->pos && r->other >= r->pos && r->other - r->pos <= r->size && t->skip <= t->pos &&
-	       !(r->other & 7) && !(t->skip & 7);
+	return !ep->err && !ep->peer_gone && !t->resv && !r->cur && !((t->pos | t->pub | t->other | t->skip) & 7) &&
+	       !((r->pos | r->other) & 7) && t->pub <= t->pos && t->other <= t->pos && t->pos - t->other <= 2 * t->size &&
+	       t->skip <= t->pos && r->taken <= r->pos && r->other >= r->pos && r->other - r->pos <= 2 * r->size;
 }
 
 int shm_ep_import(const void *in, size_t len, const int *fds, int n, struct ssw_ep **out)
@@ -152,6 +150,13 @@ int shm_ep_import(const void *in, size_t len, const int *fds, int n, struct ssw_
 	for (int i = 0; i < SHM_VOUCHERS; i++)
 		atomic_store(&ep->vouchers[i], 0);
 	if (!rings_agree(ep)) {
+		SSW_DEBUG("handover: ring positions do not agree (tx pos %llu pub %llu seen %llu head %llu; rx pos %llu "
+			  "seen %llu taken %llu tail %llu held %llu head %llu size %llu)", (unsigned long long)ep->tx.pos,
+			  (unsigned long long)ep->tx.pub, (unsigned long long)ep->tx.other,
+			  (unsigned long long)atomic_load(&ep->tx.ctl->head), (unsigned long long)ep->rx.pos,
+			  (unsigned long long)ep->rx.other, (unsigned long long)ep->rx.taken,
+			  (unsigned long long)atomic_load(&ep->rx.ctl->tail), (unsigned long long)atomic_load(&ep->rx.ctl->held),
+			  (unsigned long long)atomic_load(&ep->rx.ctl->head), (unsigned long long)ep->rx.size);
 		munmap(p, b.ep.seg_size);
 		ssw_shared_free(ep, sizeof *ep, true);
 		return -EINVAL;

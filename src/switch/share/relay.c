@@ -230,6 +230,7 @@ static void lazy_account(struct dir *d, struct ssw_session *sess)
 			return;
 		}
 		d->taken += (size_t)t;
+		SSW_DEBUG("relay: took %zd at %llu", t, (unsigned long long)(d->pos + d->taken - (size_t)t));
 		d->nap_us = NAP_FIRST_US;
 	}
 	if (d->taken == d->len) {
@@ -422,7 +423,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 		}
 		pump(&out, p[1].revents, p[0].revents);
 	}
-	SSW_DEBUG("relay: done (in %d/%d, out %d/%d)", in.eof, in.shut, out.eof, out.shut);
+	SSW_DEBUG("relay: done (in %d/%d, out %d/%d, lazy %d)", in.eof, in.shut, out.eof, out.shut, lazy);
 	ssw_session_relay_hold(sess, -1);
 	ssw_close(n);
 	ssw_sock_put(h->s); /* collect_all's reference: the last one lets go of the connection */ /* the last holder's close: FIN, or RST over unread data */
