@@ -42,38 +42,32 @@ static bool quiet(const struct ssw_session *s)
 	return true;
 }
 
-static bool write_all(int fd, const void *p, size_t n, off_t at)
+/* All n bytes at `at`, written (write) or read: pwrite/pread in a loop. */
+static bool io_all(int fd, void *p, size_t n, off_t at, bool write)
 {
-	const uint8_t *b = p;
+	uint8_t *b = p;
 	while (n) {
-		ssize_t w = pwrite(fd, b, n, at);
-		if (w <= 0) {
-			if (w < 0 && errno == EINTR)
+		ssize_t k = write ? pwrite(fd, b, n, at) : pread(fd, b, n, at);
+		if (k <= 0) {
+			if (k < 0 && errno == EINTR)
 				continue;
 			return false;
 		}
-		b += w;
-		n -= (size_t)w;
-		at += w;
+		b += k;
+		n -= (size_t)k;
+		at += k;
 	}
 	return true;
 }
 
+static bool write_all(int fd, const void *p, size_t n, off_t at)
+{
+	return io_all(fd, (void *)p, n, at, true);
+}
+
 static bool read_all(int fd, void *p, size_t n, off_t at)
 {
-	uint8_t *b = p;
-	while (n) {
-		ssize_t r = pread(fd, b, n, at);
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			return false;
-		}
-		b += r;
-		n -= (size_t)r;
-		at += r;
-	}
-	return true;
+	return io_all(fd, p, n, at, false);
 }
 
 int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len, struct ssw_session_image *out)
