@@ -38,6 +38,12 @@ static const char *find(char *const env[], const char *key, size_t klen)
 	return NULL;
 }
 
+/* The new image gets the switch back, whatever its environment says. */
+static bool keep_switch(const char *self)
+{
+	return self[0] && ssw_param_choice(SSW_P_NO_EXEC_KEEP) != 1;
+}
+
 /* Build envp + our preload + SOCKSWITCH_* of ours that envp lacks, and the
  * new image's SOCKSWITCH_INHERIT (inherit: "" none; any other in envp is
  * dropped: it names descriptors of an older exec).  Returns envp itself
@@ -46,7 +52,7 @@ static char **fix_env(char *const envp[], const char *inherit)
 {
 	static const char ik[] = "SOCKSWITCH_INHERIT";
 	const char *self = self_path();
-	bool keep = self[0] && ssw_param_choice(SSW_P_NO_EXEC_KEEP) != 1;
+	bool keep = keep_switch(self);
 	const char *pre = find(envp, "LD_PRELOAD", 10);
 	bool need_pre = keep && (!pre || !strstr(pre, self));
 	bool stale = find(envp, ik, sizeof ik - 1) != NULL;
@@ -128,7 +134,7 @@ static bool new_image_switched(const char *file, bool search, char *const envp[]
 	if (!self[0] || !ssw_has_switched() || ssw_param_choice(SSW_P_FAULT) == 4 /* relay (tests, bench) */)
 		return false;
 	const char *pre = find(envp, "LD_PRELOAD", 10);
-	bool preloaded = ssw_param_choice(SSW_P_NO_EXEC_KEEP) != 1 || (pre && strstr(pre, self));
+	bool preloaded = keep_switch(self) || (pre && strstr(pre, self));
 	return ssw_exec_image_loads_switch(file, search, preloaded, self);
 }
 

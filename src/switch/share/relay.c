@@ -261,7 +261,7 @@ static void pump_lazy(struct dir *d, struct ssw_session *sess, short rev_from, s
 		}
 	}
 	if (d->off < d->len && (rev_to & (POLLOUT | POLLERR | POLLHUP))) {
-		ssize_t n = sys_send(d->to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t n = end_send(d->sto, d->to, d->buf + d->off, d->len - d->off);
 		if (n > 0)
 			d->off += (size_t)n;
 		else if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -274,6 +274,15 @@ static void pump_lazy(struct dir *d, struct ssw_session *sess, short rev_from, s
 		sys_shutdown(d->to, SHUT_WR);
 		d->shut = true;
 	}
+}
+
+/* Nothing more goes to the application: what it did not read of what was
+ * handed over stays the connection's (for the others, in lazy mode). */
+static void in_done(struct dir *d)
+{
+	d->eof = d->shut = true;
+	d->len = d->off = 0;
+	d->peeked = false;
 }
 
 /* This relay became the connection's last holder: bytes it peeked are
@@ -396,9 +405,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 		 * peer sends any more; what the application sent still goes out. */
 		if ((p[1].revents & POLLHUP) && out.eof && !in.shut) {
 			SSW_DEBUG("relay: the application closed its end");
-			in.eof = in.shut = true;
-			in.len = in.off = 0;
-			in.peeked = false; /* what it did not read stays the others' */
+			in_done(&in);
 		}
 		if (lazy && (p[2].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
 			/* the program exited: what it read is known exactly, and
@@ -407,9 +414,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 			SSW_DEBUG("relay: the program exited");
 			if (!in.shut)
 				sys_shutdown(u, SHUT_WR);
-			in.eof = in.shut = true;
-			in.len = in.off = 0;
-			in.peeked = false;
+			in_done(&in);
 			lazy = false; /* its copy of the end goes (never polled again): the last close of it shows */
 			continue;
 		}
@@ -426,7 +431,9 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 	SSW_DEBUG("relay: done (in %d/%d, out %d/%d, lazy %d)", in.eof, in.shut, out.eof, out.shut, lazy);
 	ssw_session_relay_hold(sess, -1);
 	ssw_close(n);
-	ssw_sock_put(h->s); /* collect_all's reference: the last one lets go of the connection */ /* the last holder's close: FIN, or RST over unread data */
+	/* collect_all's reference: the last one lets go of the connection (the
+	 * last holder's close: FIN, or RST over unread data) */
+	ssw_sock_put(h->s);
 	sys_close(u);
 	SYS_(exit_group, 0);
 	__builtin_unreachable();
