@@ -404,8 +404,10 @@ struct ssw_progress_ops {
 	/* Every descriptor the endpoint's transport needs in this process (its
 	 * wait fds among them): up to max into fds, returns how many.  For a
 	 * process that keeps one connection and closes all other descriptors
-	 * (the switch's relay, forked before an exec).  Optional (NULL: the
-	 * wait fds are all). */
+	 * (the switch's relay, forked before an exec), and those ep_export
+	 * would name (a relay may give the connection away to the process
+	 * its application's end was sent to).  Optional (NULL: the wait fds
+	 * are all). */
 	int (*keep_fds)(struct ssw_ep *ep, int *fds, int max);
 
 	/* After waking: clear wake-up state (drain eventfds, disarm). */

@@ -187,6 +187,10 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		int n = cmsg_fds(m, fds, 64);
 		for (int i = 0; i < n; i++)
 			ssw_fd_fresh(fds[i]);
+		/* a switched connection another process sent: taken over from
+		 * its relay when that can be done */
+		if (n)
+			ssw_handover_received(fds, n);
 	}
 	return r;
 }

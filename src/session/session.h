@@ -146,6 +146,9 @@ int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len,
  * not one this library wrote (the caller closes the descriptors). */
 struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const struct ssw_session_image *img,
 				       void *note, size_t *note_len, int *err);
+/* An imported session given up before use (the one that exported it
+ * carries on): its copy goes, the peer is told nothing. */
+void ssw_session_import_undo(struct ssw_session *s);
 /* Options of the socket's open file that a fork shares (fcntl's O_NONBLOCK,
  * SO_RCVTIMEO and SO_SNDTIMEO in ms, SO_LINGER: -1 off, else seconds):
  * set by whichever process holding the connection sets them, read by all
@@ -183,6 +186,10 @@ int ssw_session_peer_cpu(struct ssw_session *s);
 uint64_t ssw_session_wake_sent_ns(struct ssw_session *s);
 
 int ssw_session_fionread(struct ssw_session *s);
+/* Bytes this process took from the connection and must give back, in front
+ * of what it has not read yet (a relay handing the connection over:
+ * share/relay_give.c): 0, or -ENOSPC when the queue cannot hold them. */
+int ssw_session_unread(struct ssw_session *s, const void *buf, size_t len);
 /* For a relay that must not take bytes another holder may read
  * (share/relay.c): a peek (MSG_PEEK) of up to len bytes with the stream
  * position it starts at (-EPIPE: the peer's end came and nothing is left),

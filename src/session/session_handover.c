@@ -170,10 +170,18 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 	memset(&s->hm, 0, sizeof s->hm);
 	sess_init_sync(s);
 	atomic_store(&s->holders, 1);
+	atomic_store(&s->relays, 0); /* a relay that gave the connection away held it */
 	atomic_store(&s->moved, false);
 	atomic_store(&s->moved_to, 0);
 	atomic_store(&s->w.sleepers, 0);
 	atomic_store(&s->user, ssw_pid());
 	*err = 0;
 	return s;
+}
+
+void ssw_session_import_undo(struct ssw_session *s)
+{
+	/* as a copy whose connection went elsewhere: nothing reaches the peer */
+	atomic_store(&s->moved, true);
+	ssw_session_close(s, false);
 }

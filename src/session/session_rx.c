@@ -536,6 +536,35 @@ ssize_t ssw_session_take_at(struct ssw_session *s, uint64_t pos, size_t len)
 	return (ssize_t)took;
 }
 
+int ssw_session_unread(struct ssw_session *s, const void *buf, size_t len)
+{
+	if (!len)
+		return 0;
+	if (!sess_enter(s))
+		return -ECONNRESET;
+	int rc = 0;
+	if (s->q.len + len > s->q.cap || s->rx_pos < len) {
+		rc = -ENOSPC;
+	} else {
+		if (s->q.off < len) {
+			/* room at the front: the queue moves up (overlapping) */
+			size_t to = len;
+			memmove(s->q.buf + to, s->q.buf + s->q.off, s->q.len);
+			s->q.off = to;
+		}
+		s->q.off -= len;
+		memcpy(s->q.buf + s->q.off, buf, len);
+		s->q.len += len;
+		if (s->q.off + s->q.len > s->q.hi)
+			s->q.hi = s->q.off + s->q.len;
+		/* the stream position goes back with them; their credits went back
+		 * to the peer when they were first taken, so none are owed */
+		s->rx_pos -= len;
+	}
+	sess_unlock(s);
+	return rc;
+}
+
 int ssw_session_fionread(struct ssw_session *s)
 {
 	if (!sess_enter(s))

@@ -142,6 +142,10 @@ void ssw_exec_inherited(const char *spec);
 /* Before passing fds to another process (SCM_RIGHTS): relay the switched
  * connections among them.  Those fds stay usable here, through the relay. */
 void ssw_relay_fds(const int *fds, int n);
+/* After receiving fds (SCM_RIGHTS): those that are a relay's end of a
+ * switched connection become the connection itself, taken over from the
+ * relay (share/handover_pass.c) where it can be. */
+void ssw_handover_received(const int *fds, int n);
 /* Any switched socket in this process (vfork then behaves as fork). */
 bool ssw_has_switched(void);
 

@@ -52,6 +52,23 @@ static int shm_wait_fds(struct ssw_ep *ep, struct pollfd *pfd, int n)
 	return k;
 }
 
+/* The relay (a process that keeps one connection and closes the rest) may
+ * give the connection away later (ep_export): the segment's memfd stays too. */
+static int shm_keep_fds(struct ssw_ep *ep, int *fds, int max)
+{
+	struct pollfd p[2];
+	int n = shm_wait_fds(ep, p, 2), k = 0;
+	for (int i = 0; i < n && k < max; i++)
+		fds[k++] = p[i].fd;
+	if (ep->ctl_fd >= 0 && ep->peer_gone && k < max)
+		fds[k++] = ep->ctl_fd;
+	struct shm_seg_hdr *h = ep->seg;
+	int seg = !h ? -1 : ep->tx.ctl == &h->ring[0] ? shm_seg_fd_now(ep) : ep->map_fd;
+	if (seg >= 0 && k < max)
+		fds[k++] = seg;
+	return k;
+}
+
 /* After the HELLO the rendezvous connection carries doorbells (1 byte),
  * vouches for rendezvous descriptors (shm_vouch.c) and at most a refusal
  * (anything else: the listener could not take us, a reset); its hang-up
@@ -280,6 +297,7 @@ static const struct ssw_progress_ops shm_progress_ops = {
 	.rx_ready = shm_rx_ready,
 	.arm = shm_ring_arm,
 	.wait_fds = shm_wait_fds,
+	.keep_fds = shm_keep_fds,
 	.wake_ack = shm_wake_ack,
 	.wake_leave = shm_wake_leave,
 	.sleep = shm_sleep,

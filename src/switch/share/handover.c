@@ -45,18 +45,12 @@ struct note {
 	int32_t linger_on, linger_s, rcvtimeo_ms, sndtimeo_ms;
 };
 #define NOTE_MAGIC 0x4e545353u
+_Static_assert(sizeof(struct note) <= sizeof(((struct ssw_handover_note *)0)->b), "the note fits");
 
-int ssw_handover_export(struct ssw_sock *s, const int *fds, int nfds, uint64_t wait_until, char *buf, size_t len,
-			struct ssw_exec_keep *k)
+int ssw_handover_pack(struct ssw_sock *s, struct ssw_session_image *img)
 {
 	if (!s->sess || !s->prov || !s->prov->conn->ep_export)
 		return -EOPNOTSUPP;
-	/* a wrapper script's `exec prog` after commands that had the
-	 * connection through relays: those end with their commands */
-	while (ssw_session_only_relays(s->sess) && ssw_now_ns() < wait_until) {
-		struct timespec ts = { 0, 200000 };
-		nanosleep(&ts, NULL);
-	}
 	struct note n = {
 		.magic = NOTE_MAGIC,
 		.family = s->family,
@@ -70,8 +64,22 @@ int ssw_handover_export(struct ssw_sock *s, const int *fds, int nfds, uint64_t w
 		.rcvtimeo_ms = s->rcvtimeo_ms,
 		.sndtimeo_ms = s->sndtimeo_ms,
 	};
+	return ssw_session_export(s->sess, &n, sizeof n, img);
+}
+
+int ssw_handover_export(struct ssw_sock *s, const int *fds, int nfds, uint64_t wait_until, char *buf, size_t len,
+			struct ssw_exec_keep *k)
+{
+	if (!s->sess || !s->prov || !s->prov->conn->ep_export)
+		return -EOPNOTSUPP;
+	/* a wrapper script's `exec prog` after commands that had the
+	 * connection through relays: those end with their commands */
+	while (ssw_session_only_relays(s->sess) && ssw_now_ns() < wait_until) {
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
 	struct ssw_session_image img;
-	int rc = ssw_session_export(s->sess, &n, sizeof n, &img);
+	int rc = ssw_handover_pack(s, &img);
 	if (rc < 0)
 		return rc;
 	char e[256];
@@ -166,50 +174,85 @@ static void close_img(const struct ssw_session_image *img)
 		sys_close(img->fds[j]);
 }
 
+struct ssw_session *ssw_handover_load(const char *prov, struct ssw_session_image *img, struct ssw_handover_note *hn,
+				      int *err)
+{
+	int t = ssw_registry_find(prov, strlen(prov));
+	const struct ssw_provider *p = t >= 0 ? ssw_provider_for(t) : NULL;
+	struct note *n = (struct note *)hn->b;
+	size_t nl = sizeof *n;
+	*err = -ENOENT;
+	struct ssw_session *sess = p ? ssw_session_import(p, img, n, &nl, err) : NULL;
+	sys_close(img->memfd);
+	img->memfd = -1;
+	if (!sess) {
+		close_img(img);
+		return NULL;
+	}
+	if (nl != sizeof *n || n->magic != NOTE_MAGIC || n->local_len > sizeof n->local || n->peer_len > sizeof n->peer ||
+	    (n->family != AF_INET && n->family != AF_INET6)) {
+		*err = -EINVAL;
+		ssw_session_close(sess, false);
+		return NULL;
+	}
+	hn->p = p;
+	return sess;
+}
+
+void ssw_handover_unload(struct ssw_session *sess)
+{
+	ssw_session_import_undo(sess);
+}
+
+bool ssw_handover_install(struct ssw_session *sess, const struct ssw_handover_note *hn, const int *app, int napp,
+			  const char *how)
+{
+	const struct note *n = (const struct note *)hn->b;
+	bool ok = napp > 0;
+	for (int i = 0; ok && i < napp; i++)
+		ok = app_socket(app[i], n->family);
+	struct ssw_sock *s = ok ? ssw_sock_new(SSW_ST_CONNECTED, app[0], n->family) : NULL;
+	if (!s) {
+		ssw_session_close(sess, false);
+		SSW_WARN("fd %d: a switched connection %s could not be taken over (its descriptors are not what they "
+			 "were): it is lost", napp > 0 ? app[0] : -1, how);
+		return false;
+	}
+	s->prov = hn->p;
+	s->sess = sess;
+	s->opts = n->opts;
+	s->local = n->local;
+	s->peer = n->peer;
+	s->local_len = n->local_len;
+	s->peer_len = n->peer_len;
+	s->linger_on = n->linger_on;
+	s->linger_s = n->linger_s;
+	s->rcvtimeo_ms = n->rcvtimeo_ms;
+	s->sndtimeo_ms = n->sndtimeo_ms;
+	int fl = sys_fcntl(app[0], F_GETFL, 0);
+	atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
+	for (int i = 0; i < napp; i++)
+		ssw_fdtab_set(app[i], s);
+	ssw_sock_put(s);
+	atomic_fetch_add(&ssw_counters.adopted, 1);
+	SSW_INFO("fd %d: switched connection to %s taken over %s (%s)", app[0], ssw_addr_str((struct sockaddr *)&n->peer),
+		 how, hn->p->name);
+	return true;
+}
+
 static void take_over(struct entry *e)
 {
-	int t = ssw_registry_find(e->prov, strlen(e->prov));
-	const struct ssw_provider *p = t >= 0 ? ssw_provider_for(t) : NULL;
-	struct note n;
-	size_t nl = sizeof n;
-	int err = -ENOENT;
-	struct ssw_session *sess = p ? ssw_session_import(p, &e->img, &n, &nl, &err) : NULL;
-	sys_close(e->img.memfd);
-	bool ok = sess && nl == sizeof n && n.magic == NOTE_MAGIC && n.local_len <= sizeof n.local &&
-		  n.peer_len <= sizeof n.peer;
-	for (int i = 0; ok && i < e->napp; i++)
-		ok = app_socket(e->app[i], n.family);
-	struct ssw_sock *s = ok ? ssw_sock_new(SSW_ST_CONNECTED, e->app[0], n.family) : NULL;
-	if (!s) {
-		if (sess)
-			ssw_session_close(sess, false);
-		else
-			close_img(&e->img);
+	struct ssw_handover_note hn;
+	int err;
+	struct ssw_session *sess = ssw_handover_load(e->prov, &e->img, &hn, &err);
+	if (!sess) {
 		SSW_WARN("fd %d: a switched connection inherited across exec could not be taken over (%s): it is lost",
-			 e->app[0], err < 0 ? strerror(-err) : "its descriptors are not what they were");
+			 e->app[0], strerror(-err));
 		return;
 	}
 	for (int j = 0; j < e->img.nfds; j++)
 		(void)sys_fcntl(e->img.fds[j], F_SETFD, FD_CLOEXEC);
-	s->prov = p;
-	s->sess = sess;
-	s->opts = n.opts;
-	s->local = n.local;
-	s->peer = n.peer;
-	s->local_len = n.local_len;
-	s->peer_len = n.peer_len;
-	s->linger_on = n.linger_on;
-	s->linger_s = n.linger_s;
-	s->rcvtimeo_ms = n.rcvtimeo_ms;
-	s->sndtimeo_ms = n.sndtimeo_ms;
-	int fl = sys_fcntl(e->app[0], F_GETFL, 0);
-	atomic_store(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK));
-	for (int i = 0; i < e->napp; i++)
-		ssw_fdtab_set(e->app[i], s);
-	ssw_sock_put(s);
-	atomic_fetch_add(&ssw_counters.adopted, 1);
-	SSW_INFO("fd %d: switched connection to %s taken over across exec (%s)", e->app[0],
-		 ssw_addr_str((struct sockaddr *)&n.peer), p->name);
+	(void)ssw_handover_install(sess, &hn, e->app, e->napp, "across exec");
 }
 
 void ssw_handover_import(const char *spec)

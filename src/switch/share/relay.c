@@ -9,7 +9,7 @@
  * directions are closed, turning end-of-file into shutdown(SHUT_WR) on the
  * other side.  The exec'ing image lets go of the connection as a forked
  * process does when it closes its copy. */
-#include "switch/share/relay.h"
+#include "switch/share/relay_priv.h"
 #include "switch/share/handover.h"
 
 #include "common/log.h"
@@ -34,16 +34,6 @@
 #include <sys/wait.h>
 #include <linux/sockios.h>
 #include <unistd.h>
-
-#define RELAY_BUF (256u << 10)
-#define MAXFDS 64
-#define RELAY_KEEP_FDS 32 /* the transport's own descriptors a relay keeps (keep_fds) */
-
-struct held {
-	struct ssw_sock *s;
-	int fds[MAXFDS];
-	int nfds;
-};
 
 struct collect {
 	struct held *v;
@@ -121,31 +111,6 @@ static bool live_fds(struct held *h)
 }
 
 /* ---- the relay process ---------------------------------------------------- */
-
-/* The relay sits below the interposed calls and must not use them: it
- * calls the switch itself for the connection, the kernel for its Unix socket. */
-struct dir {
-	int from, to;          /* fds */
-	struct ssw_sock *sfrom, *sto; /* the switched connection when it is that end, else NULL */
-	char *buf;
-	size_t len, off;
-	bool eof, shut;        /* read end-of-file; shut the other side's writing */
-	uint64_t total;        /* bytes read (logs) */
-	/* peer to application while another process holds the connection too
-	 * (a forked child exec'd a helper with it, which may never read): the
-	 * bytes in buf were peeked at `pos`, not taken, and are taken as the
-	 * application reads them (what it has not read is what its end's queue
-	 * holds, counted exactly through a copy of that end the relay keeps:
-	 * closed by the application, the end and its queue stay), so that a
-	 * helper takes from the others what it reads and nothing more */
-	bool peeked;
-	uint64_t pos;
-	size_t taken;          /* of buf, taken */
-	int app;               /* the copy of the application's end, or -1 */
-	int nap_us;            /* how long to wait before looking at the queue again */
-#define NAP_FIRST_US 100
-#define NAP_MAX_US 64000
-};
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -299,7 +264,7 @@ static void lazy_end(struct dir *d, struct ssw_session *sess)
 		d->off = d->len = 0;
 }
 
-static void pump(struct dir *d, short rev_from, short rev_to)
+void relay_pump(struct dir *d, short rev_from, short rev_to)
 {
 	if (!d->eof && d->len < RELAY_BUF && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
 		ssize_t n = end_recv(d->sfrom, d->from, d->buf + d->len, RELAY_BUF - d->len);
@@ -331,8 +296,10 @@ static void pump(struct dir *d, short rev_from, short rev_to)
 }
 
 /* app, pidfd: for an exec'd program (relay(exec)), the relay's copy of its
- * end and the program's pidfd (-1 otherwise: see struct dir) */
-static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
+ * end and the program's pidfd (-1 otherwise: see struct dir); lfd, st: the
+ * listening socket of the relay's name and the application's end as fstat
+ * saw it (a receiver asks there for the connection: handover_pass.c) */
+static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd, int lfd, const struct stat *st)
 {
 	ssw_pid_forget();
 	setsid();
@@ -348,10 +315,12 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 	pthread_sigmask(SIG_SETMASK, &none, NULL);
 
 	int n = h->fds[0];
-	int k[5 + RELAY_KEEP_FDS], nk = 0;
+	int k[6 + RELAY_KEEP_FDS], nk = 0;
 	k[nk++] = n;
 	k[nk++] = u;
 	k[nk++] = ssw_log_fd();
+	if (lfd >= 0)
+		k[nk++] = lfd;
 	if (app >= 0 && pidfd >= 0) {
 		k[nk++] = app;
 		k[nk++] = pidfd;
@@ -371,6 +340,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 	bool lazy = app >= 0 && !ssw_session_last_holder(sess);
 	if (!in.buf || !out.buf)
 		in.eof = out.eof = true;
+	struct relay_give g = { .lfd = lfd, .app_dev = st->st_dev, .app_ino = st->st_ino, .h = h, .u = u, .in = &in, .out = &out };
 	while (!(in.shut && out.shut)) {
 		if (lazy && ssw_session_last_holder(sess)) {
 			lazy = false;
@@ -382,7 +352,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 			sys_close(pidfd);
 			in.app = pidfd = -1;
 		}
-		struct pollfd p[3] = { { .fd = n }, { .fd = u }, { .fd = pidfd, .events = POLLIN } };
+		struct pollfd p[4] = { { .fd = n }, { .fd = u }, { .fd = lfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
 		if (!in.eof && in.len < RELAY_BUF && !(lazy && (in.peeked || in.nap_us)))
 			p[0].events |= POLLIN;
 		if (out.len)
@@ -394,7 +364,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 		/* lazy: the application's reads show only in its queue, looked at
 		 * again after a nap that grows while nothing changes */
 		struct timespec nap = { in.nap_us / 1000000, (in.nap_us % 1000000) * 1000L };
-		int pr = ssw_poll(p, lazy ? 3 : 2, lazy && in.nap_us ? &nap : NULL, NULL);
+		int pr = ssw_poll(p, lazy ? 4 : 3, lazy && in.nap_us ? &nap : NULL, NULL);
 		if (pr < 0) {
 			if (pr == -EINTR)
 				continue;
@@ -407,7 +377,16 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 			SSW_DEBUG("relay: the application closed its end");
 			in_done(&in);
 		}
-		if (lazy && (p[2].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
+		if (p[2].revents & POLLIN) {
+			g.lazy = lazy;
+			if (relay_give(&g)) {
+				/* the connection is the receiver's now: nothing here
+				 * closes or touches it (its descriptors go with the exit) */
+				SYS_(exit_group, 0);
+			}
+			continue;
+		}
+		if (lazy && (p[3].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
 			/* the program exited: what it read is known exactly, and
 			 * what it did not read stays the others' */
 			lazy_account(&in, sess);
@@ -424,9 +403,9 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 			if (pr == 0 && in.nap_us == was && in.nap_us && in.nap_us < NAP_MAX_US)
 				in.nap_us *= 2; /* nothing changed in the nap */
 		} else {
-			pump(&in, p[0].revents, p[1].revents);
+			relay_pump(&in, p[0].revents, p[1].revents);
 		}
-		pump(&out, p[1].revents, p[0].revents);
+		relay_pump(&out, p[1].revents, p[0].revents);
 	}
 	SSW_DEBUG("relay: done (in %d/%d, out %d/%d, lazy %d)", in.eof, in.shut, out.eof, out.shut, lazy);
 	ssw_session_relay_hold(sess, -1);
@@ -442,8 +421,10 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd)
 /* ---- the exec'ing image ----------------------------------------------------- */
 
 /* A connected pair whose listening end carries the connection's name:
- * sv[0] the application's end, sv[1] the relay's. */
-static int named_pair(const struct ssw_sock *s, int sv[2])
+ * sv[0] the application's end, sv[1] the relay's, sv[2] the listening
+ * socket (the relay keeps it: a receiver of the application's end asks
+ * there for the connection, handover_pass.c). */
+static int named_pair(const struct ssw_sock *s, int sv[3])
 {
 	struct sockaddr_un un;
 	socklen_t ul;
@@ -452,18 +433,19 @@ static int named_pair(const struct ssw_sock *s, int sv[2])
 	int lfd = sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int cfd = sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int afd = -1, e = 0;
-	if (lfd < 0 || cfd < 0 || sys_bind(lfd, (struct sockaddr *)&un, ul) < 0 || sys_listen(lfd, 1) < 0 ||
+	if (lfd < 0 || cfd < 0 || sys_bind(lfd, (struct sockaddr *)&un, ul) < 0 || sys_listen(lfd, 4) < 0 ||
 	    sys_connect(cfd, (struct sockaddr *)&un, ul) < 0 || (afd = sys_accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
 		e = -errno;
-	if (lfd >= 0)
-		sys_close(lfd); /* the name lives on in the pair's peer addresses */
 	if (e) {
+		if (lfd >= 0)
+			sys_close(lfd);
 		if (cfd >= 0)
 			sys_close(cfd);
 		return e;
 	}
 	sv[0] = cfd;
 	sv[1] = afd;
+	sv[2] = lfd;
 	return 0;
 }
 
@@ -471,14 +453,15 @@ static int named_pair(const struct ssw_sock *s, int sv[2])
  * to share it with other holders: struct dir), else SCM_RIGHTS */
 static int relay(struct held *h, bool exec)
 {
-	int sv[2] = { -1, -1 }, pp[2];
+	int sv[3] = { -1, -1, -1 }, pp[2];
 	int e = named_pair(h->s, sv);
 	if (e < 0)
 		return e;
-	if (sys_pipe2(pp, O_CLOEXEC) < 0) {
+	struct stat st;
+	if (SYS_(fstat, sv[0], &st) < 0 || sys_pipe2(pp, O_CLOEXEC) < 0) {
 		e = -errno;
-		sys_close(sv[0]);
-		sys_close(sv[1]);
+		for (int i = 0; i < 3; i++)
+			sys_close(sv[i]);
 		return e;
 	}
 	ssw_session_hold(h->s->sess, 1); /* the relay's */
@@ -496,11 +479,13 @@ static int relay(struct held *h, bool exec)
 			sys_close(pp[0]);
 			(void)!sys_write(pp[1], "r", 1); /* started: the connection is ours */
 			sys_close(pp[1]);
-			relay_main(h, sv[1], app, pidfd);
+			(void)sys_fcntl(sv[2], F_SETFL, O_RDWR | O_NONBLOCK);
+			relay_main(h, sv[1], app, pidfd, sv[2], &st);
 		}
 		SYS_(exit_group, 0);
 	}
 	sys_close(sv[1]);
+	sys_close(sv[2]);
 	sys_close(pp[1]);
 	/* B says it started; A's exit status cannot tell us, since the
 	 * application's SIGCHLD handler may reap A first */
