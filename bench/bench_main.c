@@ -394,7 +394,7 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 			fprintf(stderr, "sockswitch bench: --sizes: '%s' is not a size from 1 to 64M\n", tok);
 			return -1;
 		}
-		if (n - first_stream >= MAX_SIZES || n >= max - 2) {
+		if (n - first_stream >= MAX_SIZES || n >= max - 4) { /* and the 4 cases after */
 			fprintf(stderr, "sockswitch bench: --sizes: at most %d sizes\n", MAX_SIZES);
 			return -1;
 		}
@@ -409,6 +409,8 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 	/* the same 1 MiB stream to a receiver that exec'd itself with the
 	 * connection first (README Limits: taken over, not relayed) */
 	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 1 };
+	/* and to a worker it was sent to over SCM_RIGHTS (taken over from its relay) */
+	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 2 };
 	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration, 0 };
 	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration, 0 };
 	return n;

@@ -92,8 +92,9 @@ static int rows_of(const struct bench_case *c, struct row rows[MAX_ROWS])
 		if (*s != ' ')
 			id[k++] = *s;
 	id[k] = '\0';
-	if (c->p.kind == BENCH_STREAM && c->p.conns == 1)
-		snprintf(id + k, sizeof(id) - k, "_exec"); /* the receiver exec'd with the connection */
+	if (c->p.kind == BENCH_STREAM && c->p.conns)
+		/* the receiver exec'd with the connection, or was sent it */
+		snprintf(id + k, sizeof(id) - k, "%s", c->p.conns == 1 ? "_exec" : "_passed");
 	memset(rows, 0, MAX_ROWS * sizeof(*rows));
 	if (bench_is_load(c->p.kind))
 		return load_rows(c, id, what, rows);

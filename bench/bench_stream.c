@@ -1,12 +1,18 @@
 /* bench_stream.c — one-way stream of fixed-size messages; the receiver (server) measures.
  * conns 1: the receiver first execs itself with the connection (a program
  * exec'd with its connection, as inetd's: README Limits), and the new image
- * measures. */
+ * measures.  conns 2: the receiver sends the connection over SCM_RIGHTS to
+ * another process (a worker, as a master passes connections) and closes
+ * its copy; that process measures. */
 #include "bench_net.h"
 #include "bench_worker.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Reads with a buffer of at least 64 KiB whatever the message size, as real
@@ -86,8 +92,89 @@ static int client(uint16_t port, const struct bench_params *p, struct bench_resu
 	return rc;
 }
 
+static int recv_fd(int u)
+{
+	char b;
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} c;
+	struct iovec v = { &b, 1 };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = c.b, .msg_controllen = sizeof c.b };
+	if (recvmsg(u, &m, 0) != 1)
+		return -1;
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	int fd = -1;
+	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(h), sizeof fd);
+	return fd;
+}
+
+static int send_fd(int u, int fd)
+{
+	char b = 'c';
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} c;
+	memset(&c, 0, sizeof c);
+	struct iovec v = { &b, 1 };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = c.b, .msg_controllen = sizeof c.b };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof fd);
+	return sendmsg(u, &m, 0) == 1 ? 0 : -1;
+}
+
+/* conns 2: accept, fork the worker (after the accept: a fabric listener
+ * stays with a parent that accepted, README Limits), which lets go of the
+ * copy the fork gave it; send it the connection, close ours. */
+static int pass_to_worker(int lfd, const struct bench_params *p, struct bench_result *r)
+{
+	int sv[2];
+	struct bench_result *w = mmap(NULL, sizeof *w, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (w == MAP_FAILED)
+		return bench_fail(r, "mmap");
+	memset(w, 0, sizeof *w);
+	int fd = net_accept(lfd);
+	if (fd < 0)
+		return bench_fail(r, "accept");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return bench_fail(r, "socketpair");
+	pid_t pid = fork();
+	if (pid < 0)
+		return bench_fail(r, "fork");
+	if (pid == 0) {
+		close(fd);
+		close(sv[0]);
+		close(lfd);
+		int got = recv_fd(sv[1]);
+		int rc = got < 0 ? bench_fail(w, "receive the connection") : bench_stream_receive(got, p, w);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	close(sv[1]);
+	int rc = send_fd(sv[0], fd) < 0 ? bench_fail(r, "send the connection") : 0;
+	close(fd);
+	close(sv[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (rc == 0) {
+		*r = *w;
+		rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+		if (rc < 0 && !r->error[0])
+			bench_fail(r, "the worker failed");
+	}
+	munmap(w, sizeof *w);
+	return rc;
+}
+
 static int server(int lfd, const struct bench_params *p, struct bench_result *r)
 {
+	if (p->conns == 2)
+		return pass_to_worker(lfd, p, r);
 	int fd = net_accept(lfd);
 	if (fd < 0)
 		return bench_fail(r, "accept");

@@ -50,7 +50,9 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 	bench_size_label(p->size, sz, sizeof(sz));
 	switch (p->kind) {
 	case BENCH_LATENCY: snprintf(buf, len, "round trip %s", sz); return;
-	case BENCH_STREAM: snprintf(buf, len, "stream %s%s", sz, p->conns == 1 ? " exec'd" : ""); return;
+	case BENCH_STREAM:
+		snprintf(buf, len, "stream %s%s", sz, p->conns == 1 ? " exec'd" : p->conns == 2 ? " passed" : "");
+		return;
 	case BENCH_CONNECT: snprintf(buf, len, "connect+1 B+close"); return;
 	case BENCH_EPOLL: snprintf(buf, len, "epoll %d conns %s", BENCH_EPOLL_CONNS, sz); return;
 	case BENCH_PINGPONG: snprintf(buf, len, "pingpong %d pairs", p->conns); return;

@@ -99,7 +99,7 @@ int bench_plot(const struct bench_case *cases, int n, const char *png, char *err
 	for (int i = 0; i < n; i++) {
 		const struct bench_case *c = &cases[i];
 		const struct bench_result *k = &c->r[MODE_KERNEL], *s = &c->r[MODE_SWITCHED];
-		if (c->p.kind == BENCH_EPOLL || (c->p.kind == BENCH_STREAM && c->p.conns == 1))
+		if (c->p.kind == BENCH_EPOLL || (c->p.kind == BENCH_STREAM && c->p.conns))
 			continue; /* not drawn: one number, in the table and --json */
 		if (c->p.kind != BENCH_CONNECT) {
 			lo = c->p.size < lo ? c->p.size : lo;
