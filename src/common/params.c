@@ -78,7 +78,7 @@ const struct ssw_param ssw_params[SSW_P_COUNT] = {
 			    .users = "library (set by the switch at exec)",
 			    .help = "switched listeners and connections an exec'd image inherits; set by the switch itself, never by hand" },
 	[SSW_P_FAULT] = { "SOCKSWITCH_FAULT", CHOICE(faults, -1), .bad = SSW_PB_OFF, .def = "none",
-			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin), or connections exec'd are relayed, never taken over (relay)" },
+			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin), or connections exec'd or sent over SCM_RIGHTS are relayed, never taken over (relay)" },
 };
 
 /* Longest part of a value quoted back: messages stay one readable line. */
