@@ -22,6 +22,7 @@ enum bench_kind {
 	BENCH_MANYCONNS,  /* one epoll server holding conns connections: round trips, then connects/s */
 	BENCH_BURST,      /* conns connects at once to an epoll server, a round trip on each: connects/s, ms */
 	BENCH_FORKCONN,   /* a server forking per connection, conns clients opening one connection per request */
+	BENCH_PREFORK,    /* a pre-forking server (3 workers accept), conns clients opening one connection per request */
 	BENCH_FORKEXIT,   /* fork + _exit + waitpid by a process holding a listener (conns 1: SOCKSWITCH_STAT=0) */
 	BENCH_KIND_COUNT
 };

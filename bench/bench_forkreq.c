@@ -7,6 +7,12 @@
  * reaps them as it goes.  Requests per second over all clients, and the
  * worst client's own p99 (one client starved by the others shows there).
  *
+ * prefork: a pre-forking server (apache prefork, gunicorn's sync workers):
+ * the master listens, forks PREFORK_WORKERS workers and never accepts; each
+ * worker waits in poll() on the listener, accepts, answers one request and
+ * closes; the same clients as forkconn.  Across hosts each worker listens
+ * on the fabric on its own (README: pre-forked servers).
+ *
  * forkexit: fork(), _exit() in the child, waitpid() in the parent, in a loop,
  * by a process that holds one listening socket (switched in the switched
  * column) and nothing else: what a fork-per-connection server pays per
@@ -17,6 +23,7 @@
 #include "bench_worker.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -192,6 +199,75 @@ static int fc_client_side(uint16_t port, const struct bench_params *p, struct be
 }
 
 const struct bench_roles bench_forkconn_roles = { forking_server, fc_client_side };
+
+/* ---- prefork ------------------------------------------------------------- */
+
+#define PREFORK_WORKERS 3
+
+static _Noreturn void prefork_worker(int lfd, pid_t master, size_t size)
+{
+	char buf[256];
+	size_t n = size < sizeof buf ? size : sizeof buf;
+	for (;;) {
+		struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+		if (poll(&pfd, 1, 50) <= 0) {
+			if (getppid() != master)
+				_exit(0); /* the master is gone: so is the run */
+			continue;
+		}
+		/* the others may take it first: the listener is nonblocking */
+		int fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+				continue;
+			_exit(1);
+		}
+		if (net_read_full(fd, buf, n) != 1 || net_write_full(fd, buf, n) < 0)
+			_exit(1);
+		close(fd);
+		if (buf[0] == QUIT)
+			kill(master, SIGUSR1);
+	}
+}
+
+static int prefork_server(int lfd, const struct bench_params *p, struct bench_result *r)
+{
+	struct sigaction sa = { .sa_handler = on_quit };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	if (fcntl(lfd, F_SETFL, O_RDWR | O_NONBLOCK) < 0)
+		return bench_fail(r, "fcntl");
+	pid_t me = getpid(), kids[PREFORK_WORKERS];
+	int nk = 0;
+	long failed = 0;
+	for (; nk < PREFORK_WORKERS; nk++) {
+		kids[nk] = fork();
+		if (kids[nk] == 0)
+			prefork_worker(lfd, me, p->size);
+		if (kids[nk] < 0)
+			break;
+	}
+	double end = bench_now() + p->duration + BENCH_SLACK_S;
+	while (nk == PREFORK_WORKERS && !quit_seen && bench_now() < end && !failed) {
+		(void)poll(NULL, 0, 50);
+		int st;
+		if (waitpid(-1, &st, WNOHANG) > 0)
+			failed++; /* a worker ended before the run did */
+	}
+	for (int i = 0; i < nk; i++)
+		kill(kids[i], SIGTERM);
+	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+		;
+	if (nk < PREFORK_WORKERS)
+		return bench_fail(r, "fork");
+	if (failed)
+		return bench_fail_msg(r, "a worker failed to answer");
+	if (!quit_seen)
+		return bench_fail_msg(r, "client did not finish in time");
+	return 0;
+}
+
+const struct bench_roles bench_prefork_roles = { prefork_server, fc_client_side };
 
 /* ---- forkexit ------------------------------------------------------------ */
 

@@ -107,6 +107,10 @@ void bench_usage(FILE *out)
 		"                one 64 B request and exits; 8 client processes opening a\n"
 		"                new connection per request; requests/s and the worst\n"
 		"                client's p99\n"
+		"  prefork       a pre-forking server: 3 workers wait in poll() on the\n"
+		"                listener they inherited and accept, answer one 64 B\n"
+		"                request and close (the master never accepts); the same 8\n"
+		"                clients; requests/s and the worst client's p99\n"
 		"  forkexit      fork() + _exit() + waitpid() by a process holding one\n"
 		"                listening socket; us per cycle (a second row: the switched\n"
 		"                column with SOCKSWITCH_STAT=0)\n"
@@ -138,7 +142,8 @@ void bench_usage(FILE *out)
 		"                   can start bench workers (30 s each): trusted networks only\n"
 		"  --case LIST      run only these cases, comma-separated, of either set:\n"
 		"                   latency, stream, connect, epoll, pingpong, forkserver,\n"
-		"                   sendfile, duplex, manyconns, burst, forkconn, forkexit\n"
+		"                   sendfile, duplex, manyconns, burst, forkconn, prefork,\n"
+		"                   forkexit\n"
 		"  --stats-dir DIR  the switched workers of each case append the switch's\n"
 		"                   per-process counters (SOCKSWITCH_STATS_FILE) to DIR/CASE.stats,\n"
 		"                   CASE as in the JSON \"case\" field (files emptied first): proof\n"
@@ -326,6 +331,7 @@ static int plan_load(const struct options *o, struct bench_case *cases, int max)
 	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 5000 };
 	ps[n++] = (struct bench_params){ BENCH_BURST, 64, big, 0, d, 2000 };
 	ps[n++] = (struct bench_params){ BENCH_FORKCONN, 64, big, 0, d, 8 };
+	ps[n++] = (struct bench_params){ BENCH_PREFORK, 64, big, 0, d, 8 };
 	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 0 };
 	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 1 };
 	int k = 0;

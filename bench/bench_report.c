@@ -61,6 +61,8 @@ static int load_rows(const struct bench_case *c, const char *id, const char *wha
 	snprintf(label, sizeof(label), "%s p99", what);
 	if (c->p.kind == BENCH_FORKCONN)
 		snprintf(label, sizeof(label), "fork/req worst p99");
+	if (c->p.kind == BENCH_PREFORK)
+		snprintf(label, sizeof(label), "prefork worst p99");
 	set_row(&rows[1], name, label, "us", 1, 0);
 	if (c->p.kind == BENCH_PINGPONG || c->p.kind == BENCH_FORKSERVER || c->p.kind == BENCH_SENDFILE) {
 		snprintf(name, sizeof(name), "%s_p99_worst_client", base);

@@ -20,6 +20,7 @@ static const char *const kind_names[] = {
 	[BENCH_MANYCONNS] = "manyconns",
 	[BENCH_BURST] = "burst",
 	[BENCH_FORKCONN] = "forkconn",
+	[BENCH_PREFORK] = "prefork",
 	[BENCH_FORKEXIT] = "forkexit",
 };
 
@@ -62,6 +63,7 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 	case BENCH_MANYCONNS: snprintf(buf, len, "epoll %d conns", p->conns); return;
 	case BENCH_BURST: snprintf(buf, len, "burst %d connects", p->conns); return;
 	case BENCH_FORKCONN: snprintf(buf, len, "fork/request %d clients", p->conns); return;
+	case BENCH_PREFORK: snprintf(buf, len, "prefork %d clients", p->conns); return;
 	case BENCH_FORKEXIT: snprintf(buf, len, "fork+exit+wait%s", p->conns ? " stat=0" : ""); return;
 	case BENCH_KIND_COUNT: break;
 	}

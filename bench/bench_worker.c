@@ -40,6 +40,7 @@ static const struct bench_roles *roles_of(enum bench_kind k)
 	case BENCH_DUPLEX: return &bench_duplex_roles;
 	case BENCH_BURST: return &bench_burst_roles;
 	case BENCH_FORKCONN: return &bench_forkconn_roles;
+	case BENCH_PREFORK: return &bench_prefork_roles;
 	case BENCH_FORKEXIT: return &bench_forkexit_roles;
 	case BENCH_KIND_COUNT: break;
 	}

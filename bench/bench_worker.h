@@ -25,6 +25,7 @@ extern const struct bench_roles bench_sendfile_roles;
 extern const struct bench_roles bench_duplex_roles;
 extern const struct bench_roles bench_burst_roles;
 extern const struct bench_roles bench_forkconn_roles;
+extern const struct bench_roles bench_prefork_roles;
 extern const struct bench_roles bench_forkexit_roles;
 
 /* bench_latency.c: echoes p->size messages on fd until EOF, then closes it. */

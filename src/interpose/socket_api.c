@@ -48,9 +48,24 @@ EXPORT int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/* A provider's listening port (fabric: P + port-offset) is shared by the
+ * processes that listen on P: each pre-forked worker listens there on its
+ * own (setup/listen.c) and the kernel spreads the requests among them.
+ * SO_REUSEPORT joins only sockets of the same user: another user's socket
+ * on that port still makes the bind fail (Security, "The fabric port"). */
+static int provider_bind(int fd, const struct sockaddr *a, socklen_t l)
+{
+	if (a && l >= sizeof(struct sockaddr_in) && (a->sa_family == AF_INET || a->sa_family == AF_INET6) &&
+	    ((const struct sockaddr_in *)a)->sin_port != 0) {
+		int one = 1;
+		(void)REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	}
+	return REAL(bind)(fd, a, l);
+}
+
 EXPORT int bind(int fd, const struct sockaddr *a, socklen_t l)
 {
-	PROVIDER_PASS(REAL(bind)(fd, a, l));
+	PROVIDER_PASS(provider_bind(fd, a, l));
 	int r = REAL(bind)(fd, a, l);
 	if (r == 0)
 		ssw_fd_bound(fd);

@@ -6,6 +6,7 @@
  * before the application calls accept (seed 001). */
 #include "switch/setup/setup_priv.h"
 
+#include "common/log.h"
 #include "common/sockdiag.h"
 #include "common/sys.h"
 #include "switch/route/providers.h"
@@ -40,8 +41,9 @@ static void listen_one(struct ssw_sock *s, const struct ssw_provider *p, const s
 		}
 }
 
-int ssw_setup_listen(struct ssw_sock *s, const struct sockaddr_storage *a, bool dual, int backlog, char *names,
-		     size_t nlen, const char **note)
+/* private_only: only providers without shared context (reopen_private) */
+static int listen_on(struct ssw_sock *s, const struct sockaddr_storage *a, bool dual, int backlog, char *names,
+		     size_t nlen, bool private_only)
 {
 	/* A listener is reachable through whatever serves its address; a
 	 * wildcard one through whatever serves any address of this host (shm
@@ -64,7 +66,7 @@ int ssw_setup_listen(struct ssw_sock *s, const struct sockaddr_storage *a, bool 
 		names[0] = '\0';
 	for (int i = 0; i < nt; i++) {
 		const struct ssw_provider *p = ssw_provider_for(targets[i]);
-		if (!p)
+		if (!p || (private_only && (p->caps & SSW_CAP_SHARED_CONTEXT)))
 			continue;
 		np++;
 		int before = s->npl;
@@ -74,8 +76,40 @@ int ssw_setup_listen(struct ssw_sock *s, const struct sockaddr_storage *a, bool 
 		if (s->npl > before && nn < nlen)
 			nn += (size_t)snprintf(names + nn, nlen - nn, " + %s", p->name);
 	}
+	return np;
+}
+
+int ssw_setup_listen(struct ssw_sock *s, const struct sockaddr_storage *a, bool dual, int backlog, char *names,
+		     size_t nlen, const char **note)
+{
+	int np = listen_on(s, a, dual, backlog, names, nlen, false);
 	*note = ssw_diag_take_note();
 	return np ? s->npl : -1;
+}
+
+/* A process that dropped its copies of a listener's private provider
+ * listeners at fork (share/fork.c: they cannot be shared) listens there
+ * itself once it accepts or polls: each worker of a pre-forking server on
+ * its own fabric listener, beside the others' on the same port (a
+ * provider's listening sockets are SO_REUSEPORT, interpose/socket_api.c:
+ * the kernel spreads the requests among those of the same user).  A
+ * process that never accepts (the master) takes none, so none waits for
+ * it.  Under s->lock. */
+static void reopen_private(struct ssw_sock *s)
+{
+	if (!s->lreopen)
+		return;
+	s->lreopen = false;
+	struct sockaddr_storage a;
+	ssw_addr_listener(&s->local, s->local_len, &a);
+	char names[64];
+	int before = s->npl;
+	(void)listen_on(s, &a, s->ldual, s->lbacklog, names, sizeof names, true);
+	const char *note = ssw_diag_take_note();
+	if (s->npl > before)
+		SSW_INFO("fd %d: listening again on%s in this process (its copies went at fork)", s->fd, names);
+	else if (note)
+		snprintf(s->lnote, sizeof s->lnote, "%s", note);
 }
 
 bool ssw_setup_listener_ready(struct ssw_sock *s)
@@ -85,6 +119,7 @@ bool ssw_setup_listener_ready(struct ssw_sock *s)
 	bool ready = false;
 	__atomic_store_n(&s->looked_by, ssw_pid(), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
+	reopen_private(s);
 	for (int i = 0; i < s->npl && !ready; i++) {
 		const struct ssw_conn_ops *c = s->pl[i].prov->conn;
 		if (c->listener_ready) /* its fd may wake for a request not complete yet */
@@ -101,6 +136,7 @@ int ssw_setup_listener_fds(struct ssw_sock *s, struct pollfd *pf, int n)
 {
 	int k = 0;
 	pthread_mutex_lock(&s->lock); /* fork may close listeners (drop_private) */
+	reopen_private(s);
 	for (int i = 0; i < s->npl && k < n; i++)
 		pf[k++] = (struct pollfd){ .fd = s->pl[i].prov->conn->listener_fd(s->pl[i].l), .events = POLLIN };
 	pthread_mutex_unlock(&s->lock);
@@ -136,6 +172,7 @@ int ssw_setup_listener_drop_private(struct ssw_sock *s, char *names, size_t len)
 		}
 		p->conn->listener_close(s->pl[i].l);
 		dropped++;
+		s->lreopen = true;
 		if (names && used < len && !strstr(names, p->name))
 			used += (size_t)snprintf(names + used, len - used, "%s%s", used ? ", " : "", p->name);
 	}

@@ -13,9 +13,11 @@
  * copies, and the parent closes its own too unless it has accepted on (or
  * polled) the socket: a fork-per-connection server goes on listening there
  * (closing at every fork reset the connects in flight, whose fabric
- * connections the listener had already taken), a pre-forking master whose
- * workers accept leaves them kernel TCP and the other providers (said
- * once).  The listeners' locks are taken before fork, so that no thread of
+ * connections the listener had already taken).  A process whose copies
+ * went listens again on its own when it first accepts or polls there
+ * (setup/listen.c): a pre-forking master's workers each have their own
+ * provider listener on the same port, and the master, which never
+ * accepts, none.  The listeners' locks are taken before fork, so that no thread of
  * the parent is inside one of them when the child is made, and released in
  * both processes after the close.
  *
@@ -122,8 +124,9 @@ static void drop_private(bool parent)
 	if (npriv)
 		npriv = 0;
 	if (n && parent)
-		SSW_WARN_ONCE("fork: %d listener(s) stop listening on %s, whose connections cannot be shared between "
-			      "processes: new connections to them use kernel TCP (or another provider)", n, names);
+		SSW_INFO("fork: %d listener(s) stop listening on %s in this process (its connections cannot be shared "
+			 "between processes) until it accepts or polls there itself; a process that does (a forked "
+			 "worker) listens on its own", n, names);
 }
 
 bool ssw_forked(void)

@@ -81,6 +81,8 @@ int ssw_listen(int fd, int backlog)
 		snprintf(s->lnote, sizeof s->lnote, "%s", note);
 	s->local = name;
 	s->local_len = nl;
+	s->lbacklog = backlog;
+	s->ldual = dual;
 	ssw_fdtab_set(fd, s);
 	SSW_INFO("fd %d: listening on %s (kernel TCP%s)", fd, ssw_addr_str((struct sockaddr *)&a), names);
 	ssw_sock_put(s);

@@ -60,6 +60,11 @@ struct ssw_sock {
 	int npl;
 	struct ssw_session_opts lopts;
 	pid_t looked_by;             /* the last process to accept on it or poll it (fork.c) */
+	int lbacklog;                /* listen's backlog, and whether an IPv6 wildcard takes IPv4 too: */
+	bool ldual;                  /* for provider listeners made again (lreopen) */
+	bool lreopen;                /* this process dropped its copies of the private providers'
+	                              * listeners at fork: it makes its own when it first accepts
+	                              * or polls (setup/listen.c) */
 	bool v6only;                 /* an IPv6 listener that serves IPv6 only (IPV6_V6ONLY) */
 	_Atomic unsigned refused;    /* requests dropped at accept (handshake or address check failed) */
 	char lnote[96];              /* why: the last refusal, or a provider half lost at listen (stat) */
