@@ -10,6 +10,8 @@
 #      switched server listens on 0.0.0.0:P2: root's server warns (a warning,
 #      not an info line) and `sockswitch stat` says why its listener has no
 #      fabric half.
+#  (c) the fabric's listening sockets are SO_REUSEPORT (pre-forked workers
+#      each listen there): nobody cannot join root's, with or without it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 ssw_need_fabric
@@ -79,6 +81,19 @@ ssw_check "(a) root's client went over fabric" grep -q "connected to .* over fab
 ssw_check "(a) its bytes reached root's server" grep -q "data=root-secret" "$T/n/root.srv"
 ssw_check "(a) nobody's server got nothing" bash -c "! grep -q 'peer=' '$T/n/nobody.srv'"
 ssw_check "(a) the client got root's reply" grep -q "reply=ack" "$T/cli.out"
+
+ssw_step "(c) nobody joins root's fabric port $(fabport $P) with SO_REUSEPORT (the fabric's listeners use it)"
+ip netns exec "$SSW_NS_A" "${NOBODY[@]}" timeout 10 "$PY" -c '
+import errno, socket, sys
+res = []
+for reuse in (1, 0):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, reuse)
+    try:
+        s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); res.append("bound")
+    except OSError as e:
+        res.append(errno.errorcode.get(e.errno, str(e.errno)))
+print(" ".join(res))' "$(fabport $P)" >"$T/n/join.out" 2>&1
+ssw_assert_eq "(c) nobody's binds, with and without SO_REUSEPORT" "$(cat "$T/n/join.out")" "EADDRINUSE EADDRINUSE"
 
 P2=7902
 ssw_step "(b) nobody squats 0.0.0.0:$(fabport $P2) with a plain socket, then root listens on $P2"
