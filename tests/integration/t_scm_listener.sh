@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # t_scm_listener — a listening socket sent to another process with
-# SCM_RIGHTS (a supervisor handing its listener to a worker) while the
-# sender keeps it open and never accepts: the worker's accept must serve
-# the clients, as on kernel TCP.  The worker's switch cannot tell that the
-# kernel socket it received is switched in the sender, so the sender's
-# listener goes back to kernel TCP when it sends it (share/relay.c); before
-# that, a switched client reached the sender's provider listener and waited
-# for an accept that never came (timeout).  Also: the sender that closes
-# its copy after sending (the common case) still works.
+# SCM_RIGHTS (a supervisor handing its listener to a worker, a hot restart
+# handing listeners to the new binary) while the sender keeps it open and
+# never accepts: the worker's accept must serve the clients, as on kernel
+# TCP.  The sender's listener lets go of its provider listeners when it
+# sends it (share/relay.c; before, a switched client reached the sender's
+# provider listener and waited for an accept that never came), and the
+# worker's switch takes the received listener up on every provider
+# (setup/exec.c: ssw_setup_listener_received), so the clients that come
+# after are switched again.  Also: the sender that closes its copy after
+# sending (the common case) works the same.
 source "$(dirname "$0")/lib.sh"
 ssw_enter_netns "$@"
 ssw_setup_preload
@@ -35,6 +37,7 @@ b.close()
 a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [l.fileno()]))])
 if sys.argv[1] == "close":
     l.close()
+import time; time.sleep(0.3)       # the worker has it (its recvmsg took it up)
 for i in range(n):                 # the sender's own clients, switched too
     s = socket.create_connection(("127.0.0.1", port), timeout=20)
     s.sendall(b"hi%d" % i)
@@ -47,8 +50,11 @@ PY
 
 for mode in keep close; do
   ssw_step "sender ${mode}s its copy"
-  ssw_run switched -- "$PY" "$T/pass.py" $mode >"$T/$mode.out" 2>"$T/$mode.err"
+  ssw_run switched SOCKSWITCH_STATS_FILE="$T/$mode.stats" -- "$PY" "$T/pass.py" $mode >"$T/$mode.out" 2>"$T/$mode.err"
   ssw_assert_eq "($mode) every client served by the worker" "$(grep -c '^got echo:hi[0-9]$' "$T/$mode.out")" 3
+  ssw_assert_eq "($mode) the worker took the listener up" "$(grep -c 'listener received over SCM_RIGHTS' "$T/$mode.err")" 1
+  ssw_assert_ge "($mode) the clients were switched" "$(ssw_stats_sum "$T/$mode.stats" switched)" 3
+  ssw_assert_eq "($mode) none fell back to kernel TCP" "$(ssw_stats_sum "$T/$mode.stats" fallback)" 0
 done
 ssw_check "(keep) the sender's listener went to kernel TCP, said at info" \
   grep -q "listener sent to another process with SCM_RIGHTS" "$T/keep.err"

@@ -140,14 +140,14 @@ static void close_entry(const struct entry *e)
 }
 
 /* One inherited listener: its entries (those of fd) imported, the other
- * providers its routes give it listened on afresh. */
-static void adopt(int fd, struct entry *es, int ne)
+ * providers its routes give it listened on afresh; how: for the log. */
+static bool adopt(int fd, struct entry *es, int ne, const char *how)
 {
 	int dom;
 	struct sockaddr_storage name, a;
 	socklen_t nl;
 	struct ssw_sock *s = NULL;
-	if (tcp_listener(fd, &dom, &name, &nl) && !ssw_sock_get(fd)) {
+	if (tcp_listener(fd, &dom, &name, &nl) && !ssw_fdtab_any(&fd, 1)) {
 		ssw_addr_listener(&name, nl, &a);
 		s = ssw_sock_new(SSW_ST_LISTENING, fd, dom);
 	}
@@ -178,7 +178,7 @@ static void adopt(int fd, struct entry *es, int ne)
 		s->pl[s->npl++] = (struct ssw_plisten){ .prov = p, .l = l, .proto = e->proto, .any4 = e->any4 };
 	}
 	if (!s)
-		return;
+		return false;
 	ssw_sock_load_opts(s, fd);
 	s->lopts = s->opts;
 	s->v6only = dom == AF_INET6 && ssw_addr_is_wildcard(&a) && !dual;
@@ -188,14 +188,26 @@ static void adopt(int fd, struct entry *es, int ne)
 	(void)ssw_setup_listen(s, &a, dual, 128, names, sizeof names, &note); /* the providers not kept */
 	s->local = name;
 	s->local_len = nl;
+	s->lbacklog = 128;
+	s->ldual = dual;
 	if (!s->npl) {
 		ssw_sock_put(s);
-		return;
+		return false;
 	}
 	ssw_fdtab_set(fd, s);
-	SSW_INFO("fd %d: listener inherited across exec: %s (%d provider listener(s) kept%s)", fd,
+	SSW_INFO("fd %d: listener %s: %s (%d provider listener(s) kept%s)", fd, how,
 		 ssw_addr_str((struct sockaddr *)&a), kept, names);
 	ssw_sock_put(s);
+	return true;
+}
+
+bool ssw_setup_listener_received(int fd)
+{
+	int v = 0;
+	socklen_t l = sizeof v;
+	if (sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v)
+		return false;
+	return adopt(fd, NULL, 0, "received over SCM_RIGHTS");
 }
 
 void ssw_setup_exec_import(const char *spec)
@@ -224,6 +236,6 @@ void ssw_setup_exec_import(const char *spec)
 				group[ng++] = es[j];
 				done[j] = true;
 			}
-		adopt(es[i].fd, group, ng);
+		(void)adopt(es[i].fd, group, ng, "inherited across exec");
 	}
 }

@@ -101,6 +101,11 @@ bool ssw_setup_exec_keep(int fd, struct ssw_exec_keep *k);
 void ssw_setup_exec_undo(struct ssw_exec_keep *k);
 /* In the new image, at load: the listeners SOCKSWITCH_INHERIT names. */
 void ssw_setup_exec_import(const char *spec);
+/* fd came in over SCM_RIGHTS and is a listening TCP socket: switched here
+ * on every provider its routes give it whose listener is free (the sender
+ * let go of its own when it sent it: share/relay.c).  False: not one, or
+ * kernel TCP only. */
+bool ssw_setup_listener_received(int fd);
 
 /* ---- both ----------------------------------------------------------------- */
 

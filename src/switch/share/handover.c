@@ -160,7 +160,7 @@ static bool app_socket(int fd, int family)
 	struct stat st;
 	int dom = 0, proto = 0;
 	socklen_t l = sizeof dom;
-	if (SYS_(fstat, fd, &st) < 0 || !S_ISSOCK(st.st_mode) || ssw_sock_get(fd))
+	if (SYS_(fstat, fd, &st) < 0 || !S_ISSOCK(st.st_mode) || ssw_fdtab_any(&fd, 1))
 		return false;
 	if (sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 || dom != family)
 		return false;

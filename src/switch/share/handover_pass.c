@@ -37,6 +37,7 @@
 #include "common/params.h"
 #include "common/sys.h"
 #include "switch/api.h"
+#include "switch/setup/setup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -352,11 +353,15 @@ out:
 
 void ssw_handover_received(const int *fds, int n)
 {
-	if (ssw_param_choice(SSW_P_FAULT) == 4 /* relay (tests, bench) */ || !ssw_init())
+	if (!ssw_init())
 		return;
+	bool relay_only = ssw_param_choice(SSW_P_FAULT) == 4; /* relay (tests, bench) */
 	for (int i = 0; i < n; i++) {
 		struct stat st;
-		if (SYS_(fstat, fds[i], &st) == 0 && S_ISSOCK(st.st_mode))
+		if (SYS_(fstat, fds[i], &st) < 0 || !S_ISSOCK(st.st_mode) || ssw_fdtab_any(&fds[i], 1))
+			continue;
+		/* a listener: switched here (setup/exec.c), or a relay's end */
+		if (!ssw_setup_listener_received(fds[i]) && !relay_only)
 			(void)claim(fds[i]);
 	}
 }
