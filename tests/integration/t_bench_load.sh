@@ -40,7 +40,7 @@ hung=$("$SSW_PYTHON" -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 print(sum("hung" in (c.get("kernel_note", "") + c.get("switched_note", "")) for c in d["cases"]))' "$T/bench.json")
 ssw_assert_eq "rows whose worker hung and was killed" "$hung" 0
-ssw_assert_eq "load cases reported" "$(cut -d' ' -f1 "$T/rows.txt" | sort -u | wc -l)" 15
+ssw_assert_eq "load cases reported" "$(cut -d' ' -f1 "$T/rows.txt" | sort -u | wc -l)" 16
 ssw_assert_eq "default cases not run with --load" "$(grep -c '"family": "default"' "$T/bench.json")" 0
 
 while read -r id name k s skip; do

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -123,6 +124,67 @@ static const struct ssw_provider *route(const struct sockaddr_storage *dst, stru
 	return NULL;
 }
 
+/* ---- refused lately ---------------------------------------------------------
+ * A provider connect refused ("no switched listener") after longer than a
+ * kernel connect takes is not tried again toward that destination for
+ * REFUSED_TTL: its connects go to kernel TCP at once.  Over fabric a
+ * refusal costs a connection manager round trip (0.3 ms and more here):
+ * a host whose server does not run the switch, or a fork-per-connection
+ * server that stopped taking fabric requests (fabric's fab_conn.c), would
+ * make every connect of a client that opens one per request pay it.  A
+ * refusal that costs nothing (shm's, microseconds) is not remembered, so
+ * a local server that starts listening is switched from its first
+ * connection.  Per process, a few destinations. */
+#define REFUSED_SLOTS 16
+#define REFUSED_TTL_NS (2 * 1000000000ull)
+#define REFUSED_SLOW_NS (100 * 1000ull)
+
+struct refused {
+	const struct ssw_provider *p;
+	struct sockaddr_storage a;
+	uint64_t until;
+};
+static struct refused refused[REFUSED_SLOTS];
+static pthread_mutex_t refused_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool same_dst(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	socklen_t l = ssw_addr_len(a);
+	return l && l == ssw_addr_len(b) && !memcmp(a, b, l);
+}
+
+static bool refused_lately(const struct ssw_provider *p, const struct sockaddr_storage *dst)
+{
+	uint64_t now = ssw_now_ns();
+	bool hit = false;
+	pthread_mutex_lock(&refused_lock);
+	for (int i = 0; i < REFUSED_SLOTS && !hit; i++)
+		hit = refused[i].p == p && refused[i].until > now && same_dst(&refused[i].a, dst);
+	pthread_mutex_unlock(&refused_lock);
+	return hit;
+}
+
+static void note_refused(const struct ssw_provider *p, const struct sockaddr_storage *dst, uint64_t t0)
+{
+	uint64_t now = ssw_now_ns();
+	if (now - t0 < REFUSED_SLOW_NS)
+		return;
+	pthread_mutex_lock(&refused_lock);
+	int k = 0;
+	for (int i = 0; i < REFUSED_SLOTS; i++) {
+		if (refused[i].p == p && same_dst(&refused[i].a, dst)) {
+			k = i;
+			break;
+		}
+		if (refused[i].until < refused[k].until)
+			k = i; /* the oldest (or an empty one) goes */
+	}
+	refused[k] = (struct refused){ .p = p, .a = *dst, .until = now + REFUSED_TTL_NS };
+	pthread_mutex_unlock(&refused_lock);
+	SSW_DEBUG("connect %s: %s refused after %llu us: kernel TCP there for %llu s", ssw_addr_str((const struct sockaddr *)dst),
+		  p->name, (unsigned long long)((now - t0) / 1000), (unsigned long long)(REFUSED_TTL_NS / 1000000000ull));
+}
+
 /* The provider connect, newest protocol version first: a listener of
  * another version is no listener for us (-ENOENT), the next one is tried. */
 static int provider_connect(const struct ssw_provider *p, const struct sockaddr_storage *dst,
@@ -141,6 +203,9 @@ int ssw_setup_connect(int fd, int family, const struct sockaddr *addr, socklen_t
 	const struct ssw_provider *p = route(dst, d);
 	if (!p)
 		return SSW_SETUP_KERNEL;
+	if (refused_lately(p, dst))
+		return kernel(d, "%s", "no switched listener (refused lately)");
+	uint64_t t0 = ssw_now_ns();
 	if (bind_local(fd, family, dst) < 0)
 		return kernel(d, "%s", "cannot bind a local port");
 	/* the listener checks that our user holds the socket we connect from
@@ -161,6 +226,8 @@ int ssw_setup_connect(int fd, int family, const struct sockaddr *addr, socklen_t
 	s->peer_len = len;
 	memcpy(&s->dst, addr, len < sizeof s->dst ? len : sizeof s->dst);
 	s->dst_len = len;
+	s->pdst = *dst;
+	s->connect_t0 = t0;
 
 	if (!p->conn->peer_addr && !provable_source(fd, s)) {
 		ssw_sock_put(s);
@@ -205,6 +272,8 @@ int ssw_setup_connect(int fd, int family, const struct sockaddr *addr, socklen_t
 		ssw_sock_put(s);
 		if (final_error(rc))
 			return rc;
+		if (rc == -ENOENT)
+			note_refused(p, dst, t0);
 		if (note)
 			return kernel(d, "%s", note);
 		return kernel(d, "%s", rc == -ENOENT ? "no switched listener" : strerror(-rc));
@@ -317,6 +386,8 @@ int ssw_setup_connect_poll(struct ssw_sock *s, int wait_ms, struct ssw_setup_dec
 	let_go(s);
 	if (final_error(rc))
 		return rc;
+	if (rc == -ENOENT)
+		note_refused(s->prov, &s->pdst, s->connect_t0);
 	snprintf(d->buf, sizeof d->buf, "provider connect failed: %s", strerror(-rc));
 	d->why = d->buf;
 	d->rule = NULL;

@@ -52,6 +52,8 @@ struct ssw_sock {
 	_Atomic bool connect_unseen; /* completed after EINPROGRESS, no connect() since */
 	struct sockaddr_storage dst;
 	socklen_t dst_len;
+	struct sockaddr_storage pdst;  /* the provider's destination (setup/connect.c) */
+	uint64_t connect_t0;         /* when the provider connect began (ns) */
 	int proof_fd;                /* proof.c: the kernel socket's hidden duplicate or listening proof, or -1 */
 	bool reuseport_ours;         /* proof.c set SO_REUSEPORT on the kernel socket (getsockopt says 0) */
 
