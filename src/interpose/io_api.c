@@ -187,9 +187,10 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		int n = cmsg_fds(m, fds, 64);
 		for (int i = 0; i < n; i++)
 			ssw_fd_fresh(fds[i]);
-		/* a switched connection another process sent: taken over from
-		 * its relay when that can be done */
-		if (n)
+		/* a switched connection or listener another process sent:
+		 * taken up here when that can be done (not for a peek's copies:
+		 * the read that follows brings the same ones again) */
+		if (n && !(flags & MSG_PEEK))
 			ssw_handover_received(fds, n);
 	}
 	return r;

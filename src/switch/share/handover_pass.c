@@ -278,11 +278,10 @@ static bool same_cred(const struct ucred *a, const struct ucred *b)
 static bool claim(int fd)
 {
 	struct sockaddr_un un;
-	socklen_t ul = sizeof un;
+	socklen_t ul;
 	struct sockaddr_storage l, p;
 	socklen_t ll, pl;
-	if (sys_getpeername(fd, (struct sockaddr *)&un, &ul) < 0 || ul > sizeof un ||
-	    !ssw_relay_name_parse(&un, ul, &l, &ll, &p, &pl))
+	if (!ssw_relay_peer(fd, &un, &ul, &l, &ll, &p, &pl))
 		return false;
 	struct ucred cf, cq;
 	socklen_t cl = sizeof cf;

@@ -36,6 +36,10 @@ int ssw_relay_name(const struct sockaddr_storage *l, socklen_t ll, const struct 
 		   struct sockaddr_un *out, socklen_t *outlen);
 bool ssw_relay_name_parse(const struct sockaddr_un *un, socklen_t len, struct sockaddr_storage *l, socklen_t *ll,
 			  struct sockaddr_storage *p, socklen_t *pl);
+/* fd is connected to a relay's name: that name (un, len) and the
+ * connection's addresses it carries; false if it is not (one system call). */
+bool ssw_relay_peer(int fd, struct sockaddr_un *un, socklen_t *len, struct sockaddr_storage *l, socklen_t *ll,
+		    struct sockaddr_storage *p, socklen_t *pl);
 /* fd (not in the table) is a relay's socket: add it; false if it is not one. */
 bool ssw_relayed_recognize(int fd);
 

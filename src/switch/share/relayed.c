@@ -244,17 +244,22 @@ bool ssw_relay_name_parse(const struct sockaddr_un *un, socklen_t len, struct so
 	return inet_ok(l, a) && inet_ok(p, c) && l->ss_family == p->ss_family;
 }
 
+bool ssw_relay_peer(int fd, struct sockaddr_un *un, socklen_t *len, struct sockaddr_storage *l, socklen_t *ll,
+		    struct sockaddr_storage *p, socklen_t *pl)
+{
+	*len = sizeof *un;
+	return sys_getpeername(fd, (struct sockaddr *)un, len) == 0 && *len <= sizeof *un &&
+	       ssw_relay_name_parse(un, *len, l, ll, p, pl);
+}
+
 /* fd is not in the table: is it a relay's socket we have not met (received
  * over SCM_RIGHTS, inherited across exec)?  Then it is added.  One system
  * call; the caller skips fds known to be something else. */
 bool ssw_relayed_recognize(int fd)
 {
 	struct sockaddr_un un;
-	socklen_t len = sizeof un;
+	socklen_t len;
 	struct sockaddr_storage l, p;
 	socklen_t ll, pl;
-	if (sys_getpeername(fd, (struct sockaddr *)&un, &len) < 0 || len > sizeof un ||
-	    !ssw_relay_name_parse(&un, len, &l, &ll, &p, &pl))
-		return false;
-	return ssw_relayed_add(fd, &l, ll, &p, pl) == 0;
+	return ssw_relay_peer(fd, &un, &len, &l, &ll, &p, &pl) && ssw_relayed_add(fd, &l, ll, &p, pl) == 0;
 }
