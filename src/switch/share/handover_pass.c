@@ -234,7 +234,10 @@ bool relay_give(const struct relay_give *g)
 	int rc = 0;
 	if (rq.version != PASS_VERSION)
 		rc = -EPROTONOSUPPORT;
-	else if (g->lazy || g->in->eof || g->out->eof || g->in->shut || g->out->shut)
+	else if (!g->h->s->prov || !g->h->s->prov->conn->ep_export)
+		rc = -EOPNOTSUPP; /* fabric: the endpoint lives in this process (nothing touched) */
+	else if (g->lazy || g->in->eof || g->out->eof || g->in->shut || g->out->shut ||
+		 !ssw_session_last_holder(g->h->s->sess))
 		rc = -EBUSY; /* shared with others, or half ended: the relay sees it through */
 	if (!rc)
 		rc = drain_app(g);
