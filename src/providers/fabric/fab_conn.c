@@ -243,32 +243,10 @@ static int fab_connect_complete(struct ssw_ep *ep, void *reply, size_t *reply_le
 	return rc;
 }
 
-_Atomic bool fab_handing_over;
-
-/* A connection this process closes while a forked child still holds it,
- * having sent nothing on it: a fork-per-connection server (postgres) hands
- * its connections to children.  A child serves an inherited fabric
- * connection slowly (measured 0.15x kernel TCP, p99 10 ms: the fabric's
- * wait sets are kernel objects the parent shares), so this process's
- * listeners take no new requests from now on: connectors go to kernel TCP
- * after one rejected request, and nothing queued is reset, as closing the
- * listener at fork did.  A server that forks but keeps serving its own
- * connections (redis saving in a child) sends on them, and is not taken
- * for one. */
-static void note_handover(struct ssw_ep *ep, int how)
-{
-	if (how != SSW_CLOSE_DETACH || ep->data_sent || atomic_load(&fab_handing_over))
-		return;
-	if (!atomic_exchange(&fab_handing_over, true))
-		SSW_INFO("fabric: this process hands its connections to forked children, which serve them slowly "
-			 "over fabric: new connections to its listeners use kernel TCP");
-}
-
 static void fab_close(struct ssw_ep *ep, int how)
 {
 	if (!ep)
 		return;
-	note_handover(ep, how);
 	fab_gate_enter();
 	if (how != SSW_CLOSE_ORDERLY || !fab_ep_linger(ep))
 		fab_ep_destroy(ep, how);

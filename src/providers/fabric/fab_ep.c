@@ -623,7 +623,6 @@ int fab_commit_locked(struct ssw_ep *ep, size_t len, bool hold)
 		ep->tx_free[ep->ntx_free++] = slot;
 		return rc;
 	}
-	ep->data_sent = true;
 	if (!hold)
 		ep->hold_ns = 0;
 	uint8_t *b = ep->txbuf + (size_t)slot * FAB_BUF_SIZE;

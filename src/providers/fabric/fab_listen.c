@@ -109,11 +109,6 @@ static void on_connreq(struct ssw_listener *l, struct fi_eq_cm_entry *e, size_t 
 	const struct fab_cm_hdr *h = (const void *)e->data;
 	size_t dl = n > sizeof *e ? n - sizeof *e : 0;
 	struct ssw_ep *ep = NULL;
-	if (atomic_load(&fab_handing_over)) { /* fab_conn.c: note_handover */
-		fi_reject(l->pep, info->handle, NULL, 0);
-		fab_freeinfo(info);
-		return;
-	}
 	bool in_msg = dl >= sizeof *h && h->magic == FAB_CM_MAGIC_MSG(l->proto);
 	if (dl < sizeof *h || (h->magic != FAB_CM_MAGIC(l->proto) && !in_msg) || h->len > SSW_CONNECT_PRIV_MAX ||
 	    (!in_msg && h->len > dl - sizeof *h)) {

@@ -31,8 +31,6 @@ static size_t fab_window(struct ssw_ep *ep)
 static int send_msg(struct ssw_ep *ep, const struct iovec *iov, int iovcnt, bool ctl)
 {
 	fab_ep_lock(ep);
-	if (!ctl)
-		ep->data_sent = true;
 	fab_unreserve_locked(ep);
 	bool held = ep->hold_ns != 0;
 	ep->hold_ns = 0; /* a send publishes what was held, then itself */

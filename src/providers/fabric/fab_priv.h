@@ -263,7 +263,6 @@ struct ssw_ep {
 	_Atomic int peer_closed;   /* FAB_T_CLOSE, or the connection ended without a reset */
 	_Atomic int peer_reset;    /* FAB_T_RESET */
 	_Atomic int broken;        /* a libfabric error: -ECONNRESET from now on */
-	bool data_sent;            /* this process sent stream data on it (fab_conn.c: fab_close) */
 	bool shutdown_seen;        /* FI_SHUTDOWN on the EQ */
 	uint64_t conn_deadline;    /* connector: give up (kernel TCP) after this (ssw_now_ns) */
 	bool lingering;            /* closed by its owner, the thread finishes it (fab_ep_linger) */
@@ -496,9 +495,5 @@ void fab_rma_release(struct ssw_ep *ep);
 void fab_rma_free(struct ssw_ep *ep, struct fab_rma_op *op);
 void fab_rma_fail_all(struct ssw_ep *ep);
 
-/* This process accepted a connection and let a forked child have it
- * without using it itself (a fork-per-connection server): its listeners
- * take no new requests (fab_listen.c: on_connreq), see fab_close. */
-extern _Atomic bool fab_handing_over;
 
 #endif
