@@ -152,7 +152,7 @@ static int pass_to_worker(int lfd, const struct bench_params *p, struct bench_re
 		close(lfd);
 		int got = recv_fd(sv[1]);
 		int rc = got < 0 ? bench_fail(w, "receive the connection") : bench_stream_receive(got, p, w);
-		_exit(rc == 0 ? 0 : 1);
+		exit(rc == 0 ? 0 : 1); /* not _exit: the switch's stats line (--stats-dir) is written at exit */
 	}
 	close(sv[1]);
 	int rc = send_fd(sv[0], fd) < 0 ? bench_fail(r, "send the connection") : 0;

@@ -138,6 +138,8 @@ void bench_case_id(const struct bench_params *p, char *buf, size_t len)
 	default:
 		if (bench_is_load(p->kind))
 			snprintf(buf, len, "load_%s_%d", kind, p->conns);
+		else if (p->kind == BENCH_STREAM && p->conns) /* exec'd, passed: their own stats file */
+			snprintf(buf, len, "%s_%s_%s", kind, id, p->conns == 1 ? "exec" : "passed");
 		else
 			snprintf(buf, len, "%s_%s", kind, id);
 	}

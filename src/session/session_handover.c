@@ -87,6 +87,11 @@ int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len,
 		goto out;
 	sess_flush_held(s);
 	(void)sess_pump(s, true); /* every message at the head into the queue: none names the rings */
+	/* a large message being read through the rendezvous (a reader that
+	 * took part of it: a relay's buffer is smaller than a 1 MiB write):
+	 * the rest into the queue too, or a stream would never be quiet */
+	if (s->rr.active && !s->reset && !s->broken)
+		(void)sess_stage_rr(s);
 	if (!quiet(s) || s->stage_nomem) {
 		SSW_DEBUG("handover: not quiet (head %d, rendezvous %d/%d/%llu, reset %d, broken %d, nomem %d)", s->hv,
 			  s->rr.active, s->rw.active, (unsigned long long)s->txr.id, s->reset, s->broken, s->stage_nomem);
