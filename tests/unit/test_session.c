@@ -609,6 +609,59 @@ static void test_peek(void **state)
 	close_pair(&p);
 }
 
+/* Bytes taken and given back (a relay handing its connection over,
+ * share/handover_pass.c) are read again first, in order, with whatever
+ * was still staged or in the transport behind them; FIONREAD counts them;
+ * more than was ever taken is refused. */
+static void test_unread(void **state)
+{
+	(void)state;
+	struct pair p;
+	open_pair(&p, NULL, NULL);
+	char buf[32];
+	assert_int_equal(ssw_session_unread(p.b, "x", 1), -ENOSPC); /* nothing was taken yet */
+	assert_int_equal(snd(p.a, "abcdef", 6, 0), 6);
+	assert_int_equal(rcv(p.b, buf, 4, 0), 4); /* "abcd" taken, "ef" staged */
+	assert_int_equal(snd(p.a, "gh", 2, 0), 2);   /* still in the transport */
+	assert_int_equal(ssw_session_unread(p.b, "abcd", 4), 0);
+	assert_int_equal(ssw_session_fionread(p.b), 8);
+	assert_int_equal(rcv(p.b, buf, sizeof buf, MSG_PEEK), 8);
+	assert_memory_equal(buf, "abcdefgh", 8);
+	assert_int_equal(rcv(p.b, buf, 3, 0), 3);
+	assert_memory_equal(buf, "abc", 3);
+	/* given back at once into an empty queue's front */
+	assert_int_equal(rcv(p.b, buf, sizeof buf, 0), 5);
+	assert_memory_equal(buf, "defgh", 5);
+	assert_int_equal(ssw_session_unread(p.b, "fgh", 3), 0);
+	assert_int_equal(rcv(p.b, buf, sizeof buf, 0), 3);
+	assert_memory_equal(buf, "fgh", 3);
+	/* the stream position counts them once: the peer's credits are not
+	 * owed twice (a window's worth more goes through) */
+	enum { N = 300000 };
+	uint8_t *src = malloc(N), *dst = malloc(N);
+	assert_non_null(src);
+	assert_non_null(dst);
+	pattern(src, N, 3);
+	size_t s = 0, r = 0;
+	for (int i = 0; i < 100000 && r < N; i++) {
+		ssize_t k;
+		if (s < N && (k = snd(p.a, src + s, N - s < 50000 ? N - s : 50000, 0)) > 0)
+			s += (size_t)k;
+		if ((k = rcv(p.b, dst + r, N - r < 7000 ? N - r : 7000, 0)) > 0) {
+			if (r == 0 && k > 10) { /* give some back once, mid-stream */
+				assert_int_equal(ssw_session_unread(p.b, dst + k - 10, 10), 0);
+				k -= 10;
+			}
+			r += (size_t)k;
+		}
+	}
+	assert_int_equal(r, N);
+	assert_memory_equal(src, dst, N);
+	free(src);
+	free(dst);
+	close_pair(&p);
+}
+
 static void test_waitall(void **state)
 {
 	(void)state;
@@ -1417,6 +1470,7 @@ int main(void)
 		T(test_staging_keeps_window_poll),
 		T(test_staging_keeps_window_send),
 		T(test_peek),
+		T(test_unread),
 		T(test_peek_spans_messages),
 		T(test_writev_one_message),
 		T(test_waitall),
