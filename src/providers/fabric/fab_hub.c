@@ -411,6 +411,40 @@ void fab_hub_service(struct fab_hub *h)
 	pthread_mutex_unlock(&h->mu);
 }
 
+/* The room watch's safety net, from the provider's thread when it woke
+ * for nothing: a hub whose member made a send libfabric may not have
+ * finished (room_wanted: what the watch is for; libfabric itself asks for
+ * EPOLLOUT only at its next progress, so nothing here can tell that output
+ * waits) is read, which is the progress that sends what is left.  The
+ * watch is edge-triggered, and an edge comes only after a write that
+ * found the socket full: when a reading of the queue sent part of the
+ * output without filling the socket, no edge followed and the rest stayed
+ * in the process while its owner was away (seen twice under ASan, a
+ * loaded CI: t_fabric_idle_send "after", 10 s without a byte).  Now that
+ * costs at most the thread's sleep (1 s idle). */
+void fab_hub_sweep(void)
+{
+	struct fab_hub *v[64];
+	int n = 0;
+	pid_t me = ssw_pid();
+	pthread_mutex_lock(&hubs_mu);
+	for (struct fab_hub *h = hubs; h && n < 64; h = h->next) /* hubs are never freed */
+		if (h->cq && h->nep)
+			v[n++] = h;
+	pthread_mutex_unlock(&hubs_mu);
+	for (int i = 0; i < n; i++) {
+		struct fab_hub *h = v[i];
+		pthread_mutex_lock(&h->mu);
+		bool want = false;
+		for (struct ssw_ep *ep = h->eps; ep && !want; ep = ep->hnext)
+			want = atomic_load_explicit(&ep->room_wanted, memory_order_relaxed) &&
+			       (atomic_load(&ep->room_watch) == me || (ep->pid == me && !atomic_load(&ep->room_watch)));
+		if (want && h->cq)
+			(void)hub_drain(h, NULL);
+		pthread_mutex_unlock(&h->mu);
+	}
+}
+
 /* ---- the endpoint's socket ------------------------------------------------- */
 
 /* The provider's thread of this process watches the endpoint's socket for

@@ -385,6 +385,8 @@ void fab_hub_close_ep(struct ssw_ep *ep, bool detach);
 struct fab_ctx *fab_hub_read(struct ssw_ep *ep, bool quiet_self, bool *drained);
 /* The provider's thread: read a hub for its members (an event named it). */
 void fab_hub_service(struct fab_hub *h);
+/* The provider's thread, woken by nothing: hubs with output libfabric still holds read again. */
+void fab_hub_sweep(void);
 /* Have this process's thread watch the endpoint's socket for room from
  * now on (a send libfabric may not finish at once; locked endpoint). */
 void fab_hub_watch_room(struct ssw_ep *ep);
