@@ -160,45 +160,33 @@ static int drain_app(const struct relay_give *g)
 }
 
 /* What the application was handed and did not read: back in front of the
- * connection's queue.  a: the application's end (the request's). */
+ * connection's queue.  a: the application's end (the request's).  Its
+ * queue is counted first (only this relay writes to that end, and it is
+ * not pumping): one that holds more than PASS_BACK_MAX is left as it is,
+ * since putting part of it back behind the rest would reorder it. */
 static int take_back(const struct relay_give *g, int a)
 {
 	struct dir *in = g->in;
-	size_t cap = 1u << 20, len = 0;
-	uint8_t *b = malloc(cap);
+	int inq = 0;
+	if (sys_ioctl(a, SIOCINQ, &inq) < 0 || inq < 0)
+		return -EIO;
+	if ((size_t)inq > PASS_BACK_MAX)
+		return -ENOSPC;
+	size_t from_end = 0, pending = in->len - in->off;
+	uint8_t *b = malloc((size_t)inq + pending + 1);
 	if (!b)
 		return -ENOMEM;
-	int rc = 0;
-	for (;;) {
-		if (len == cap) {
-			uint8_t *nb = cap < PASS_BACK_MAX ? realloc(b, cap * 2) : NULL;
-			if (!nb) {
-				rc = -ENOSPC;
-				break;
-			}
-			b = nb;
-			cap *= 2;
-		}
-		ssize_t k = sys_recv(a, b + len, cap - len, MSG_DONTWAIT);
+	while (from_end < (size_t)inq) {
+		ssize_t k = sys_recv(a, b + from_end, (size_t)inq - from_end, MSG_DONTWAIT);
 		if (k <= 0)
 			break;
-		len += (size_t)k;
+		from_end += (size_t)k;
 	}
-	size_t from_end = len, pending = in->len - in->off;
-	if (!rc && pending) {
-		uint8_t *nb = realloc(b, len + pending);
-		if (nb) {
-			b = nb;
-			memcpy(b + len, in->buf + in->off, pending);
-			len += pending;
-		} else {
-			rc = -ENOMEM;
-		}
-	}
-	if (!rc)
-		rc = ssw_session_unread(g->h->s->sess, b, len);
+	memcpy(b + from_end, in->buf + in->off, pending);
+	int rc = from_end == (size_t)inq ? ssw_session_unread(g->h->s->sess, b, from_end + pending) : -EIO;
 	if (rc) {
-		/* the end's queue as it was (it just held these bytes: they fit) */
+		/* the end's queue as it was: all of it was read, so what goes
+		 * back keeps its order (and fits: it just held these bytes) */
 		for (size_t off = 0; off < from_end;) {
 			ssize_t k = sys_send(g->u, b + off, from_end - off, MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (k <= 0)
