@@ -4,6 +4,7 @@
  * request exactly once. */
 #include "providers/shm/shm_priv.h"
 
+#include "common/fdpass.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "common/sockdiag.h"
@@ -80,60 +81,18 @@ static void close_fds(int *fds, int n)
 /* Send one handshake record with up to 4 fds. */
 static int hs_send(int fd, const void *msg, size_t len, const int *fds, int nfds)
 {
-	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { (void *)msg, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (nfds) {
-		memset(&u, 0, sizeof u);
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-	}
-	ssize_t n = sys_sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n < 0)
-		return -errno;
-	return n == (ssize_t)len ? 0 : -EPROTO;
+	return ssw_fdpass_send(fd, msg, len, fds, nfds, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 /* Receive one handshake record; exactly `want` fds must come with it (any
  * others are closed: the sender is untrusted).  Returns bytes, 0 on EOF, -errno. */
 static ssize_t hs_recv(int fd, void *msg, size_t len, int *fds, int want)
 {
-	union { /* fds, and the credentials SO_PASSCRED adds (shm_vouch.c) */
-		char buf[CMSG_SPACE(8 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { msg, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+	int got = 0;
 	for (int i = 0; i < want; i++)
 		fds[i] = -1;
-	ssize_t n = sys_recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n < 0)
-		return -errno;
-	int got = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		int tmp[8];
-		if (k > 8)
-			k = 8;
-		memcpy(tmp, CMSG_DATA(c), (size_t)k * sizeof(int));
-		for (int i = 0; i < k; i++) {
-			if (got < want)
-				fds[got++] = tmp[i];
-			else
-				sys_close(tmp[i]);
-		}
-	}
-	if (n > 0 && ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || got != want)) {
+	ssize_t n = ssw_fdpass_recv(fd, msg, len, fds, want, &got, MSG_DONTWAIT);
+	if (n > 0 && got != want) {
 		close_fds(fds, want);
 		return -EPROTO;
 	}

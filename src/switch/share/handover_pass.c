@@ -33,6 +33,7 @@
 #include "switch/share/relay_priv.h"
 #include "switch/share/handover.h"
 
+#include "common/fdpass.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "common/sys.h"
@@ -58,6 +59,7 @@
 #define PASS_REPLY_WAIT_MS 3000  /* receiver: the relay's answer (after its drain) */
 #define PASS_BACK_MAX (8u << 20) /* what the application's end may hold unread */
 #define PASS_MAX_FDS (2 + SSW_SESSION_IMAGE_FDS)
+_Static_assert(PASS_MAX_FDS <= SSW_FDPASS_MAX, "the answer's descriptors fit one message");
 
 struct pass_req {
 	uint32_t magic, version;
@@ -76,67 +78,6 @@ static int wait_in(int fd, int ms)
 	while ((r = sys_poll(&p, 1, ms)) < 0 && errno == EINTR)
 		;
 	return r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) ? 1 : 0;
-}
-
-static ssize_t send_with_fds(int fd, const void *b, size_t len, const int *fds, int n)
-{
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int) * PASS_MAX_FDS)];
-	} u;
-	struct iovec v = { (void *)b, len };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
-	if (n > 0) {
-		memset(&u, 0, sizeof u);
-		m.msg_control = u.b;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
-	}
-	ssize_t r;
-	while ((r = sys_sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-		;
-	return r;
-}
-
-/* One message of exactly len bytes with up to max fds (*n of them, close-on-exec);
- * anything else received is closed.  Bytes, or -1. */
-static ssize_t recv_with_fds(int fd, void *b, size_t len, int *fds, int max, int *n)
-{
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int) * PASS_MAX_FDS)];
-	} u;
-	struct iovec v = { b, len };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b };
-	ssize_t r;
-	while ((r = sys_recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR)
-		;
-	*n = 0;
-	for (struct cmsghdr *c = r >= 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int f;
-			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
-			if (*n < max)
-				fds[(*n)++] = f;
-			else
-				sys_close(f);
-		}
-	}
-	if (r >= 0 && ((size_t)r != len || (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)))) {
-		SSW_DEBUG("pass: a message of %zd bytes (%zu expected), flags %#x", r, len, m.msg_flags);
-		for (int i = 0; i < *n; i++)
-			sys_close(fds[i]);
-		*n = 0;
-		return -1;
-	}
-	return r;
 }
 
 /* ---- the relay's side ------------------------------------------------------- */
@@ -208,8 +149,8 @@ bool relay_give(const struct relay_give *g)
 	struct pass_req rq;
 	int a = -1, na = 0;
 	bool given = false;
-	if (!wait_in(q, PASS_REQ_WAIT_MS) || recv_with_fds(q, &rq, sizeof rq, &a, 1, &na) != (ssize_t)sizeof rq || na != 1 ||
-	    rq.magic != PASS_MAGIC)
+	if (!wait_in(q, PASS_REQ_WAIT_MS) || ssw_fdpass_recv(q, &rq, sizeof rq, &a, 1, &na, MSG_DONTWAIT) != (ssize_t)sizeof rq ||
+	    na != 1 || rq.magic != PASS_MAGIC)
 		goto out;
 	struct stat st;
 	if (SYS_(fstat, a, &st) < 0 || st.st_dev != g->app_dev || st.st_ino != g->app_ino) {
@@ -243,7 +184,7 @@ bool relay_give(const struct relay_give *g)
 		rc = -ENOSPC;
 	}
 	rp.status = rc;
-	if (send_with_fds(q, &rp, sizeof rp, fds, nf) == (ssize_t)sizeof rp && !rc) {
+	if (ssw_fdpass_send(q, &rp, sizeof rp, fds, nf, MSG_NOSIGNAL) == 0 && !rc) {
 		char ack = 0;
 		given = wait_in(q, PASS_ACK_WAIT_MS) && sys_recv(q, &ack, 1, 0) == 1 && ack == 'A';
 	}
@@ -293,8 +234,9 @@ static bool claim(int fd)
 		goto out;
 	}
 	struct pass_req rq = { .magic = PASS_MAGIC, .version = PASS_VERSION };
-	if (send_with_fds(q, &rq, sizeof rq, &fd, 1) != (ssize_t)sizeof rq || !wait_in(q, PASS_REPLY_WAIT_MS) ||
-	    recv_with_fds(q, &rp, sizeof rp, rfds, PASS_MAX_FDS, &nr) != (ssize_t)sizeof rp || rp.magic != PASS_MAGIC) {
+	if (ssw_fdpass_send(q, &rq, sizeof rq, &fd, 1, MSG_NOSIGNAL) != 0 || !wait_in(q, PASS_REPLY_WAIT_MS) ||
+	    ssw_fdpass_recv(q, &rp, sizeof rp, rfds, PASS_MAX_FDS, &nr, MSG_DONTWAIT) != (ssize_t)sizeof rp ||
+	    rp.magic != PASS_MAGIC) {
 		SSW_DEBUG("fd %d: its relay did not answer: %s", fd, strerror(errno));
 		goto out;
 	}
