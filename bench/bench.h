@@ -12,6 +12,8 @@ enum bench_kind {
 	BENCH_STREAM,  /* one-way stream of fixed-size messages */
 	BENCH_CONNECT, /* connect + 1 byte + close, repeated */
 	BENCH_EPOLL,   /* BENCH_EPOLL_CONNS connections to one epoll server, request/response */
+	BENCH_TURNS,   /* one connection, two processes (fork) taking turns at a round trip; conns 1:
+			* without shared context (SOCKSWITCH_SHARED_CONTEXT=0): each turn a control swap */
 	/* The load family (--load): many processes at once, never pinned, since
 	 * how the wait policy copes with more runnable tasks than cores is the
 	 * point.  conns is the number of pairs, clients or connections. */

@@ -400,7 +400,7 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 			fprintf(stderr, "sockswitch bench: --sizes: '%s' is not a size from 1 to 64M\n", tok);
 			return -1;
 		}
-		if (n - first_stream >= MAX_SIZES || n >= max - 4) { /* and the 4 cases after */
+		if (n - first_stream >= MAX_SIZES || n >= max - 6) { /* and the 6 cases after */
 			fprintf(stderr, "sockswitch bench: --sizes: at most %d sizes\n", MAX_SIZES);
 			return -1;
 		}
@@ -419,6 +419,13 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 2 };
 	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration, 0 };
 	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration, 0 };
+	/* two processes taking turns on one connection: shared context, then
+	 * without (each turn a control swap: session_swap.c); on one host
+	 * only: fabric has no swap yet (README Limits) */
+	if (!o->peer && !o->netns) {
+		cases[n++].p = (struct bench_params){ BENCH_TURNS, 64, k->rtt_count / 4, k->rtt_warmup / 4, k->rtt_max_s, 0 };
+		cases[n++].p = (struct bench_params){ BENCH_TURNS, 64, k->rtt_count / 4, k->rtt_warmup / 4, k->rtt_max_s, 1 };
+	}
 	return n;
 }
 
@@ -506,7 +513,7 @@ int bench_main(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 
-	struct bench_case cases[2 * MAX_SIZES + 3 + LOAD_MAX_CASES];
+	struct bench_case cases[2 * MAX_SIZES + 5 + LOAD_MAX_CASES];
 	int n = plan(&o, cases, (int)(sizeof(cases) / sizeof(cases[0])));
 	if (n < 0)
 		return CLI_EXIT_USAGE;

@@ -97,19 +97,23 @@ static int rows_of(const struct bench_case *c, struct row rows[MAX_ROWS])
 	if (c->p.kind == BENCH_STREAM && c->p.conns)
 		/* the receiver exec'd with the connection, or was sent it */
 		snprintf(id + k, sizeof(id) - k, "%s", c->p.conns == 1 ? "_exec" : "_passed");
+	if (c->p.kind == BENCH_TURNS && c->p.conns)
+		snprintf(id + k, sizeof(id) - k, "_swap");
 	memset(rows, 0, MAX_ROWS * sizeof(*rows));
 	if (bench_is_load(c->p.kind))
 		return load_rows(c, id, what, rows);
 	switch (c->p.kind) {
 	case BENCH_LATENCY:
-		for (int i = 0; i < 2; i++) {
-			const char *pct = i ? "p99" : "p50";
-			snprintf(rows[i].name, sizeof(rows[i].name), "latency_%s_%s", id, pct);
+	case BENCH_TURNS:
+		for (int i = 0; i < 3; i++) {
+			const char *pct = i == 2 ? "worst p99" : i ? "p99" : "p50";
+			snprintf(rows[i].name, sizeof(rows[i].name), "%s_%s_%s", bench_kind_name(c->p.kind), id,
+				 i == 2 ? "p99_worst_process" : pct);
 			snprintf(rows[i].label, sizeof(rows[i].label), "%s %s", what, pct);
 			rows[i].unit = "us";
-			rows[i].idx = i;
+			rows[i].idx = i == 2 ? BENCH_V_WORST_P99 : i;
 		}
-		return 2;
+		return c->p.kind == BENCH_TURNS ? 3 : 2;
 	case BENCH_STREAM:
 		snprintf(rows[0].name, sizeof(rows[0].name), "stream_%s_bandwidth", id);
 		snprintf(rows[1].name, sizeof(rows[1].name), "stream_%s_messages", id);

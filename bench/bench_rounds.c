@@ -15,7 +15,7 @@ void bench_round_params(const struct bench_params *p, int rounds, struct bench_p
 {
 	*rp = *p;
 	rp->duration = p->duration / rounds;
-	if (p->kind == BENCH_LATENCY) /* a count of round trips, at most that long */
+	if (p->kind == BENCH_LATENCY || p->kind == BENCH_TURNS) /* a count of round trips, at most that long */
 		rp->count = p->count / rounds > 0 ? p->count / rounds : 1;
 }
 
@@ -38,8 +38,8 @@ static double median(const struct bench_result *rr, int n, int i)
  * rates over equally long rounds (their mean). */
 static bool is_latency(enum bench_kind k, int i)
 {
-	if (k == BENCH_LATENCY)
-		return i <= 1;                 /* p50, p99 */
+	if (k == BENCH_LATENCY || k == BENCH_TURNS)
+		return i <= 1 || (k == BENCH_TURNS && i == BENCH_V_WORST_P99); /* p50, p99 */
 	if (k == BENCH_FORKEXIT)
 		return i == 0;                 /* us per cycle */
 	return bench_is_load(k) && (i == 1 || i == BENCH_V_WORST_P99); /* p99s */
@@ -84,7 +84,8 @@ int bench_round_figure(enum bench_kind kind, const char **label)
 		return 1;
 	}
 	switch (kind) {
-	case BENCH_LATENCY: *label = "p50 us"; return 0;
+	case BENCH_LATENCY:
+	case BENCH_TURNS: *label = "p50 us"; return 0;
 	case BENCH_STREAM: *label = "MB/s"; return 0;
 	default: *label = "per s"; return 0;
 	}

@@ -13,6 +13,7 @@ static const char *const kind_names[] = {
 	[BENCH_STREAM] = "stream",
 	[BENCH_CONNECT] = "connect",
 	[BENCH_EPOLL] = "epoll",
+	[BENCH_TURNS] = "turns",
 	[BENCH_PINGPONG] = "pingpong",
 	[BENCH_FORKSERVER] = "forkserver",
 	[BENCH_SENDFILE] = "sendfile",
@@ -56,6 +57,7 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 		return;
 	case BENCH_CONNECT: snprintf(buf, len, "connect+1 B+close"); return;
 	case BENCH_EPOLL: snprintf(buf, len, "epoll %d conns %s", BENCH_EPOLL_CONNS, sz); return;
+	case BENCH_TURNS: snprintf(buf, len, "2 procs in turn %s%s", sz, p->conns ? " swap" : ""); return;
 	case BENCH_PINGPONG: snprintf(buf, len, "pingpong %d pairs", p->conns); return;
 	case BENCH_FORKSERVER: snprintf(buf, len, "fork/conn %d clients", p->conns); return;
 	case BENCH_SENDFILE: snprintf(buf, len, "sendfile %s x%d", sz, p->conns); return;
@@ -140,6 +142,8 @@ void bench_case_id(const struct bench_params *p, char *buf, size_t len)
 			snprintf(buf, len, "load_%s_%d", kind, p->conns);
 		else if (p->kind == BENCH_STREAM && p->conns) /* exec'd, passed: their own stats file */
 			snprintf(buf, len, "%s_%s_%s", kind, id, p->conns == 1 ? "exec" : "passed");
+		else if (p->kind == BENCH_TURNS && p->conns)
+			snprintf(buf, len, "%s_%s_swap", kind, id);
 		else
 			snprintf(buf, len, "%s_%s", kind, id);
 	}

@@ -30,6 +30,7 @@ static const struct bench_roles *roles_of(enum bench_kind k)
 {
 	switch (k) {
 	case BENCH_LATENCY: return &bench_latency_roles;
+	case BENCH_TURNS: return &bench_turns_roles;
 	case BENCH_STREAM: return &bench_stream_roles;
 	case BENCH_CONNECT: return &bench_connect_roles;
 	case BENCH_EPOLL: return &bench_epoll_roles;
@@ -140,6 +141,20 @@ int bench_worker_main(int argc, char **argv)
 	/* Stop by ourselves even if the parent that would kill us is gone. */
 	alarm((unsigned)BENCH_WORKER_TIMEOUT_S + 1);
 
+	/* the turns case without shared context: this client, and the process
+	 * it forks, run with SOCKSWITCH_SHARED_CONTEXT=0 (read at load) */
+	if (!server && p.kind == BENCH_TURNS && p.conns && !getenv("SOCKSWITCH_SHARED_CONTEXT")) {
+		char **av = calloc((size_t)argc + 2, sizeof *av);
+		if (av && setenv("SOCKSWITCH_SHARED_CONTEXT", "0", 1) == 0) {
+			av[0] = "sockswitch";
+			for (int i = 0; i < argc; i++)
+				av[i + 1] = argv[i];
+			execv("/proc/self/exe", av);
+		}
+		free(av);
+		dprintf(1, "error cannot re-exec with SOCKSWITCH_SHARED_CONTEXT=0\n");
+		return CLI_EXIT_FAIL;
+	}
 	const struct bench_roles *roles = roles_of(p.kind);
 	const char *exec_fd = getenv(EXEC_FD_ENV);
 	if (server && exec_fd && p.kind == BENCH_STREAM) {

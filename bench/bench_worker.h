@@ -15,6 +15,7 @@ struct bench_roles {
 };
 
 extern const struct bench_roles bench_latency_roles;
+extern const struct bench_roles bench_turns_roles;
 extern const struct bench_roles bench_stream_roles;
 extern const struct bench_roles bench_connect_roles;
 extern const struct bench_roles bench_epoll_roles;

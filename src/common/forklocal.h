@@ -43,6 +43,7 @@ struct ssw_forklocal {
 	pthread_mutex_t seg_lock;          /* providers/shm/shm_seg.c */
 	pthread_mutex_t if_lock[2];        /* switch/route/local.c: refresh, read */
 	pthread_mutex_t trim_lock[2];      /* switch/sock/trim.c: look, start */
+	pthread_mutex_t swap_lock[2];      /* switch/share/swap_helper.c: look, start */
 	pthread_mutex_t sock_pool_lock;    /* switch/sock/sock.c: recycled socket objects */
 	void *sock_pool;                   /* switch/sock/sock.c: a child starts without the parent's */
 	_Alignas(64) unsigned char counters[128];  /* switch/stat/stats.c: struct ssw_counters */

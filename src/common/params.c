@@ -77,6 +77,9 @@ const struct ssw_param ssw_params[SSW_P_COUNT] = {
 	[SSW_P_INHERIT] = { "SOCKSWITCH_INHERIT", .type = SSW_PT_TEXT, .bad = SSW_PB_DEFAULT, .def = "none",
 			    .users = "library (set by the switch at exec)",
 			    .help = "switched listeners and connections an exec'd image inherits; set by the switch itself, never by hand" },
+	[SSW_P_SHARED_CONTEXT] = { "SOCKSWITCH_SHARED_CONTEXT", CHOICE(bools, 1), .bad = SSW_PB_OFF, .def = "1",
+				   .users = "library (tests, benches)",
+				   .help = "0: shm shares no connection state between processes either: a connection shared by fork is driven by one process at a time, control moving by suspend and resume with the peer (the way of a provider without shared context, on one host)" },
 	[SSW_P_FAULT] = { "SOCKSWITCH_FAULT", CHOICE(faults, -1), .bad = SSW_PB_OFF, .def = "none",
 			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin), or connections exec'd or sent over SCM_RIGHTS are relayed, never taken over (relay)" },
 };

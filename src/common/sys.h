@@ -71,6 +71,8 @@ extern __thread int ssw_provider_calls;
  * where a process is made without libc's fork (relay.c's clone). */
 pid_t ssw_pid(void);
 void ssw_pid_forget(void);
+/* Is p a process that can still act (alive, and not a zombie)? */
+bool ssw_pid_alive(pid_t p);
 
 /* Memory shared with forked children (shmem.c): the first `zero` bytes are
  * zero (all of it when newly mapped); NULL on failure.  free with reuse only

@@ -48,6 +48,10 @@ int sess_send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 	struct ssw_wire_hdr h;
 	struct iovec v[2 + 16];
 	uint32_t credits = 0;
+	/* suspended: nothing leaves until the peer's RESUME but the swap's
+	 * own messages (session_swap.c) */
+	if (s->sw.suspended && type != SSW_MSG_SUSPENDED && type != SSW_MSG_RESUME && type != SSW_MSG_SUSPEND)
+		return -EAGAIN;
 	credits = s->rx_unacked > UINT32_MAX ? UINT32_MAX : (uint32_t)s->rx_unacked;
 	ssw_wire_hdr_set(&h, type, (uint32_t)(flen + dlen), credits, s->tx_seq);
 	if (type == SSW_MSG_DATA && small_sender(s))
@@ -83,6 +87,12 @@ void sess_sent(struct ssw_session *s, uint32_t credits)
 int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen)
 {
 	for (int tries = 0;; tries++) {
+		/* suspended (session_swap.c): a FIN goes at RESUME, as a kernel
+		 * shutdown never waits; anything else waits for it (bounded) */
+		if (s->sw.suspended && type == SSW_MSG_FIN) {
+			s->sw.fin_owed = true;
+			return 0;
+		}
 		int rc = sess_send_msg(s, type, fixed, flen, NULL, 0, 0);
 		if (rc != -EAGAIN)
 			return rc;
@@ -90,7 +100,7 @@ int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 		rc = sess_wait_peer(s, ssw_now_ns() + 10000000ull);
 		if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR)
 			return rc;
-		if (tries > 1000)
+		if (s->broken || (tries > 1000 && !s->sw.suspended))
 			return -ECONNRESET;
 	}
 }

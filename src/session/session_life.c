@@ -4,6 +4,7 @@
  * holder's close reaches the peer. */
 #include "session/session_priv.h"
 
+#include "common/bell.h"
 #include "common/kick.h"
 #include "common/log.h"
 #include "common/waitpol.h"
@@ -38,9 +39,12 @@ void sess_lock(struct ssw_session *s)
 static void take_over(struct ssw_session *s, pid_t me)
 {
 	atomic_store(&s->user, me);
-	if (s->touched)
+	if (s->touched && !s->swap_transport)
 		atomic_store(&s->resync, me);
 	s->touched = true;
+	/* others may ask for it from now on: this process serves them */
+	if (sess_swap_possible(s) && atomic_load(&s->holders) > 1 && ssw_session_cfg.control_taken)
+		ssw_session_cfg.control_taken();
 }
 
 /* An exclusive connection is driven by one process at a time: the first to
@@ -63,15 +67,63 @@ bool sess_enter(struct ssw_session *s)
 	if (!s->exclusive)
 		return true;
 	pid_t me = ssw_pid(), u = atomic_load(&s->user);
-	if (u == me)
+	if (u == me) {
+		/* others asked first: they go first (FIFO), then we ask again */
+		if (s->sw.qn && sess_swap_possible(s))
+			(void)sess_swap_serve(s, ssw_now_ns() + 30000000000ull);
+		/* (another thread of ours may have handed it over meanwhile) */
+		if (atomic_load(&s->user) != me && !sess_swap_take(s)) {
+			sess_unlock(s);
+			return false;
+		}
 		return true;
-	bool gone = u == 0 || (kill(u, 0) < 0 && errno == ESRCH);
+	}
+	bool gone = u == 0 || !ssw_pid_alive(u);
+	if (gone && !(s->touched && s->hv) && !s->sw.qn) {
+		take_over(s, me);
+		return true;
+	}
+	/* a live controller (or others already waiting): ask for control */
+	if (sess_swap_take(s))
+		return true;
 	if (gone && !(s->touched && s->hv)) {
 		take_over(s, me);
 		return true;
 	}
 	sess_unlock(s);
 	return false;
+}
+
+/* The same for a look (poll, a sleep's set-up): never asks for control
+ * (seed 000: only a transfer of data moves it), but the controller serves
+ * those asking if it can without waiting. */
+bool sess_enter_look(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (atomic_load_explicit(&s->moved, memory_order_relaxed)) {
+		sess_unlock(s);
+		return false;
+	}
+	if (!s->exclusive)
+		return true;
+	pid_t me = ssw_pid(), u = atomic_load(&s->user);
+	if (u == me && s->sw.qn && sess_swap_possible(s))
+		(void)sess_swap_serve(s, 0);
+	u = atomic_load(&s->user);
+	if (u == me)
+		return true;
+	bool gone = u == 0 || !ssw_pid_alive(u);
+	if (gone && !(s->touched && s->hv) && !s->sw.qn) {
+		take_over(s, me);
+		return true;
+	}
+	sess_unlock(s);
+	return false;
+}
+
+bool sess_foreign_live(const struct ssw_session *s)
+{
+	return sess_swap_possible(s) && !s->broken && !atomic_load_explicit(&s->moved, memory_order_relaxed);
 }
 
 bool sess_foreign(const struct ssw_session *s)
@@ -81,6 +133,8 @@ bool sess_foreign(const struct ssw_session *s)
 
 void sess_unlock(struct ssw_session *s)
 {
+	if (sess_swap_owed(s))
+		sess_swap_flush(s);
 	pthread_mutex_unlock(&s->lock);
 	sess_urg_flush();
 }
@@ -149,7 +203,7 @@ void ssw_session_make_init(const struct ssw_session_opts *o, void *buf)
 		.version = SSW_WIRE_VERSION,
 		/* the transport clamps it to what it can hold (window_cap) */
 		.window = o && o->rcvbuf ? o->rcvbuf : UINT32_MAX,
-		.caps = my_caps() | (o && o->ask_proof ? SSW_INIT_ASK_PROOF : 0),
+		.caps = my_caps() | SSW_INIT_SWAP | (o && o->ask_proof ? SSW_INIT_ASK_PROOF : 0),
 		.pid = (int32_t)ssw_pid(),
 	};
 	memcpy(buf, &in, sizeof in);
@@ -195,6 +249,12 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	s->p = prov;
 	s->ep = ep;
 	s->exclusive = !(prov->caps & SSW_CAP_SHARED_CONTEXT);
+	/* the endpoint itself is in fork-shared memory (shm taken as a
+	 * provider without shared context): any holder can drive it once the
+	 * peer is suspended (session_swap.c) */
+	s->swap_transport = s->exclusive && prov->conn->ep_caps && (prov->conn->ep_caps(ep) & SSW_CAP_SHARED_CONTEXT);
+	if (s->exclusive)
+		(void)ssw_bell_init();
 	atomic_store(&s->user, ssw_pid());
 	s->touched = true;
 	size_t mm = prov->msg->max_msg(ep);
@@ -368,7 +428,7 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 		s->wr_shut = true;
 		if (!s->reset && !s->peer_closed) {
 			(void)sess_send_ctl(s, SSW_MSG_FIN, NULL, 0);
-			if (s->p->progress->note)
+			if (s->p->progress->note && !s->sw.fin_owed)
 				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
 		}
 	}

@@ -87,6 +87,25 @@ struct sess_wait {
 	uint64_t send_tick;        /* coarse clock at the last send: one probe per tick */
 };
 
+/* Control of an exclusive connection moving between the processes that
+ * share it (session_swap.c).  In the session's shared memory. */
+#define SWAP_Q 8
+struct sess_swap {
+	_Atomic uint32_t bell;     /* futex: bumped when control moves; askers sleep on it */
+	pid_t q[SWAP_Q];           /* processes asking for control, in order */
+	unsigned qn;
+	pid_t serving;             /* the process whose thread is suspending the peer now (0: none) */
+	pid_t granted;             /* control handed to it, not yet taken by its thread that asked */
+	bool asked;                /* SUSPEND sent: the peer's SUSPENDED awaited */
+	bool got;                  /* ... and it came: nothing more from the peer until RESUME */
+	bool resume_owed;          /* the controller owes the peer RESUME */
+	/* the other side of it: our peer's controller asked us to stop */
+	bool peer_wants;           /* its SUSPEND came: SUSPENDED owed once we are quiet */
+	bool suspended;            /* SUSPENDED sent: we send nothing until its RESUME */
+	bool fin_owed;             /* a shutdown while suspended: our FIN goes at RESUME */
+	uint64_t suspended_ns;     /* since when (a bound: README Limits) */
+};
+
 struct ssw_session {
 	/* lifetime */
 	pthread_mutex_t lock;      /* process-shared and robust: the session is fork-shared */
@@ -102,6 +121,13 @@ struct ssw_session {
 	 * drove it (session_rx.c sess_head): its own transport still holds
 	 * what arrived before the fork, which the other consumed already */
 	_Atomic pid_t resync;
+	/* exclusive: another process may be given control while this one
+	 * lives (session_swap.c): the peer answers SUSPEND (its INIT said
+	 * SSW_INIT_SWAP) and the transport serves any holder once the peer is
+	 * suspended (its endpoint is shared, though the provider is taken as
+	 * one that is not: SOCKSWITCH_SHARED_CONTEXT=0) */
+	bool peer_swap, swap_transport;
+	struct sess_swap sw;
 	/* A process that dropped privileges took its own copy of the
 	 * connection (session_unshare.c) and left this memory to the others:
 	 * here the connection is gone (reset), and a close only lets go.
@@ -177,6 +203,8 @@ static inline size_t iov_total(const struct iovec *iov, int n)
 
 static inline uint64_t tx_limit(const struct ssw_session *s)
 {
+	if (s->sw.suspended) /* nothing leaves until the peer's RESUME (session_swap.c) */
+		return 0;
 	uint64_t l = s->peer_window;
 	if (s->sndbuf && s->sndbuf < l)
 		l = s->sndbuf;
@@ -189,8 +217,9 @@ static inline uint64_t tx_limit(const struct ssw_session *s)
  * request for listening proofs (SSW_INIT_ASK_PROOF), kept apart. */
 static inline void sess_set_peer_caps(struct ssw_session *s, uint32_t caps)
 {
-	s->peer_caps = caps & ~SSW_INIT_ASK_PROOF;
+	s->peer_caps = caps & ~(SSW_INIT_ASK_PROOF | SSW_INIT_SWAP);
 	s->peer_asks_proof = (caps & SSW_INIT_ASK_PROOF) != 0;
+	s->peer_swap = (caps & SSW_INIT_SWAP) != 0;
 }
 static inline bool rcv_down(const struct ssw_session *s) { return s->fin_rcvd || s->rd_shut || s->reset; }
 static inline bool snd_down(const struct ssw_session *s) { return s->wr_shut || s->reset; }
@@ -287,6 +316,33 @@ void sess_q_take(struct ssw_session *s, size_t n);
 
 /* session_tx.c */
 void sess_flush_held(struct ssw_session *s);
+
+/* session_swap.c: control of an exclusive connection moving between live
+ * processes (seed 000).  All called locked. */
+bool sess_swap_possible(const struct ssw_session *s);
+/* sess_enter for a look (poll): never asks for control. */
+bool sess_enter_look(struct ssw_session *s);
+/* Not ours now, but ours to ask for (a live connection another process
+ * drives). */
+bool sess_foreign_live(const struct ssw_session *s);
+/* Ask for control while another live process has it, and wait for it:
+ * true when ours; false (still locked) when it cannot be asked. */
+bool sess_swap_take(struct ssw_session *s);
+/* The controller: give control to the first process asking, after
+ * suspending the peer; waits for the peer until dl (0: no wait).  true
+ * when control went. */
+bool sess_swap_serve(struct ssw_session *s, uint64_t dl);
+/* After a wait without the lock: serve those asking, or take control
+ * back if it went meanwhile. */
+void sess_swap_check(struct ssw_session *s);
+/* The messages, from the peer (session_rx.c). */
+void sess_swap_msg(struct ssw_session *s, uint8_t type);
+/* What is owed (SUSPENDED, RESUME), before the lock goes. */
+void sess_swap_flush(struct ssw_session *s);
+static inline bool sess_swap_owed(const struct ssw_session *s)
+{
+	return s->sw.peer_wants || s->sw.resume_owed || s->sw.suspended || s->sw.fin_owed;
+}
 ssize_t sess_send_inline(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, size_t at,
 			   bool nonblock, uint64_t dl, bool hold);
 

@@ -172,6 +172,11 @@ void sess_handle_control(struct ssw_session *s)
 		break;
 	case SSW_MSG_CREDIT:
 		break;
+	case SSW_MSG_SUSPEND:
+	case SSW_MSG_SUSPENDED:
+	case SSW_MSG_RESUME:
+		sess_swap_msg(s, m->h.type);
+		break;
 	case SSW_MSG_RNDV_DONE:
 	case SSW_MSG_SINK:
 	case SSW_MSG_WRITE_DONE:

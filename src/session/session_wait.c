@@ -200,6 +200,10 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 	int r = ssw_wait(&s->w.pol, &session_wait, deadline, &sw.w);
 	if (!sw.locked)
 		sess_lock(s);
+	/* without the lock, control may have gone to another process, or
+	 * another may be asking for it (session_swap.c) */
+	if (s->exclusive)
+		sess_swap_check(s);
 	if (r == -EINTR || r == -ETIMEDOUT)
 		return r;
 	return 0;
@@ -246,10 +250,22 @@ static short poll_bits(struct ssw_session *s)
 	return ev;
 }
 
+/* Another process drives the connection now; a send here would ask for
+ * it and go on (session_swap.c): writable, and readable with what all
+ * holders' queue has (read unlocked: a look). */
+static short foreign_bits(const struct ssw_session *s)
+{
+	short ev = POLLOUT | POLLWRNORM;
+	if (__atomic_load_n(&s->q.len, __ATOMIC_RELAXED) || __atomic_load_n(&s->fin_rcvd, __ATOMIC_RELAXED))
+		ev |= POLLIN | POLLRDNORM;
+	return ev;
+}
+
 short ssw_session_poll(struct ssw_session *s)
 {
-	if (!sess_enter(s)) /* a reset socket's bits, in this process */
-		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR | POLLHUP | POLLRDHUP;
+	if (!sess_enter_look(s)) /* a reset socket's bits, in this process */
+		return sess_foreign_live(s) ? foreign_bits(s)
+					    : POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR | POLLHUP | POLLRDHUP;
 	short ev = poll_bits(s);
 	sess_unlock(s);
 	return ev;
@@ -258,8 +274,14 @@ short ssw_session_poll(struct ssw_session *s)
 int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, int *nout)
 {
 	int rc = 0;
-	if (!sess_enter(s))
-		return -EAGAIN; /* ready: poll_bits says reset */
+	if (!sess_enter_look(s)) {
+		if (!sess_foreign_live(s))
+			return -EAGAIN; /* ready: poll_bits says reset */
+		/* another process drives it: nothing here rings; naps */
+		atomic_fetch_add(&s->w.sleepers, 1);
+		*nout = 0;
+		return 1;
+	}
 	/* credits the transport had no room for: the peer may wait for them
 	 * while the application only polls (as wait_peer: retry, then nap) */
 	bool owed = s->credit_owed && sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
@@ -278,7 +300,7 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 void ssw_session_sleep_done(struct ssw_session *s)
 {
 	atomic_fetch_sub(&s->w.sleepers, 1);
-	if (!sess_enter(s))
+	if (!sess_enter_look(s))
 		return;
 	woke(s);
 	sess_unlock(s);
@@ -286,7 +308,7 @@ void ssw_session_sleep_done(struct ssw_session *s)
 
 int ssw_session_watch(struct ssw_session *s)
 {
-	if (!sess_enter(s))
+	if (!sess_enter_look(s))
 		return -EAGAIN;
 	int rc = s->ep ? s->p->progress->arm(s->ep) : -EAGAIN;
 	sess_unlock(s);
@@ -295,7 +317,7 @@ int ssw_session_watch(struct ssw_session *s)
 
 void ssw_session_unwatch(struct ssw_session *s)
 {
-	if (!sess_enter(s))
+	if (!sess_enter_look(s))
 		return;
 	if (s->ep)
 		woke(s);

@@ -33,6 +33,9 @@ int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_
 		return fixed(m, m->payload, 1, &m->u.oob);
 	case SSW_MSG_FIN:
 	case SSW_MSG_CREDIT:
+	case SSW_MSG_SUSPEND:
+	case SSW_MSG_SUSPENDED:
+	case SSW_MSG_RESUME:
 		return m->h.len ? -1 : 0;
 	case SSW_MSG_RNDV_READ:
 	case SSW_MSG_SINK:

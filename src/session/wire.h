@@ -26,7 +26,12 @@ enum ssw_msg_type {
 	SSW_MSG_SINK = 9,       /* receiver: write into this descriptor */
 	SSW_MSG_WRITE_DONE = 10,/* sender: wrote n bytes into the sink (or failed) */
 	SSW_MSG_WINDOW = 11,    /* receiver's window changed (SO_RCVBUF) */
-	SSW_MSG_MAX_ = 12
+	/* Control of a connection moving between processes that share it
+	 * (session_swap.c); only to a peer whose INIT said SSW_INIT_SWAP */
+	SSW_MSG_SUSPEND = 12,   /* stop sending: another process of ours takes over */
+	SSW_MSG_SUSPENDED = 13, /* answer: nothing more from me until RESUME */
+	SSW_MSG_RESUME = 14,    /* from the new controller: go on */
+	SSW_MSG_MAX_ = 15
 };
 
 /* Header flags.  ACK_NOW (DATA only): return this message's credits as soon
@@ -54,6 +59,9 @@ struct ssw_wire_init {
  * (switch/proof.c): the connector makes one for its next connects here.
  * A peer that does not know it ignores it. */
 #define SSW_INIT_ASK_PROOF (1u << 31)
+/* In either INIT's caps: this side answers SUSPEND and RESUME (a control
+ * swap, session_swap.c).  An older peer neither sends nor expects them. */
+#define SSW_INIT_SWAP (1u << 30)
 
 struct ssw_wire_rndv {     /* RNDV_READ and SINK */
 	uint64_t id;

@@ -51,6 +51,11 @@ static void start_provider(int i, const struct ssw_route_rule *rule)
 		SSW_WARN("provider %s cannot start (%s): its connections use kernel TCP", r->name, strerror(-rc));
 		return;
 	}
+	/* SOCKSWITCH_SHARED_CONTEXT=0: every provider is taken as one that
+	 * cannot share a connection between processes (session_swap.c), so
+	 * that shm walks fabric's road on one host */
+	if (ssw_param_choice(SSW_P_SHARED_CONTEXT) == 0)
+		usable[i].p.caps &= ~(uint32_t)SSW_CAP_SHARED_CONTEXT;
 	usable_ok[i] = true;
 	ssw_exit_close_private(); /* exit closes connections as the kernel would (exit.c) */
 }
@@ -86,6 +91,7 @@ static void init_once(void)
 		return;
 	ssw_session_config_apply();
 	ssw_trim_init();
+	ssw_swap_helper_init();
 	if (hook_error)
 		SSW_INFO("no memory hooks (%s): the registration cache is off", strerror(-hook_error));
 	if (ssw_routes_load(&ssw_routes_table, err, sizeof err) < 0) {

@@ -77,6 +77,11 @@ void ssw_fork_guard_leave(void);
 /* The housekeeping thread that gives back idle connections' memory
  * (trim.c): registered at start-up; around fork (after statreg's). */
 void ssw_trim_init(void);
+/* share/swap_helper.c: the thread serving requests for shared connections
+ * this process controls; fork takes its look's lock like the trim's. */
+void ssw_swap_helper_init(void);
+void ssw_swap_fork_begin(void);
+void ssw_swap_fork_end(bool child);
 void ssw_trim_fork_begin(void);
 void ssw_trim_fork_end(bool child);
 

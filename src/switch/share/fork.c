@@ -10,8 +10,8 @@
  *
  * A provider without SSW_CAP_SHARED_CONTEXT (fabric) keeps its endpoints in
  * one process: its listeners cannot be shared, so the child closes its
- * copies, and the parent closes its own too unless it has accepted on (or
- * polled) the socket: a fork-per-connection server goes on listening there
+ * copies, and the parent closes its own too (before the fork, so that no
+ * copy outlives it) unless it has accepted on (or polled) the socket: a fork-per-connection server goes on listening there
  * (closing at every fork reset the connects in flight, whose fabric
  * connections the listener had already taken).  A process whose copies
  * went listens again on its own when it first accepts or polls there
@@ -36,6 +36,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <string.h>
 
 #define fork_lock (ssw_fl->fork_lock)
 /* Written once, before this process's first fork: its children inherit it. */
@@ -108,15 +109,36 @@ static void before_fork(int fd, struct ssw_sock *s, void *arg)
 	find_private(fd, s, NULL);
 }
 
-/* After fork, in each process: close, unlock, let go. */
+/* Before fork, in the parent: the listeners it does not keep (it never
+ * accepted there) go now, so that the child never holds them either.
+ * Closed after the fork in both, they lived on until the later of the two
+ * closes: a connect in between reached a listener nobody would accept
+ * from, and was reset when the last copy went. */
+static char early_names[64];
+static int early_n;
+
+static void drop_private_early(void)
+{
+	early_names[0] = '\0';
+	early_n = 0;
+	for (int i = 0; i < npriv; i++)
+		if (__atomic_load_n(&priv_ls[i]->looked_by, __ATOMIC_RELAXED) != ssw_pid())
+			early_n += ssw_setup_listener_drop_private(priv_ls[i], early_names, sizeof early_names) > 0;
+}
+
+/* After fork, in each process: close (the child: what the parent kept),
+ * unlock, let go. */
 static void drop_private(bool parent)
 {
 	char names[64] = "";
 	int n = 0;
+	if (parent) {
+		memcpy(names, early_names, sizeof names);
+		n = early_n;
+	}
 	for (int i = 0; i < npriv; i++) {
-		bool keep = parent && __atomic_load_n(&priv_ls[i]->looked_by, __ATOMIC_RELAXED) == ssw_pid();
-		if (!keep)
-			n += ssw_setup_listener_drop_private(priv_ls[i], names, sizeof names) > 0;
+		if (!parent)
+			(void)ssw_setup_listener_drop_private(priv_ls[i], NULL, 0);
 		pthread_mutex_unlock(&priv_ls[i]->lock);
 	}
 	for (int i = 0; i < npriv; i++)
@@ -138,6 +160,7 @@ void ssw_fork_begin(void)
 {
 	ssw_statreg_fork_begin(); /* first: statreg.c says why */
 	ssw_trim_fork_begin();    /* the same for the housekeeper's looks (trim.c) */
+	ssw_swap_fork_begin();    /* and the swap helper's (swap_helper.c) */
 	pthread_rwlock_wrlock(&fork_lock);
 	__atomic_store_n(&ssw_fl->forking, pthread_self(), __ATOMIC_RELAXED);
 	if (!forked_ever)
@@ -147,6 +170,7 @@ void ssw_fork_begin(void)
 	ssw_fdtab_each(before_fork, NULL); /* npriv is 0 between forks */
 	for (int i = 0; i < npriv; i++)
 		pthread_mutex_lock(&priv_ls[i]->lock);
+	drop_private_early();
 }
 
 SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
@@ -165,7 +189,7 @@ SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 	if (pid < 0) {
 		int down = -1;
 		ssw_fdtab_each(hold, &down);
-		for (int i = 0; i < npriv; i++) { /* no fork: the listeners stay */
+		for (int i = 0; i < npriv; i++) { /* no fork: those kept stay, the others come back at the next accept */
 			pthread_mutex_unlock(&priv_ls[i]->lock);
 			ssw_sock_put(priv_ls[i]);
 		}
@@ -174,6 +198,7 @@ SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 		drop_private(true);
 	}
 	pthread_rwlock_unlock(&fork_lock);
+	ssw_swap_fork_end(false);
 	ssw_trim_fork_end(false);
 	ssw_statreg_fork_end(false);
 }

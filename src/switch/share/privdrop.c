@@ -3,6 +3,7 @@
  * forked from (session_unshare.c says why and how). */
 #include "switch/switch.h"
 
+#include "common/bell.h"
 #include "common/log.h"
 
 #include <stdlib.h>
@@ -33,6 +34,7 @@ void ssw_privdrop_unshare(void)
 		ssw_sock_put(s);
 	}
 	free(fds);
+	ssw_bell_unshare(); /* no more doorbells shared with the processes it was forked from */
 	if (failed)
 		SSW_WARN("privilege drop: %d connection(s) still share memory with the processes this one was "
 			 "forked from (out of memory)", failed);

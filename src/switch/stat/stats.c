@@ -85,17 +85,20 @@ void ssw_stats_dump_at_exit(void)
 	ssw_fdtab_each(add_live, &l);
 	struct ssw_regcache_stats rc;
 	ssw_regcache_totals(&rc);
-	char line[512];
+	uint64_t sw_n, sw_ns, sw_max;
+	ssw_session_swap_counts(&sw_n, &sw_ns, &sw_max);
+	char line[640];
 	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu"
 			 " adopted=%lu rndv=%lu rndv_fallback=%lu rdma_regs=%lu regcache_hits=%llu regcache_misses=%llu regcache_evictions=%llu regcache_invalidations=%llu"
-			 " regcache_registrations=%llu\n",
+			 " regcache_registrations=%llu swaps=%llu swap_us=%llu swap_us_max=%llu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
 			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received,
 			 atomic_load(&ssw_counters.refused), atomic_load(&ssw_counters.adopted), atomic_load(&ssw_counters.rndv) + l.rndv,
 			 atomic_load(&ssw_counters.rndv_fallback) + l.rndv_fallback,
 			 atomic_load(&ssw_counters.rdma_regs) + l.rdma_regs, (unsigned long long)rc.hits, (unsigned long long)rc.misses,
 			 (unsigned long long)rc.evictions, (unsigned long long)rc.invalidations,
-			 (unsigned long long)rc.registrations);
+			 (unsigned long long)rc.registrations, (unsigned long long)sw_n, (unsigned long long)(sw_ns / 1000),
+			 (unsigned long long)(sw_max / 1000));
 	int fd = open_stats(path);
 	if (fd < 0)
 		return;

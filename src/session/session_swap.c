@@ -1,0 +1,364 @@
+/* session_swap.c — control of a connection shared by fork moving between
+ * live processes, for a provider without shared context (seed 000).
+ *
+ * Such a connection is driven by one process at a time (s->user).  Before,
+ * another process could take it only once that one was gone; meanwhile it
+ * saw a reset.  Now a process that wants to transfer data asks: it joins
+ * the session's queue (FIFO) and rings the controller (common/bell.h),
+ * whose own next operation, or its helper thread when it is idle
+ * (switch/share/swap_helper.c), serves the queue:
+ *
+ *   1. the controller sends SUSPEND once nothing of its own is in flight
+ *      (no rendezvous of ours waiting for the peer);
+ *   2. the peer, once quiet itself (no rendezvous of its own in flight),
+ *      answers SUSPENDED and sends nothing more: a blocking send waits, a
+ *      non-blocking one gets EAGAIN, poll shows it not writable;
+ *   3. the controller takes in everything up to SUSPENDED (staged into the
+ *      session's queue, which all holders share), so the transport holds
+ *      nothing of the peer's, and hands control to the first process
+ *      still alive in the queue;
+ *   4. the new controller sends RESUME before anything else; the peer
+ *      goes on.
+ *
+ * A thread of the controller asleep in an operation does not hold control
+ * back: it asks again when it wakes (sess_swap_check), behind the others,
+ * as the seed completes such requests and queues them anew.
+ *
+ * Failures: a controller that dies mid-swap leaves control to whoever
+ * asks next, who finishes what it began (waits for SUSPENDED if SUSPEND
+ * went, and owes RESUME); a peer that stays suspended SWAP_WAIT_NS ends
+ * the connection (reset), as does a process that waited that long for
+ * control.  Every message is checked against the state: a SUSPENDED not
+ * asked for, a RESUME while not suspended, a second SUSPEND, reset the
+ * connection.
+ *
+ * The transport must serve the new controller as it served the old one
+ * once the peer is suspended: true of an endpoint in fork-shared memory
+ * (shm with SOCKSWITCH_SHARED_CONTEXT=0: s->swap_transport).  An
+ * endpoint in process memory (fabric) needs a new connection from the new
+ * controller; until then such a connection keeps the old rule (README
+ * Limits). */
+#include "session/session_priv.h"
+
+#include "common/bell.h"
+#include "common/kick.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define SWAP_WAIT_NS (30ull * 1000000000ull)
+
+/* This process's swaps, for its statistics line (a forked child counts
+ * its own). */
+static struct {
+	pid_t pid;
+	uint64_t n, ns, max_ns;
+} counts;
+
+void ssw_session_swap_counts(uint64_t *n, uint64_t *ns, uint64_t *max_ns)
+{
+	bool mine = counts.pid == ssw_pid();
+	*n = mine ? counts.n : 0;
+	*ns = mine ? counts.ns : 0;
+	*max_ns = mine ? counts.max_ns : 0;
+}
+
+static void count(uint64_t ns)
+{
+	if (counts.pid != ssw_pid())
+		counts.pid = ssw_pid(), counts.n = counts.ns = counts.max_ns = 0;
+	counts.n++;
+	counts.ns += ns;
+	if (ns > counts.max_ns)
+		counts.max_ns = ns;
+}
+
+/* A thread inside the swap code (its waits come back here otherwise). */
+static __thread bool in_swap;
+
+bool sess_swap_possible(const struct ssw_session *s)
+{
+	return s->exclusive && s->peer_swap && s->swap_transport;
+}
+
+static bool alive(pid_t p)
+{
+	return ssw_pid_alive(p);
+}
+
+static bool q_has(const struct ssw_session *s, pid_t p)
+{
+	for (unsigned i = 0; i < s->sw.qn && i < SWAP_Q; i++)
+		if (s->sw.q[i] == p)
+			return true;
+	return false;
+}
+
+static void q_del(struct ssw_session *s, pid_t p)
+{
+	unsigned k = 0;
+	for (unsigned i = 0; i < s->sw.qn && i < SWAP_Q; i++)
+		if (s->sw.q[i] != p)
+			s->sw.q[k++] = s->sw.q[i];
+	s->sw.qn = k;
+}
+
+/* The first process of the queue still alive (the dead ones leave it). */
+static pid_t q_pop(struct ssw_session *s)
+{
+	while (s->sw.qn) {
+		pid_t p = s->sw.q[0];
+		q_del(s, p);
+		if (alive(p))
+			return p;
+	}
+	return 0;
+}
+
+static void bell_bump(struct ssw_session *s)
+{
+	atomic_fetch_add(&s->sw.bell, 1);
+	/* not FUTEX_PRIVATE: the session is shared with other processes */
+	(void)SYS_(futex, &s->sw.bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Hand control to the first process waiting (called by the controller
+ * once the peer is suspended, or when there is no peer left to suspend). */
+static bool hand(struct ssw_session *s)
+{
+	pid_t next = q_pop(s);
+	bool asked = s->sw.asked;
+	s->sw.asked = s->sw.got = false;
+	if (asked)
+		s->sw.resume_owed = true; /* the next controller's first message (or ours) */
+	if (!next)
+		return false;
+	atomic_store(&s->user, next);
+	s->sw.granted = next; /* for the thread there that asked: none of its own may serve first */
+	s->touched = true;
+	bell_bump(s);
+	return true;
+}
+
+/* Nothing of ours in flight that the peer must finish with us: a
+ * rendezvous send waiting for its RNDV_DONE, a read of the peer's buffer
+ * under way in another thread. */
+static bool quiet(const struct ssw_session *s)
+{
+	return !s->txr.id && !s->rr.busy;
+}
+
+bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
+{
+	pid_t me = ssw_pid();
+	if (in_swap || !s->sw.qn || atomic_load(&s->user) != me)
+		return false;
+	if (s->sw.serving && s->sw.serving != me && alive(s->sw.serving))
+		return false;
+	/* control came for a thread of ours that has not taken it yet (asleep
+	 * in sess_swap_take): it must have its turn first */
+	if (s->sw.granted == me)
+		return false;
+	/* control just came: the peer hears RESUME before another SUSPEND */
+	sess_swap_flush(s);
+	if (s->sw.resume_owed)
+		return false;
+	in_swap = true;
+	s->sw.serving = me;
+	bool went = false;
+	/* control may go and come back while we wait: a round of its own */
+	uint32_t round = atomic_load(&s->sw.bell);
+	for (;;) {
+		if (s->reset || s->broken || s->peer_closed) {
+			/* nothing more will come from the peer: no need to stop it */
+			went = hand(s);
+			break;
+		}
+		sess_flush_held(s);
+		if (quiet(s) && !s->sw.asked && sess_send_msg(s, SSW_MSG_SUSPEND, NULL, 0, NULL, 0, 0) == 0) {
+			s->sw.asked = true;
+		}
+		/* everything the peer sent before SUSPENDED comes into the queue */
+		(void)sess_pump(s, true);
+		if (s->sw.got && !s->hv && !s->rr.active && !s->rw.active) {
+			went = hand(s);
+			break;
+		}
+		if (!dl || ssw_now_ns() >= dl || !s->sw.qn)
+			break;
+		int w = sess_wait_peer(s, dl);
+		if (w < 0 && w != -ETIMEDOUT && w != -EINTR)
+			break;
+		if (atomic_load(&s->user) != me || atomic_load(&s->sw.bell) != round)
+			break;
+	}
+	if (s->sw.serving == me)
+		s->sw.serving = 0;
+	in_swap = false;
+	return went;
+}
+
+/* Control came to us: what the swap still owes. */
+static void took(struct ssw_session *s, uint64_t t0)
+{
+	s->sw.granted = 0;
+	count(ssw_now_ns() - t0);
+	if (ssw_session_cfg.control_taken)
+		ssw_session_cfg.control_taken();
+	sess_swap_flush(s);
+}
+
+/* The controller is gone: control is ours, with what it began.  If it
+ * had asked the peer to stop, the peer's SUSPENDED still marks where the
+ * transport's messages end: wait for it as it would have. */
+static void take_from_gone(struct ssw_session *s, pid_t me, uint64_t dl)
+{
+	atomic_store(&s->user, me);
+	s->touched = true;
+	s->sw.serving = 0;
+	in_swap = true;
+	while (s->sw.asked && !s->sw.got && !s->reset && !s->broken && ssw_now_ns() < dl) {
+		if (sess_pump(s, true) > 0)
+			continue;
+		int w = sess_wait_peer(s, dl);
+		if (w < 0 && w != -ETIMEDOUT && w != -EINTR)
+			break;
+	}
+	in_swap = false;
+	if (s->sw.asked) {
+		s->sw.asked = s->sw.got = false;
+		s->sw.resume_owed = true;
+	}
+	bell_bump(s);
+}
+
+bool sess_swap_take(struct ssw_session *s)
+{
+	if (!sess_swap_possible(s) || in_swap)
+		return false;
+	pid_t me = ssw_pid();
+	uint64_t t0 = ssw_now_ns(), dl = t0 + SWAP_WAIT_NS;
+	if (!q_has(s, me)) {
+		if (s->sw.qn >= SWAP_Q)
+			return false;
+		s->sw.q[s->sw.qn++] = me;
+	}
+	for (;;) {
+		pid_t u = atomic_load(&s->user);
+		if (u == me) {
+			q_del(s, me);
+			took(s, t0);
+			return true;
+		}
+		if (u == 0 || !alive(u) || s->broken) {
+			q_del(s, me);
+			take_from_gone(s, me, dl);
+			took(s, t0);
+			return true;
+		}
+		if (ssw_now_ns() >= dl) {
+			q_del(s, me);
+			atomic_store(&s->user, me);
+			sess_set_broken(s, "control of a connection shared with another process did not come in 30 s");
+			return true;
+		}
+		uint32_t seen = atomic_load(&s->sw.bell);
+		ssw_bell_ring(u);
+		sess_unlock(s);
+		/* a swap takes tens of microseconds: yield the CPU a few times
+		 * (the controller's thread may need this one) before sleeping */
+		for (int k = 0; k < 20 && atomic_load(&s->sw.bell) == seen; k++)
+			sched_yield();
+		/* short naps: the controller may die without a word */
+		struct timespec ts = { 0, 5 * 1000000L };
+		(void)SYS_(futex, &s->sw.bell, FUTEX_WAIT, seen, &ts, NULL, 0);
+		sess_lock(s);
+	}
+}
+
+void sess_swap_check(struct ssw_session *s)
+{
+	/* (without the swap, the old rule: sess_enter's next call decides) */
+	if (in_swap || !sess_swap_possible(s))
+		return;
+	pid_t me = ssw_pid();
+	if (atomic_load(&s->user) == me) {
+		if (s->sw.qn)
+			(void)sess_swap_serve(s, ssw_now_ns() + SWAP_WAIT_NS);
+		if (atomic_load(&s->user) == me)
+			return;
+	}
+	if (!sess_swap_take(s) && atomic_load(&s->user) != me)
+		sess_set_broken(s, "control of a connection shared with another process cannot be asked for");
+}
+
+void sess_swap_msg(struct ssw_session *s, uint8_t type)
+{
+	switch (type) {
+	case SSW_MSG_SUSPEND:
+		if (s->sw.peer_wants || s->sw.suspended)
+			sess_set_broken(s, "SUSPEND while suspended");
+		else
+			s->sw.peer_wants = true;
+		break;
+	case SSW_MSG_SUSPENDED:
+		if (!s->sw.asked || s->sw.got)
+			sess_set_broken(s, "SUSPENDED not asked for");
+		else
+			s->sw.got = true;
+		break;
+	case SSW_MSG_RESUME:
+		if (!s->sw.suspended) {
+			sess_set_broken(s, "RESUME while not suspended");
+			break;
+		}
+		s->sw.suspended = false; /* a FIN owed goes as the lock does (sess_swap_flush) */
+		/* senders waiting for room look again */
+		s->st.state_wakes++;
+		ssw_kick(s);
+		break;
+	}
+}
+
+void sess_swap_flush(struct ssw_session *s)
+{
+	/* only the process driving the transport writes into it */
+	if (s->exclusive && atomic_load(&s->user) != ssw_pid())
+		return;
+	if (s->sw.resume_owed && sess_send_msg(s, SSW_MSG_RESUME, NULL, 0, NULL, 0, 0) == 0) {
+		s->sw.resume_owed = false;
+	}
+	if (s->sw.fin_owed && !s->sw.suspended && sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0) == 0) {
+		s->sw.fin_owed = false;
+		if (s->p->progress->note)
+			s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
+	}
+	if (s->sw.peer_wants && !s->sw.suspended && !s->txr.id) {
+		if (sess_send_msg(s, SSW_MSG_SUSPENDED, NULL, 0, NULL, 0, 0) == 0) {
+			s->sw.peer_wants = false;
+			s->sw.suspended = true;
+			s->sw.suspended_ns = ssw_now_ns();
+		}
+	} else if (s->sw.suspended && ssw_now_ns() - s->sw.suspended_ns > SWAP_WAIT_NS) {
+		sess_set_broken(s, "the peer's processes did not resume this connection in 30 s");
+	}
+}
+
+bool ssw_session_swap_serve(struct ssw_session *s, int ms)
+{
+	if (!__atomic_load_n(&s->sw.qn, __ATOMIC_RELAXED) || !sess_swap_possible(s))
+		return false;
+	sess_lock(s);
+	bool mine = atomic_load(&s->user) == ssw_pid();
+	if (mine)
+		(void)sess_swap_serve(s, ssw_now_ns() + (uint64_t)ms * 1000000ull);
+	bool left = mine && s->sw.qn && atomic_load(&s->user) == ssw_pid();
+	sess_unlock(s);
+	return left;
+}
