@@ -37,7 +37,7 @@ ssw_assert_gt "bench --plot: PNG size (bytes)" "$(stat -c %s "$T/bench.png" 2>/d
 lat=$("$SSW_PYTHON" - "$T/bench.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-print(sum(1 for c in d["cases"] if c["unit"] == "us" and c["kernel"] and c["switched"]))
+print(sum(1 for c in d["cases"] if c["name"].startswith("latency_") and c["unit"] == "us" and c["kernel"] and c["switched"]))
 PY
 )
 ssw_assert_eq "bench --json: p50 and p99 round trip at 64 B and 4 KiB, both columns" "$lat" 4
