@@ -11,7 +11,7 @@
 
 #define BELLS 1024u
 
-static _Atomic uint32_t *page;
+static _Atomic uint32_t *_Atomic page;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void map_page(void)
