@@ -328,8 +328,9 @@ void sess_swap_msg(struct ssw_session *s, uint8_t type)
 
 void sess_swap_flush(struct ssw_session *s)
 {
-	/* only the process driving the transport writes into it */
-	if (s->exclusive && atomic_load(&s->user) != ssw_pid())
+	/* only the process driving the transport writes into it (none once
+	 * the connection is closed here: its last unlock) */
+	if (!s->ep || (s->exclusive && atomic_load(&s->user) != ssw_pid()))
 		return;
 	if (s->sw.resume_owed && sess_send_msg(s, SSW_MSG_RESUME, NULL, 0, NULL, 0, 0) == 0) {
 		s->sw.resume_owed = false;
