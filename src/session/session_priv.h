@@ -97,6 +97,7 @@ struct sess_swap {
 	pid_t serving;             /* the process whose thread is suspending the peer now (0: none) */
 	pid_t granted;             /* control handed to it, not yet taken by its thread that asked */
 	bool asked;                /* SUSPEND sent: the peer's SUSPENDED awaited */
+	uint64_t asked_ns;         /* since when */
 	bool got;                  /* ... and it came: nothing more from the peer until RESUME */
 	bool resume_owed;          /* the controller owes the peer RESUME */
 	/* the other side of it: our peer's controller asked us to stop */
@@ -341,7 +342,7 @@ void sess_swap_msg(struct ssw_session *s, uint8_t type);
 void sess_swap_flush(struct ssw_session *s);
 static inline bool sess_swap_owed(const struct ssw_session *s)
 {
-	return s->sw.peer_wants || s->sw.resume_owed || s->sw.suspended || s->sw.fin_owed;
+	return s->sw.peer_wants || s->sw.resume_owed || s->sw.suspended || s->sw.fin_owed || s->sw.got;
 }
 ssize_t sess_send_inline(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, size_t at,
 			   bool nonblock, uint64_t dl, bool hold);

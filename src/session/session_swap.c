@@ -53,6 +53,12 @@
 #include <time.h>
 
 #define SWAP_WAIT_NS (30ull * 1000000000ull)
+/* How long the controller of a shared transport waits for the peer's
+ * SUSPENDED before it hands control over anyway: a peer whose program is
+ * not in a call on the socket answers only at its next one, and a kernel
+ * TCP sender would not wait for it (soak seed 860000016).  An endpoint in
+ * process memory (fabric) cannot do without the answer. */
+#define SWAP_PATIENCE_NS (2ull * 1000000ull)
 
 /* This process's swaps, for its statistics line (a forked child counts
  * its own). */
@@ -134,9 +140,14 @@ static bool hand(struct ssw_session *s)
 {
 	pid_t next = q_pop(s);
 	bool asked = s->sw.asked;
-	s->sw.asked = s->sw.got = false;
-	if (asked)
-		s->sw.resume_owed = true; /* the next controller's first message (or ours) */
+	if (s->sw.got || s->reset || s->broken || s->peer_closed) {
+		s->sw.asked = s->sw.got = false;
+		if (asked)
+			s->sw.resume_owed = true; /* the next controller's first message (or ours) */
+	}
+	/* else the peer has not answered yet (a shared transport need not
+	 * wait for it: SWAP_PATIENCE_NS): its SUSPENDED reaches the next
+	 * controller, which resumes it then (sess_swap_flush) */
 	if (!next)
 		return false;
 	atomic_store(&s->user, next);
@@ -183,10 +194,13 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 		sess_flush_held(s);
 		if (quiet(s) && !s->sw.asked && sess_send_msg(s, SSW_MSG_SUSPEND, NULL, 0, NULL, 0, 0) == 0) {
 			s->sw.asked = true;
+			s->sw.asked_ns = ssw_now_ns();
 		}
 		/* everything the peer sent before SUSPENDED comes into the queue */
 		(void)sess_pump(s, true);
-		if (s->sw.got && !s->hv && !s->rr.active && !s->rw.active) {
+		bool settled = !s->hv && !s->rr.active && !s->rw.active;
+		if (settled && (s->sw.got || (s->swap_transport && s->sw.asked &&
+					      ssw_now_ns() - s->sw.asked_ns > SWAP_PATIENCE_NS))) {
 			went = hand(s);
 			break;
 		}
@@ -212,6 +226,9 @@ static void took(struct ssw_session *s, uint64_t t0)
 	if (ssw_session_cfg.control_taken)
 		ssw_session_cfg.control_taken();
 	sess_swap_flush(s);
+	/* the peer's SUSPENDED still to come: our thread watches for it */
+	if (s->sw.asked)
+		ssw_bell_ring(ssw_pid());
 }
 
 /* The controller is gone: control is ours, with what it began.  If it
@@ -332,9 +349,13 @@ void sess_swap_flush(struct ssw_session *s)
 	 * the connection is closed here: its last unlock) */
 	if (!s->ep || (s->exclusive && atomic_load(&s->user) != ssw_pid()))
 		return;
-	if (s->sw.resume_owed && sess_send_msg(s, SSW_MSG_RESUME, NULL, 0, NULL, 0, 0) == 0) {
-		s->sw.resume_owed = false;
+	/* the answer to a SUSPEND sent before control came here */
+	if (s->sw.asked && s->sw.got && !s->sw.serving) {
+		s->sw.asked = s->sw.got = false;
+		s->sw.resume_owed = true;
 	}
+	if (s->sw.resume_owed && sess_send_msg(s, SSW_MSG_RESUME, NULL, 0, NULL, 0, 0) == 0)
+		s->sw.resume_owed = false;
 	if (s->sw.fin_owed && !s->sw.suspended && sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0) == 0) {
 		s->sw.fin_owed = false;
 		if (s->p->progress->note)
@@ -353,13 +374,17 @@ void sess_swap_flush(struct ssw_session *s)
 
 bool ssw_session_swap_serve(struct ssw_session *s, int ms)
 {
-	if (!__atomic_load_n(&s->sw.qn, __ATOMIC_RELAXED) || !sess_swap_possible(s))
+	if ((!__atomic_load_n(&s->sw.qn, __ATOMIC_RELAXED) && !__atomic_load_n(&s->sw.asked, __ATOMIC_RELAXED)) ||
+	    !sess_swap_possible(s))
 		return false;
 	sess_lock(s);
 	bool mine = atomic_load(&s->user) == ssw_pid();
-	if (mine)
+	if (mine && s->sw.qn)
 		(void)sess_swap_serve(s, ssw_now_ns() + (uint64_t)ms * 1000000ull);
-	bool left = mine && s->sw.qn && atomic_load(&s->user) == ssw_pid();
+	else if (mine && s->sw.asked && !s->sw.serving && !in_swap)
+		(void)sess_pump(s, true); /* its SUSPENDED, then RESUME as the lock goes */
+	mine = atomic_load(&s->user) == ssw_pid();
+	bool left = mine && (s->sw.qn || s->sw.asked);
 	sess_unlock(s);
 	return left;
 }

@@ -251,13 +251,25 @@ static short poll_bits(struct ssw_session *s)
 }
 
 /* Another process drives the connection now; a send here would ask for
- * it and go on (session_swap.c): writable, and readable with what all
- * holders' queue has (read unlocked: a look). */
-static short foreign_bits(const struct ssw_session *s)
+ * it and go on (session_swap.c): writable; readable when the holders'
+ * queue or the transport has something (a read takes control and finds
+ * out: maybe only credits), and the end of the connection as any holder
+ * sees it (the transport is fork-shared: s->swap_transport). */
+static short foreign_bits(struct ssw_session *s)
 {
+	sess_lock(s);
 	short ev = POLLOUT | POLLWRNORM;
-	if (__atomic_load_n(&s->q.len, __ATOMIC_RELAXED) || __atomic_load_n(&s->fin_rcvd, __ATOMIC_RELAXED))
+	if (s->ep && s->swap_transport)
+		sess_peer_check(s, true);
+	if (s->q.len || rcv_down(s) || (s->ep && s->swap_transport && s->p->progress->rx_ready(s->ep)))
 		ev |= POLLIN | POLLRDNORM;
+	if (rcv_down(s))
+		ev |= POLLRDHUP;
+	if (tcp_closed(s))
+		ev |= POLLHUP;
+	if (s->so_error)
+		ev |= POLLERR;
+	sess_unlock(s);
 	return ev;
 }
 

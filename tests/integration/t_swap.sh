@@ -16,7 +16,10 @@
 #  (d) the controller stopped (SIGSTOP) while the child waits for control,
 #      then killed: the child takes the connection over (no hang), and its
 #      requests are answered;
-#  (e) the same program with shared context (the default): no swap at all.
+#  (e) the same program with shared context (the default): no swap at all;
+#  (f) an idle peer (asleep, in no call on its socket): parent and child
+#      write in turn without waiting for its answer to SUSPEND (a shared
+#      transport needs none), and it reads every line in order later.
 # Each: data checked, swaps counted in the stats lines, every connection
 # switched, kernel TCP segments flat.
 source "$(dirname "$0")/lib.sh"
@@ -31,6 +34,7 @@ mode, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
 def server(ls):
     c, _ = ls.accept(); ls.close()
+    if mode == "idle": time.sleep(2) # not in any call on the socket meanwhile
     buf = b""; lines = []
     while True:
         d = c.recv(65536)
@@ -39,7 +43,10 @@ def server(ls):
         while b"\n" in buf:
             l, buf = buf.split(b"\n", 1)
             lines.append(l)
-            if mode != "both": c.sendall(l.upper() + b"\n")
+            if mode not in ("both", "idle"): c.sendall(l.upper() + b"\n")
+    if mode == "idle":
+        want = [b"t%04d" % i for i in range(n)]
+        print("RESULT server_lines=%d in_order=%d" % (len(lines), lines == want), flush=True)
     if mode == "both":
         want = sorted([b"a%06d" % i + b"." * 90 for i in range(n)] + [b"b%06d" % i + b"." * 90 for i in range(n)])
         print("RESULT server_lines=%d whole=%d" % (len(lines), sorted(lines) == want), flush=True)
@@ -105,6 +112,21 @@ elif mode == "split":
             got += d
     os.waitpid(kid, 0)
     finish(0 if got == b"".join(b"REQ%06d\n" % i for i in range(n)) else 1)
+elif mode == "idle":
+    # the peer sleeps, in no call on its socket: parent and child write in
+    # turn (each turn a swap) without waiting for it to answer SUSPEND
+    r1, w1 = os.pipe(); r2, w2 = os.pipe()
+    t0 = time.time()
+    kid = os.fork()
+    me, rdp, wrp = (1, r2, w1) if kid == 0 else (0, r1, w2)
+    for i in range(me, n, 2):
+        if i > 0: os.read(rdp, 1)
+        s.sendall(b"t%04d\n" % i)
+        os.write(wrp, b"x")
+    if kid == 0: sys.exit(0)
+    os.waitpid(kid, 0)
+    print("RESULT writes_ms=%d" % ((time.time() - t0) * 1000), flush=True)
+    finish(0)
 elif mode == "kill":
     # the parent drives the connection, then stops: the child asks for it
     s.sendall(b"first\n"); assert recv_line(s) == b"FIRST\n"
@@ -167,6 +189,14 @@ ssw_assert_eq "(c) split: answers read by the parent, in order" "$(ssw_kv "$T/sp
 ssw_assert_ge "(c) split: control swaps" "$(ssw_stats_sum "$T/split.stats" swaps)" 1
 ssw_assert_le "(c) split: kernel TCP segments" "$SEGS" 20
 ssw_assert_quiet "$T/split.err"
+
+run idle idle 40 $NSC
+ssw_assert_eq "(f) idle peer: exit status" "$(cat "$T/idle.rc")" 0
+ssw_assert_le "(f) idle peer: 40 writes in turn while the peer sleeps 2 s, ms (no wait for its answer)" \
+  "$(ssw_kv "$T/idle.out" writes_ms)" 1500
+ssw_assert_eq "(f) idle peer: lines the server read, in order" "$(ssw_kv "$T/idle.out" in_order)" 1
+ssw_assert_ge "(f) idle peer: control swaps" "$(ssw_stats_sum "$T/idle.stats" swaps)" 30
+ssw_assert_quiet "$T/idle.err"
 
 ssw_step "(d) the controller stopped, then killed, while the child waits"
 segs0=$(ssw_outsegs)

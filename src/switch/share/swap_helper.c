@@ -59,6 +59,7 @@ static void *helper(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_setname_np(pthread_self(), "ssw-swap");
 	static struct refs r;
+	int pending = 0; /* looks in a row that left something to serve */
 	for (;;) {
 		uint32_t seen = ssw_bell_seen();
 		pthread_mutex_lock(&look_lock);
@@ -70,7 +71,10 @@ static void *helper(void *arg)
 		for (int i = 0; i < r.n; i++)
 			ssw_sock_put(r.v[i]);
 		pthread_mutex_unlock(&look_lock);
-		ssw_bell_wait(seen, left ? 1 : IDLE_MS);
+		/* a peer that answers only at its next call: look often at
+		 * first, then less (its SUSPENDED waits in the transport) */
+		pending = left ? pending + 1 : 0;
+		ssw_bell_wait(seen, !left ? IDLE_MS : pending < 50 ? 1 : 20);
 	}
 	return NULL;
 }
