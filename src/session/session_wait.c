@@ -219,22 +219,16 @@ static bool tx_writable(const struct ssw_session *s)
 	return lim > q && lim - q >= q / 2;
 }
 
-/* tcp_poll's answer. */
-static short poll_bits(struct ssw_session *s)
+/* tcp_poll's answer from what is known (nothing read here); `transport`:
+ * also readable when the transport holds a message not looked at yet. */
+static short state_bits(struct ssw_session *s, bool transport)
 {
 	short ev = 0;
-	sess_pump(s, false);
-	if (!s->wr_shut && (!tx_writable(s) || !sess_tx_room_ok(s)))
-		/* a writer waiting for POLLOUT: the credits may sit behind unread
-		 * data, and the peer (maybe waiting on us the same way) gets its
-		 * transport back when we take its data into our queue, as a
-		 * kernel receive buffer would */
-		sess_pump(s, true);
-	sess_peer_check(s, true);
 	size_t q = s->q.len;
 	if (q && s->urg.mark_valid && !s->urg.inline_ && s->rx_pos == s->urg.mark)
 		q--; /* a lone urgent byte does not make the socket readable */
-	bool readable = q || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type));
+	bool readable = q || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type)) ||
+			(transport && s->ep && s->p->progress->rx_ready(s->ep));
 	if ((rcv_down(s) && snd_down(s)) || tcp_closed(s))
 		ev |= POLLHUP;
 	if (rcv_down(s))
@@ -250,25 +244,31 @@ static short poll_bits(struct ssw_session *s)
 	return ev;
 }
 
-/* Another process drives the connection now; a send here would ask for
- * it and go on (session_swap.c): writable; readable when the holders'
- * queue or the transport has something (a read takes control and finds
- * out: maybe only credits), and the end of the connection as any holder
- * sees it (the transport is fork-shared: s->swap_transport). */
+/* tcp_poll's answer. */
+static short poll_bits(struct ssw_session *s)
+{
+	sess_pump(s, false);
+	if (!s->wr_shut && (!tx_writable(s) || !sess_tx_room_ok(s)))
+		/* a writer waiting for POLLOUT: the credits may sit behind unread
+		 * data, and the peer (maybe waiting on us the same way) gets its
+		 * transport back when we take its data into our queue, as a
+		 * kernel receive buffer would */
+		sess_pump(s, true);
+	sess_peer_check(s, true);
+	return state_bits(s, false);
+}
+
+/* Another process drives the connection now (session_swap.c): the same
+ * answer from what all holders know, without reading anything (a read
+ * would take control): readable also when the transport holds a message
+ * (a read then finds out: maybe only credits).  The transport is
+ * fork-shared (s->swap_transport): any holder may look at it. */
 static short foreign_bits(struct ssw_session *s)
 {
 	sess_lock(s);
-	short ev = POLLOUT | POLLWRNORM;
-	if (s->ep && s->swap_transport)
+	if (s->ep)
 		sess_peer_check(s, true);
-	if (s->q.len || rcv_down(s) || (s->ep && s->swap_transport && s->p->progress->rx_ready(s->ep)))
-		ev |= POLLIN | POLLRDNORM;
-	if (rcv_down(s))
-		ev |= POLLRDHUP;
-	if (tcp_closed(s))
-		ev |= POLLHUP;
-	if (s->so_error)
-		ev |= POLLERR;
+	short ev = state_bits(s, true);
 	sess_unlock(s);
 	return ev;
 }
