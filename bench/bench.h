@@ -188,5 +188,7 @@ void bench_case_id(const struct bench_params *p, char *buf, size_t len);
 double bench_now(void);
 int bench_parse_size(const char *s, size_t *out);
 double bench_percentile(double *sorted, long n, double pct);
+/* qsort's comparison of doubles, ascending. */
+int bench_cmp_double(const void *a, const void *b);
 
 #endif

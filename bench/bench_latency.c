@@ -31,16 +31,10 @@ int bench_echo(int fd, const struct bench_params *p, struct bench_result *r)
 	return rc;
 }
 
-static int server(int lfd, const struct bench_params *p, struct bench_result *r)
+int bench_echo_server(int lfd, const struct bench_params *p, struct bench_result *r)
 {
 	int fd = net_accept(lfd);
 	return fd < 0 ? bench_fail(r, "accept") : bench_echo(fd, p, r);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 static int round_trip(int fd, char *buf, size_t size, struct bench_result *r)
@@ -83,7 +77,7 @@ static int client(uint16_t port, const struct bench_params *p, struct bench_resu
 		bench_fail_msg(r, "no round trip finished in time");
 		goto out;
 	}
-	qsort(rtt, (size_t)n, sizeof(double), cmp_double);
+	qsort(rtt, (size_t)n, sizeof(double), bench_cmp_double);
 	r->v[0] = bench_percentile(rtt, n, 50) * 1e6;
 	r->v[1] = bench_percentile(rtt, n, 99) * 1e6;
 	r->samples = n;
@@ -97,4 +91,4 @@ out:
 	return rc;
 }
 
-const struct bench_roles bench_latency_roles = { server, client };
+const struct bench_roles bench_latency_roles = { bench_echo_server, client };

@@ -14,18 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int server(int lfd, const struct bench_params *p, struct bench_result *r)
-{
-	int fd = net_accept(lfd);
-	return fd < 0 ? bench_fail(r, "accept") : bench_echo(fd, p, r);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 /* Turns of one process: wait for the turn (1 byte: 'g' go on, 'q' stop),
  * time a round trip, pass the turn.  The first process starts; it decides
  * when to stop (count or duration reached) and tells the other.  Returns
@@ -60,7 +48,7 @@ static long take_turns(int fd, int in, int out, bool first, long warmup, long co
 
 static double p99_of(double *v, long n)
 {
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	qsort(v, (size_t)n, sizeof(double), bench_cmp_double);
 	return n ? bench_percentile(v, n, 99) : 0;
 }
 
@@ -128,7 +116,7 @@ static int client(uint16_t port, const struct bench_params *p, struct bench_resu
 	 * then all of them together */
 	double pp = p99_of(rtt, n), kp = p99_of(krtt, kn);
 	memmove(rtt + n, krtt, sizeof(double) * (size_t)kn);
-	qsort(rtt, (size_t)(n + kn), sizeof(double), cmp_double);
+	qsort(rtt, (size_t)(n + kn), sizeof(double), bench_cmp_double);
 	r->v[0] = bench_percentile(rtt, n + kn, 50) * 1e6;
 	r->v[1] = bench_percentile(rtt, n + kn, 99) * 1e6;
 	r->v[BENCH_V_WORST_P99] = (pp > kp ? pp : kp) * 1e6;
@@ -146,4 +134,4 @@ out:
 	return rc;
 }
 
-const struct bench_roles bench_turns_roles = { server, client };
+const struct bench_roles bench_turns_roles = { bench_echo_server, client };

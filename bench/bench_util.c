@@ -110,6 +110,12 @@ void bench_size_label(size_t size, char *buf, size_t len)
 		snprintf(buf, len, "%zu B", size);
 }
 
+int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
 /* Nearest-rank percentile of an ascending array (n >= 1). */
 double bench_percentile(double *sorted, long n, double pct)
 {

@@ -31,6 +31,8 @@ extern const struct bench_roles bench_forkexit_roles;
 
 /* bench_latency.c: echoes p->size messages on fd until EOF, then closes it. */
 int bench_echo(int fd, const struct bench_params *p, struct bench_result *r);
+/* Accepts one connection on lfd and echoes it (bench_echo). */
+int bench_echo_server(int lfd, const struct bench_params *p, struct bench_result *r);
 
 /* bench_epoll.c: the epoll echo server, shared with manyconns; the
  * connection count is p->conns, or BENCH_EPOLL_CONNS when 0. */

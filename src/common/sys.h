@@ -73,6 +73,8 @@ pid_t ssw_pid(void);
 void ssw_pid_forget(void);
 /* Is p a process that can still act (alive, and not a zombie)? */
 bool ssw_pid_alive(pid_t p);
+/* A detached thread of the switch's running fn(NULL) (thread.c); false if none. */
+bool ssw_thread_start(void *(*fn)(void *));
 
 /* Memory shared with forked children (shmem.c): the first `zero` bytes are
  * zero (all of it when newly mapped); NULL on failure.  free with reuse only

@@ -87,17 +87,11 @@ static void start(void)
 		return;
 	pthread_mutex_lock(&start_lock);
 	if (started != me) {
-		pthread_t t;
-		pthread_attr_t a;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&a, 64 << 10);
-		if (pthread_create(&t, &a, helper, NULL) == 0)
+		if (ssw_thread_start(helper))
 			__atomic_store_n(&started, me, __ATOMIC_RELAXED);
 		else
 			SSW_WARN_ONCE("no thread to hand shared connections over while this process is busy elsewhere: "
 				      "another process asking for one waits for this one's next call on it");
-		pthread_attr_destroy(&a);
 	}
 	pthread_mutex_unlock(&start_lock);
 }

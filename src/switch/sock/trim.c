@@ -115,18 +115,12 @@ static void start(void)
 	pid_t me = ssw_pid();
 	pthread_mutex_lock(&start_lock);
 	if (started != me) {
-		pthread_t t;
-		pthread_attr_t a;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&a, 64 << 10);
-		if (pthread_create(&t, &a, housekeeper, NULL) == 0) {
+		if (ssw_thread_start(housekeeper)) {
 			started = me;
 			ssw_trim_started();
 		} else {
 			SSW_DEBUG("no housekeeping thread: idle connections keep their memory");
 		}
-		pthread_attr_destroy(&a);
 	}
 	pthread_mutex_unlock(&start_lock);
 }
