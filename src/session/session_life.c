@@ -539,8 +539,8 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 	/* The connector assumed we are like it (its own capabilities, the
 	 * largest window): when that is so there is nothing to say, and the
 	 * message (and a wake-up of the connector) is saved. */
-	if (me.caps == s->peer_caps && me.window >= sess_window_cap(s->p, s->ep))
-		return 0;
+	if ((me.caps & ~(uint32_t)SSW_INIT_SWAP) == s->peer_caps && me.window >= sess_window_cap(s->p, s->ep))
+		return 0; /* (SSW_INIT_SWAP: a connector that knows it assumed it of us; an older one has no use for it) */
 	if (!sess_enter(s))
 		return -ECONNRESET;
 	int rc = sess_send_ctl(s, SSW_MSG_INIT, &me, sizeof me);

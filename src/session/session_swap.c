@@ -264,12 +264,11 @@ bool sess_swap_take(struct ssw_session *s)
 		return false;
 	pid_t me = ssw_pid();
 	uint64_t t0 = ssw_now_ns(), dl = t0 + SWAP_WAIT_NS;
-	if (!q_has(s, me)) {
-		if (s->sw.qn >= SWAP_Q)
-			return false;
-		s->sw.q[s->sw.qn++] = me;
-	}
 	for (;;) {
+		/* a full queue (SWAP_Q processes asking at once): join it when
+		 * one of them has had its turn */
+		if (!q_has(s, me) && s->sw.qn < SWAP_Q)
+			s->sw.q[s->sw.qn++] = me;
 		pid_t u = atomic_load(&s->user);
 		if (u == me) {
 			q_del(s, me);
