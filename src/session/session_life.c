@@ -54,39 +54,39 @@ static void take_over(struct ssw_session *s, pid_t me)
  * then misses.  Nor when the one gone left a message held as a view of
  * its own memory (s->hv): those bytes are not reachable from here; that
  * process sees a reset instead (sem epoll_fork, where a child only waited
- * on an inherited epoll set: the parent read a stray byte, then EOF). */
-bool sess_enter(struct ssw_session *s)
+ * on an inherited epoll set: the parent read a stray byte, then EOF).
+ * Where the swap runs (session_swap.c), a process that transfers data
+ * (`ask`) asks a live controller for it; a look (poll, a sleep's set-up)
+ * never does (seed 000: only a transfer of data moves control), and the
+ * controller serves those asking first: at once for a transfer (FIFO:
+ * they asked first, then we ask again), without waiting for a look. */
+static bool enter(struct ssw_session *s, bool ask)
 {
 	sess_lock(s);
 	if (atomic_load_explicit(&s->moved, memory_order_relaxed)) {
 		sess_unlock(s); /* another process took the connection (session_unshare.c) */
-		SSW_WARN_ONCE("a connection this process shares went with pid %d, which gave up a user id: "
-			      "here it reads as reset (README Security)", (int)atomic_load(&s->moved_to));
+		if (ask)
+			SSW_WARN_ONCE("a connection this process shares went with pid %d, which gave up a user id: "
+				      "here it reads as reset (README Security)", (int)atomic_load(&s->moved_to));
 		return false;
 	}
 	if (!s->exclusive)
 		return true;
-	pid_t me = ssw_pid(), u = atomic_load(&s->user);
-	if (u == me) {
-		/* others asked first: they go first (FIFO), then we ask again */
-		if (s->sw.qn && sess_swap_possible(s))
-			(void)sess_swap_serve(s, ssw_now_ns() + 30000000000ull);
-		/* (another thread of ours may have handed it over meanwhile) */
-		if (atomic_load(&s->user) != me && !sess_swap_take(s)) {
-			sess_unlock(s);
-			return false;
-		}
+	pid_t me = ssw_pid();
+	if (atomic_load(&s->user) == me && s->sw.qn && sess_swap_possible(s))
+		(void)sess_swap_serve(s, ask ? ssw_now_ns() + SWAP_WAIT_NS : 0);
+	pid_t u = atomic_load(&s->user);
+	if (u == me)
 		return true;
-	}
-	bool gone = u == 0 || !ssw_pid_alive(u);
-	if (gone && !(s->touched && s->hv) && !s->sw.qn) {
+	bool vacant = (u == 0 || !ssw_pid_alive(u)) && !(s->touched && s->hv);
+	if (vacant && !s->sw.qn) {
 		take_over(s, me);
 		return true;
 	}
 	/* a live controller (or others already waiting): ask for control */
-	if (sess_swap_take(s))
+	if (ask && sess_swap_take(s))
 		return true;
-	if (gone && !(s->touched && s->hv)) {
+	if (ask && vacant) {
 		take_over(s, me);
 		return true;
 	}
@@ -94,31 +94,14 @@ bool sess_enter(struct ssw_session *s)
 	return false;
 }
 
-/* The same for a look (poll, a sleep's set-up): never asks for control
- * (seed 000: only a transfer of data moves it), but the controller serves
- * those asking if it can without waiting. */
+bool sess_enter(struct ssw_session *s)
+{
+	return enter(s, true);
+}
+
 bool sess_enter_look(struct ssw_session *s)
 {
-	sess_lock(s);
-	if (atomic_load_explicit(&s->moved, memory_order_relaxed)) {
-		sess_unlock(s);
-		return false;
-	}
-	if (!s->exclusive)
-		return true;
-	pid_t me = ssw_pid(), u = atomic_load(&s->user);
-	if (u == me && s->sw.qn && sess_swap_possible(s))
-		(void)sess_swap_serve(s, 0);
-	u = atomic_load(&s->user);
-	if (u == me)
-		return true;
-	bool gone = u == 0 || !ssw_pid_alive(u);
-	if (gone && !(s->touched && s->hv) && !s->sw.qn) {
-		take_over(s, me);
-		return true;
-	}
-	sess_unlock(s);
-	return false;
+	return enter(s, false);
 }
 
 bool sess_foreign_live(const struct ssw_session *s)

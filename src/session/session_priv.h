@@ -90,6 +90,9 @@ struct sess_wait {
 /* Control of an exclusive connection moving between the processes that
  * share it (session_swap.c).  In the session's shared memory. */
 #define SWAP_Q 8
+/* A controller that never hands over, a peer that never resumes: the
+ * connection is reset after this long */
+#define SWAP_WAIT_NS (30ull * 1000000000ull)
 struct sess_swap {
 	_Atomic uint32_t bell;     /* futex: bumped when control moves; askers sleep on it */
 	pid_t q[SWAP_Q];           /* processes asking for control, in order */

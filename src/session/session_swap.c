@@ -52,7 +52,6 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#define SWAP_WAIT_NS (30ull * 1000000000ull)
 /* How long the controller of a shared transport waits for the peer's
  * SUSPENDED before it hands control over anyway: a peer whose program is
  * not in a call on the socket answers only at its next one, and a kernel
@@ -93,11 +92,6 @@ bool sess_swap_possible(const struct ssw_session *s)
 	return s->exclusive && s->peer_swap && s->swap_transport;
 }
 
-static bool alive(pid_t p)
-{
-	return ssw_pid_alive(p);
-}
-
 static bool q_has(const struct ssw_session *s, pid_t p)
 {
 	for (unsigned i = 0; i < s->sw.qn && i < SWAP_Q; i++)
@@ -121,7 +115,7 @@ static pid_t q_pop(struct ssw_session *s)
 	while (s->sw.qn) {
 		pid_t p = s->sw.q[0];
 		q_del(s, p);
-		if (alive(p))
+		if (ssw_pid_alive(p))
 			return p;
 	}
 	return 0;
@@ -170,7 +164,7 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 	pid_t me = ssw_pid();
 	if (in_swap || !s->sw.qn || atomic_load(&s->user) != me)
 		return false;
-	if (s->sw.serving && s->sw.serving != me && alive(s->sw.serving))
+	if (s->sw.serving && s->sw.serving != me && ssw_pid_alive(s->sw.serving))
 		return false;
 	/* control came for a thread of ours that has not taken it yet (asleep
 	 * in sess_swap_take): it must have its turn first */
@@ -275,7 +269,7 @@ bool sess_swap_take(struct ssw_session *s)
 			took(s, t0);
 			return true;
 		}
-		if (u == 0 || !alive(u) || s->broken) {
+		if (u == 0 || !ssw_pid_alive(u) || s->broken) {
 			q_del(s, me);
 			take_from_gone(s, me, dl);
 			took(s, t0);

@@ -11,7 +11,8 @@
  * A provider without SSW_CAP_SHARED_CONTEXT (fabric) keeps its endpoints in
  * one process: its listeners cannot be shared, so the child closes its
  * copies, and the parent closes its own too (before the fork, so that no
- * copy outlives it) unless it has accepted on (or polled) the socket: a fork-per-connection server goes on listening there
+ * copy outlives it) unless it has accepted on (or polled) the socket: a
+ * fork-per-connection server goes on listening there
  * (closing at every fork reset the connects in flight, whose fabric
  * connections the listener had already taken).  A process whose copies
  * went listens again on its own when it first accepts or polls there
@@ -36,7 +37,6 @@
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <string.h>
 
 #define fork_lock (ssw_fl->fork_lock)
 /* Written once, before this process's first fork: its children inherit it. */
@@ -130,12 +130,6 @@ static void drop_private_early(void)
  * unlock, let go. */
 static void drop_private(bool parent)
 {
-	char names[64] = "";
-	int n = 0;
-	if (parent) {
-		memcpy(names, early_names, sizeof names);
-		n = early_n;
-	}
 	for (int i = 0; i < npriv; i++) {
 		if (!parent)
 			(void)ssw_setup_listener_drop_private(priv_ls[i], NULL, 0);
@@ -145,10 +139,10 @@ static void drop_private(bool parent)
 		ssw_sock_put(priv_ls[i]);
 	if (npriv)
 		npriv = 0;
-	if (n && parent)
+	if (early_n && parent)
 		SSW_INFO("fork: %d listener(s) stop listening on %s in this process (its connections cannot be shared "
 			 "between processes) until it accepts or polls there itself; a process that does (a forked "
-			 "worker) listens on its own", n, names);
+			 "worker) listens on its own", early_n, early_names);
 }
 
 bool ssw_forked(void)
