@@ -15,7 +15,7 @@ static const char *const levels[] = { "error", "warn", "info", "debug", NULL };
 static const char *const bools[] = { "0", "1", NULL };
 static const char *const rdma_modes[] = { "auto", "read", "write", "none", NULL };
 static const char *const wait_modes[] = { "auto", "spin", "yield", "sleep", NULL };
-static const char *const faults[] = { "regfail", "nomem", "async", "pin", "relay", NULL };
+static const char *const faults[] = { "regfail", "nomem", "async", "pin", "relay", "swap-suspend", "swap-resume", "swap-suspended", NULL };
 
 #define CHOICE(v, d) .type = SSW_PT_CHOICE, .choices = (v), .dchoice = (d)
 
@@ -81,7 +81,7 @@ const struct ssw_param ssw_params[SSW_P_COUNT] = {
 				   .users = "library (tests, benches)",
 				   .help = "0: shm shares no connection state between processes either: a connection shared by fork is driven by one process at a time, control moving by suspend and resume with the peer (the way of a provider without shared context, on one host)" },
 	[SSW_P_FAULT] = { "SOCKSWITCH_FAULT", CHOICE(faults, -1), .bad = SSW_PB_OFF, .def = "none",
-			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin), or connections exec'd or sent over SCM_RIGHTS are relayed, never taken over (relay)" },
+			  .users = "library (tests)", .help = "fault injection for tests: registration fails, temporary buffers fail, RDMA completes later (async), or registrations pin pages as RDMA hardware does (pin), or connections exec'd or sent over SCM_RIGHTS are relayed, never taken over (relay), or each connection's first send is preceded by a control-swap message out of turn, as a hostile peer would send it (swap-suspend: SUSPEND, and RESUME only at a send 1 s later; swap-resume: RESUME; swap-suspended: SUSPENDED)" },
 };
 
 /* Longest part of a value quoted back: messages stay one readable line. */

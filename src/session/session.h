@@ -21,6 +21,7 @@ struct ssw_session_config {
 	uint32_t spin_max_ns;      /* SOCKSWITCH_SPIN_US */
 	int fault_regfail;         /* SOCKSWITCH_FAULT=regfail: registration fails (tests) */
 	int fault_nomem;           /* SOCKSWITCH_FAULT=nomem: temporary buffers fail (tests) */
+	int fault_swap;            /* SOCKSWITCH_FAULT=swap-*: a swap message out of turn (tests: SSW_FAULT_SWAP_*) */
 	/* This process came to control a connection that others share and
 	 * may ask for (session_swap.c): the switch starts the thread that
 	 * serves them while the process is busy elsewhere. */
@@ -29,10 +30,14 @@ struct ssw_session_config {
 /* This process's control swaps so far: how many it took, their total
  * and longest time from asking to control. */
 void ssw_session_swap_counts(uint64_t *n, uint64_t *ns, uint64_t *max_ns);
+/* The other side of it: how often this process's peers suspended one of
+ * its connections, and the bytes its sends staged meanwhile. */
+void ssw_session_suspend_counts(uint64_t *suspended, uint64_t *staged);
 /* The helper's look at one connection: if this process controls it and
  * another asks, serve (suspend the peer, hand over), waiting for the peer
  * at most ms.  true while a request is left to serve. */
 bool ssw_session_swap_serve(struct ssw_session *s, int ms);
+enum { SSW_FAULT_SWAP_SUSPEND = 1, SSW_FAULT_SWAP_RESUME, SSW_FAULT_SWAP_SUSPENDED };
 enum { SSW_RDMA_AUTO = 0, SSW_RDMA_READ_ONLY, SSW_RDMA_WRITE_ONLY, SSW_RDMA_NONE };
 #define SSW_RNDV_OFF UINT32_MAX
 #define SSW_RNDV_DEFAULT (4u << 20)

@@ -29,6 +29,8 @@ void ssw_session_config_apply(void)
 	c.rdma_mode = rdma[ssw_param_choice(SSW_P_RDMA)];
 	c.fault_regfail = ssw_param_choice(SSW_P_FAULT) == 0;
 	c.fault_nomem = ssw_param_choice(SSW_P_FAULT) == 1;
+	/* swap-suspend, swap-resume, swap-suspended: choices 5, 6, 7 */
+	c.fault_swap = ssw_param_choice(SSW_P_FAULT) >= 5 ? ssw_param_choice(SSW_P_FAULT) - 4 : 0;
 	/* an explicit spin budget is a request for the fixed busy-poll of old,
 	 * whatever the load, unless SOCKSWITCH_WAIT says otherwise */
 	int wmode = ssw_param(SSW_P_SPIN_US)->set ? SSW_WAITMODE_SPIN : SSW_WAITMODE_AUTO;

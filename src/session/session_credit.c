@@ -87,9 +87,10 @@ void sess_sent(struct ssw_session *s, uint32_t credits)
 int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t flen)
 {
 	for (int tries = 0;; tries++) {
-		/* suspended (session_swap.c): a FIN goes at RESUME, as a kernel
-		 * shutdown never waits; anything else waits for it (bounded) */
-		if (s->sw.suspended && type == SSW_MSG_FIN) {
+		/* suspended (session_swap.c): a FIN goes at RESUME, after the
+		 * bytes staged meanwhile (session_stage.c), as a kernel shutdown
+		 * never waits; anything else waits for it (bounded) */
+		if (type == SSW_MSG_FIN && (s->sw.suspended || (s->ts.len && !sess_stage_flush(s)))) {
 			s->sw.fin_owed = true;
 			return 0;
 		}
@@ -148,7 +149,7 @@ uint64_t sess_credit_batch(const struct ssw_session *s)
  * the transport; then the peer's CREDIT messages wake a waiter as it reads). */
 bool sess_tx_room_ok(struct ssw_session *s)
 {
-	if (!s->p->msg->send_room)
+	if (!s->p->msg->send_room || sess_staging(s)) /* (the stage's room is in tx_limit) */
 		return true;
 	size_t want = sess_msg_space(s, sizeof(struct ssw_wire_hdr) + s->max_payload) + 64;
 	uint64_t r = sess_transport_bytes(s->p, s->ep) / 8;

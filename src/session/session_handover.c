@@ -34,7 +34,8 @@ static size_t head_size(void)
 
 static bool quiet(const struct ssw_session *s)
 {
-	if (s->hv || s->rr.active || s->rw.active || s->txr.id || s->reset || s->broken)
+	/* (bytes staged for a suspended peer are not carried: session_stage.c) */
+	if (s->hv || s->rr.active || s->rw.active || s->txr.id || s->reset || s->broken || s->ts.len)
 		return false;
 	for (int i = 0; i < SESS_RMA_SLOTS; i++)
 		if (s->rma[i].busy)
@@ -163,7 +164,8 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 	struct ssw_ep *ep = NULL;
 	if (!read_all(img->memfd, s, sizeof *s, IMG_SESS) ||
 	    !read_all(img->memfd, (uint8_t *)s + head, h.qend, IMG_SESS + head) || s->map_size != h.map_size ||
-	    s->q.off + s->q.len != h.qend || s->q.cap != h.map_size - head ||
+	    s->q.off + s->q.len != h.qend || s->q.cap > h.map_size - head || s->ts.cap != h.map_size - head - s->q.cap ||
+	    s->ts.len || s->ts.off ||
 	    (*err = prov->conn->ep_import(blob, h.blob_len, img->fds, img->nfds, &ep)) < 0) {
 		ssw_shared_free(s, h.map_size, false);
 		return NULL;
@@ -172,6 +174,8 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 	s->p = prov;
 	s->ep = ep;
 	s->q.buf = (uint8_t *)s + head;
+	s->ts.buf = s->q.buf + s->q.cap;
+	s->ts.hi = 0;
 	memset(&s->hm, 0, sizeof s->hm);
 	sess_init_sync(s);
 	atomic_store(&s->holders, 1);

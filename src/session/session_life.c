@@ -220,13 +220,16 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	uint64_t rmax = ssw_session_cfg.rndv_max && ssw_session_cfg.rndv_max < STAGE_RNDV_MAX ? ssw_session_cfg.rndv_max
 											  : STAGE_RNDV_MAX;
 	size_t head_sz = (sizeof(struct ssw_session) + 4095) & ~(size_t)4095;
-	size_t qcap = (size_t)sess_window_cap(prov, ep) + (size_t)rmax + (64u << 10);
-	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap, sizeof *s);
+	size_t qcap = ((size_t)sess_window_cap(prov, ep) + (size_t)rmax + (64u << 10) + 4095) & ~(size_t)4095;
+	size_t tcap = sess_stage_size(prov, ep);
+	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap + tcap, sizeof *s);
 	if (!s)
 		return NULL;
-	s->map_size = head_sz + qcap;
+	s->map_size = head_sz + qcap + tcap;
 	s->q.buf = (uint8_t *)s + head_sz;
 	s->q.cap = qcap;
+	s->ts.buf = s->q.buf + qcap;
+	s->ts.cap = tcap;
 	atomic_store(&s->holders, 1);
 	sess_init_sync(s);
 	s->p = prov;
@@ -323,6 +326,14 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	/* Kernel TCP resets a connection closed with unread data. */
 	if (!abort && !s->broken && sess_rx_pending_data(s))
 		abort = true;
+	/* bytes sent while the peer was suspended leave first, as a kernel
+	 * socket's buffer drains after close (bounded: the peer's side may
+	 * never resume) */
+	if (!abort && s->ts.len && !sess_stage_drain(s, ssw_now_ns() + STAGE_CLOSE_NS)) {
+		SSW_WARN_ONCE("close: the peer stayed suspended %d s with bytes sent before the close; the connection is reset",
+			      (int)(STAGE_CLOSE_NS / 1000000000ull));
+		abort = true;
+	}
 	abort = abort || s->broken;
 	if (!abort && !s->wr_shut && !s->reset) {
 		/* our FIN; if the transport is full the orderly close says it */
@@ -339,6 +350,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		size_t top = (s->q.hi + 4095) & ~(size_t)4095;
 		(void)madvise(s->q.buf, top < s->q.cap ? top : s->q.cap, MADV_REMOVE);
 	}
+	sess_stage_trim(s);
 	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
 }
 

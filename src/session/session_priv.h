@@ -93,6 +93,9 @@ struct sess_wait {
 /* A controller that never hands over, a peer that never resumes: the
  * connection is reset after this long */
 #define SWAP_WAIT_NS (30ull * 1000000000ull)
+/* A last close waits this long for a suspended peer to take what was
+ * staged (session_stage.c), then resets */
+#define STAGE_CLOSE_NS (5ull * 1000000000ull)
 struct sess_swap {
 	_Atomic uint32_t bell;     /* futex: bumped when control moves; askers sleep on it */
 	pid_t q[SWAP_Q];           /* processes asking for control, in order */
@@ -108,6 +111,19 @@ struct sess_swap {
 	bool suspended;            /* SUSPENDED sent: we send nothing until its RESUME */
 	bool fin_owed;             /* a shutdown while suspended: our FIN goes at RESUME */
 	uint64_t suspended_ns;     /* since when (a bound: README Limits) */
+	/* SOCKSWITCH_FAULT=swap-*: what this side sent out of turn, and when */
+	uint8_t fault_step;
+	uint64_t fault_ns;
+};
+
+/* Stream bytes sent while the peer is suspended for a control swap on
+ * its side (session_stage.c): kept in the session's memory until its
+ * RESUME, as a kernel socket buffer keeps what the peer's window does not
+ * take yet.  Page-aligned, after the staging queue; pages on first use. */
+struct txstage {
+	uint8_t *buf;
+	size_t off, len, cap;
+	size_t hi;                 /* the most of buf used since it was last given back */
 };
 
 struct ssw_session {
@@ -132,6 +148,7 @@ struct ssw_session {
 	 * one that is not: SOCKSWITCH_SHARED_CONTEXT=0) */
 	bool peer_swap, swap_transport;
 	struct sess_swap sw;
+	struct txstage ts;
 	/* A process that dropped privileges took its own copy of the
 	 * connection (session_unshare.c) and left this memory to the others:
 	 * here the connection is gone (reset), and a close only lets go.
@@ -205,14 +222,28 @@ static inline size_t iov_total(const struct iovec *iov, int n)
 	return t;
 }
 
+/* Stream bytes in flight may reach this (the peer's window, SO_SNDBUF
+ * below it).  While the peer is suspended (session_swap.c) bytes go to the
+ * stage (session_stage.c), which counts them in flight: its room caps the
+ * limit too. */
 static inline uint64_t tx_limit(const struct ssw_session *s)
 {
-	if (s->sw.suspended) /* nothing leaves until the peer's RESUME (session_swap.c) */
-		return 0;
 	uint64_t l = s->peer_window;
 	if (s->sndbuf && s->sndbuf < l)
 		l = s->sndbuf;
+	if (s->sw.suspended || s->ts.len) {
+		uint64_t st = s->tx_inflight + (s->ts.cap - s->ts.off - s->ts.len);
+		if (st < l)
+			l = st;
+	}
 	return l;
+}
+
+/* Sends go to the stage now (session_stage.c): the peer is suspended, or
+ * bytes staged meanwhile have not all left yet (order). */
+static inline bool sess_staging(const struct ssw_session *s)
+{
+	return s->sw.suspended || s->ts.len;
 }
 
 /* sk_shutdown & RCV_SHUTDOWN, & SEND_SHUTDOWN, and sk_state == TCP_CLOSE.
@@ -321,6 +352,24 @@ void sess_q_take(struct ssw_session *s, size_t n);
 /* session_tx.c */
 void sess_flush_held(struct ssw_session *s);
 
+/* session_stage.c: sends while the peer is suspended (all called locked) */
+/* Room in the session's mapping for the stage, after a queue of qbytes. */
+size_t sess_stage_size(const struct ssw_provider *prov, struct ssw_ep *ep);
+/* Take n bytes into the stage (room checked by the caller: tx_limit). */
+void sess_stage_put(struct ssw_session *s, const struct iovec *v, int k, size_t n);
+/* Room for a producer to write n bytes in place (sendfile): a pointer, or
+ * NULL; sess_stage_commit then says how many it wrote. */
+void *sess_stage_room(struct ssw_session *s, size_t n);
+void sess_stage_commit(struct ssw_session *s, size_t n);
+/* Send what is staged once the peer is resumed: true when nothing is left. */
+bool sess_stage_flush(struct ssw_session *s);
+/* A closing holder: wait until dl for the stage to leave. true if it did. */
+bool sess_stage_drain(struct ssw_session *s, uint64_t dl);
+/* The stage's pages go back (closed, or emptied after heavy use). */
+void sess_stage_trim(struct ssw_session *s);
+/* This process's statistics (session_swap.c). */
+void sess_count_staged(size_t n);
+
 /* session_swap.c: control of an exclusive connection moving between live
  * processes (seed 000).  All called locked. */
 bool sess_swap_possible(const struct ssw_session *s);
@@ -341,11 +390,13 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl);
 void sess_swap_check(struct ssw_session *s);
 /* The messages, from the peer (session_rx.c). */
 void sess_swap_msg(struct ssw_session *s, uint8_t type);
+/* SOCKSWITCH_FAULT=swap-*: a send plays the hostile peer (tests). */
+void sess_swap_fault(struct ssw_session *s);
 /* What is owed (SUSPENDED, RESUME), before the lock goes. */
 void sess_swap_flush(struct ssw_session *s);
 static inline bool sess_swap_owed(const struct ssw_session *s)
 {
-	return s->sw.peer_wants || s->sw.resume_owed || s->sw.suspended || s->sw.fin_owed || s->sw.got;
+	return s->sw.peer_wants || s->sw.resume_owed || s->sw.suspended || s->sw.fin_owed || s->sw.got || s->ts.len;
 }
 ssize_t sess_send_inline(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, size_t at,
 			   bool nonblock, uint64_t dl, bool hold);

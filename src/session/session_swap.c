@@ -50,6 +50,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 /* How long the controller of a shared transport waits for the peer's
@@ -64,6 +65,7 @@
 static struct {
 	pid_t pid;
 	uint64_t n, ns, max_ns;
+	uint64_t suspended, staged; /* the other side: times the peer suspended us, bytes staged meanwhile */
 } counts;
 
 void ssw_session_swap_counts(uint64_t *n, uint64_t *ns, uint64_t *max_ns)
@@ -74,10 +76,28 @@ void ssw_session_swap_counts(uint64_t *n, uint64_t *ns, uint64_t *max_ns)
 	*max_ns = mine ? counts.max_ns : 0;
 }
 
-static void count(uint64_t ns)
+void ssw_session_suspend_counts(uint64_t *suspended, uint64_t *staged)
+{
+	bool mine = counts.pid == ssw_pid();
+	*suspended = mine ? counts.suspended : 0;
+	*staged = mine ? counts.staged : 0;
+}
+
+static void counts_mine(void)
 {
 	if (counts.pid != ssw_pid())
-		counts.pid = ssw_pid(), counts.n = counts.ns = counts.max_ns = 0;
+		memset(&counts, 0, sizeof counts), counts.pid = ssw_pid();
+}
+
+void sess_count_staged(size_t n)
+{
+	counts_mine();
+	counts.staged += n;
+}
+
+static void count(uint64_t ns)
+{
+	counts_mine();
 	counts.n++;
 	counts.ns += ns;
 	if (ns > counts.max_ns)
@@ -339,6 +359,32 @@ void sess_swap_msg(struct ssw_session *s, uint8_t type)
 	}
 }
 
+/* SOCKSWITCH_FAULT=swap-suspend keeps the peer suspended for a second,
+ * until a send after it. */
+#define FAULT_HOLD_NS 1000000000ull
+static bool fault_holds(const struct ssw_session *s)
+{
+	return ssw_session_cfg.fault_swap == SSW_FAULT_SWAP_SUSPEND && s->sw.fault_step == 1 &&
+	       ssw_now_ns() - s->sw.fault_ns < FAULT_HOLD_NS;
+}
+
+void sess_swap_fault(struct ssw_session *s)
+{
+	static const uint8_t type[] = { 0, SSW_MSG_SUSPEND, SSW_MSG_RESUME, SSW_MSG_SUSPENDED };
+	int f = ssw_session_cfg.fault_swap;
+	if (f < 1 || f > 3 || s->sw.fault_step || s->reset || s->broken)
+		return;
+	if (sess_send_msg(s, type[f], NULL, 0, NULL, 0, 0) < 0)
+		return;
+	SSW_INFO("SOCKSWITCH_FAULT: sent swap message %u out of turn", type[f]);
+	s->sw.fault_step = 1;
+	s->sw.fault_ns = ssw_now_ns();
+	if (f == SSW_FAULT_SWAP_SUSPEND) {
+		s->sw.asked = true; /* its SUSPENDED is awaited: the flush resumes it after FAULT_HOLD_NS */
+		s->sw.asked_ns = s->sw.fault_ns;
+	}
+}
+
 void sess_swap_flush(struct ssw_session *s)
 {
 	/* only the process driving the transport writes into it (none once
@@ -346,13 +392,15 @@ void sess_swap_flush(struct ssw_session *s)
 	if (!s->ep || (s->exclusive && atomic_load(&s->user) != ssw_pid()))
 		return;
 	/* the answer to a SUSPEND sent before control came here */
-	if (s->sw.asked && s->sw.got && !s->sw.serving) {
+	if (s->sw.asked && s->sw.got && !s->sw.serving && !fault_holds(s)) {
 		s->sw.asked = s->sw.got = false;
 		s->sw.resume_owed = true;
 	}
 	if (s->sw.resume_owed && sess_send_msg(s, SSW_MSG_RESUME, NULL, 0, NULL, 0, 0) == 0)
 		s->sw.resume_owed = false;
-	if (s->sw.fin_owed && !s->sw.suspended && sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0) == 0) {
+	if (s->ts.len && !s->sw.suspended)
+		(void)sess_stage_flush(s); /* what was sent while suspended (session_stage.c) */
+	if (s->sw.fin_owed && !s->sw.suspended && !s->ts.len && sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0) == 0) {
 		s->sw.fin_owed = false;
 		if (s->p->progress->note)
 			s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
@@ -361,6 +409,8 @@ void sess_swap_flush(struct ssw_session *s)
 		if (sess_send_msg(s, SSW_MSG_SUSPENDED, NULL, 0, NULL, 0, 0) == 0) {
 			s->sw.peer_wants = false;
 			s->sw.suspended = true;
+			counts_mine();
+			counts.suspended++;
 			s->sw.suspended_ns = ssw_now_ns();
 		}
 	} else if (s->sw.suspended && ssw_now_ns() - s->sw.suspended_ns > SWAP_WAIT_NS) {

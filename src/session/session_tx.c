@@ -87,6 +87,22 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 		k = sess_iov_slice(src->iov, src->iovcnt, at, chunk, v, 16);
 		chunk = iov_total(v, k);
 	}
+	if (sess_staging(s)) { /* the peer is suspended (session_stage.c) */
+		if (src->iov) {
+			sess_stage_put(s, v, k, chunk);
+			*got = chunk;
+			return 0;
+		}
+		void *p = sess_stage_room(s, chunk);
+		if (!p)
+			return -EAGAIN;
+		ssize_t n = src->fill(src->ctx, p, chunk);
+		if (n <= 0)
+			return n < 0 ? SSW_FILL_ERR + (int)n : 0;
+		sess_stage_commit(s, (size_t)n);
+		*got = (size_t)n;
+		return 0;
+	}
 	if (!mo->send_reserve || (!hold && src->iov)) {
 		uint8_t *bounce = NULL;
 		if (!src->iov) { /* a provider without reserve: one bounce copy */
@@ -153,6 +169,8 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 	}
 	size_t cap0 = cap;
 	while (sent < total) {
+		if (s->ts.len && !s->sw.suspended)
+			(void)sess_stage_flush(s); /* staged bytes first */
 		uint64_t lim = tx_limit(s);
 		uint64_t room = lim > s->tx_inflight ? lim - s->tx_inflight : 0;
 		size_t chunk = total - sent;
@@ -251,6 +269,8 @@ static int send_enter(struct ssw_session *s, size_t total, ssize_t *ok)
 	 * the lock): our bytes go after all of its bytes, not between. */
 	while (s->txr.id && !s->reset)
 		sess_cond_wait(s);
+	if (ssw_session_cfg.fault_swap)
+		sess_swap_fault(s);
 	if (s->p->progress->rx_ready(s->ep))
 		sess_pump(s, false);
 	return send_precheck(s, total, ok);
@@ -280,7 +300,7 @@ ssize_t ssw_session_send(struct ssw_session *s, const struct iovec *iov, int iov
 	}
 	/* Rendezvous only for blocking sends without a timeout: the call owns the
 	 * buffer until the peer is done with it, as a kernel send would block. */
-	bool big = !nonblock && timeout_ms <= 0;
+	bool big = !nonblock && timeout_ms <= 0 && !sess_staging(s);
 	bool hold = s->cork || (flags & MSG_MORE);
 	size_t sent = 0;
 	ret = 0;

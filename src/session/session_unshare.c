@@ -47,6 +47,9 @@ int ssw_session_unshare(struct ssw_session *s)
 	if (qtop > s->q.cap)
 		qtop = s->q.cap;
 	memcpy((uint8_t *)c + qat, s->q.buf, qtop);
+	/* and those sent while the peer was suspended (session_stage.c) */
+	size_t tat = (size_t)(s->ts.buf - (uint8_t *)s);
+	memcpy((uint8_t *)c + tat + s->ts.off, s->ts.buf + s->ts.off, s->ts.len);
 	int rc = s->ep && s->p->conn->unshare ? s->p->conn->unshare(s->ep) : 0;
 	if (rc < 0) {
 		SYS_(munmap, c, size);

@@ -117,7 +117,10 @@ ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 			return r;
 	}
 	for (;;) {
-		if (s->tx_inflight + 1 <= tx_limit(s)) {
+		/* after the bytes staged while the peer was suspended (session_stage.c) */
+		if (s->ts.len && !s->sw.suspended)
+			(void)sess_stage_flush(s);
+		if (!sess_staging(s) && s->tx_inflight + 1 <= tx_limit(s)) {
 			struct iovec b = { &last, 1 };
 			int rc = sess_send_msg(s, SSW_MSG_OOB, NULL, 0, &b, 1, 1);
 			if (rc == 0) {

@@ -87,10 +87,13 @@ void ssw_stats_dump_at_exit(void)
 	ssw_regcache_totals(&rc);
 	uint64_t sw_n, sw_ns, sw_max;
 	ssw_session_swap_counts(&sw_n, &sw_ns, &sw_max);
-	char line[640];
+	uint64_t susp, staged;
+	ssw_session_suspend_counts(&susp, &staged);
+	char line[720];
 	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu"
 			 " adopted=%lu rndv=%lu rndv_fallback=%lu rdma_regs=%lu regcache_hits=%llu regcache_misses=%llu regcache_evictions=%llu regcache_invalidations=%llu"
-			 " regcache_registrations=%llu swaps=%llu swap_us=%llu swap_us_max=%llu\n",
+			 " regcache_registrations=%llu swaps=%llu swap_us=%llu swap_us_max=%llu"
+			 " suspended=%llu staged_bytes=%llu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
 			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received,
 			 atomic_load(&ssw_counters.refused), atomic_load(&ssw_counters.adopted), atomic_load(&ssw_counters.rndv) + l.rndv,
@@ -98,7 +101,7 @@ void ssw_stats_dump_at_exit(void)
 			 atomic_load(&ssw_counters.rdma_regs) + l.rdma_regs, (unsigned long long)rc.hits, (unsigned long long)rc.misses,
 			 (unsigned long long)rc.evictions, (unsigned long long)rc.invalidations,
 			 (unsigned long long)rc.registrations, (unsigned long long)sw_n, (unsigned long long)(sw_ns / 1000),
-			 (unsigned long long)(sw_max / 1000));
+			 (unsigned long long)(sw_max / 1000), (unsigned long long)susp, (unsigned long long)staged);
 	int fd = open_stats(path);
 	if (fd < 0)
 		return;
