@@ -121,7 +121,8 @@ struct ssw_conn_ops {
 	 * TCP (connect's -ENOENT), and no byte of one version ever reaches a
 	 * peer of another.  Returns 0 and a listener, -EADDRINUSE when another
 	 * provider listener already serves that exact address (and version), or
-	 * another error (the switch then serves the socket with kernel TCP only). */
+	 * another error (the switch then serves the socket with kernel TCP only).
+	 * Port 0: a port of the provider's choice (listener_name tells it). */
 	int (*listen)(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto,
 		      struct ssw_listener **out);
 
@@ -244,6 +245,18 @@ struct ssw_conn_ops {
 	 * endpoint keeps nothing the others would follow in fork-shared
 	 * memory). */
 	int (*unshare)(struct ssw_ep *ep);
+
+	/* A connection's transport moving to another process (seed 000's
+	 * control swap without shared context: session/session_move.c).  The
+	 * side whose peer moves listens with port 0 (listen: any port, the
+	 * provider's choice) on the connection's own address and tells the
+	 * peer where: listener_name, the address a connect must name to reach
+	 * l; local_addr, the endpoint's own address as the transport
+	 * established it (where the peer reaches this host).  0 or -errno.
+	 * Optional, both or none (NULL: a connection whose peer shares it
+	 * between processes stays with one of them). */
+	int (*listener_name)(struct ssw_listener *l, struct sockaddr_storage *addr, socklen_t *len);
+	int (*local_addr)(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len);
 };
 
 /* Control messages: WSPSend / WSPRecv into pre-posted registered buffers.

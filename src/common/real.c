@@ -21,6 +21,8 @@ static void resolve(void)
 	R(epoll_ctl); R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(execve); R(execvpe); R(fork);
 	R(posix_spawn); R(posix_spawnp); R(vfork); R(close_range);
 	R(setuid); R(seteuid); R(setreuid); R(setresuid);
+	RN(exit_, "_exit");
+	RN(Exit_, "_Exit");
 	RN(read_chk, "__read_chk");
 	RN(recv_chk, "__recv_chk");
 	RN(recvfrom_chk, "__recvfrom_chk");

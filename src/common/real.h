@@ -58,6 +58,8 @@ struct ssw_real {
 	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
 	int (*execve)(const char *, char *const[], char *const[]);
 	pid_t (*vfork)(void);
+	void (*exit_)(int);        /* _exit */
+	void (*Exit_)(int);        /* _Exit */
 	int (*close_range)(unsigned, unsigned, int);
 	pid_t (*fork)(void);
 	int (*setuid)(uid_t);

@@ -13,6 +13,30 @@
 struct ssw_session;
 
 /* Tunables, read once from the environment (session_config.c). */
+/* What connection set-up does for a moving transport (switch/setup/move.c;
+ * the protocol is session_move.c's).  Tokens are SSW_SESSION_MOVE_TOKEN
+ * bytes.  All return 0 or -errno unless said. */
+#define SSW_SESSION_MOVE_TOKEN 16
+struct ssw_move_ops {
+	/* Can this provider's transports move at all? */
+	bool (*movable)(const struct ssw_provider *p);
+	/* The peer's host as the transport established it. */
+	int (*peer_host)(const struct ssw_provider *p, struct ssw_ep *ep, struct sockaddr_storage *host);
+	/* The suspended side: a listener of this process on ep's own address,
+	 * its address for the peer's next controller (at most *len bytes). */
+	int (*listen)(const struct ssw_provider *p, struct ssw_ep *ep, void *where, uint32_t *len);
+	/* A transport that came with this token: 1 with *ep (not yet taken by
+	 * a session: *from its peer's host), 0 none yet; ready says so without
+	 * taking it; fd is what to sleep on meanwhile (-1 none). */
+	int (*take)(const struct ssw_provider *p, const uint8_t *token, struct ssw_ep **ep, struct sockaddr_storage *from);
+	bool (*ready)(const struct ssw_provider *p, const uint8_t *token);
+	int (*fd)(const struct ssw_provider *p);
+	/* The new controller: connect to where, presenting token (blocks, at
+	 * most a few seconds). */
+	int (*connect)(const struct ssw_provider *p, const void *where, uint32_t len, const uint8_t *token,
+		       struct ssw_ep **ep);
+};
+
 struct ssw_session_config {
 	uint32_t rndv_threshold;   /* SOCKSWITCH_RNDV_THRESHOLD: sends >= this use rendezvous
 				    * (SSW_RNDV_DEFAULT; 64 KiB when a mode is forced) */
@@ -26,6 +50,10 @@ struct ssw_session_config {
 	 * may ask for (session_swap.c): the switch starts the thread that
 	 * serves them while the process is busy elsewhere. */
 	void (*control_taken)(void);
+	/* The provider set-up a transport moving with control needs
+	 * (session_move.c), done by connection set-up, its one owner
+	 * (switch/setup/move.c).  NULL: such transports do not move. */
+	const struct ssw_move_ops *move;
 };
 /* This process's control swaps so far: how many it took, their total
  * and longest time from asking to control. */
@@ -129,6 +157,13 @@ void ssw_session_close(struct ssw_session *s, bool abort);
 void ssw_session_hold(struct ssw_session *s, int delta);
 /* The provider fds this connection needs in this process (at most max). */
 int ssw_session_fds(struct ssw_session *s, int *fds, int max);
+/* Changes when the fds to wait on change (a transport that moved,
+ * session_move.c): a set holding the old ones registers them anew. */
+uint32_t ssw_session_fds_gen(struct ssw_session *s);
+/* _exit: this process's hold of a connection others share goes (its
+ * transport parked if it lives here: session_move.c), without waiting for
+ * a lock another may hold.  true if it went. */
+bool ssw_session_exit_release(struct ssw_session *s);
 /* Every descriptor the connection's transport needs in this process (the
  * provider's keep_fds; its wait fds when it has none): for a relay process
  * that closes all others. */

@@ -26,7 +26,7 @@
 size_t sess_msg_space(const struct ssw_session *s, size_t len)
 {
 	const struct ssw_msg_ops *mo = s->p->msg;
-	return mo->size > offsetof(struct ssw_msg_ops, msg_space) && mo->msg_space ? mo->msg_space(s->ep, len) : len;
+	return mo->size > offsetof(struct ssw_msg_ops, msg_space) && mo->msg_space ? mo->msg_space(s->loc->ep, len) : len;
 }
 
 /* May we have less in flight than the peer's credit batch (SO_SNDBUF below
@@ -35,7 +35,7 @@ size_t sess_msg_space(const struct ssw_session *s, size_t len)
  * credit_batch on its side: its window (ours to use) against the transport. */
 static bool small_sender(const struct ssw_session *s)
 {
-	uint64_t r = sess_transport_bytes(s->p, s->ep);
+	uint64_t r = sess_transport_bytes(s->p, s->loc->ep);
 	uint64_t peer_batch = (s->peer_window < r ? s->peer_window : r) / 4;
 	return tx_limit(s) < 2 * peer_batch;
 }
@@ -64,8 +64,8 @@ int sess_send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 		v[n++] = data[i];
 	const struct ssw_msg_ops *mo = s->p->msg;
 	int rc = !carries_data(type) && mo->size > offsetof(struct ssw_msg_ops, send_ctl) && mo->send_ctl
-			 ? mo->send_ctl(s->ep, v, n)
-			 : mo->send(s->ep, v, n);
+			 ? mo->send_ctl(s->loc->ep, v, n)
+			 : mo->send(s->loc->ep, v, n);
 	if (rc == 0) {
 		s->held = 0; /* a send publishes the held messages before it */
 		sess_sent(s, credits);
@@ -113,7 +113,7 @@ void sess_return_credits(struct ssw_session *s, uint64_t n)
 	 * the transport before their bytes fill a batch, a quarter of the
 	 * transport freed: a sender may be waiting for that room */
 	if (s->rx_unacked >= (s->peer_ack_now ? 1 : sess_credit_batch(s)) ||
-	    (s->rx_unacked && s->rx_space >= sess_transport_bytes(s->p, s->ep) / 4))
+	    (s->rx_unacked && s->rx_space >= sess_transport_bytes(s->p, s->loc->ep) / 4))
 		/* if the transport is full, the next message carries them, or
 		 * wait_peer retries before it sleeps */
 		s->credit_owed = sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
@@ -141,7 +141,7 @@ uint32_t sess_window_cap(const struct ssw_provider *prov, struct ssw_ep *ep)
  * waiting for room in it would never hear that it was freed. */
 uint64_t sess_credit_batch(const struct ssw_session *s)
 {
-	uint32_t r = sess_transport_bytes(s->p, s->ep);
+	uint32_t r = sess_transport_bytes(s->p, s->loc->ep);
 	return (s->window < r ? s->window : r) / 4;
 }
 
@@ -152,10 +152,10 @@ bool sess_tx_room_ok(struct ssw_session *s)
 	if (!s->p->msg->send_room || sess_staging(s)) /* (the stage's room is in tx_limit) */
 		return true;
 	size_t want = sess_msg_space(s, sizeof(struct ssw_wire_hdr) + s->max_payload) + 64;
-	uint64_t r = sess_transport_bytes(s->p, s->ep) / 8;
+	uint64_t r = sess_transport_bytes(s->p, s->loc->ep) / 8;
 	if (want > r)
 		want = (size_t)r;
-	return s->p->msg->send_room(s->ep) >= want;
+	return s->p->msg->send_room(s->loc->ep) >= want;
 }
 
 void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *o)
@@ -170,7 +170,7 @@ void ssw_session_set_opts(struct ssw_session *s, const struct ssw_session_opts *
 	s->urg.inline_ = o->oobinline;
 	s->sndbuf = o->sndbuf;
 	if (o->rcvbuf) {
-		uint64_t wmax = sess_window_cap(s->p, s->ep);
+		uint64_t wmax = sess_window_cap(s->p, s->loc->ep);
 		uint32_t w = o->rcvbuf > wmax ? (uint32_t)wmax : o->rcvbuf;
 		if (w < 4096)
 			w = 4096;

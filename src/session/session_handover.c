@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -100,7 +101,7 @@ int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len,
 	}
 	uint8_t blob[IMG_BLOB_MAX];
 	size_t blen = sizeof blob;
-	int n = c->ep_export(s->ep, blob, &blen, out->fds, SSW_SESSION_IMAGE_FDS);
+	int n = c->ep_export(s->loc->ep, blob, &blen, out->fds, SSW_SESSION_IMAGE_FDS);
 	if (n < 0) {
 		rc = n;
 		goto out;
@@ -162,17 +163,20 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 		return NULL;
 	}
 	struct ssw_ep *ep = NULL;
-	if (!read_all(img->memfd, s, sizeof *s, IMG_SESS) ||
+	struct sess_local *loc = calloc(1, sizeof *loc);
+	if (!loc || !read_all(img->memfd, s, sizeof *s, IMG_SESS) ||
 	    !read_all(img->memfd, (uint8_t *)s + head, h.qend, IMG_SESS + head) || s->map_size != h.map_size ||
 	    s->q.off + s->q.len != h.qend || s->q.cap > h.map_size - head || s->ts.cap != h.map_size - head - s->q.cap ||
 	    s->ts.len || s->ts.off ||
 	    (*err = prov->conn->ep_import(blob, h.blob_len, img->fds, img->nfds, &ep)) < 0) {
+		free(loc);
 		ssw_shared_free(s, h.map_size, false);
 		return NULL;
 	}
 	/* what named the other image's memory, made anew */
+	s->loc = loc;
 	s->p = prov;
-	s->ep = ep;
+	s->loc->ep = ep;
 	s->q.buf = (uint8_t *)s + head;
 	s->ts.buf = s->q.buf + s->q.cap;
 	s->ts.hi = 0;

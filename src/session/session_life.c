@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 
 /* Lock the session.  A process that died holding it (killed inside a
  * send) leaves its state half-updated: that one connection is reset. */
@@ -39,8 +40,14 @@ void sess_lock(struct ssw_session *s)
 static void take_over(struct ssw_session *s, pid_t me)
 {
 	atomic_store(&s->user, me);
-	if (s->touched && !s->swap_transport)
+	if (s->mv.parked) {
+		(void)sess_move_in(s); /* left for the next driver (session_move.c) */
+	} else if (sess_move_stale(s)) {
+		/* the transport lived in the process that drove it */
+		sess_set_broken(s, "the process driving this connection exited with its transport");
+	} else if (s->touched && !s->swap_transport) {
 		atomic_store(&s->resync, me);
+	}
 	s->touched = true;
 	/* others may ask for it from now on: this process serves them */
 	if (sess_swap_possible(s) && atomic_load(&s->holders) > 1 && ssw_session_cfg.control_taken)
@@ -186,7 +193,7 @@ void ssw_session_make_init(const struct ssw_session_opts *o, void *buf)
 		.version = SSW_WIRE_VERSION,
 		/* the transport clamps it to what it can hold (window_cap) */
 		.window = o && o->rcvbuf ? o->rcvbuf : UINT32_MAX,
-		.caps = my_caps() | SSW_INIT_SWAP | (o && o->ask_proof ? SSW_INIT_ASK_PROOF : 0),
+		.caps = my_caps() | SSW_INIT_SWAP | SSW_INIT_MOVE | (o && o->ask_proof ? SSW_INIT_ASK_PROOF : 0),
 		.pid = (int32_t)ssw_pid(),
 	};
 	memcpy(buf, &in, sizeof in);
@@ -225,6 +232,11 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	struct ssw_session *s = ssw_shared_alloc(head_sz + qcap + tcap, sizeof *s);
 	if (!s)
 		return NULL;
+	s->loc = calloc(1, sizeof *s->loc);
+	if (!s->loc) {
+		ssw_shared_free(s, head_sz + qcap + tcap, true);
+		return NULL;
+	}
 	s->map_size = head_sz + qcap + tcap;
 	s->q.buf = (uint8_t *)s + head_sz;
 	s->q.cap = qcap;
@@ -233,7 +245,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	atomic_store(&s->holders, 1);
 	sess_init_sync(s);
 	s->p = prov;
-	s->ep = ep;
+	s->loc->ep = ep;
 	s->exclusive = !(prov->caps & SSW_CAP_SHARED_CONTEXT);
 	/* the endpoint itself is in fork-shared memory (shm taken as a
 	 * provider without shared context): any holder can drive it once the
@@ -283,11 +295,77 @@ int ssw_session_sopt(struct ssw_session *s, int which, int dflt)
 	return atomic_load(&s->sopt[which]);
 }
 
+/* The controller of a transport of its own lets go while others keep
+ * the connection: the peer is suspended and the transport parked for the
+ * next driver (session_move.c), or the connection is reset (bounded). */
+#define PARK_NS (2ull * 1000000000ull)
+static void park(struct ssw_session *s)
+{
+	uint64_t dl = ssw_now_ns() + PARK_NS;
+	if (!s->sw.asked && sess_send_ctl(s, SSW_MSG_SUSPEND, NULL, 0) == 0) {
+		s->sw.asked = true;
+		s->sw.asked_ns = ssw_now_ns();
+	}
+	while (s->sw.asked && !(s->sw.got && !s->hv) && !s->broken && !s->reset && ssw_now_ns() < dl) {
+		if (sess_pump(s, true) > 0)
+			continue;
+		int w = sess_wait_peer(s, dl);
+		if (w < 0 && w != -ETIMEDOUT && w != -EINTR)
+			break;
+	}
+	if (s->broken || s->reset)
+		return;
+	if (!s->sw.got || !s->mv.have_offer || sess_move_out(s) < 0) {
+		sess_set_broken(s, "a process left a shared connection whose transport could not be handed over");
+		return;
+	}
+	s->sw.asked = s->sw.got = false;
+	s->sw.resume_owed = true; /* the next driver's first message */
+}
+
+/* Does this process drive a transport of its own (moved: session_move.c),
+ * which the others sharing the connection would lose with it?  Locked. */
+static bool owns_moved(struct ssw_session *s)
+{
+	return s->exclusive && atomic_load(&s->user) == ssw_pid() && s->mv.tgen && !sess_move_stale(s) &&
+	       !s->mv.parked;
+}
+
+bool ssw_session_exit_release(struct ssw_session *s)
+{
+	if (atomic_load(&s->holders) <= 1 || atomic_load(&s->moved))
+		return false;
+	/* never wait for the lock: its holder may be the code this _exit's
+	 * signal handler interrupted */
+	int rc = EBUSY;
+	for (int i = 0; i < 100 && (rc = pthread_mutex_trylock(&s->lock)) == EBUSY; i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	if (rc == EOWNERDEAD) {
+		pthread_mutex_consistent(&s->lock);
+		sess_set_broken(s, "a process died while using this connection");
+	} else if (rc) {
+		return false;
+	}
+	if (owns_moved(s))
+		park(s);
+	if (s->exclusive && atomic_load(&s->user) == ssw_pid()) {
+		(void)sess_pump(s, true); /* what our copy took in, into the shared queue (drop_local) */
+		atomic_store(&s->user, 0); /* another holder may take it over */
+	}
+	atomic_fetch_sub(&s->holders, 1);
+	sess_unlock(s);
+	return true;
+}
+
 /* This process lets go of the connection; the others keep it. */
 static void drop_local(struct ssw_session *s)
 {
 	if (s->exclusive) {
 		sess_lock(s);
+		if (owns_moved(s))
+			park(s);
 		if (atomic_load(&s->user) == ssw_pid()) {
 			/* what our transport took in goes into the shared queue,
 			 * where the next process to drive it finds it: left in our
@@ -298,7 +376,8 @@ static void drop_local(struct ssw_session *s)
 		}
 		sess_unlock(s);
 	}
-	s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
+	s->p->conn->close(s->loc->ep, SSW_CLOSE_DETACH);
+	free(s->loc);
 	ssw_shared_free(s, s->map_size, false); /* another process still maps it */
 }
 
@@ -310,7 +389,8 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		/* the connection went with a process that dropped privileges:
 		 * let go of this copy, tell the peer nothing */
 		atomic_fetch_sub(&s->holders, 1);
-		s->p->conn->close(s->ep, SSW_CLOSE_DETACH);
+		s->p->conn->close(s->loc->ep, SSW_CLOSE_DETACH);
+		free(s->loc);
 		ssw_shared_free(s, s->map_size, false); /* rare: not worth keeping */
 		return;
 	}
@@ -321,8 +401,10 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	sess_lock(s);
 	/* the last holder: whoever drove it is gone (one that left a message
 	 * held in its own memory leaves it unread: the close resets) */
-	if (s->exclusive && atomic_load(&s->user) != ssw_pid() && !(s->touched && s->hv))
+	if (s->exclusive && atomic_load(&s->user) != ssw_pid() && !(s->touched && s->hv)) {
 		take_over(s, ssw_pid());
+		sess_swap_flush(s); /* a moved transport's RESUME (session_move.c) before our FIN */
+	}
 	/* Kernel TCP resets a connection closed with unread data. */
 	if (!abort && !s->broken && sess_rx_pending_data(s))
 		abort = true;
@@ -339,8 +421,8 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		/* our FIN; if the transport is full the orderly close says it */
 		(void)sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0);
 	}
-	s->p->conn->close(s->ep, abort ? SSW_CLOSE_ABORT : SSW_CLOSE_ORDERLY);
-	s->ep = NULL;
+	s->p->conn->close(s->loc->ep, abort ? SSW_CLOSE_ABORT : SSW_CLOSE_ORDERLY);
+	s->loc->ep = NULL;
 	sess_unlock(s);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->tx_cv);
@@ -351,6 +433,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		(void)madvise(s->q.buf, top < s->q.cap ? top : s->q.cap, MADV_REMOVE);
 	}
 	sess_stage_trim(s);
+	free(s->loc);
 	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
 }
 
@@ -375,17 +458,27 @@ void ssw_session_hold(struct ssw_session *s, int delta)
 
 int ssw_session_fds(struct ssw_session *s, int *fds, int max)
 {
+	if (__atomic_load_n(&s->mv.waiting, __ATOMIC_RELAXED) && max > 0) {
+		/* the next transport comes to a listener (session_move.c) */
+		fds[0] = sess_move_fd(s);
+		return fds[0] >= 0;
+	}
 	struct pollfd p[8];
-	int n = s->ep ? s->p->progress->wait_fds(s->ep, p, max < 8 ? max : 8) : 0;
+	int n = s->loc->ep ? s->p->progress->wait_fds(s->loc->ep, p, max < 8 ? max : 8) : 0;
 	for (int i = 0; i < n; i++)
 		fds[i] = p[i].fd;
 	return n;
 }
 
+uint32_t ssw_session_fds_gen(struct ssw_session *s)
+{
+	return s->loc->fgen + (__atomic_load_n(&s->mv.waiting, __ATOMIC_RELAXED) ? 1u << 31 : 0);
+}
+
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max)
 {
-	if (s->ep && s->p->progress->keep_fds)
-		return s->p->progress->keep_fds(s->ep, fds, max);
+	if (s->loc->ep && s->p->progress->keep_fds)
+		return s->p->progress->keep_fds(s->loc->ep, fds, max);
 	return ssw_session_fds(s, fds, max);
 }
 
@@ -409,7 +502,7 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 {
 	if (!sess_enter(s))
 		return -ENOTCONN;
-	if (s->p->progress->rx_ready(s->ep))
+	if (s->p->progress->rx_ready(s->loc->ep))
 		sess_pump(s, false);
 	/* a peer process that exited left no FIN in the ring: a probe sees it
 	 * gone, as its kernel's FIN would have told (ENOTCONN below once both
@@ -424,7 +517,7 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 		if (!s->reset && !s->peer_closed) {
 			(void)sess_send_ctl(s, SSW_MSG_FIN, NULL, 0);
 			if (s->p->progress->note && !s->sw.fin_owed)
-				s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
+				s->p->progress->note(s->loc->ep, SSW_NOTE_FIN, 0);
 		}
 	}
 	/* inet_shutdown ends in sk_state_change: our threads asleep on the
@@ -439,7 +532,7 @@ int ssw_session_take_error(struct ssw_session *s)
 {
 	if (!sess_enter(s))
 		return ECONNRESET;
-	if (s->p->progress->rx_ready(s->ep))
+	if (s->p->progress->rx_ready(s->loc->ep))
 		sess_pump(s, false);
 	sess_peer_check(s, true);
 	int e = s->so_error;
@@ -491,7 +584,7 @@ int ssw_session_tcp_state(struct ssw_session *s)
 {
 	if (!sess_enter(s))
 		return TCP_CLOSE;
-	if (s->p->progress->rx_ready(s->ep))
+	if (s->p->progress->rx_ready(s->loc->ep))
 		sess_pump(s, false);
 	/* a peer process that exited left no FIN in the ring: a probe sees it
 	 * gone, as its kernel's FIN would have told (soak seed 840002047) */
@@ -534,8 +627,9 @@ int ssw_session_announce(struct ssw_session *s, const struct ssw_session_opts *o
 	/* The connector assumed we are like it (its own capabilities, the
 	 * largest window): when that is so there is nothing to say, and the
 	 * message (and a wake-up of the connector) is saved. */
-	if ((me.caps & ~(uint32_t)SSW_INIT_SWAP) == s->peer_caps && me.window >= sess_window_cap(s->p, s->ep))
-		return 0; /* (SSW_INIT_SWAP: a connector that knows it assumed it of us; an older one has no use for it) */
+	if ((me.caps & ~(uint32_t)(SSW_INIT_SWAP | SSW_INIT_MOVE)) == s->peer_caps &&
+	    me.window >= sess_window_cap(s->p, s->loc->ep))
+		return 0; /* (SSW_INIT_SWAP, _MOVE: a connector that knows them assumed them of us; an older one has no use for them) */
 	if (!sess_enter(s))
 		return -ECONNRESET;
 	int rc = sess_send_ctl(s, SSW_MSG_INIT, &me, sizeof me);

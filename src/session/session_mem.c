@@ -46,8 +46,8 @@ int ssw_session_trim(struct ssw_session *s)
 		return 1;
 	int more = 0;
 	/* an exclusive connection's transport state is its driver's (fabric) */
-	if (s->ep && s->p->msg->trim && !sess_foreign(s))
-		more = s->p->msg->trim(s->ep, 0);
+	if (s->loc->ep && s->p->msg->trim && !sess_foreign(s))
+		more = s->p->msg->trim(s->loc->ep, 0);
 	more |= q_trim(s);
 	sess_unlock(s);
 	return more;
@@ -55,7 +55,7 @@ int ssw_session_trim(struct ssw_session *s)
 
 int64_t sess_resident_locked(struct ssw_session *s)
 {
-	return s->ep && s->p->msg->resident && !sess_foreign(s) ? s->p->msg->resident(s->ep) : -1;
+	return s->loc->ep && s->p->msg->resident && !sess_foreign(s) ? s->p->msg->resident(s->loc->ep) : -1;
 }
 
 int64_t ssw_session_resident(struct ssw_session *s)

@@ -111,6 +111,7 @@ struct sess_swap {
 	bool suspended;            /* SUSPENDED sent: we send nothing until its RESUME */
 	bool fin_owed;             /* a shutdown while suspended: our FIN goes at RESUME */
 	uint64_t suspended_ns;     /* since when (a bound: README Limits) */
+	uint32_t refused;          /* bumped when control cannot move (session_move.c): askers give up */
 	/* SOCKSWITCH_FAULT=swap-*: what this side sent out of turn, and when */
 	uint8_t fault_step;
 	uint64_t fault_ns;
@@ -124,6 +125,31 @@ struct txstage {
 	uint8_t *buf;
 	size_t off, len, cap;
 	size_t hi;                 /* the most of buf used since it was last given back */
+};
+
+/* The session's part in each process's private memory. */
+struct sess_local {
+	struct ssw_ep *ep;         /* this process's endpoint (a copy, after fork) */
+	uint32_t tgen;             /* the transport it belongs to (session_move.c: mv.tgen) */
+	uint32_t fgen;             /* bumped when the fds to wait on change (epoll registers them anew) */
+};
+
+/* A transport in process memory (fabric) moving with control between the
+ * processes that share the connection (session_move.c).  In the
+ * session's shared memory. */
+struct sess_move {
+	bool peer_move;            /* the peer's INIT said SSW_INIT_MOVE */
+	uint32_t tgen;             /* transports since the fork-shared one (0): older copies are dead */
+	/* our side (the one whose control moves) */
+	bool parked;               /* no live transport: the next controller connects to `offer` */
+	bool have_offer;
+	struct ssw_wire_offer offer; /* the peer's, from its SUSPENDED */
+	/* the peer's side (the one suspended) */
+	bool offered;              /* our SUSPENDED carried an offer of ours */
+	bool ending;               /* MOVED came: the transport ends once it is consumed */
+	bool waiting;              /* ... and the next comes to our listener */
+	uint8_t token[SSW_MOVE_TOKEN];
+	struct sockaddr_storage host; /* the peer's, when we offered: the next transport must come from it */
 };
 
 struct ssw_session {
@@ -148,6 +174,7 @@ struct ssw_session {
 	 * one that is not: SOCKSWITCH_SHARED_CONTEXT=0) */
 	bool peer_swap, swap_transport;
 	struct sess_swap sw;
+	struct sess_move mv;
 	struct txstage ts;
 	/* A process that dropped privileges took its own copy of the
 	 * connection (session_unshare.c) and left this memory to the others:
@@ -157,7 +184,11 @@ struct ssw_session {
 	_Atomic pid_t moved_to;    /* that process */
 	size_t map_size;           /* the session's own mapping: this struct, then the queue */
 	const struct ssw_provider *p;
-	struct ssw_ep *ep;
+	/* The endpoint, as this process holds it (sess_local: fork copies it
+	 * with the heap): a provider without shared context keeps a copy per
+	 * process, and a connection moved to a new transport (session_move.c)
+	 * lives in one process only */
+	struct sess_local *loc;
 	size_t max_payload;
 	pthread_cond_t tx_cv;      /* senders wait here while a rendezvous send is in progress */
 
@@ -252,9 +283,10 @@ static inline bool sess_staging(const struct ssw_session *s)
  * request for listening proofs (SSW_INIT_ASK_PROOF), kept apart. */
 static inline void sess_set_peer_caps(struct ssw_session *s, uint32_t caps)
 {
-	s->peer_caps = caps & ~(SSW_INIT_ASK_PROOF | SSW_INIT_SWAP);
+	s->peer_caps = caps & ~(SSW_INIT_ASK_PROOF | SSW_INIT_SWAP | SSW_INIT_MOVE);
 	s->peer_asks_proof = (caps & SSW_INIT_ASK_PROOF) != 0;
 	s->peer_swap = (caps & SSW_INIT_SWAP) != 0;
+	s->mv.peer_move = (caps & SSW_INIT_MOVE) != 0;
 }
 static inline bool rcv_down(const struct ssw_session *s) { return s->fin_rcvd || s->rd_shut || s->reset; }
 static inline bool snd_down(const struct ssw_session *s) { return s->wr_shut || s->reset; }
@@ -389,7 +421,30 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl);
  * back if it went meanwhile. */
 void sess_swap_check(struct ssw_session *s);
 /* The messages, from the peer (session_rx.c). */
-void sess_swap_msg(struct ssw_session *s, uint8_t type);
+void sess_swap_msg(struct ssw_session *s, const struct ssw_msg *m);
+/* session_move.c: the transport moving with control (fabric).  Locked. */
+bool sess_move_needed(const struct ssw_session *s);   /* our copies are not the transport */
+bool sess_move_possible(const struct ssw_session *s); /* the peer and the provider can */
+/* The suspended side: an offer for SUSPENDED (0), or none (-errno). */
+int sess_move_offer(struct ssw_session *s, struct ssw_wire_offer *o);
+/* MOVED came (checked); then, once consumed, the next transport is awaited. */
+void sess_move_msg(struct ssw_session *s);
+void sess_move_consumed(struct ssw_session *s);
+/* Awaiting it: 1 it came (now s->loc->ep), 0 not yet, -errno. */
+int sess_move_accept(struct ssw_session *s);
+bool sess_move_ready(struct ssw_session *s);
+int sess_move_fd(struct ssw_session *s);
+/* Sleep until it may have come (unlocks meanwhile); 0 or -ETIMEDOUT. */
+int sess_move_wait(struct ssw_session *s, uint64_t deadline);
+/* The moving side: the peer's offer (checked: false, and reset, if bad). */
+bool sess_move_take_offer(struct ssw_session *s, const struct ssw_wire_offer *o);
+/* The controller, peer suspended: MOVED, our copy left; parked. */
+int sess_move_out(struct ssw_session *s);
+/* The new controller of a parked connection: its own transport. */
+int sess_move_in(struct ssw_session *s);
+/* This process's copy is of an older transport. */
+bool sess_move_stale(const struct ssw_session *s);
+
 /* SOCKSWITCH_FAULT=swap-*: a send plays the hostile peer (tests). */
 void sess_swap_fault(struct ssw_session *s);
 /* What is owed (SUSPENDED, RESUME), before the lock goes. */

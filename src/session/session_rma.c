@@ -19,7 +19,7 @@ static void reap(struct ssw_session *s)
 	const struct ssw_progress_ops *pg = s->p->progress;
 	struct ssw_completion c[8];
 	for (;;) {
-		int n = pg->poll_cq(s->ep, c, 8);
+		int n = pg->poll_cq(s->loc->ep, c, 8);
 		for (int k = 0; k < n; k++) {
 			uintptr_t v = (uintptr_t)c[k].ctx;
 			int i = (int)(v & 0xff) - 1;
@@ -58,7 +58,7 @@ int sess_rma(struct ssw_session *s, bool write, const struct iovec *v, int k, co
 	s->rma[i].done = false;
 	void *ctx = slot_ctx(s, i);
 	const struct ssw_rdma_ops *ro = s->p->rdma;
-	int rc = write ? ro->rdma_write(s->ep, v, k, d, off, len, ctx) : ro->rdma_read(s->ep, v, k, d, off, len, ctx);
+	int rc = write ? ro->rdma_write(s->loc->ep, v, k, d, off, len, ctx) : ro->rdma_read(s->loc->ep, v, k, d, off, len, ctx);
 	if (rc == -EINPROGRESS) {
 		s->st.rma_async++;
 		/* The provider owns the local buffer until it completes (the

@@ -20,7 +20,7 @@
 /* Expose [buf, buf+len) to the peer (WSPRegisterRdmaMemory), counted. */
 static int expose(struct ssw_session *s, void *buf, size_t len, uint32_t access, struct ssw_rdma_desc *d)
 {
-	if (ssw_session_cfg.fault_regfail || s->p->rdma->register_rdma_memory(s->ep, buf, len, access, d) < 0)
+	if (ssw_session_cfg.fault_regfail || s->p->rdma->register_rdma_memory(s->loc->ep, buf, len, access, d) < 0)
 		return -ENOBUFS;
 	s->st.rdma_regs++;
 	return 0;
@@ -152,7 +152,7 @@ static ssize_t send_rndv_read(struct ssw_session *s, const void *buf, size_t len
 	int rc = sess_send_ctl(s, SSW_MSG_RNDV_READ, &r, sizeof r);
 	if (rc == 0)
 		rc = wait_rndv(s, false);
-	s->p->rdma->deregister_rdma_memory(s->ep, &r.desc);
+	s->p->rdma->deregister_rdma_memory(s->loc->ep, &r.desc);
 	s->txr.id = 0;
 	pthread_cond_broadcast(&s->tx_cv);
 	if (rc < 0)
@@ -245,7 +245,7 @@ ssize_t sess_recv_by_write(struct ssw_session *s, const struct iovec *iov, int i
 			continue; /* the peer is writing into this buffer: finish first */
 	}
 	if (sk.desc.len)
-		s->p->rdma->deregister_rdma_memory(s->ep, &sk.desc);
+		s->p->rdma->deregister_rdma_memory(s->loc->ep, &sk.desc);
 	if (rc < 0)
 		return rc;
 	if (!s->rw.wdone)
@@ -356,7 +356,7 @@ int sess_rndv_choose(struct ssw_session *s, size_t len)
 		return 0;
 	if ((s->peer_caps & SSW_CAP_RDMA_READ) && mode != SSW_RDMA_WRITE_ONLY)
 		return SSW_CAP_RDMA_READ;
-	if ((s->p->conn->ep_caps(s->ep) & SSW_CAP_RDMA_WRITE) && (s->peer_caps & SSW_CAP_RDMA_WRITE) &&
+	if ((s->p->conn->ep_caps(s->loc->ep) & SSW_CAP_RDMA_WRITE) && (s->peer_caps & SSW_CAP_RDMA_WRITE) &&
 	    mode != SSW_RDMA_READ_ONLY)
 		return SSW_CAP_RDMA_WRITE;
 	return 0;

@@ -81,7 +81,7 @@ static int sess_resync(struct ssw_session *s, const void *buf, size_t len)
 	memcpy(&h, buf, sizeof h);
 	int32_t d = (int32_t)(h.seq - s->rx_seq);
 	if (d < 0 && d > -(1 << 24)) { /* (a bound: a peer's garbage is not skipped for ever) */
-		s->p->msg->recv_done(s->ep);
+		s->p->msg->recv_done(s->loc->ep);
 		return 0;
 	}
 	atomic_store(&s->resync, 0);
@@ -103,7 +103,13 @@ int sess_head(struct ssw_session *s)
 		return 1;
 	if (s->broken)
 		return -ECONNRESET;
-	int rc = s->p->msg->recv_peek(s->ep, &buf, &len);
+	/* the transport moved (session_move.c): the next one, when it comes */
+	if (s->mv.waiting) {
+		int r = sess_move_accept(s);
+		if (r <= 0)
+			return r;
+	}
+	int rc = s->p->msg->recv_peek(s->loc->ep, &buf, &len);
 	if (rc == -EAGAIN)
 		return 0;
 	if (rc == -EPIPE) { /* the peer closed (or died) after its last message */
@@ -143,7 +149,7 @@ int sess_head(struct ssw_session *s)
 
 void sess_consume(struct ssw_session *s)
 {
-	s->p->msg->recv_done(s->ep);
+	s->p->msg->recv_done(s->loc->ep);
 	s->rx_space += sess_msg_space(s, sizeof s->hm.h + s->hm.h.len);
 	s->hv = false;
 }
@@ -159,7 +165,7 @@ void sess_handle_control(struct ssw_session *s)
 			break;
 		}
 		s->init_rcvd = true;
-		s->peer_window = m->u.init.window < sess_window_cap(s->p, s->ep) ? m->u.init.window : sess_window_cap(s->p, s->ep);
+		s->peer_window = m->u.init.window < sess_window_cap(s->p, s->loc->ep) ? m->u.init.window : sess_window_cap(s->p, s->loc->ep);
 		sess_set_peer_caps(s, m->u.init.caps);
 		s->peer_pid = m->u.init.pid;
 		break;
@@ -167,15 +173,18 @@ void sess_handle_control(struct ssw_session *s)
 		if (m->u.window.window < 4096)
 			sess_set_broken(s, "peer window too small");
 		else
-			s->peer_window = m->u.window.window < sess_window_cap(s->p, s->ep) ? m->u.window.window
-										    : sess_window_cap(s->p, s->ep);
+			s->peer_window = m->u.window.window < sess_window_cap(s->p, s->loc->ep) ? m->u.window.window
+										    : sess_window_cap(s->p, s->loc->ep);
 		break;
 	case SSW_MSG_CREDIT:
 		break;
 	case SSW_MSG_SUSPEND:
 	case SSW_MSG_SUSPENDED:
 	case SSW_MSG_RESUME:
-		sess_swap_msg(s, m->h.type);
+		sess_swap_msg(s, m);
+		break;
+	case SSW_MSG_MOVED:
+		sess_move_msg(s);
 		break;
 	case SSW_MSG_RNDV_DONE:
 	case SSW_MSG_SINK:
@@ -184,6 +193,8 @@ void sess_handle_control(struct ssw_session *s)
 		break;
 	}
 	sess_consume(s);
+	if (s->mv.ending)
+		sess_move_consumed(s);
 }
 
 int sess_q_reserve(struct ssw_session *s, size_t more)

@@ -20,6 +20,7 @@
  * sent later. */
 #include "session/session_priv.h"
 
+#include "common/bell.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -33,6 +34,18 @@ size_t sess_stage_size(const struct ssw_provider *prov, struct ssw_ep *ep)
 	return n < 4096 ? 4096 : n;
 }
 
+/* The first byte staged: this process's helper thread looks at the
+ * connection until the stage is gone (switch/share/swap_helper.c), so
+ * that the bytes leave at RESUME even if the program makes no further
+ * call on the socket. */
+static void first_staged(void)
+{
+	if (ssw_session_cfg.control_taken)
+		ssw_session_cfg.control_taken();
+	if (ssw_bell_init()) /* (once per image) */
+		ssw_bell_ring(ssw_pid());
+}
+
 static void grew(struct txstage *t)
 {
 	if (t->off + t->len > t->hi)
@@ -44,6 +57,8 @@ void sess_stage_put(struct ssw_session *s, const struct iovec *v, int k, size_t 
 	struct txstage *t = &s->ts;
 	uint8_t *p = t->buf + t->off + t->len;
 	size_t n0 = n;
+	if (!t->len && n)
+		first_staged();
 	for (int i = 0; i < k && n; i++) {
 		size_t c = v[i].iov_len < n ? v[i].iov_len : n;
 		memcpy(p, v[i].iov_base, c);
@@ -63,6 +78,8 @@ void *sess_stage_room(struct ssw_session *s, size_t n)
 
 void sess_stage_commit(struct ssw_session *s, size_t n)
 {
+	if (!s->ts.len && n)
+		first_staged();
 	s->ts.len += n;
 	sess_count_staged(n);
 	grew(&s->ts);
@@ -82,7 +99,7 @@ void sess_stage_trim(struct ssw_session *s)
 bool sess_stage_flush(struct ssw_session *s)
 {
 	struct txstage *t = &s->ts;
-	while (t->len && !s->sw.suspended && !s->reset && !s->broken && s->ep) {
+	while (t->len && !s->sw.suspended && !s->reset && !s->broken && s->loc->ep) {
 		size_t n = t->len < s->max_payload ? t->len : s->max_payload;
 		struct iovec v = { t->buf + t->off, n };
 		int rc = sess_send_msg(s, SSW_MSG_DATA, NULL, 0, &v, 1, n);

@@ -109,7 +109,8 @@ static __thread bool in_swap;
 
 bool sess_swap_possible(const struct ssw_session *s)
 {
-	return s->exclusive && s->peer_swap && s->swap_transport;
+	/* a transport in process memory moves with control (session_move.c) */
+	return s->exclusive && s->peer_swap && (s->swap_transport || sess_move_possible(s));
 }
 
 static bool q_has(const struct ssw_session *s, pid_t p)
@@ -171,6 +172,20 @@ static bool hand(struct ssw_session *s)
 	return true;
 }
 
+/* The peer cannot take a new transport (its side is shared by fork too):
+ * control stays here; the peer goes on, and those asking are told no
+ * (their call fails, as before the swap: README Limits). */
+static void refuse(struct ssw_session *s)
+{
+	s->sw.asked = s->sw.got = false;
+	s->sw.resume_owed = true;
+	s->sw.qn = 0;
+	s->sw.refused++;
+	bell_bump(s);
+	SSW_WARN_ONCE("a fabric connection shared with another process cannot move to it: the peer's side is shared "
+		      "by fork too (README Limits)");
+}
+
 /* Nothing of ours in flight that the peer must finish with us: a
  * rendezvous send waiting for its RNDV_DONE, a read of the peer's buffer
  * under way in another thread. */
@@ -200,7 +215,7 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 	/* control may go and come back while we wait: a round of its own */
 	uint32_t round = atomic_load(&s->sw.bell);
 	for (;;) {
-		if (s->reset || s->broken || s->peer_closed || (s->fin_rcvd && !s->sw.asked)) {
+		if (s->reset || s->broken || s->peer_closed || (s->fin_rcvd && !s->sw.asked && !sess_move_needed(s))) {
 			/* nothing more will come from the peer (after its FIN only
 			 * credits, which a shared transport keeps: a SUSPEND to a
 			 * peer that closed would draw a reset kernel TCP does not
@@ -216,6 +231,19 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 		/* everything the peer sent before SUSPENDED comes into the queue */
 		(void)sess_pump(s, true);
 		bool settled = !s->hv && !s->rr.active && !s->rw.active;
+		if (settled && s->sw.got && sess_move_needed(s)) {
+			/* the transport goes too (session_move.c), if the peer can take it */
+			if (!s->mv.have_offer) {
+				refuse(s);
+				break;
+			}
+			if (sess_move_out(s) < 0) {
+				sess_set_broken(s, "the connection's transport could not be handed over");
+				break;
+			}
+			went = hand(s);
+			break;
+		}
 		if (settled && (s->sw.got || (s->swap_transport && s->sw.asked &&
 					      ssw_now_ns() - s->sw.asked_ns > SWAP_PATIENCE_NS))) {
 			went = hand(s);
@@ -239,6 +267,9 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 static void took(struct ssw_session *s, uint64_t t0)
 {
 	s->sw.granted = 0;
+	/* the transport was left for us: ours now (session_move.c) */
+	if (s->mv.parked && sess_move_in(s) < 0)
+		return;
 	count(ssw_now_ns() - t0);
 	if (ssw_session_cfg.control_taken)
 		ssw_session_cfg.control_taken();
@@ -269,6 +300,9 @@ static void take_from_gone(struct ssw_session *s, pid_t me, uint64_t dl)
 		s->sw.asked = s->sw.got = false;
 		s->sw.resume_owed = true;
 	}
+	/* a transport of its own went with it (not parked: session_move.c) */
+	if (!s->mv.parked && sess_move_stale(s))
+		sess_set_broken(s, "the process driving this connection exited with its transport");
 	bell_bump(s);
 }
 
@@ -278,7 +312,12 @@ bool sess_swap_take(struct ssw_session *s)
 		return false;
 	pid_t me = ssw_pid();
 	uint64_t t0 = ssw_now_ns(), dl = t0 + SWAP_WAIT_NS;
+	uint32_t refused = s->sw.refused;
 	for (;;) {
+		if (s->sw.refused != refused) {
+			q_del(s, me); /* control cannot move here (refuse) */
+			return false;
+		}
 		/* a full queue (SWAP_Q processes asking at once): join it when
 		 * one of them has had its turn */
 		if (!q_has(s, me) && s->sw.qn < SWAP_Q)
@@ -331,9 +370,9 @@ void sess_swap_check(struct ssw_session *s)
 		sess_set_broken(s, "control of a connection shared with another process cannot be asked for");
 }
 
-void sess_swap_msg(struct ssw_session *s, uint8_t type)
+void sess_swap_msg(struct ssw_session *s, const struct ssw_msg *m)
 {
-	switch (type) {
+	switch (m->h.type) {
 	case SSW_MSG_SUSPEND:
 		if (s->sw.peer_wants || s->sw.suspended)
 			sess_set_broken(s, "SUSPEND while suspended");
@@ -343,7 +382,7 @@ void sess_swap_msg(struct ssw_session *s, uint8_t type)
 	case SSW_MSG_SUSPENDED:
 		if (!s->sw.asked || s->sw.got)
 			sess_set_broken(s, "SUSPENDED not asked for");
-		else
+		else if (!m->h.len || sess_move_take_offer(s, &m->u.offer))
 			s->sw.got = true;
 		break;
 	case SSW_MSG_RESUME:
@@ -389,7 +428,7 @@ void sess_swap_flush(struct ssw_session *s)
 {
 	/* only the process driving the transport writes into it (none once
 	 * the connection is closed here: its last unlock) */
-	if (!s->ep || (s->exclusive && atomic_load(&s->user) != ssw_pid()))
+	if (!s->loc->ep || (s->exclusive && atomic_load(&s->user) != ssw_pid()))
 		return;
 	/* the answer to a SUSPEND sent before control came here */
 	if (s->sw.asked && s->sw.got && !s->sw.serving && !fault_holds(s)) {
@@ -403,10 +442,16 @@ void sess_swap_flush(struct ssw_session *s)
 	if (s->sw.fin_owed && !s->sw.suspended && !s->ts.len && sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0) == 0) {
 		s->sw.fin_owed = false;
 		if (s->p->progress->note)
-			s->p->progress->note(s->ep, SSW_NOTE_FIN, 0);
+			s->p->progress->note(s->loc->ep, SSW_NOTE_FIN, 0);
 	}
 	if (s->sw.peer_wants && !s->sw.suspended && !s->txr.id) {
-		if (sess_send_msg(s, SSW_MSG_SUSPENDED, NULL, 0, NULL, 0, 0) == 0) {
+		/* where the peer's next controller reaches us, if it must
+		 * (a transport in process memory: session_move.c) */
+		struct ssw_wire_offer o;
+		bool off = sess_move_offer(s, &o) == 0;
+		if (sess_send_msg(s, SSW_MSG_SUSPENDED, off ? &o : NULL, off ? sizeof o : 0, NULL, 0, 0) != 0) {
+			s->mv.offered = false; /* (again at the next try) */
+		} else {
 			s->sw.peer_wants = false;
 			s->sw.suspended = true;
 			counts_mine();
@@ -418,8 +463,23 @@ void sess_swap_flush(struct ssw_session *s)
 	}
 }
 
+/* The helper's look at a connection with bytes staged for a suspended
+ * peer (session_stage.c): they leave once its RESUME is in, even while
+ * this process's program is in no call on the socket (a kernel socket
+ * sends its buffer by itself). */
+static bool stage_serve(struct ssw_session *s)
+{
+	sess_lock(s);
+	if (s->ts.len && !sess_foreign(s))
+		(void)sess_pump(s, true); /* RESUME, maybe; the unlock flushes */
+	sess_unlock(s);
+	return __atomic_load_n(&s->ts.len, __ATOMIC_RELAXED) != 0;
+}
+
 bool ssw_session_swap_serve(struct ssw_session *s, int ms)
 {
+	if (__atomic_load_n(&s->ts.len, __ATOMIC_RELAXED))
+		return stage_serve(s);
 	if ((!__atomic_load_n(&s->sw.qn, __ATOMIC_RELAXED) && !__atomic_load_n(&s->sw.asked, __ATOMIC_RELAXED)) ||
 	    !sess_swap_possible(s))
 		return false;

@@ -66,7 +66,7 @@ static int send_precheck(struct ssw_session *s, size_t total, ssize_t *ok)
 void sess_flush_held(struct ssw_session *s)
 {
 	if (s->held && s->p->msg->flush)
-		s->p->msg->flush(s->ep);
+		s->p->msg->flush(s->loc->ep);
 	s->held = 0;
 }
 
@@ -107,7 +107,7 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 		uint8_t *bounce = NULL;
 		if (!src->iov) { /* a provider without reserve: one bounce copy */
 			/* what the producer gives is gone from it (a pipe): have room first */
-			if (mo->send_room && mo->send_room(s->ep) < sess_msg_space(s, sizeof(struct ssw_wire_hdr) + chunk))
+			if (mo->send_room && mo->send_room(s->loc->ep) < sess_msg_space(s, sizeof(struct ssw_wire_hdr) + chunk))
 				return -EAGAIN;
 			if (!(bounce = malloc(chunk)))
 				return -ENOBUFS;
@@ -128,7 +128,7 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 	}
 	void *buf;
 	struct ssw_wire_hdr h;
-	int rc = mo->send_reserve(s->ep, sizeof h + chunk, &buf);
+	int rc = mo->send_reserve(s->loc->ep, sizeof h + chunk, &buf);
 	if (rc)
 		return rc;
 	uint8_t *p = (uint8_t *)buf + sizeof h;
@@ -144,7 +144,7 @@ static int send_data(struct ssw_session *s, const struct tx_src *src, size_t at,
 	uint32_t credits = s->rx_unacked > UINT32_MAX ? UINT32_MAX : (uint32_t)s->rx_unacked;
 	ssw_wire_hdr_set(&h, SSW_MSG_DATA, (uint32_t)chunk, credits, s->tx_seq);
 	memcpy(buf, &h, sizeof h);
-	rc = mo->send_commit(s->ep, sizeof h + chunk, hold);
+	rc = mo->send_commit(s->loc->ep, sizeof h + chunk, hold);
 	if (rc)
 		return rc;
 	sess_sent(s, credits);
@@ -164,7 +164,7 @@ static ssize_t send_src(struct ssw_session *s, const struct tx_src *src, size_t 
 	bool ended = false;
 	size_t cap = s->max_payload;
 	if (src->fill && s->p->msg->send_reserve) {
-		size_t mm = s->p->msg->max_msg(s->ep) - sizeof(struct ssw_wire_hdr);
+		size_t mm = s->p->msg->max_msg(s->loc->ep) - sizeof(struct ssw_wire_hdr);
 		cap = mm < FILL_MAX ? mm : FILL_MAX;
 	}
 	size_t cap0 = cap;
@@ -271,7 +271,7 @@ static int send_enter(struct ssw_session *s, size_t total, ssize_t *ok)
 		sess_cond_wait(s);
 	if (ssw_session_cfg.fault_swap)
 		sess_swap_fault(s);
-	if (s->p->progress->rx_ready(s->ep))
+	if (s->p->progress->rx_ready(s->loc->ep))
 		sess_pump(s, false);
 	return send_precheck(s, total, ok);
 }

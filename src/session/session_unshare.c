@@ -50,7 +50,7 @@ int ssw_session_unshare(struct ssw_session *s)
 	/* and those sent while the peer was suspended (session_stage.c) */
 	size_t tat = (size_t)(s->ts.buf - (uint8_t *)s);
 	memcpy((uint8_t *)c + tat + s->ts.off, s->ts.buf + s->ts.off, s->ts.len);
-	int rc = s->ep && s->p->conn->unshare ? s->p->conn->unshare(s->ep) : 0;
+	int rc = s->loc->ep && s->p->conn->unshare ? s->p->conn->unshare(s->loc->ep) : 0;
 	if (rc < 0) {
 		SYS_(munmap, c, size);
 		sess_unlock(s);

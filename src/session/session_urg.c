@@ -63,10 +63,10 @@ void sess_urg_flush(void)
  * word on who the peer is, never anyone else. */
 static void urg_raise_for_peer(struct ssw_session *s)
 {
-	int32_t owner = s->p->progress->peer_tag(s->ep);
+	int32_t owner = s->p->progress->peer_tag(s->loc->ep);
 	uint32_t uid;
 	int32_t pid;
-	if (!owner || owner == INT32_MIN || s->p->conn->peer_cred(s->ep, &uid, &pid) < 0 || pid <= 0)
+	if (!owner || owner == INT32_MIN || s->p->conn->peer_cred(s->loc->ep, &uid, &pid) < 0 || pid <= 0)
 		return;
 	pid_t group = getpgid(pid);
 	if (group < 0)
@@ -125,7 +125,7 @@ ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 			int rc = sess_send_msg(s, SSW_MSG_OOB, NULL, 0, &b, 1, 1);
 			if (rc == 0) {
 				if (s->p->progress->note) /* POLLPRI at once, before the byte is taken in */
-					s->p->progress->note(s->ep, SSW_NOTE_MARK, 0);
+					s->p->progress->note(s->loc->ep, SSW_NOTE_MARK, 0);
 				if (sender_raises(s))
 					urg_raise_for_peer(s);
 				s->tx_inflight++;
@@ -160,8 +160,8 @@ void ssw_session_set_owner(struct ssw_session *s, int owner)
 	if (!sess_enter(s))
 		return;
 	s->urg.owner = owner;
-	if (s->p->progress->note && s->ep)
-		s->p->progress->note(s->ep, SSW_NOTE_TAG, owner); /* for a sender that raises it (above) */
+	if (s->p->progress->note && s->loc->ep)
+		s->p->progress->note(s->loc->ep, SSW_NOTE_TAG, owner); /* for a sender that raises it (above) */
 	sess_unlock(s);
 }
 

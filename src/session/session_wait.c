@@ -24,7 +24,8 @@
 void sess_peer_check(struct ssw_session *s, bool probe)
 {
 	const struct ssw_progress_ops *pg = s->p->progress;
-	if (!pg->peer_state || !s->ep)
+	/* a transport that moves ends after MOVED: no news of the connection */
+	if (!pg->peer_state || !s->loc->ep || s->mv.offered || s->mv.waiting)
 		return;
 	if (probe) {
 		uint64_t now = ssw_now_ns();
@@ -34,7 +35,7 @@ void sess_peer_check(struct ssw_session *s, bool probe)
 			s->w.probe_ns = now;
 	}
 	uint32_t urg = s->urg.peer;
-	uint32_t st = pg->peer_state(s->ep, probe, &urg);
+	uint32_t st = pg->peer_state(s->loc->ep, probe, &urg);
 	s->urg.peer = urg;
 	if (st & (SSW_PEER_FIN | SSW_PEER_CLOSED))
 		s->fin_rcvd = true;
@@ -69,11 +70,11 @@ static void woke(struct ssw_session *s)
 	const struct ssw_progress_ops *pg = s->p->progress;
 	if (pg->wake_leave && left < 64 && atomic_load(&s->w.sleepers) > 0) {
 		left++;
-		pg->wake_leave(s->ep);
+		pg->wake_leave(s->loc->ep);
 		return;
 	}
 	left = 0;
-	pg->wake_ack(s->ep);
+	pg->wake_ack(s->loc->ep);
 }
 
 #define SLEEP_CAP_MIN_MS 1
@@ -103,7 +104,7 @@ struct sess_waiter {
 static int peer_ready(struct ssw_waiter *w)
 {
 	struct sess_waiter *sw = (struct sess_waiter *)w;
-	if (!sw->s->p->progress->rx_ready(sw->s->ep))
+	if (!sw->s->p->progress->rx_ready(sw->s->loc->ep))
 		return 0;
 	sess_lock(sw->s); /* what the wait learns is the session's */
 	sw->locked = true;
@@ -116,7 +117,7 @@ static int peer_sleep(struct ssw_waiter *w, int64_t ns)
 {
 	struct sess_waiter *sw = (struct sess_waiter *)w;
 	struct ssw_session *s = sw->s;
-	struct ssw_ep *ep = s->ep;
+	struct ssw_ep *ep = s->loc->ep;
 	const struct ssw_progress_ops *pg = s->p->progress;
 	sess_lock(s);
 	sw->locked = true;
@@ -190,6 +191,8 @@ int sess_wait_peer(struct ssw_session *s, uint64_t deadline)
 {
 	if (deadline && ssw_now_ns() >= deadline)
 		return -ETIMEDOUT;
+	if (s->mv.waiting)
+		return sess_move_wait(s, deadline);
 	struct sess_waiter sw = {
 		.w = { .ready = peer_ready, .sleep = peer_sleep, .peer_cpu = ssw_session_peer_cpu(s) },
 		.s = s,
@@ -228,7 +231,7 @@ static short state_bits(struct ssw_session *s, bool transport)
 	if (q && s->urg.mark_valid && !s->urg.inline_ && s->rx_pos == s->urg.mark)
 		q--; /* a lone urgent byte does not make the socket readable */
 	bool readable = q || s->rr.active || s->rw.active || (s->hv && is_stream(s->hm.h.type)) ||
-			(transport && s->ep && s->p->progress->rx_ready(s->ep));
+			(transport && s->loc->ep && s->p->progress->rx_ready(s->loc->ep));
 	if ((rcv_down(s) && snd_down(s)) || tcp_closed(s))
 		ev |= POLLHUP;
 	if (rcv_down(s))
@@ -266,9 +269,10 @@ static short poll_bits(struct ssw_session *s)
 static short foreign_bits(struct ssw_session *s)
 {
 	sess_lock(s);
-	if (s->ep)
+	/* (a copy of a transport in process memory says nothing: fabric) */
+	if (s->loc->ep && s->swap_transport)
 		sess_peer_check(s, true);
-	short ev = state_bits(s, true);
+	short ev = state_bits(s, s->swap_transport);
 	sess_unlock(s);
 	return ev;
 }
@@ -294,14 +298,28 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 		*nout = 0;
 		return 1;
 	}
+	if (s->mv.waiting) { /* for the next transport (session_move.c) */
+		if (sess_move_ready(s)) {
+			rc = -EAGAIN;
+		} else {
+			int fd = sess_move_fd(s);
+			*nout = 0;
+			if (fd >= 0 && n > 0)
+				pfd[(*nout)++] = (struct pollfd){ .fd = fd, .events = POLLIN };
+			atomic_fetch_add(&s->w.sleepers, 1);
+			rc = 1;
+		}
+		sess_unlock(s);
+		return rc;
+	}
 	/* credits the transport had no room for: the peer may wait for them
 	 * while the application only polls (as wait_peer: retry, then nap) */
 	bool owed = s->credit_owed && sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
-	int armed = s->p->progress->arm(s->ep);
+	int armed = s->p->progress->arm(s->loc->ep);
 	if (armed == -EAGAIN) {
 		rc = -EAGAIN;
 	} else {
-		*nout = s->p->progress->wait_fds(s->ep, pfd, n);
+		*nout = s->p->progress->wait_fds(s->loc->ep, pfd, n);
 		/* naps too while the peer holds corked data (ours when its hold ends) */
 		rc = atomic_fetch_add(&s->w.sleepers, 1) > 0 || owed || armed > 0 ? 1 : 0;
 	}
@@ -322,7 +340,9 @@ int ssw_session_watch(struct ssw_session *s)
 {
 	if (!sess_enter_look(s))
 		return -EAGAIN;
-	int rc = s->ep ? s->p->progress->arm(s->ep) : -EAGAIN;
+	int rc = s->mv.waiting ? (sess_move_ready(s) ? -EAGAIN : 0)
+		 : s->loc->ep  ? s->p->progress->arm(s->loc->ep)
+			       : -EAGAIN;
 	sess_unlock(s);
 	return rc;
 }
@@ -331,14 +351,14 @@ void ssw_session_unwatch(struct ssw_session *s)
 {
 	if (!sess_enter_look(s))
 		return;
-	if (s->ep)
+	if (s->loc->ep)
 		woke(s);
 	sess_unlock(s);
 }
 
 int ssw_session_peer_cpu(struct ssw_session *s)
 {
-	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	struct ssw_ep *ep = __atomic_load_n(&s->loc->ep, __ATOMIC_ACQUIRE);
 	if (sess_foreign(s))
 		return -1;
 	return ep && s->p->progress->peer_cpu ? s->p->progress->peer_cpu(ep) : -1;
@@ -346,7 +366,7 @@ int ssw_session_peer_cpu(struct ssw_session *s)
 
 uint64_t ssw_session_wake_sent_ns(struct ssw_session *s)
 {
-	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	struct ssw_ep *ep = __atomic_load_n(&s->loc->ep, __ATOMIC_ACQUIRE);
 	if (sess_foreign(s))
 		return 0;
 	return ep && s->p->progress->wake_sent_ns ? s->p->progress->wake_sent_ns(ep) : 0;
@@ -354,7 +374,7 @@ uint64_t ssw_session_wake_sent_ns(struct ssw_session *s)
 
 void sess_cede(struct ssw_session *s)
 {
-	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	struct ssw_ep *ep = __atomic_load_n(&s->loc->ep, __ATOMIC_ACQUIRE);
 	const struct ssw_progress_ops *pg = s->p->progress;
 	if (sess_foreign(s) || !ep)
 		return;
@@ -364,7 +384,7 @@ void sess_cede(struct ssw_session *s)
 
 bool ssw_session_rx_ready(struct ssw_session *s)
 {
-	struct ssw_ep *ep = __atomic_load_n(&s->ep, __ATOMIC_ACQUIRE);
+	struct ssw_ep *ep = __atomic_load_n(&s->loc->ep, __ATOMIC_ACQUIRE);
 	if (sess_foreign(s))
 		return true; /* not ours to look at: the next locked op says (and may take it) */
 	return ep && s->p->progress->rx_ready(ep);

@@ -1,7 +1,9 @@
 /* wire.c — parses and validates session messages received from the peer. */
 #include "session/wire.h"
 
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static int fixed(struct ssw_msg *m, const uint8_t *p, size_t want, void *dst)
 {
@@ -34,9 +36,22 @@ int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_
 	case SSW_MSG_FIN:
 	case SSW_MSG_CREDIT:
 	case SSW_MSG_SUSPEND:
-	case SSW_MSG_SUSPENDED:
 	case SSW_MSG_RESUME:
+	case SSW_MSG_MOVED:
 		return m->h.len ? -1 : 0;
+	case SSW_MSG_SUSPENDED: /* with an offer, or none (wire.h) */
+		if (!m->h.len)
+			return 0;
+		if (fixed(m, m->payload, sizeof m->u.offer, &m->u.offer))
+			return -1;
+		{
+			uint16_t fam;
+			memcpy(&fam, m->u.offer.addr, sizeof fam);
+			if (!((fam == AF_INET && m->u.offer.addrlen == sizeof(struct sockaddr_in)) ||
+			      (fam == AF_INET6 && m->u.offer.addrlen == sizeof(struct sockaddr_in6))))
+				return -1;
+		}
+		return 0;
 	case SSW_MSG_RNDV_READ:
 	case SSW_MSG_SINK:
 		/* a SINK of 0 bytes and no descriptor refuses the peer's

@@ -31,7 +31,10 @@ enum ssw_msg_type {
 	SSW_MSG_SUSPEND = 12,   /* stop sending: another process of ours takes over */
 	SSW_MSG_SUSPENDED = 13, /* answer: nothing more from me until RESUME */
 	SSW_MSG_RESUME = 14,    /* from the new controller: go on */
-	SSW_MSG_MAX_ = 15
+	/* A transport in process memory (fabric) moves with control
+	 * (session_move.c); only to a peer whose INIT said SSW_INIT_MOVE */
+	SSW_MSG_MOVED = 15,     /* the last message of this transport: the next comes to your offer */
+	SSW_MSG_MAX_ = 16
 };
 
 /* Header flags.  ACK_NOW (DATA only): return this message's credits as soon
@@ -62,6 +65,19 @@ struct ssw_wire_init {
 /* In either INIT's caps: this side answers SUSPEND and RESUME (a control
  * swap, session_swap.c).  An older peer neither sends nor expects them. */
 #define SSW_INIT_SWAP (1u << 30)
+/* ... and takes a new transport for the connection from its peer's next
+ * controller (MOVED, the offer in SUSPENDED: session_move.c). */
+#define SSW_INIT_MOVE (1u << 29)
+
+/* SUSPENDED's payload from a side whose transport can move: where the
+ * peer's next controller connects (the provider's address of a listener
+ * there), and the token it must present.  No payload: it cannot. */
+#define SSW_MOVE_TOKEN 16
+struct ssw_wire_offer {
+	uint8_t token[SSW_MOVE_TOKEN];
+	uint32_t addrlen;
+	uint8_t addr[28];  /* struct sockaddr_in or sockaddr_in6 */
+};
 
 struct ssw_wire_rndv {     /* RNDV_READ and SINK */
 	uint64_t id;
@@ -89,6 +105,7 @@ struct ssw_msg {
 		struct ssw_wire_rndv rndv;
 		struct ssw_wire_done done;
 		struct ssw_wire_window window;
+		struct ssw_wire_offer offer;
 		uint8_t oob;
 	} u;                    /* fixed-size payloads, copied and checked */
 };

@@ -112,6 +112,9 @@ void ssw_fork_end(pid_t pid);
 /* The process's user ids just changed (setuid and kin): its connections stop
  * sharing memory with the processes it was forked from (privdrop.c). */
 void ssw_privdrop_unshare(void);
+/* _exit, _Exit: transports others sharing a connection need go to them
+ * first (share/exit.c). */
+void ssw_exit_hand_over(void);
 
 /* exec, spawn and fds sent to other processes: switched connections go
  * through relay processes (relay.h). */

@@ -92,6 +92,7 @@ static void init_once(void)
 	ssw_session_config_apply();
 	ssw_trim_init();
 	ssw_swap_helper_init();
+	ssw_setup_move_init();
 	if (hook_error)
 		SSW_INFO("no memory hooks (%s): the registration cache is off", strerror(-hook_error));
 	if (ssw_routes_load(&ssw_routes_table, err, sizeof err) < 0) {

@@ -277,6 +277,22 @@ static int fab_peer_addr(struct ssw_ep *ep, struct sockaddr_storage *addr, sockl
 	return 0;
 }
 
+/* Our own end of the connection: where the peer reaches this host. */
+static int fab_local_addr(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len)
+{
+	size_t l = sizeof *addr;
+	memset(addr, 0, sizeof *addr);
+	fab_ep_lock(ep);
+	int rc = ep->ep ? fi_getname(&ep->ep->fid, addr, &l) : -FI_ENOTCONN;
+	fab_ep_unlock(ep);
+	if (rc)
+		return fab_errno(rc);
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	*len = (socklen_t)l;
+	return 0;
+}
+
 const struct ssw_conn_ops fab_conn_ops = {
 	.size = sizeof(struct ssw_conn_ops),
 	.listen = fab_listen,
@@ -290,4 +306,6 @@ const struct ssw_conn_ops fab_conn_ops = {
 	.ep_caps = fab_ep_caps,
 	.listener_ready = fab_listener_ready,
 	.peer_addr = fab_peer_addr,
+	.listener_name = fab_listener_name,
+	.local_addr = fab_local_addr,
 };

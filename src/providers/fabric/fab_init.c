@@ -78,6 +78,14 @@ int fab_map_port(int port)
 	return (port - 1 + off) % 65535 + 1;
 }
 
+int fab_unmap_port(int port)
+{
+	long off = fab_port_offset >= 0 ? fab_port_offset : strcmp(fab_prov_name, "tcp") == 0 ? 10000 : 0;
+	if (port <= 0 || port > 65535)
+		return -1;
+	return (int)((((long)port - 1 - off) % 65535 + 65535) % 65535 + 1);
+}
+
 /* ---- the fork gate ------------------------------------------------------ */
 
 static pthread_rwlock_t gate;

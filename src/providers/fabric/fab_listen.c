@@ -547,7 +547,9 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint
 	struct sockaddr_storage a;
 	size_t al = addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	memcpy(&a, addr, al);
-	int port = fab_map_port(ntohs(((struct sockaddr_in *)&a)->sin_port));
+	/* port 0: the kernel's choice (a moving connection's listener:
+	 * provider.h listener_name) */
+	int port = ((struct sockaddr_in *)&a)->sin_port ? fab_map_port(ntohs(((struct sockaddr_in *)&a)->sin_port)) : 0;
 	if (port < 0)
 		return -EINVAL;
 	((struct sockaddr_in *)&a)->sin_port = htons((uint16_t)port);
@@ -637,6 +639,26 @@ int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint
 }
 
 int fab_listener_fd(struct ssw_listener *l) { return l->efd; }
+
+int fab_listener_name(struct ssw_listener *l, struct sockaddr_storage *addr, socklen_t *len)
+{
+	size_t n = sizeof *addr;
+	memset(addr, 0, sizeof *addr);
+	fab_gate_enter();
+	int rc = fi_getname(&l->pep->fid, addr, &n);
+	fab_gate_leave();
+	if (rc)
+		return fab_errno(rc);
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	/* the fabric port back to the application's, which connect maps */
+	int p = fab_unmap_port(ntohs(((struct sockaddr_in *)addr)->sin_port));
+	if (p < 0)
+		return -EINVAL;
+	((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)p);
+	*len = addr->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	return 0;
+}
 
 int fab_listener_ready(struct ssw_listener *l)
 {

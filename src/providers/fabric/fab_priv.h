@@ -327,6 +327,8 @@ void fab_gate_enter(void);
 void fab_gate_leave(void);
 /* The port the peer's fabric listener for app port `port` uses, or -1. */
 int fab_map_port(int port);
+/* Its inverse: the application port whose fabric port is `port`. */
+int fab_unmap_port(int port);
 struct fi_info *fab_hints(void);
 int fab_fabric_get(struct fi_info *info, struct fab_fabric **out);
 /* fi_dupinfo (fab_dl.c) */
@@ -437,6 +439,7 @@ int fab_keep_fds(struct ssw_ep *ep, int *fds, int max);
 /* fab_listen.c: listeners and the accept thread */
 int fab_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog, uint32_t proto, struct ssw_listener **out);
 int fab_listener_fd(struct ssw_listener *l);
+int fab_listener_name(struct ssw_listener *l, struct sockaddr_storage *addr, socklen_t *len);
 int fab_listener_ready(struct ssw_listener *l);
 int fab_accept(struct ssw_listener *l, struct ssw_ep **ep, void *priv, size_t *priv_len);
 void fab_listener_close(struct ssw_listener *l);

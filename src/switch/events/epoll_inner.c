@@ -21,6 +21,7 @@ void epx_wfd_unregister(struct epx *x, struct epx_entry *e)
 int epx_wfd_register(struct epx *x, struct epx_entry *e)
 {
 	int fds[WFD_MAX];
+	e->wfd_gen = ssw_session_fds_gen(e->s->sess);
 	int k = ssw_session_fds(e->s->sess, fds, WFD_MAX);
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = (uint64_t)e->gen << 32 | (uint32_t)e->fd };
 	for (int i = 0; i < k; i++) {

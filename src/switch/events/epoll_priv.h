@@ -60,6 +60,7 @@ struct epx_entry {
 	bool nowatch;         /* its wait fds cannot join the inner set (a dup there already) */
 	bool hot;             /* in x->hot: not armed, looked at while waits spin */
 	int nwfd;
+	uint32_t wfd_gen;     /* ssw_session_fds_gen when registered */
 	int wfd[WFD_MAX];     /* registered in x->inner */
 	uint64_t call;        /* the wait call (x->call) that reported it last */
 	uint32_t last;        /* edge-triggered: bits reported last time */

@@ -112,6 +112,8 @@ static void settle(struct epx *x, struct epx_entry *e)
 		epx_wfd_unregister(x, e); /* a hang-up must not wake us for ever */
 		return;
 	}
+	if (e->nwfd && e->wfd_gen != ssw_session_fds_gen(sess))
+		epx_wfd_unregister(x, e); /* its transport moved (session/session_move.c) */
 	int r = e->nowatch ? -1 : e->nwfd ? e->nwfd : epx_wfd_register(x, e);
 	if (r < 0) {
 		e->nowatch = true;

@@ -137,6 +137,9 @@ static const struct op conn_exec_group[] = {
 static const struct op conn_handover_group[] = {
 	OP(ssw_conn_ops, ep_export), OP(ssw_conn_ops, ep_import),
 };
+static const struct op conn_move_group[] = {
+	OP(ssw_conn_ops, listener_name), OP(ssw_conn_ops, local_addr),
+};
 static const struct op msg_zcopy_group[] = {
 	OP(ssw_msg_ops, send_reserve), OP(ssw_msg_ops, send_commit), OP(ssw_msg_ops, flush),
 };
@@ -239,6 +242,7 @@ int ssw_provider_check(const struct ssw_provider *raw, struct ssw_provider_copy 
 	    need("progress", raw->progress, &out->progress, progress_required, N(progress_required), none, why, len) ||
 	    all_or_none("conn", &out->conn, conn_exec_group, N(conn_exec_group), why, len) ||
 	    all_or_none("conn", &out->conn, conn_handover_group, N(conn_handover_group), why, len) ||
+	    all_or_none("conn", &out->conn, conn_move_group, N(conn_move_group), why, len) ||
 	    all_or_none("msg", &out->msg, msg_zcopy_group, N(msg_zcopy_group), why, len))
 		return -1;
 	if (raw->caps & (SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE)) {

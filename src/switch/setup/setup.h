@@ -12,7 +12,8 @@
  *   accept.c   taking a request: checks, session, or a dropped request (counted)
  *   claim.c    whose address a connector may claim (the kernel's word, not the peer's)
  *   proof.c    keeping a connecting socket's address provable until the acceptor looked
- *   priv.c     the connect request's private data and protocol versions */
+ *   priv.c     the connect request's private data and protocol versions
+ *   move.c     a transport moving with control between processes (seed 000) */
 #ifndef SSW_SETUP_H
 #define SSW_SETUP_H
 
@@ -112,6 +113,9 @@ bool ssw_setup_listener_received(int fd);
 /* What a connecting or listening socket sleeps on (events/evwait.c):
  * 0..n fds; -1 when it has none (a connection: the session's). */
 int ssw_setup_wait_fds(struct ssw_sock *s, struct pollfd *pf, int n);
+/* move.c: the set-up a transport moving with control needs (session_move.c
+ * reaches it through ssw_session_cfg.move): installed at start-up. */
+void ssw_setup_move_init(void);
 /* The socket object goes: its provider listeners, a connect in progress,
  * and its proof (kept a while if the acceptor may still look at it). */
 void ssw_setup_release(struct ssw_sock *s);

@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The kernel closes each descriptor of an exiting process; so does this,
  * for every switched connection, after the application's own atexit
@@ -57,6 +59,34 @@ static void close_at_exit(void)
 		}
 	if (n)
 		SSW_DEBUG("exit: %d connection(s) closed as the kernel would", n);
+}
+
+/* _exit, _Exit (interpose/exit_api.c): no close as above (its end of a
+ * connection this process alone holds is left as before: README Limits),
+ * but a connection other processes share loses this process's hold, as
+ * the kernel drops a dying process's reference to a shared socket: else
+ * the others' last close would never be the last (no FIN), and a
+ * transport that lives in this process alone (a moved fabric transport,
+ * session_move.c) would die with it instead of going to them.  _exit may
+ * be called from a signal handler that interrupted the switch itself: no
+ * lock is waited for (the table is walked lock-free; a session whose lock
+ * stays taken keeps its hold, as before). */
+void ssw_exit_hand_over(void)
+{
+	if ((pid_t)syscall(SYS_getpid) != ssw_pid() || ssw_provider_calls)
+		return; /* a vfork child in its parent's memory; inside a provider's library */
+	int end = ssw_fdtab_end(), n = 0;
+	for (int fd = 0; fd < end; fd++) {
+		struct ssw_sock *s = ssw_sock_get(fd);
+		if (!s)
+			continue;
+		/* a dup'ed socket appears once per fd: once is enough */
+		if (s->fd == fd && switched_connection(s) && ssw_session_exit_release(s->sess))
+			n++;
+		ssw_sock_put(s);
+	}
+	if (n)
+		SSW_DEBUG("_exit: %d shared connection(s) let go as the kernel would", n);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

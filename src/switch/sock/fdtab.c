@@ -188,6 +188,11 @@ int ssw_fdtab_list(bool (*want)(const struct ssw_sock *s), int *fds, int max)
 	return n;
 }
 
+int ssw_fdtab_end(void)
+{
+	return atomic_load_explicit(&tab_end, memory_order_acquire);
+}
+
 int ssw_fdtab_size(void)
 {
 	return tab_size;

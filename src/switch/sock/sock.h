@@ -89,6 +89,8 @@ int ssw_fdtab_list(bool (*want)(const struct ssw_sock *s), int *fds, int max);
 
 int ssw_fdtab_count(void);
 int ssw_fdtab_size(void);
+/* One past the highest fd the table has held (lock-free: _exit, share/exit.c). */
+int ssw_fdtab_end(void);
 void ssw_fdtab_forget_except(int keep);
 
 struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family);

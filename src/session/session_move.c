@@ -1,0 +1,234 @@
+/* session_move.c — a connection's transport moving with control between
+ * the processes that share it, for a provider whose endpoint lives in
+ * process memory (fabric): seed 000's duplicate and re-connect.
+ *
+ * The control swap (session_swap.c) suspends the peer and hands control to
+ * another process of ours.  With shared context the new controller drives
+ * the same endpoint; without, its copy of the endpoint (inherited at fork)
+ * is not the transport's state, so the transport moves:
+ *
+ *   1. the peer, asked to SUSPEND, answers SUSPENDED with an offer: the
+ *      address of a listener of its own (one per process and address, port
+ *      of the provider's choice) and a random token;
+ *   2. our controller takes in everything up to SUSPENDED, sends MOVED (the
+ *      last message of this transport), leaves its copy (stale from now),
+ *      and hands control over with the session "parked";
+ *   3. the new controller connects to the offer presenting the token (its
+ *      own endpoint, in its own memory: sess_local), and its first message
+ *      is RESUME;
+ *   4. the peer, once it has consumed MOVED, takes the next transport from
+ *      its listener (token and the peer host's address checked), closes
+ *      the old one and goes on (RESUME first).
+ *
+ * The session's sequence numbers, credits and queues are the session's
+ * (shared memory): only the provider's state is new.  mv.tgen counts the
+ * transports; a process whose copy is of an older one holds a dead copy,
+ * left with SSW_CLOSE_DETACH when it closes or connects anew.
+ *
+ * A controller that lets go of a transport of its own while others keep
+ * the connection (close, exit) parks it the same way, without an asker:
+ * whoever drives it next connects to the offer.  Failures end in a reset
+ * (a bound: SWAP_WAIT_NS), never a hang; a peer whose side is shared by
+ * fork too makes no offer (its own copies would go stale): then control
+ * does not move, and the asker's call fails as before the swap (README
+ * Limits). */
+#include "session/session_priv.h"
+
+#include "common/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define MOVE_NAP_MS 20 /* a wait for the next transport looks again this often */
+_Static_assert(SSW_MOVE_TOKEN == SSW_SESSION_MOVE_TOKEN, "one token size");
+
+/* What connection set-up does for us (switch/setup/move.c). */
+static const struct ssw_move_ops *ops(void)
+{
+	return ssw_session_cfg.move;
+}
+
+static bool movable(const struct ssw_provider *p)
+{
+	return ops() && ops()->movable(p);
+}
+
+bool sess_move_needed(const struct ssw_session *s)
+{
+	return !s->swap_transport;
+}
+
+bool sess_move_possible(const struct ssw_session *s)
+{
+	return s->mv.peer_move && movable(s->p);
+}
+
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+		      sizeof(struct in6_addr)) == 0;
+}
+
+/* ---- the suspended side ------------------------------------------------- */
+
+int sess_move_offer(struct ssw_session *s, struct ssw_wire_offer *o)
+{
+	/* a side shared by fork itself would leave its other copies stale */
+	if (!movable(s->p) || s->swap_transport || atomic_load(&s->holders) > 1 || s->mv.offered)
+		return -ENOTSUP;
+	if (getrandom(s->mv.token, sizeof s->mv.token, 0) != (ssize_t)sizeof s->mv.token)
+		return -EIO;
+	memset(o, 0, sizeof *o);
+	o->addrlen = sizeof o->addr;
+	int rc = ops()->peer_host(s->p, s->loc->ep, &s->mv.host);
+	if (!rc)
+		rc = ops()->listen(s->p, s->loc->ep, o->addr, &o->addrlen);
+	if (rc) {
+		SSW_WARN_ONCE("move: no listener for a moving connection's next transport (%s): the peer's processes "
+			      "cannot share it",
+			      strerror(-rc));
+		return rc;
+	}
+	memcpy(o->token, s->mv.token, sizeof o->token);
+	s->mv.offered = true;
+	return 0;
+}
+
+void sess_move_msg(struct ssw_session *s)
+{
+	/* only after our offer, while suspended */
+	if (!s->mv.offered || !s->sw.suspended || s->mv.ending || s->mv.waiting)
+		sess_set_broken(s, "MOVED not asked for");
+	else
+		s->mv.ending = true;
+}
+
+void sess_move_consumed(struct ssw_session *s)
+{
+	/* the old transport is read no more: the next one comes to our listener */
+	s->mv.ending = false;
+	s->mv.waiting = true;
+	s->loc->fgen++;
+}
+
+int sess_move_accept(struct ssw_session *s)
+{
+	struct ssw_ep *ep = NULL;
+	struct sockaddr_storage from;
+	int r = ops()->take(s->p, s->mv.token, &ep, &from);
+	if (r <= 0)
+		return r;
+	/* the token came from our offer; the host must be the one the
+	 * connection goes to (an offer seen by another host is no key) */
+	if (!same_host(&s->mv.host, &from)) {
+		s->p->conn->close(ep, SSW_CLOSE_ABORT);
+		sess_set_broken(s, "a moved transport came from another host");
+		return -ECONNRESET;
+	}
+	s->p->conn->close(s->loc->ep, SSW_CLOSE_ORDERLY); /* its last message, MOVED, was read */
+	s->loc->ep = ep;
+	s->loc->fgen++;
+	s->mv.waiting = s->mv.offered = false;
+	SSW_DEBUG("move: the peer's next controller connected");
+	return 1;
+}
+
+int sess_move_fd(struct ssw_session *s)
+{
+	return ops()->fd(s->p);
+}
+
+bool sess_move_ready(struct ssw_session *s)
+{
+	return ops()->ready(s->p, s->mv.token);
+}
+
+int sess_move_wait(struct ssw_session *s, uint64_t deadline)
+{
+	if (sess_move_ready(s))
+		return 0;
+	struct pollfd pf = { .fd = sess_move_fd(s), .events = POLLIN };
+	int ms = MOVE_NAP_MS;
+	if (deadline) {
+		uint64_t now = ssw_now_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if ((deadline - now) / 1000000ull < (uint64_t)ms)
+			ms = (int)((deadline - now) / 1000000ull) + 1;
+	}
+	sess_unlock(s);
+	(void)sys_poll(&pf, pf.fd >= 0 ? 1 : 0, ms);
+	sess_lock(s);
+	return 0;
+}
+
+/* ---- the side whose control moves ---------------------------------------- */
+
+bool sess_move_take_offer(struct ssw_session *s, const struct ssw_wire_offer *o)
+{
+	struct sockaddr_storage a, peer;
+	memset(&a, 0, sizeof a);
+	memcpy(&a, o->addr, o->addrlen);
+	/* the peer's word: it names its own host, nothing else (a peer must
+	 * not point our switch at another machine) */
+	if (!movable(s->p) || ops()->peer_host(s->p, s->loc->ep, &peer) || !same_host(&a, &peer)) {
+		sess_set_broken(s, "the peer offered another host for the connection's next transport");
+		return false;
+	}
+	s->mv.offer = *o;
+	s->mv.have_offer = true;
+	return true;
+}
+
+int sess_move_out(struct ssw_session *s)
+{
+	int rc = sess_send_ctl(s, SSW_MSG_MOVED, NULL, 0);
+	if (rc)
+		return rc;
+	sess_flush_held(s);
+	/* our copy stays (stale: mv.tgen moves on) until this process closes
+	 * the socket or drives it again: what is queued in it still leaves */
+	s->mv.tgen++;
+	s->mv.parked = true;
+	return 0;
+}
+
+int sess_move_in(struct ssw_session *s)
+{
+	if (!s->mv.parked)
+		return 0;
+	if (!s->mv.have_offer) {
+		sess_set_broken(s, "the connection's transport went with a process, and the peer made no offer");
+		return -ECONNRESET;
+	}
+	struct ssw_ep *ep = NULL;
+	int rc = ops()->connect(s->p, s->mv.offer.addr, s->mv.offer.addrlen, s->mv.offer.token, &ep);
+	if (rc) {
+		SSW_WARN("move: cannot reach the peer for the connection's next transport: %s", strerror(-rc));
+		sess_set_broken(s, "the connection's transport could not move to this process");
+		return -ECONNRESET;
+	}
+	if (s->loc->ep)
+		s->p->conn->close(s->loc->ep, SSW_CLOSE_DETACH); /* a stale copy */
+	s->loc->ep = ep;
+	s->loc->tgen = s->mv.tgen;
+	s->loc->fgen++;
+	s->mv.parked = s->mv.have_offer = false;
+	return 0;
+}
+
+bool sess_move_stale(const struct ssw_session *s)
+{
+	return s->loc->tgen != s->mv.tgen;
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# t_fabric_swap — seed 000's control swap over fabric, across two network
+# namespaces: a connection shared by fork, whose endpoint lives in each
+# process's memory, moves with control (session/session_move.c: the peer,
+# suspended, offers a listener of its own; the old controller's last
+# message is MOVED; the new controller connects there and its first
+# message is RESUME).  Before, the process not in control saw a reset.
+# A client in B connects to a server in A and forks:
+#  (a) turns: parent and child send in turn, each reads its own answer:
+#      every answer right, a swap (and a transport move) each turn;
+#  (b) exit: the child drives the connection, then exits while the parent
+#      keeps it (its transport is parked with the server), then the parent
+#      goes on: every answer right;
+#  (c) the server's replies while it is suspended are staged, not lost.
+# Each: data checked, the swaps counted (client stats) and the server's
+# suspensions (server stats), every connection switched over fabric.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns.sh"
+ssw_fabric_pair_setup
+A=$SSW_NS_A B=$SSW_NS_B HA=$SSW_NS_ADDR_A
+
+cat >"$T/server.py" <<'PY'
+# one connection; upper-cases each line back, in an epoll loop
+import selectors, socket, sys
+host, portfile = sys.argv[1], sys.argv[2]
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((host, 0)); ls.listen(4)
+open(portfile + ".tmp", "w").write("%d\n" % ls.getsockname()[1])
+import os; os.rename(portfile + ".tmp", portfile)
+c, _ = ls.accept(); ls.close()
+sel = selectors.DefaultSelector(); sel.register(c, selectors.EVENT_READ)
+buf = b""; lines = 0; bad = 0
+while True:
+    sel.select(30)
+    d = c.recv(65536)
+    if not d: break
+    buf += d
+    while b"\n" in buf:
+        l, buf = buf.split(b"\n", 1)
+        lines += 1
+        c.sendall(l.upper() + b"\n")
+print("RESULT server_lines=%d" % lines, flush=True)
+PY
+
+cat >"$T/client.py" <<'PY'
+import os, socket, sys, time
+mode, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+s = socket.create_connection((host, port))
+def recv_line():
+    d = b""
+    while not d.endswith(b"\n"):
+        x = s.recv(1)
+        if not x: raise EOFError
+        d += x
+    return d
+def ask(line):
+    s.sendall(line + b"\n")
+    return recv_line() == line.upper() + b"\n"
+bad = 0
+ask(b"hello") or sys.exit(3)
+if mode == "turns":
+    r1, w1 = os.pipe(); r2, w2 = os.pipe()
+    kid = os.fork()
+    me, rdp, wrp = (b"b", r2, w1) if kid == 0 else (b"a", r1, w2)
+    for i in range(n):
+        if not (me == b"a" and i == 0): os.read(rdp, 1)
+        try: bad += not ask(me + b"%05d" % i)
+        except (OSError, EOFError): bad += 1
+        os.write(wrp, b"x")
+    if kid == 0: os._exit(min(bad, 100)) # (_exit: the switch hands its transport back all the same)
+    os.read(rdp, 1)
+    bad += os.waitpid(kid, 0)[1] >> 8
+elif mode == "exit":
+    r1, w1 = os.pipe()
+    kid = os.fork()
+    if kid == 0:
+        os.read(r1, 1) # the parent drove it after the fork: the child's first send is a swap
+        k = 0
+        for i in range(n):
+            try: k += not ask(b"child%04d" % i)
+            except (OSError, EOFError): k += 1
+        os._exit(min(k, 100))
+    bad += not ask(b"first")
+    os.write(w1, b"g")
+    bad += os.waitpid(kid, 0)[1] >> 8 # the child exited: its transport was parked
+    for i in range(n):
+        try: bad += not ask(b"parent%04d" % i)
+        except (OSError, EOFError): bad += 1
+s.close()
+print("RESULT mode=%s bad=%d" % (mode, bad), flush=True)
+PY
+
+run() { # NAME MODE N
+  local name=$1 mode=$2 n=$3
+  rm -f "$T/$name.port"
+  ssw_ns_bg "$name-server" "$A" switched SOCKSWITCH_STATS_FILE="$T/$name-server.stats" \
+    SOCKSWITCH_LOG_FILE="$T/$name-server.log" SOCKSWITCH_LOG=${TLOG:-warn} -- "$SSW_PYTHON" "$T/server.py" "$HA" "$T/$name.port"
+  local spid=$SSW_BG_PID
+  ssw_wait_file "$T/$name.port" 20 || ssw_fail "$name: the server did not start"
+  ssw_step "$name: $mode, $n"
+  ssw_ns_run "$B" switched SOCKSWITCH_STATS_FILE="$T/$name-client.stats" SOCKSWITCH_LOG_FILE="$T/$name-client.log" SOCKSWITCH_LOG=${TLOG:-warn} -- \
+    "$SSW_PYTHON" "$T/client.py" "$mode" "$HA" "$(cat "$T/$name.port" 2>/dev/null)" "$n" \
+    >"$T/$name.out" 2>"$T/$name.err"
+  echo "$?" >"$T/$name.rc"
+  wait "$spid"
+}
+
+run turns turns 40
+ssw_assert_eq "(a) turns: exit status" "$(cat "$T/turns.rc")" 0
+ssw_assert_eq "(a) turns: wrong answers" "$(ssw_kv "$T/turns.out" bad)" 0
+ssw_assert_eq "(a) turns: lines the server answered" "$(ssw_kv "$T/turns-server.out" server_lines)" 81
+# the child's first turn takes a connection nobody drove since the fork:
+# every later turn is a swap, with the transport
+ssw_assert_ge "(a) turns: control swaps (the parent's: the child's _exit writes no stats line)" \
+  "$(ssw_stats_sum "$T/turns-client.stats" swaps)" 39
+ssw_assert_ge "(a) turns: the server suspended for each" "$(ssw_stats_sum "$T/turns-server.stats" suspended)" 78
+ssw_assert_eq "(a) turns: client switched" "$(ssw_stats_sum "$T/turns-client.stats" switched)" 1
+ssw_assert_eq "(a) turns: server switched" "$(ssw_stats_sum "$T/turns-server.stats" switched)" 1
+ssw_assert_eq "(a) turns: fallback" "$(ssw_stats_sum "$T/turns-client.stats" fallback)" 0
+ssw_assert_quiet "$T/turns.err"
+
+run exit exit 20
+ssw_assert_eq "(b) exit: exit status" "$(cat "$T/exit.rc")" 0
+ssw_assert_eq "(b) exit: wrong answers" "$(ssw_kv "$T/exit.out" bad)" 0
+ssw_assert_eq "(b) exit: lines the server answered" "$(ssw_kv "$T/exit-server.out" server_lines)" 42
+ssw_assert_ge "(b) exit: the server suspended (the child's turn, its exit)" \
+  "$(ssw_stats_sum "$T/exit-server.stats" suspended)" 2
+ssw_assert_eq "(b) exit: fallback" "$(ssw_stats_sum "$T/exit-client.stats" fallback)" 0
+ssw_assert_quiet "$T/exit.err"
+ssw_assert_no_sanitizer_report "$T"/*.err
+ssw_finish
