@@ -145,7 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (got) {
 		CHECK(err == 0 && nl == 0);
 		/* the endpoint stays inside its segment whatever the peer left */
-		struct ssw_ep *ep = got->ep;
+		struct ssw_ep *ep = got->loc->ep;
 		const void *m;
 		size_t ml;
 		for (int i = 0; i < 4 && shm_ring_peek(ep, &m, &ml) == 0; i++)
