@@ -23,8 +23,11 @@ struct ssw_move_ops {
 	/* The peer's host as the transport established it. */
 	int (*peer_host)(const struct ssw_provider *p, struct ssw_ep *ep, struct sockaddr_storage *host);
 	/* The suspended side: a listener of this process on ep's own address,
-	 * its address for the peer's next controller (at most *len bytes). */
-	int (*listen)(const struct ssw_provider *p, struct ssw_ep *ep, void *where, uint32_t *len);
+	 * its address for the peer's next controller (at most *len bytes), and
+	 * the token that will come (a connect with another token is refused at
+	 * once); forget drops a token no longer awaited (the connection ended). */
+	int (*listen)(const struct ssw_provider *p, struct ssw_ep *ep, const uint8_t *token, void *where, uint32_t *len);
+	void (*forget)(const uint8_t *token);
 	/* A transport that came with this token: 1 with *ep (not yet taken by
 	 * a session: *from its peer's host), 0 none yet; ready says so without
 	 * taking it; fd is what to sleep on meanwhile (-1 none). */

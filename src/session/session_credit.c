@@ -52,6 +52,11 @@ int sess_send_msg(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 	 * own messages (session_swap.c) */
 	if (s->sw.suspended && type != SSW_MSG_SUSPENDED && type != SSW_MSG_RESUME && type != SSW_MSG_SUSPEND)
 		return -EAGAIN;
+	/* only the process in control writes into the transport: its copy
+	 * in another process may be of an older one (session_move.c), and a
+	 * message there would take a sequence number the peer never sees */
+	if (sess_foreign(s) || sess_move_stale(s))
+		return -EAGAIN;
 	credits = s->rx_unacked > UINT32_MAX ? UINT32_MAX : (uint32_t)s->rx_unacked;
 	ssw_wire_hdr_set(&h, type, (uint32_t)(flen + dlen), credits, s->tx_seq);
 	if (type == SSW_MSG_DATA && small_sender(s))
@@ -91,6 +96,8 @@ int sess_send_ctl(struct ssw_session *s, uint8_t type, const void *fixed, size_t
 		 * bytes staged meanwhile (session_stage.c), as a kernel shutdown
 		 * never waits; anything else waits for it (bounded) */
 		if (type == SSW_MSG_FIN && (s->sw.suspended || (s->ts.len && !sess_stage_flush(s)))) {
+			if (!s->sw.fin_owed)
+				sess_stage_watch(); /* it goes at RESUME, whatever the program does */
 			s->sw.fin_owed = true;
 			return 0;
 		}

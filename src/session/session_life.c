@@ -83,8 +83,11 @@ static bool enter(struct ssw_session *s, bool ask)
 	if (atomic_load(&s->user) == me && s->sw.qn && sess_swap_possible(s))
 		(void)sess_swap_serve(s, ask ? ssw_now_ns() + SWAP_WAIT_NS : 0);
 	pid_t u = atomic_load(&s->user);
-	if (u == me)
+	if (u == me) {
+		if (s->mv.parked)
+			(void)sess_move_in(s); /* control came with the transport left for us */
 		return true;
+	}
 	bool vacant = (u == 0 || !ssw_pid_alive(u)) && !(s->touched && s->hv);
 	if (vacant && !s->sw.qn) {
 		take_over(s, me);
@@ -421,6 +424,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		/* our FIN; if the transport is full the orderly close says it */
 		(void)sess_send_msg(s, SSW_MSG_FIN, NULL, 0, NULL, 0, 0);
 	}
+	sess_move_end(s);
 	s->p->conn->close(s->loc->ep, abort ? SSW_CLOSE_ABORT : SSW_CLOSE_ORDERLY);
 	s->loc->ep = NULL;
 	sess_unlock(s);

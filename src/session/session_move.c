@@ -93,7 +93,7 @@ int sess_move_offer(struct ssw_session *s, struct ssw_wire_offer *o)
 	o->addrlen = sizeof o->addr;
 	int rc = ops()->peer_host(s->p, s->loc->ep, &s->mv.host);
 	if (!rc)
-		rc = ops()->listen(s->p, s->loc->ep, o->addr, &o->addrlen);
+		rc = ops()->listen(s->p, s->loc->ep, s->mv.token, o->addr, &o->addrlen);
 	if (rc) {
 		SSW_WARN_ONCE("move: no listener for a moving connection's next transport (%s): the peer's processes "
 			      "cannot share it",
@@ -231,4 +231,11 @@ int sess_move_in(struct ssw_session *s)
 bool sess_move_stale(const struct ssw_session *s)
 {
 	return s->loc->tgen != s->mv.tgen;
+}
+
+void sess_move_end(struct ssw_session *s)
+{
+	if (s->mv.offered && ops())
+		ops()->forget(s->mv.token); /* a transport coming for it now is refused */
+	s->mv.offered = s->mv.waiting = false;
 }

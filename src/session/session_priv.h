@@ -397,6 +397,8 @@ void sess_stage_commit(struct ssw_session *s, size_t n);
 bool sess_stage_flush(struct ssw_session *s);
 /* A closing holder: wait until dl for the stage to leave. true if it did. */
 bool sess_stage_drain(struct ssw_session *s, uint64_t dl);
+/* Have this process's helper thread flush what waits for RESUME. */
+void sess_stage_watch(void);
 /* The stage's pages go back (closed, or emptied after heavy use). */
 void sess_stage_trim(struct ssw_session *s);
 /* This process's statistics (session_swap.c). */
@@ -442,6 +444,8 @@ bool sess_move_take_offer(struct ssw_session *s, const struct ssw_wire_offer *o)
 int sess_move_out(struct ssw_session *s);
 /* The new controller of a parked connection: its own transport. */
 int sess_move_in(struct ssw_session *s);
+/* The connection ends here: an offer of ours is withdrawn. */
+void sess_move_end(struct ssw_session *s);
 /* This process's copy is of an older transport. */
 bool sess_move_stale(const struct ssw_session *s);
 

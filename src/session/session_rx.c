@@ -103,6 +103,9 @@ int sess_head(struct ssw_session *s)
 		return 1;
 	if (s->broken)
 		return -ECONNRESET;
+	/* a copy of a transport that moved on is read no more (session_move.c) */
+	if (sess_move_stale(s))
+		return 0;
 	/* the transport moved (session_move.c): the next one, when it comes */
 	if (s->mv.waiting) {
 		int r = sess_move_accept(s);
@@ -128,6 +131,8 @@ int sess_head(struct ssw_session *s)
 			return rc;
 	}
 	if (ssw_wire_parse(buf, len, s->rx_seq, &s->hm) < 0) {
+		SSW_DEBUG("malformed: type %u len %u seq %u (expected %u), %zu bytes", s->hm.h.type, s->hm.h.len,
+			  s->hm.h.seq, s->rx_seq, len);
 		sess_set_broken(s, "malformed message from peer");
 		return -ECONNRESET;
 	}

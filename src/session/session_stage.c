@@ -34,11 +34,11 @@ size_t sess_stage_size(const struct ssw_provider *prov, struct ssw_ep *ep)
 	return n < 4096 ? 4096 : n;
 }
 
-/* The first byte staged: this process's helper thread looks at the
- * connection until the stage is gone (switch/share/swap_helper.c), so
- * that the bytes leave at RESUME even if the program makes no further
- * call on the socket. */
-static void first_staged(void)
+/* The first byte staged (or a FIN owed): this process's helper thread
+ * looks at the connection until they are gone (switch/share/
+ * swap_helper.c), so that they leave at RESUME even if the program makes
+ * no further call on the socket. */
+void sess_stage_watch(void)
 {
 	if (ssw_session_cfg.control_taken)
 		ssw_session_cfg.control_taken();
@@ -58,7 +58,7 @@ void sess_stage_put(struct ssw_session *s, const struct iovec *v, int k, size_t 
 	uint8_t *p = t->buf + t->off + t->len;
 	size_t n0 = n;
 	if (!t->len && n)
-		first_staged();
+		sess_stage_watch();
 	for (int i = 0; i < k && n; i++) {
 		size_t c = v[i].iov_len < n ? v[i].iov_len : n;
 		memcpy(p, v[i].iov_base, c);
@@ -79,7 +79,7 @@ void *sess_stage_room(struct ssw_session *s, size_t n)
 void sess_stage_commit(struct ssw_session *s, size_t n)
 {
 	if (!s->ts.len && n)
-		first_staged();
+		sess_stage_watch();
 	s->ts.len += n;
 	sess_count_staged(n);
 	grew(&s->ts);

@@ -430,6 +430,9 @@ void sess_swap_flush(struct ssw_session *s)
 	 * the connection is closed here: its last unlock) */
 	if (!s->loc->ep || (s->exclusive && atomic_load(&s->user) != ssw_pid()))
 		return;
+	/* control came with the transport left for us: ours first (session_move.c) */
+	if (s->mv.parked && sess_move_in(s) < 0)
+		return;
 	/* the answer to a SUSPEND sent before control came here */
 	if (s->sw.asked && s->sw.got && !s->sw.serving && !fault_holds(s)) {
 		s->sw.asked = s->sw.got = false;
@@ -470,15 +473,17 @@ void sess_swap_flush(struct ssw_session *s)
 static bool stage_serve(struct ssw_session *s)
 {
 	sess_lock(s);
-	if (s->ts.len && !sess_foreign(s))
+	bool mine = !sess_foreign(s) && !s->reset && !s->broken;
+	if (mine && (s->ts.len || s->sw.fin_owed))
 		(void)sess_pump(s, true); /* RESUME, maybe; the unlock flushes */
 	sess_unlock(s);
-	return __atomic_load_n(&s->ts.len, __ATOMIC_RELAXED) != 0;
+	/* (a connection reset keeps nothing to send: no more looks) */
+	return mine && (__atomic_load_n(&s->ts.len, __ATOMIC_RELAXED) || __atomic_load_n(&s->sw.fin_owed, __ATOMIC_RELAXED));
 }
 
 bool ssw_session_swap_serve(struct ssw_session *s, int ms)
 {
-	if (__atomic_load_n(&s->ts.len, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&s->ts.len, __ATOMIC_RELAXED) || __atomic_load_n(&s->sw.fin_owed, __ATOMIC_RELAXED))
 		return stage_serve(s);
 	if ((!__atomic_load_n(&s->sw.qn, __ATOMIC_RELAXED) && !__atomic_load_n(&s->sw.asked, __ATOMIC_RELAXED)) ||
 	    !sess_swap_possible(s))

@@ -123,8 +123,11 @@ static int peer_sleep(struct ssw_waiter *w, int64_t ns)
 	sw->locked = true;
 	/* another thread took messages in while we spun unlocked (credits we
 	 * wait for, say): their doorbell is gone, so look before sleeping; or
-	 * shut the socket down (ssw_session_shutdown kicks only armed sleeps) */
-	if (s->w.rx_gen != sw->gen || ssw_kick_gen() != sw->kgen)
+	 * shut the socket down (ssw_session_shutdown kicks only armed sleeps);
+	 * or control of the connection went to another process meanwhile
+	 * (session_swap.c): its transport is not ours to touch, the caller
+	 * asks for it again (sess_swap_check) */
+	if (s->w.rx_gen != sw->gen || ssw_kick_gen() != sw->kgen || sess_foreign(s))
 		return SSW_WAIT_RETURN;
 
 	/* Credits we could not return earlier: the peer may be waiting for them

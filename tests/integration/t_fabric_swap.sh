@@ -11,7 +11,10 @@
 #  (b) exit: the child drives the connection, then exits while the parent
 #      keeps it (its transport is parked with the server), then the parent
 #      goes on: every answer right;
-#  (c) the server's replies while it is suspended are staged, not lost.
+#  (c) both: parent and child write 400 lines each at once: every line
+#      whole, each answered once, the parent reads all the answers;
+#  (d) split: the child writes, the parent reads in an epoll loop (its
+#      reads and the child's writes take control from each other).
 # Each: data checked, the swaps counted (client stats) and the server's
 # suspensions (server stats), every connection switched over fabric.
 source "$(dirname "$0")/lib.sh"
@@ -86,6 +89,40 @@ elif mode == "exit":
     for i in range(n):
         try: bad += not ask(b"parent%04d" % i)
         except (OSError, EOFError): bad += 1
+elif mode == "both": # both write at once, no turns; the server counts whole lines
+    kid = os.fork()
+    me = b"b" if kid == 0 else b"a"
+    for i in range(n):
+        s.sendall(me + b"%06d" % i + b"." * 90 + b"\n")
+        if i % 50 == 49: time.sleep(0.002) # they interleave even on a loaded host
+    if kid == 0: os._exit(0)
+    os.waitpid(kid, 0)
+    s.shutdown(socket.SHUT_WR) # the answers: the parent reads them all
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        got += d
+    lines = got.split(b"\n")[:-1]
+    want = sorted([b"A%06d" % i + b"." * 90 for i in range(n)] + [b"B%06d" % i + b"." * 90 for i in range(n)])
+    bad += sorted(lines) != want
+elif mode == "split": # the child writes, the parent reads in an epoll loop
+    import selectors
+    kid = os.fork()
+    if kid == 0:
+        for i in range(n):
+            s.sendall(b"req%06d\n" % i)
+            if i % 50 == 49: time.sleep(0.002)
+        os._exit(0)
+    sel = selectors.DefaultSelector(); sel.register(s, selectors.EVENT_READ)
+    got = b""; end = time.time() + 60
+    while got.count(b"\n") < n and time.time() < end:
+        if sel.select(1):
+            d = s.recv(65536)
+            if not d: break
+            got += d
+    os.waitpid(kid, 0)
+    bad += got != b"".join(b"REQ%06d\n" % i for i in range(n))
 s.close()
 print("RESULT mode=%s bad=%d" % (mode, bad), flush=True)
 PY
@@ -127,5 +164,18 @@ ssw_assert_ge "(b) exit: the server suspended (the child's turn, its exit)" \
   "$(ssw_stats_sum "$T/exit-server.stats" suspended)" 2
 ssw_assert_eq "(b) exit: fallback" "$(ssw_stats_sum "$T/exit-client.stats" fallback)" 0
 ssw_assert_quiet "$T/exit.err"
+run both both 400
+ssw_assert_eq "(c) both: exit status" "$(cat "$T/both.rc")" 0
+ssw_assert_eq "(c) both: every line whole, each answered once" "$(ssw_kv "$T/both.out" bad)" 0
+ssw_assert_eq "(c) both: lines the server answered" "$(ssw_kv "$T/both-server.out" server_lines)" 801
+ssw_assert_ge "(c) both: control swaps (the parent's)" "$(ssw_stats_sum "$T/both-client.stats" swaps)" 1
+ssw_assert_eq "(c) both: fallback" "$(ssw_stats_sum "$T/both-client.stats" fallback)" 0
+ssw_assert_quiet "$T/both.err"
+
+run split split 400
+ssw_assert_eq "(d) split: exit status" "$(cat "$T/split.rc")" 0
+ssw_assert_eq "(d) split: answers read by the parent, in order" "$(ssw_kv "$T/split.out" bad)" 0
+ssw_assert_ge "(d) split: control swaps (the parent's)" "$(ssw_stats_sum "$T/split-client.stats" swaps)" 1
+ssw_assert_quiet "$T/split.err"
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish

@@ -48,6 +48,48 @@ static struct {
 	uint8_t token[SSW_SESSION_MOVE_TOKEN];
 	uint64_t ns;
 } stash[STASH_MAX];
+/* The tokens this process's sessions await: a connect presenting another
+ * is closed at once (nobody fills the stash with guesses). */
+#define AWAIT_MAX 64
+static struct {
+	pid_t pid;
+	uint8_t token[SSW_SESSION_MOVE_TOKEN];
+	uint64_t ns;
+} await[AWAIT_MAX];
+
+/* (locked mu) */
+static int awaited(const uint8_t *token)
+{
+	pid_t me = ssw_pid();
+	for (int i = 0; i < AWAIT_MAX; i++)
+		if (await[i].pid == me && !memcmp(await[i].token, token, SSW_SESSION_MOVE_TOKEN))
+			return i;
+	return -1;
+}
+
+static void await_add(const uint8_t *token)
+{
+	pid_t me = ssw_pid();
+	uint64_t now = ssw_now_ns();
+	int k = -1;
+	for (int i = 0; i < AWAIT_MAX && k < 0; i++)
+		if (await[i].pid != me || now - await[i].ns > KEEP_NS)
+			k = i;
+	if (k < 0)
+		k = (int)(now % AWAIT_MAX); /* all taken and fresh: one gives way (its connection resets at worst) */
+	await[k].pid = me;
+	memcpy(await[k].token, token, SSW_SESSION_MOVE_TOKEN);
+	await[k].ns = now;
+}
+
+static void forget(const uint8_t *token)
+{
+	pthread_mutex_lock(&mu);
+	int i = awaited(token);
+	if (i >= 0)
+		await[i].pid = 0;
+	pthread_mutex_unlock(&mu);
+}
 
 static bool movable(const struct ssw_provider *p)
 {
@@ -72,7 +114,8 @@ static int peer_host(const struct ssw_provider *p, struct ssw_ep *ep, struct soc
 	return p->conn->peer_addr(ep, host, &l);
 }
 
-static int listen_for(const struct ssw_provider *p, struct ssw_ep *ep, void *where, uint32_t *len)
+static int listen_for(const struct ssw_provider *p, struct ssw_ep *ep, const uint8_t *token, void *where,
+		      uint32_t *len)
 {
 	struct sockaddr_storage a;
 	socklen_t al = sizeof a;
@@ -117,6 +160,7 @@ static int listen_for(const struct ssw_provider *p, struct ssw_ep *ep, void *whe
 	if (!rc) {
 		memcpy(where, &lst[slot].name, lst[slot].name_len);
 		*len = lst[slot].name_len;
+		await_add(token);
 	}
 	pthread_mutex_unlock(&mu);
 	return rc;
@@ -147,8 +191,9 @@ static void fill(const struct ssw_provider *p)
 			int k = 0;
 			while (k < STASH_MAX && stash[k].ep)
 				k++;
-			if (bl != sizeof mp || mp.magic != MOVE_MAGIC || k == STASH_MAX) {
-				p->conn->close(ep, SSW_CLOSE_ABORT); /* not a move of ours, or too many at once */
+			if (bl != sizeof mp || mp.magic != MOVE_MAGIC || k == STASH_MAX || awaited(mp.token) < 0) {
+				/* not a move of ours (a token nobody awaits), or too many at once */
+				p->conn->close(ep, SSW_CLOSE_ABORT);
 				continue;
 			}
 			stash[k].pid = me;
@@ -176,6 +221,9 @@ static int take(const struct ssw_provider *p, const uint8_t *token, struct ssw_e
 	if (k >= 0) {
 		*ep = stash[k].ep;
 		stash[k].ep = NULL;
+		int a = awaited(token);
+		if (a >= 0)
+			await[a].pid = 0;
 	}
 	pthread_mutex_unlock(&mu);
 	if (k < 0)
@@ -243,6 +291,7 @@ static const struct ssw_move_ops move_ops = {
 	.movable = movable,
 	.peer_host = peer_host,
 	.listen = listen_for,
+	.forget = forget,
 	.take = take,
 	.ready = ready,
 	.fd = wait_fd,
