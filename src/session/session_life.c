@@ -309,16 +309,23 @@ static void park(struct ssw_session *s)
 		s->sw.asked = true;
 		s->sw.asked_ns = ssw_now_ns();
 	}
-	while (s->sw.asked && !(s->sw.got && !s->hv) && !s->broken && !s->reset && ssw_now_ns() < dl) {
+	pid_t me = ssw_pid();
+	bool was = sess_swap_alone(true); /* leaving: no serving, no asking back */
+	while (s->sw.asked && !(s->sw.got && !s->hv) && !s->broken && !s->reset && ssw_now_ns() < dl &&
+	       atomic_load(&s->user) == me) {
 		if (sess_pump(s, true) > 0)
 			continue;
 		int w = sess_wait_peer(s, dl);
 		if (w < 0 && w != -ETIMEDOUT && w != -EINTR)
 			break;
 	}
-	if (s->broken || s->reset)
+	sess_swap_alone(was);
+	/* (the wait may have served another process asking: control and the
+	 * transport went to it, nothing is left to park) */
+	if (s->broken || s->reset || atomic_load(&s->user) != me)
 		return;
 	if (!s->sw.got || !s->mv.have_offer || sess_move_out(s) < 0) {
+		SSW_DEBUG("park: asked %d got %d offer %d hv %d", s->sw.asked, s->sw.got, s->mv.have_offer, s->hv);
 		sess_set_broken(s, "a process left a shared connection whose transport could not be handed over");
 		return;
 	}
@@ -365,23 +372,24 @@ bool ssw_session_exit_release(struct ssw_session *s)
 /* This process lets go of the connection; the others keep it. */
 static void drop_local(struct ssw_session *s)
 {
-	if (s->exclusive) {
-		sess_lock(s);
-		if (owns_moved(s))
-			park(s);
-		if (atomic_load(&s->user) == ssw_pid()) {
-			/* what our transport took in goes into the shared queue,
-			 * where the next process to drive it finds it: left in our
-			 * memory (a message held, or not yet looked at) it would
-			 * be lost to that one, and its connection reset */
-			(void)sess_pump(s, true);
-			atomic_store(&s->user, 0); /* another holder may take it over */
-		}
-		sess_unlock(s);
+	if (s->exclusive && atomic_load(&s->user) == ssw_pid()) {
+		/* what our transport took in goes into the shared queue,
+		 * where the next process to drive it finds it: left in our
+		 * memory (a message held, or not yet looked at) it would
+		 * be lost to that one, and its connection reset */
+		(void)sess_pump(s, true);
+		atomic_store(&s->user, 0); /* another holder may take it over */
 	}
-	s->p->conn->close(s->loc->ep, SSW_CLOSE_DETACH);
-	free(s->loc);
-	ssw_shared_free(s, s->map_size, false); /* another process still maps it */
+	/* nothing of the shared memory is read once the lock goes: the last
+	 * holder may end the session then and its mapping serve another
+	 * connection (a child's exit freed the new one's sess_local) */
+	struct sess_local *loc = s->loc;
+	const struct ssw_provider *p = s->p;
+	size_t msz = s->map_size;
+	sess_unlock(s);
+	p->conn->close(loc->ep, SSW_CLOSE_DETACH);
+	free(loc);
+	ssw_shared_free(s, msz, false); /* another process still maps it */
 }
 
 void ssw_session_close(struct ssw_session *s, bool abort)
@@ -390,18 +398,26 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		return;
 	if (atomic_load(&s->moved)) {
 		/* the connection went with a process that dropped privileges:
-		 * let go of this copy, tell the peer nothing */
+		 * let go of this copy, tell the peer nothing (read first: the
+		 * others may end it once our hold is gone) */
+		struct sess_local *loc = s->loc;
+		const struct ssw_provider *p = s->p;
+		size_t msz = s->map_size;
 		atomic_fetch_sub(&s->holders, 1);
-		s->p->conn->close(s->loc->ep, SSW_CLOSE_DETACH);
-		free(s->loc);
-		ssw_shared_free(s, s->map_size, false); /* rare: not worth keeping */
+		p->conn->close(loc->ep, SSW_CLOSE_DETACH);
+		free(loc);
+		ssw_shared_free(s, msz, false); /* rare: not worth keeping */
 		return;
 	}
+	sess_lock(s);
+	/* a transport of our own the others need goes to them first (its wait
+	 * lets the lock go at times: our hold counts meanwhile) */
+	if (atomic_load(&s->holders) > 1 && owns_moved(s))
+		park(s);
 	if (atomic_fetch_sub(&s->holders, 1) > 1) {
 		drop_local(s); /* a forked process still holds it: no FIN yet */
 		return;
 	}
-	sess_lock(s);
 	/* the last holder: whoever drove it is gone (one that left a message
 	 * held in its own memory leaves it unread: the close resets) */
 	if (s->exclusive && atomic_load(&s->user) != ssw_pid() && !(s->touched && s->hv)) {
@@ -462,12 +478,14 @@ void ssw_session_hold(struct ssw_session *s, int delta)
 
 int ssw_session_fds(struct ssw_session *s, int *fds, int max)
 {
-	if (__atomic_load_n(&s->mv.waiting, __ATOMIC_RELAXED) && max > 0) {
-		/* the next transport comes to a listener (session_move.c) */
-		fds[0] = sess_move_fd(s);
-		return fds[0] >= 0;
-	}
 	struct pollfd p[8];
+	if (__atomic_load_n(&s->mv.waiting, __ATOMIC_RELAXED)) {
+		/* the next transport comes to a listener, or on a lane (session_move.c) */
+		int n = sess_move_fds(s, p, max < 8 ? max : 8, false);
+		for (int i = 0; i < n; i++)
+			fds[i] = p[i].fd;
+		return n < 0 ? 0 : n;
+	}
 	int n = s->loc->ep ? s->p->progress->wait_fds(s->loc->ep, p, max < 8 ? max : 8) : 0;
 	for (int i = 0; i < n; i++)
 		fds[i] = p[i].fd;

@@ -82,6 +82,59 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_st
 
 /* ---- the suspended side ------------------------------------------------- */
 
+/* ---- lanes: transports kept idle for their controller's return --------- */
+
+static void lane_drop(struct ssw_session *s, int i, int how)
+{
+	struct sess_local *l = s->loc;
+	s->p->conn->close(l->lane[i].ep, how);
+	for (; i + 1 < SSW_MOVE_LANES; i++)
+		l->lane[i] = l->lane[i + 1];
+	l->lane[SSW_MOVE_LANES - 1].ep = NULL;
+}
+
+/* Lanes whose other end went (its process closed or exited) go. */
+static void lanes_prune(struct ssw_session *s)
+{
+	const struct ssw_progress_ops *pg = s->p->progress;
+	for (int i = 0; i < SSW_MOVE_LANES && s->loc->lane[i].ep;)
+		if (pg->peer_state && (pg->peer_state(s->loc->lane[i].ep, 1, NULL) & (SSW_PEER_CLOSED | SSW_PEER_RESET)))
+			lane_drop(s, i, SSW_CLOSE_ABORT);
+		else
+			i++;
+}
+
+/* The transport that carried MOVED, kept for its controller's return (the
+ * oldest lane gives way); one that came with no token (the connection's
+ * first, which every process of the other side holds a copy of) goes. */
+static void lane_keep(struct ssw_session *s, struct ssw_ep *ep)
+{
+	struct sess_local *l = s->loc;
+	if (!l->tok) {
+		s->p->conn->close(ep, SSW_CLOSE_ORDERLY); /* its last message, MOVED, was read */
+		return;
+	}
+	if (l->lane[SSW_MOVE_LANES - 1].ep)
+		lane_drop(s, 0, SSW_CLOSE_ABORT);
+	int i = 0;
+	while (l->lane[i].ep)
+		i++;
+	l->lane[i].ep = ep;
+	memcpy(l->lane[i].token, l->token, sizeof l->token);
+}
+
+/* Go on with ep (which came with token): the current transport becomes a lane. */
+static void switch_to(struct ssw_session *s, struct ssw_ep *ep, const uint8_t *token)
+{
+	lane_keep(s, s->loc->ep);
+	s->loc->ep = ep;
+	memcpy(s->loc->token, token, sizeof s->loc->token);
+	s->loc->tok = true;
+	s->loc->fgen++;
+	ops()->forget(s->mv.token);
+	s->mv.waiting = s->mv.offered = false;
+}
+
 int sess_move_offer(struct ssw_session *s, struct ssw_wire_offer *o)
 {
 	/* a side shared by fork itself would leave its other copies stale */
@@ -101,6 +154,9 @@ int sess_move_offer(struct ssw_session *s, struct ssw_wire_offer *o)
 		return rc;
 	}
 	memcpy(o->token, s->mv.token, sizeof o->token);
+	lanes_prune(s);
+	for (int i = 0; i < SSW_MOVE_LANES && s->loc->lane[i].ep; i++)
+		memcpy(o->kept[o->nkept++], s->loc->lane[i].token, SSW_MOVE_TOKEN);
 	s->mv.offered = true;
 	return 0;
 }
@@ -122,13 +178,44 @@ void sess_move_consumed(struct ssw_session *s)
 	s->loc->fgen++;
 }
 
+/* A lane the next controller goes on with: its first message is there. */
+static int lane_ready(struct ssw_session *s)
+{
+	for (int i = 0; i < SSW_MOVE_LANES && s->loc->lane[i].ep; i++) {
+		const void *m;
+		size_t n;
+		int rc = s->p->msg->recv_peek(s->loc->lane[i].ep, &m, &n);
+		if (rc == 0)
+			return i;
+		if (rc != -EAGAIN) {
+			lane_drop(s, i, SSW_CLOSE_ABORT); /* its process went */
+			i--;
+		}
+	}
+	return -1;
+}
+
 int sess_move_accept(struct ssw_session *s)
 {
 	struct ssw_ep *ep = NULL;
 	struct sockaddr_storage from;
 	int r = ops()->take(s->p, s->mv.token, &ep, &from);
-	if (r <= 0)
+	if (r < 0)
 		return r;
+	if (r == 0) {
+		int i = lane_ready(s);
+		if (i < 0)
+			return 0;
+		uint8_t token[SSW_MOVE_TOKEN];
+		ep = s->loc->lane[i].ep;
+		memcpy(token, s->loc->lane[i].token, sizeof token);
+		for (; i + 1 < SSW_MOVE_LANES; i++)
+			s->loc->lane[i] = s->loc->lane[i + 1];
+		s->loc->lane[SSW_MOVE_LANES - 1].ep = NULL;
+		switch_to(s, ep, token);
+		SSW_DEBUG("move: the peer's next controller came back on its transport");
+		return 1;
+	}
 	/* the token came from our offer; the host must be the one the
 	 * connection goes to (an offer seen by another host is no key) */
 	if (!same_host(&s->mv.host, &from)) {
@@ -136,10 +223,7 @@ int sess_move_accept(struct ssw_session *s)
 		sess_set_broken(s, "a moved transport came from another host");
 		return -ECONNRESET;
 	}
-	s->p->conn->close(s->loc->ep, SSW_CLOSE_ORDERLY); /* its last message, MOVED, was read */
-	s->loc->ep = ep;
-	s->loc->fgen++;
-	s->mv.waiting = s->mv.offered = false;
+	switch_to(s, ep, s->mv.token);
 	SSW_DEBUG("move: the peer's next controller connected");
 	return 1;
 }
@@ -151,14 +235,39 @@ int sess_move_fd(struct ssw_session *s)
 
 bool sess_move_ready(struct ssw_session *s)
 {
-	return ops()->ready(s->p, s->mv.token);
+	return ops()->ready(s->p, s->mv.token) || lane_ready(s) >= 0;
+}
+
+int sess_move_fds(struct ssw_session *s, struct pollfd *pfd, int n, bool arm)
+{
+	int k = 0, fd = sess_move_fd(s);
+	if (fd >= 0 && k < n)
+		pfd[k++] = (struct pollfd){ .fd = fd, .events = POLLIN };
+	const struct ssw_progress_ops *pg = s->p->progress;
+	for (int i = 0; i < SSW_MOVE_LANES && s->loc->lane[i].ep && k < n; i++) {
+		if (arm && pg->arm(s->loc->lane[i].ep) == -EAGAIN)
+			return -EAGAIN;
+		k += pg->wait_fds(s->loc->lane[i].ep, pfd + k, n - k);
+	}
+	return k;
+}
+
+static void lanes_ack(struct ssw_session *s)
+{
+	for (int i = 0; i < SSW_MOVE_LANES && s->loc->lane[i].ep; i++)
+		s->p->progress->wake_ack(s->loc->lane[i].ep);
 }
 
 int sess_move_wait(struct ssw_session *s, uint64_t deadline)
 {
 	if (sess_move_ready(s))
 		return 0;
-	struct pollfd pf = { .fd = sess_move_fd(s), .events = POLLIN };
+	struct pollfd pf[1 + 2 * SSW_MOVE_LANES];
+	int n = sess_move_fds(s, pf, 1 + 2 * SSW_MOVE_LANES, true);
+	if (n < 0) {
+		lanes_ack(s);
+		return 0; /* a lane has news */
+	}
 	int ms = MOVE_NAP_MS;
 	if (deadline) {
 		uint64_t now = ssw_now_ns();
@@ -168,8 +277,9 @@ int sess_move_wait(struct ssw_session *s, uint64_t deadline)
 			ms = (int)((deadline - now) / 1000000ull) + 1;
 	}
 	sess_unlock(s);
-	(void)sys_poll(&pf, pf.fd >= 0 ? 1 : 0, ms);
+	(void)sys_poll(pf, (nfds_t)n, ms);
 	sess_lock(s);
+	lanes_ack(s);
 	return 0;
 }
 
@@ -212,6 +322,15 @@ int sess_move_in(struct ssw_session *s)
 		sess_set_broken(s, "the connection's transport went with a process, and the peer made no offer");
 		return -ECONNRESET;
 	}
+	/* our own transport from an earlier turn, if the peer kept it (lanes) */
+	struct sess_local *l = s->loc;
+	for (uint32_t i = 0; l->tok && l->ep && i < s->mv.offer.nkept && i < SSW_MOVE_LANES; i++)
+		if (!memcmp(s->mv.offer.kept[i], l->token, sizeof l->token)) {
+			l->tgen = s->mv.tgen;
+			l->fgen++;
+			s->mv.parked = s->mv.have_offer = false;
+			return 0;
+		}
 	struct ssw_ep *ep = NULL;
 	int rc = ops()->connect(s->p, s->mv.offer.addr, s->mv.offer.addrlen, s->mv.offer.token, &ep);
 	if (rc) {
@@ -219,9 +338,11 @@ int sess_move_in(struct ssw_session *s)
 		sess_set_broken(s, "the connection's transport could not move to this process");
 		return -ECONNRESET;
 	}
-	if (s->loc->ep)
-		s->p->conn->close(s->loc->ep, SSW_CLOSE_DETACH); /* a stale copy */
+	if (s->loc->ep) /* a stale copy (inherited), or our own the peer let go */
+		s->p->conn->close(s->loc->ep, l->tok ? SSW_CLOSE_ABORT : SSW_CLOSE_DETACH);
 	s->loc->ep = ep;
+	l->tok = true;
+	memcpy(l->token, s->mv.offer.token, sizeof l->token);
 	s->loc->tgen = s->mv.tgen;
 	s->loc->fgen++;
 	s->mv.parked = s->mv.have_offer = false;
@@ -238,4 +359,6 @@ void sess_move_end(struct ssw_session *s)
 	if (s->mv.offered && ops())
 		ops()->forget(s->mv.token); /* a transport coming for it now is refused */
 	s->mv.offered = s->mv.waiting = false;
+	while (s->loc->lane[0].ep)
+		lane_drop(s, 0, SSW_CLOSE_ABORT);
 }

@@ -132,6 +132,16 @@ struct sess_local {
 	struct ssw_ep *ep;         /* this process's endpoint (a copy, after fork) */
 	uint32_t tgen;             /* the transport it belongs to (session_move.c: mv.tgen) */
 	uint32_t fgen;             /* bumped when the fds to wait on change (epoll registers them anew) */
+	/* session_move.c, lanes: the token our transport came with (the side
+	 * whose control moves: it made it; the suspended side: it took it),
+	 * and on the suspended side the transports of earlier controllers,
+	 * kept idle for their return */
+	bool tok;
+	uint8_t token[SSW_MOVE_TOKEN];
+	struct {
+		struct ssw_ep *ep;
+		uint8_t token[SSW_MOVE_TOKEN];
+	} lane[SSW_MOVE_LANES];
 };
 
 /* A transport in process memory (fabric) moving with control between the
@@ -407,6 +417,10 @@ void sess_count_staged(size_t n);
 /* session_swap.c: control of an exclusive connection moving between live
  * processes (seed 000).  All called locked. */
 bool sess_swap_possible(const struct ssw_session *s);
+/* This thread's waits neither serve others asking nor ask for control
+ * (a process parking its transport as it leaves: session_life.c); returns
+ * the previous setting. */
+bool sess_swap_alone(bool on);
 /* sess_enter for a look (poll): never asks for control. */
 bool sess_enter_look(struct ssw_session *s);
 /* Not ours now, but ours to ask for (a live connection another process
@@ -436,6 +450,9 @@ void sess_move_consumed(struct ssw_session *s);
 int sess_move_accept(struct ssw_session *s);
 bool sess_move_ready(struct ssw_session *s);
 int sess_move_fd(struct ssw_session *s);
+/* What to sleep on for it (the listener, the idle lanes; arm: armed
+ * first): how many, or -EAGAIN when a lane has news already. */
+int sess_move_fds(struct ssw_session *s, struct pollfd *pfd, int n, bool arm);
 /* Sleep until it may have come (unlocks meanwhile); 0 or -ETIMEDOUT. */
 int sess_move_wait(struct ssw_session *s, uint64_t deadline);
 /* The moving side: the peer's offer (checked: false, and reset, if bad). */

@@ -107,6 +107,13 @@ static void count(uint64_t ns)
 /* A thread inside the swap code (its waits come back here otherwise). */
 static __thread bool in_swap;
 
+bool sess_swap_alone(bool on)
+{
+	bool was = in_swap;
+	in_swap = on;
+	return was;
+}
+
 bool sess_swap_possible(const struct ssw_session *s)
 {
 	/* a transport in process memory moves with control (session_move.c) */

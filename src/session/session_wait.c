@@ -302,13 +302,11 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 		return 1;
 	}
 	if (s->mv.waiting) { /* for the next transport (session_move.c) */
-		if (sess_move_ready(s)) {
+		int k = sess_move_ready(s) ? -EAGAIN : sess_move_fds(s, pfd, n, true);
+		if (k < 0) {
 			rc = -EAGAIN;
 		} else {
-			int fd = sess_move_fd(s);
-			*nout = 0;
-			if (fd >= 0 && n > 0)
-				pfd[(*nout)++] = (struct pollfd){ .fd = fd, .events = POLLIN };
+			*nout = k;
 			atomic_fetch_add(&s->w.sleepers, 1);
 			rc = 1;
 		}
@@ -343,7 +341,8 @@ int ssw_session_watch(struct ssw_session *s)
 {
 	if (!sess_enter_look(s))
 		return -EAGAIN;
-	int rc = s->mv.waiting ? (sess_move_ready(s) ? -EAGAIN : 0)
+	struct pollfd pf[8];
+	int rc = s->mv.waiting ? (sess_move_ready(s) || sess_move_fds(s, pf, 8, true) < 0 ? -EAGAIN : 0)
 		 : s->loc->ep  ? s->p->progress->arm(s->loc->ep)
 			       : -EAGAIN;
 	sess_unlock(s);

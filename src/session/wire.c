@@ -48,7 +48,8 @@ int ssw_wire_parse(const void *buf, size_t len, uint32_t expect_seq, struct ssw_
 			uint16_t fam;
 			memcpy(&fam, m->u.offer.addr, sizeof fam);
 			if (!((fam == AF_INET && m->u.offer.addrlen == sizeof(struct sockaddr_in)) ||
-			      (fam == AF_INET6 && m->u.offer.addrlen == sizeof(struct sockaddr_in6))))
+			      (fam == AF_INET6 && m->u.offer.addrlen == sizeof(struct sockaddr_in6))) ||
+			    m->u.offer.nkept > SSW_MOVE_LANES)
 				return -1;
 		}
 		return 0;

@@ -73,10 +73,15 @@ struct ssw_wire_init {
  * peer's next controller connects (the provider's address of a listener
  * there), and the token it must present.  No payload: it cannot. */
 #define SSW_MOVE_TOKEN 16
+#define SSW_MOVE_LANES 3
 struct ssw_wire_offer {
 	uint8_t token[SSW_MOVE_TOKEN];
 	uint32_t addrlen;
 	uint8_t addr[28];  /* struct sockaddr_in or sockaddr_in6 */
+	/* the transports of earlier controllers it keeps (their tokens): a
+	 * process whose own is among them goes on with it, no connect */
+	uint32_t nkept;
+	uint8_t kept[SSW_MOVE_LANES][SSW_MOVE_TOKEN];
 };
 
 struct ssw_wire_rndv {     /* RNDV_READ and SINK */
