@@ -64,6 +64,9 @@ void ssw_session_swap_counts(uint64_t *n, uint64_t *ns, uint64_t *max_ns);
 /* The other side of it: how often this process's peers suspended one of
  * its connections, and the bytes its sends staged meanwhile. */
 void ssw_session_suspend_counts(uint64_t *suspended, uint64_t *staged);
+/* ... and the transports it took as the peer's control moved (fabric):
+ * new connections, and the peer's processes back on their own. */
+void ssw_session_move_counts(uint64_t *fresh, uint64_t *back);
 /* The helper's look at one connection: if this process controls it and
  * another asks, serve (suspend the peer, hand over), waiting for the peer
  * at most ms.  true while a request is left to serve. */

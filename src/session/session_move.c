@@ -82,6 +82,30 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_st
 
 /* ---- the suspended side ------------------------------------------------- */
 
+/* This process's transports taken (the suspended side): new ones, and
+ * lanes a controller came back on (a forked child counts its own). */
+static struct {
+	pid_t pid;
+	uint64_t fresh, back;
+} counts;
+
+static void count(bool back)
+{
+	if (counts.pid != ssw_pid())
+		counts.pid = ssw_pid(), counts.fresh = counts.back = 0;
+	if (back)
+		counts.back++;
+	else
+		counts.fresh++;
+}
+
+void ssw_session_move_counts(uint64_t *fresh, uint64_t *back)
+{
+	bool mine = counts.pid == ssw_pid();
+	*fresh = mine ? counts.fresh : 0;
+	*back = mine ? counts.back : 0;
+}
+
 /* ---- lanes: transports kept idle for their controller's return --------- */
 
 static void lane_drop(struct ssw_session *s, int i, int how)
@@ -213,6 +237,7 @@ int sess_move_accept(struct ssw_session *s)
 			s->loc->lane[i] = s->loc->lane[i + 1];
 		s->loc->lane[SSW_MOVE_LANES - 1].ep = NULL;
 		switch_to(s, ep, token);
+		count(true);
 		SSW_DEBUG("move: the peer's next controller came back on its transport");
 		return 1;
 	}
@@ -224,6 +249,7 @@ int sess_move_accept(struct ssw_session *s)
 		return -ECONNRESET;
 	}
 	switch_to(s, ep, s->mv.token);
+	count(false);
 	SSW_DEBUG("move: the peer's next controller connected");
 	return 1;
 }

@@ -151,6 +151,11 @@ ssw_assert_eq "(a) turns: lines the server answered" "$(ssw_kv "$T/turns-server.
 ssw_assert_ge "(a) turns: control swaps (the parent's: the child's _exit writes no stats line)" \
   "$(ssw_stats_sum "$T/turns-client.stats" swaps)" 39
 ssw_assert_ge "(a) turns: the server suspended for each" "$(ssw_stats_sum "$T/turns-server.stats" suspended)" 78
+# lanes: each process connects once, then goes on with its own transport
+ssw_assert_le "(a) turns: transports the server took new (one per client process)" \
+  "$(ssw_stats_sum "$T/turns-server.stats" moved_in)" 2
+ssw_assert_ge "(a) turns: turns on a process's own transport again (lanes)" \
+  "$(ssw_stats_sum "$T/turns-server.stats" moved_back)" 76
 ssw_assert_eq "(a) turns: client switched" "$(ssw_stats_sum "$T/turns-client.stats" switched)" 1
 ssw_assert_eq "(a) turns: server switched" "$(ssw_stats_sum "$T/turns-server.stats" switched)" 1
 ssw_assert_eq "(a) turns: fallback" "$(ssw_stats_sum "$T/turns-client.stats" fallback)" 0

@@ -89,11 +89,14 @@ void ssw_stats_dump_at_exit(void)
 	ssw_session_swap_counts(&sw_n, &sw_ns, &sw_max);
 	uint64_t susp, staged;
 	ssw_session_suspend_counts(&susp, &staged);
-	char line[720];
+	uint64_t mv_new, mv_back;
+	ssw_session_move_counts(&mv_new, &mv_back);
+	char line[800];
 	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu"
 			 " adopted=%lu rndv=%lu rndv_fallback=%lu rdma_regs=%lu regcache_hits=%llu regcache_misses=%llu regcache_evictions=%llu regcache_invalidations=%llu"
 			 " regcache_registrations=%llu swaps=%llu swap_us=%llu swap_us_max=%llu"
-			 " suspended=%llu staged_bytes=%llu\n",
+			 " suspended=%llu staged_bytes=%llu"
+			 " moved_in=%llu moved_back=%llu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
 			 atomic_load(&ssw_counters.bytes_sent) + l.sent, atomic_load(&ssw_counters.bytes_received) + l.received,
 			 atomic_load(&ssw_counters.refused), atomic_load(&ssw_counters.adopted), atomic_load(&ssw_counters.rndv) + l.rndv,
@@ -101,7 +104,8 @@ void ssw_stats_dump_at_exit(void)
 			 atomic_load(&ssw_counters.rdma_regs) + l.rdma_regs, (unsigned long long)rc.hits, (unsigned long long)rc.misses,
 			 (unsigned long long)rc.evictions, (unsigned long long)rc.invalidations,
 			 (unsigned long long)rc.registrations, (unsigned long long)sw_n, (unsigned long long)(sw_ns / 1000),
-			 (unsigned long long)(sw_max / 1000), (unsigned long long)susp, (unsigned long long)staged);
+			 (unsigned long long)(sw_max / 1000), (unsigned long long)susp, (unsigned long long)staged,
+			 (unsigned long long)mv_new, (unsigned long long)mv_back);
 	int fd = open_stats(path);
 	if (fd < 0)
 		return;
