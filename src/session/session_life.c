@@ -409,14 +409,30 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		ssw_shared_free(s, msz, false); /* rare: not worth keeping */
 		return;
 	}
-	sess_lock(s);
-	/* a transport of our own the others need goes to them first (its wait
-	 * lets the lock go at times: our hold counts meanwhile) */
-	if (atomic_load(&s->holders) > 1 && owns_moved(s))
-		park(s);
-	if (atomic_fetch_sub(&s->holders, 1) > 1) {
-		drop_local(s); /* a forked process still holds it: no FIN yet */
-		return;
+	if (!s->exclusive) {
+		/* shared context: nothing of ours to hand over; the hold goes
+		 * at once (a wrapper's exec waits for its relays' holds to go:
+		 * switch/share/handover.c), and nothing shared is read after */
+		struct sess_local *loc = s->loc;
+		const struct ssw_provider *p = s->p;
+		size_t msz = s->map_size;
+		if (atomic_fetch_sub(&s->holders, 1) > 1) {
+			p->conn->close(loc->ep, SSW_CLOSE_DETACH);
+			free(loc);
+			ssw_shared_free(s, msz, false); /* another process still maps it */
+			return;
+		}
+		sess_lock(s);
+	} else {
+		sess_lock(s);
+		/* a transport of our own the others need goes to them first (its
+		 * wait lets the lock go at times: our hold counts meanwhile) */
+		if (atomic_load(&s->holders) > 1 && owns_moved(s))
+			park(s);
+		if (atomic_fetch_sub(&s->holders, 1) > 1) {
+			drop_local(s); /* a forked process still holds it: no FIN yet */
+			return;
+		}
 	}
 	/* the last holder: whoever drove it is gone (one that left a message
 	 * held in its own memory leaves it unread: the close resets) */

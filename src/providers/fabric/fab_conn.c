@@ -258,16 +258,13 @@ static uint32_t fab_ep_caps(struct ssw_ep *ep)
 	return ep->info && (ep->info->caps & FI_RMA) ? SSW_CAP_RDMA_READ | SSW_CAP_RDMA_WRITE : 0;
 }
 
-/* The connector's address as the connection has it: its host's address and
- * the source port of its fabric connection (assigned by that host's
- * kernel; not the application socket's port, which the fabric connection
- * does not use). */
-static int fab_peer_addr(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len)
+/* One end's address as the connection has it (peer: the other end's). */
+static int ep_addr(struct ssw_ep *ep, bool peer, struct sockaddr_storage *addr, socklen_t *len)
 {
 	size_t l = sizeof *addr;
 	memset(addr, 0, sizeof *addr);
 	fab_ep_lock(ep);
-	int rc = ep->ep ? fi_getpeer(ep->ep, addr, &l) : -FI_ENOTCONN;
+	int rc = !ep->ep ? -FI_ENOTCONN : peer ? fi_getpeer(ep->ep, addr, &l) : fi_getname(&ep->ep->fid, addr, &l);
 	fab_ep_unlock(ep);
 	if (rc)
 		return fab_errno(rc);
@@ -277,20 +274,19 @@ static int fab_peer_addr(struct ssw_ep *ep, struct sockaddr_storage *addr, sockl
 	return 0;
 }
 
+/* The connector's address as the connection has it: its host's address and
+ * the source port of its fabric connection (assigned by that host's
+ * kernel; not the application socket's port, which the fabric connection
+ * does not use). */
+static int fab_peer_addr(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len)
+{
+	return ep_addr(ep, true, addr, len);
+}
+
 /* Our own end of the connection: where the peer reaches this host. */
 static int fab_local_addr(struct ssw_ep *ep, struct sockaddr_storage *addr, socklen_t *len)
 {
-	size_t l = sizeof *addr;
-	memset(addr, 0, sizeof *addr);
-	fab_ep_lock(ep);
-	int rc = ep->ep ? fi_getname(&ep->ep->fid, addr, &l) : -FI_ENOTCONN;
-	fab_ep_unlock(ep);
-	if (rc)
-		return fab_errno(rc);
-	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
-		return -EAFNOSUPPORT;
-	*len = (socklen_t)l;
-	return 0;
+	return ep_addr(ep, false, addr, len);
 }
 
 const struct ssw_conn_ops fab_conn_ops = {
