@@ -17,6 +17,8 @@ struct ssw_session;
  * the protocol is session_move.c's).  Tokens are SSW_SESSION_MOVE_TOKEN
  * bytes.  All return 0 or -errno unless said. */
 #define SSW_SESSION_MOVE_TOKEN 16
+/* The same host: two addresses' IP (the port aside). */
+bool ssw_session_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 struct ssw_move_ops {
 	/* Can this provider's transports move at all? */
 	bool (*movable)(const struct ssw_provider *p);

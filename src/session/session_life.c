@@ -369,6 +369,29 @@ bool ssw_session_exit_release(struct ssw_session *s)
 	return true;
 }
 
+/* What this process needs to let go of its copy, read while its hold
+ * (or the lock) still keeps the session: once both are gone the last
+ * holder may end it and its mapping serve another connection (a child's
+ * exit freed the new one's sess_local). */
+struct held {
+	struct sess_local *loc;
+	const struct ssw_provider *p;
+	size_t map_size;
+};
+
+static struct held held_of(const struct ssw_session *s)
+{
+	return (struct held){ s->loc, s->p, s->map_size };
+}
+
+/* Our copy goes; the others keep the connection (nothing shared is read). */
+static void let_go(struct ssw_session *s, struct held h)
+{
+	h.p->conn->close(h.loc->ep, SSW_CLOSE_DETACH);
+	free(h.loc);
+	ssw_shared_free(s, h.map_size, false); /* another process still maps it */
+}
+
 /* This process lets go of the connection; the others keep it. */
 static void drop_local(struct ssw_session *s)
 {
@@ -380,16 +403,9 @@ static void drop_local(struct ssw_session *s)
 		(void)sess_pump(s, true);
 		atomic_store(&s->user, 0); /* another holder may take it over */
 	}
-	/* nothing of the shared memory is read once the lock goes: the last
-	 * holder may end the session then and its mapping serve another
-	 * connection (a child's exit freed the new one's sess_local) */
-	struct sess_local *loc = s->loc;
-	const struct ssw_provider *p = s->p;
-	size_t msz = s->map_size;
+	struct held h = held_of(s); /* (see held_of) */
 	sess_unlock(s);
-	p->conn->close(loc->ep, SSW_CLOSE_DETACH);
-	free(loc);
-	ssw_shared_free(s, msz, false); /* another process still maps it */
+	let_go(s, h);
 }
 
 void ssw_session_close(struct ssw_session *s, bool abort)
@@ -400,26 +416,18 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		/* the connection went with a process that dropped privileges:
 		 * let go of this copy, tell the peer nothing (read first: the
 		 * others may end it once our hold is gone) */
-		struct sess_local *loc = s->loc;
-		const struct ssw_provider *p = s->p;
-		size_t msz = s->map_size;
+		struct held h = held_of(s);
 		atomic_fetch_sub(&s->holders, 1);
-		p->conn->close(loc->ep, SSW_CLOSE_DETACH);
-		free(loc);
-		ssw_shared_free(s, msz, false); /* rare: not worth keeping */
+		let_go(s, h);
 		return;
 	}
 	if (!s->exclusive) {
 		/* shared context: nothing of ours to hand over; the hold goes
 		 * at once (a wrapper's exec waits for its relays' holds to go:
 		 * switch/share/handover.c), and nothing shared is read after */
-		struct sess_local *loc = s->loc;
-		const struct ssw_provider *p = s->p;
-		size_t msz = s->map_size;
+		struct held h = held_of(s);
 		if (atomic_fetch_sub(&s->holders, 1) > 1) {
-			p->conn->close(loc->ep, SSW_CLOSE_DETACH);
-			free(loc);
-			ssw_shared_free(s, msz, false); /* another process still maps it */
+			let_go(s, h);
 			return;
 		}
 		sess_lock(s);

@@ -70,7 +70,7 @@ bool sess_move_possible(const struct ssw_session *s)
 	return s->mv.peer_move && movable(s->p);
 }
 
-static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+bool ssw_session_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
 	if (a->ss_family != b->ss_family)
 		return false;
@@ -108,13 +108,20 @@ void ssw_session_move_counts(uint64_t *fresh, uint64_t *back)
 
 /* ---- lanes: transports kept idle for their controller's return --------- */
 
-static void lane_drop(struct ssw_session *s, int i, int how)
+/* Lane i leaves the list (the later ones move up): its transport. */
+static struct ssw_ep *lane_take(struct ssw_session *s, int i)
 {
 	struct sess_local *l = s->loc;
-	s->p->conn->close(l->lane[i].ep, how);
+	struct ssw_ep *ep = l->lane[i].ep;
 	for (; i + 1 < SSW_MOVE_LANES; i++)
 		l->lane[i] = l->lane[i + 1];
 	l->lane[SSW_MOVE_LANES - 1].ep = NULL;
+	return ep;
+}
+
+static void lane_drop(struct ssw_session *s, int i, int how)
+{
+	s->p->conn->close(lane_take(s, i), how);
 }
 
 /* Lanes whose other end went (its process closed or exited) go. */
@@ -231,19 +238,15 @@ int sess_move_accept(struct ssw_session *s)
 		if (i < 0)
 			return 0;
 		uint8_t token[SSW_MOVE_TOKEN];
-		ep = s->loc->lane[i].ep;
 		memcpy(token, s->loc->lane[i].token, sizeof token);
-		for (; i + 1 < SSW_MOVE_LANES; i++)
-			s->loc->lane[i] = s->loc->lane[i + 1];
-		s->loc->lane[SSW_MOVE_LANES - 1].ep = NULL;
-		switch_to(s, ep, token);
+		switch_to(s, lane_take(s, i), token);
 		count(true);
 		SSW_DEBUG("move: the peer's next controller came back on its transport");
 		return 1;
 	}
 	/* the token came from our offer; the host must be the one the
 	 * connection goes to (an offer seen by another host is no key) */
-	if (!same_host(&s->mv.host, &from)) {
+	if (!ssw_session_same_host(&s->mv.host, &from)) {
 		s->p->conn->close(ep, SSW_CLOSE_ABORT);
 		sess_set_broken(s, "a moved transport came from another host");
 		return -ECONNRESET;
@@ -254,7 +257,7 @@ int sess_move_accept(struct ssw_session *s)
 	return 1;
 }
 
-int sess_move_fd(struct ssw_session *s)
+static int sess_move_fd(struct ssw_session *s)
 {
 	return ops()->fd(s->p);
 }
@@ -318,7 +321,7 @@ bool sess_move_take_offer(struct ssw_session *s, const struct ssw_wire_offer *o)
 	memcpy(&a, o->addr, o->addrlen);
 	/* the peer's word: it names its own host, nothing else (a peer must
 	 * not point our switch at another machine) */
-	if (!movable(s->p) || ops()->peer_host(s->p, s->loc->ep, &peer) || !same_host(&a, &peer)) {
+	if (!movable(s->p) || ops()->peer_host(s->p, s->loc->ep, &peer) || !ssw_session_same_host(&a, &peer)) {
 		sess_set_broken(s, "the peer offered another host for the connection's next transport");
 		return false;
 	}

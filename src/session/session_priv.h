@@ -449,7 +449,6 @@ void sess_move_consumed(struct ssw_session *s);
 /* Awaiting it: 1 it came (now s->loc->ep), 0 not yet, -errno. */
 int sess_move_accept(struct ssw_session *s);
 bool sess_move_ready(struct ssw_session *s);
-int sess_move_fd(struct ssw_session *s);
 /* What to sleep on for it (the listener, the idle lanes; arm: armed
  * first): how many, or -EAGAIN when a lane has news already. */
 int sess_move_fds(struct ssw_session *s, struct pollfd *pfd, int n, bool arm);

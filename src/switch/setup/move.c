@@ -97,16 +97,6 @@ static bool movable(const struct ssw_provider *p)
 	return c->size > offsetof(struct ssw_conn_ops, local_addr) && c->listener_name && c->local_addr && c->peer_addr;
 }
 
-static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
-		       sizeof(struct in6_addr));
-}
-
 static int peer_host(const struct ssw_provider *p, struct ssw_ep *ep, struct sockaddr_storage *host)
 {
 	socklen_t l = sizeof *host;
@@ -132,7 +122,7 @@ static int listen_for(const struct ssw_provider *p, struct ssw_ep *ep, const uin
 			lst[i].p->conn->listener_close(lst[i].l);
 			lst[i].l = NULL;
 		}
-		if (lst[i].l && lst[i].p == p && same_ip(&lst[i].a, &a))
+		if (lst[i].l && lst[i].p == p && ssw_session_same_host(&lst[i].a, &a))
 			slot = i;
 		else if (!lst[i].l && free_slot < 0)
 			free_slot = i;
