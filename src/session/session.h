@@ -62,7 +62,7 @@ struct ssw_session_config {
 };
 /* This process's control swaps so far: how many it took, their total
  * and longest time from asking to control. */
-void ssw_session_swap_counts(uint64_t *n, uint64_t *ns, uint64_t *max_ns);
+void ssw_session_swap_counts(uint64_t *n, uint64_t *ns, uint64_t *max_ns, uint64_t *driven);
 /* The other side of it: how often this process's peers suspended one of
  * its connections, and the bytes its sends staged meanwhile. */
 void ssw_session_suspend_counts(uint64_t *suspended, uint64_t *staged);

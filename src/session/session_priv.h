@@ -101,6 +101,7 @@ struct sess_swap {
 	pid_t q[SWAP_Q];           /* processes asking for control, in order */
 	unsigned qn;
 	pid_t serving;             /* the process whose thread is suspending the peer now (0: none) */
+	bool driving;              /* ... an asker, on a shared transport, for itself (session_swap.c: drive) */
 	pid_t granted;             /* control handed to it, not yet taken by its thread that asked */
 	bool asked;                /* SUSPEND sent: the peer's SUSPENDED awaited */
 	uint64_t asked_ns;         /* since when */

@@ -264,18 +264,43 @@ static short poll_bits(struct ssw_session *s)
 	return state_bits(s, false);
 }
 
+/* What a fork-shared transport holds, into the session as a receive
+ * buffer would take it, by whoever looks (the transport, the queue and the
+ * counts are the session's, which all holders share): credits applied,
+ * stream bytes staged, so that a process not in control sees the socket
+ * readable for bytes a read returns, as tcp_poll, and not for credits
+ * (soak seed 866100416: a thread's select woke on the credits that
+ * followed a swap).  A message the controller must answer (the swap's,
+ * a rendezvous) stays at the head for it, parsed: its fields are copied
+ * into the session. */
+static void foreign_pump(struct ssw_session *s)
+{
+	if (s->hv || s->rr.active || s->rw.active)
+		return;
+	while (sess_head(s) > 0) {
+		uint8_t t = s->hm.h.type;
+		if (t == SSW_MSG_CREDIT || t == SSW_MSG_WINDOW)
+			sess_handle_control(s);
+		else if (t != SSW_MSG_DATA && t != SSW_MSG_FIN && t != SSW_MSG_OOB)
+			return;
+		else if (!sess_stage_head(s))
+			return; /* the queue is full: readable anyway */
+	}
+}
+
 /* Another process drives the connection now (session_swap.c): the same
- * answer from what all holders know, without reading anything (a read
- * would take control): readable also when the transport holds a message
- * (a read then finds out: maybe only credits).  The transport is
- * fork-shared (s->swap_transport): any holder may look at it. */
+ * answer from what all holders know, without reading (a read would take
+ * control); a fork-shared transport (s->swap_transport), which any holder
+ * may look at, pumped first (foreign_pump). */
 static short foreign_bits(struct ssw_session *s)
 {
 	sess_lock(s);
 	/* (a copy of a transport in process memory says nothing: fabric) */
-	if (s->loc->ep && s->swap_transport)
+	if (s->loc->ep && s->swap_transport) {
 		sess_peer_check(s, true);
-	short ev = state_bits(s, s->swap_transport);
+		foreign_pump(s);
+	}
+	short ev = state_bits(s, false);
 	sess_unlock(s);
 	return ev;
 }

@@ -6,7 +6,8 @@
 # that process saw a reset.  shm with SOCKSWITCH_SHARED_CONTEXT=0 walks that
 # road on one host.  A client connects, forks, and:
 #  (a) turns: parent and child write in turn (a pipe passes the turn), each
-#      reads its own answer: every answer right, one swap per turn;
+#      reads its own answer: every answer right, one swap per turn, most
+#      of them driven by the asker (the controller idle: swaps_driven);
 #  (b) both at once: parent and child write 2,000 lines each without turns:
 #      the server receives every line whole;
 #  (c) split: the child writes requests, the parent reads the answers in
@@ -174,6 +175,10 @@ ssw_assert_eq "(a) turns: server exit" "$(ssw_kv "$T/turns.out" server_status)" 
 # the child's first turn takes a connection nobody drove since the fork:
 # every later turn is a swap
 ssw_assert_ge "(a) turns: control swaps (one a turn)" "$(ssw_stats_sum "$T/turns.stats" swaps)" 598
+# the controller waits on its pipe, in no call on the connection: the
+# asker suspends the peer itself (most turns; the others by the
+# controller's helper thread)
+ssw_assert_ge "(a) turns: swaps the asker drove itself" "$(ssw_stats_sum "$T/turns.stats" swaps_driven)" 300
 ssw_assert_eq "(a) turns: fallback connections" "$(ssw_stats_sum "$T/turns.stats" fallback)" 0
 ssw_assert_le "(a) turns: kernel TCP segments" "$SEGS" 20
 ssw_assert_quiet "$T/turns.err"

@@ -85,8 +85,8 @@ void ssw_stats_dump_at_exit(void)
 	ssw_fdtab_each(add_live, &l);
 	struct ssw_regcache_stats rc;
 	ssw_regcache_totals(&rc);
-	uint64_t sw_n, sw_ns, sw_max;
-	ssw_session_swap_counts(&sw_n, &sw_ns, &sw_max);
+	uint64_t sw_n, sw_ns, sw_max, sw_driven;
+	ssw_session_swap_counts(&sw_n, &sw_ns, &sw_max, &sw_driven);
 	uint64_t susp, staged;
 	ssw_session_suspend_counts(&susp, &staged);
 	uint64_t mv_new, mv_back;
@@ -94,7 +94,7 @@ void ssw_stats_dump_at_exit(void)
 	char line[800];
 	int n = snprintf(line, sizeof line, "sockswitch-stats pid=%d switched=%lu fallback=%lu bytes_sent=%lu bytes_received=%lu refused=%lu"
 			 " adopted=%lu rndv=%lu rndv_fallback=%lu rdma_regs=%lu regcache_hits=%llu regcache_misses=%llu regcache_evictions=%llu regcache_invalidations=%llu"
-			 " regcache_registrations=%llu swaps=%llu swap_us=%llu swap_us_max=%llu"
+			 " regcache_registrations=%llu swaps=%llu swap_us=%llu swap_us_max=%llu swaps_driven=%llu"
 			 " suspended=%llu staged_bytes=%llu"
 			 " moved_in=%llu moved_back=%llu\n",
 			 (int)getpid(), atomic_load(&ssw_counters.switched), atomic_load(&ssw_counters.fallback),
@@ -104,7 +104,7 @@ void ssw_stats_dump_at_exit(void)
 			 atomic_load(&ssw_counters.rdma_regs) + l.rdma_regs, (unsigned long long)rc.hits, (unsigned long long)rc.misses,
 			 (unsigned long long)rc.evictions, (unsigned long long)rc.invalidations,
 			 (unsigned long long)rc.registrations, (unsigned long long)sw_n, (unsigned long long)(sw_ns / 1000),
-			 (unsigned long long)(sw_max / 1000), (unsigned long long)susp, (unsigned long long)staged,
+			 (unsigned long long)(sw_max / 1000), (unsigned long long)sw_driven, (unsigned long long)susp, (unsigned long long)staged,
 			 (unsigned long long)mv_new, (unsigned long long)mv_back);
 	int fd = open_stats(path);
 	if (fd < 0)
