@@ -5,7 +5,7 @@
  * transports it takes, the new controller's connect.
  *
  * One listener per process and local address, on a port of the provider's
- * choice, keyed by MOVE_PROTO so that no ordinary connect (keyed by the
+ * choice, keyed by SSW_MOVE_PROTO so that no ordinary connect (keyed by the
  * protocol version) reaches it.  A connect carries a token the suspended
  * side chose and sent over the old transport only; what arrives is kept
  * here until the session whose token it presents takes it (or 30 s). */
@@ -20,17 +20,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#define MOVE_PROTO 0x100u
-#define MOVE_MAGIC 0x4d575353u /* "SSWM" */
 #define MOVE_CONNECT_NS (5ull * 1000000000ull)
 #define KEEP_NS (30ull * 1000000000ull)
 #define LST_MAX 4
 #define STASH_MAX 16
-
-struct move_priv {
-	uint32_t magic;
-	uint8_t token[SSW_SESSION_MOVE_TOKEN];
-};
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -131,7 +124,7 @@ static int listen_for(const struct ssw_provider *p, struct ssw_ep *ep, const uin
 		rc = -ENOSPC;
 	if (slot < 0 && !rc) {
 		struct ssw_listener *l = NULL;
-		rc = p->conn->listen((struct sockaddr *)&a, al, 16, MOVE_PROTO, &l);
+		rc = p->conn->listen((struct sockaddr *)&a, al, 16, SSW_MOVE_PROTO, &l);
 		lst[free_slot].name_len = sizeof lst[free_slot].name;
 		if (!rc && (rc = p->conn->listener_name(l, &lst[free_slot].name, &lst[free_slot].name_len)) != 0)
 			p->conn->listener_close(l);
@@ -176,14 +169,16 @@ static void fill(const struct ssw_provider *p)
 			size_t bl = sizeof buf;
 			if (p->conn->accept(lst[i].l, &ep, buf, &bl) != 0)
 				break;
-			struct move_priv mp;
+			struct ssw_move_priv mp;
 			memcpy(&mp, buf, bl < sizeof mp ? bl : sizeof mp);
 			int k = 0;
 			while (k < STASH_MAX && stash[k].ep)
 				k++;
-			if (bl != sizeof mp || mp.magic != MOVE_MAGIC || k == STASH_MAX || awaited(mp.token) < 0) {
+			if (bl != sizeof mp || mp.magic != SSW_MOVE_MAGIC || k == STASH_MAX || awaited(mp.token) < 0) {
 				/* not a move of ours (a token nobody awaits), or too many at once */
 				p->conn->close(ep, SSW_CLOSE_ABORT);
+				SSW_WARN_ONCE("refused a connection to this process's transport-move listener: %s",
+					      k == STASH_MAX ? "too many waiting" : "not a token any connection awaits");
 				continue;
 			}
 			stash[k].pid = me;
@@ -252,11 +247,11 @@ static int connect_to(const struct ssw_provider *p, const void *where, uint32_t 
 		return -EINVAL;
 	memset(&a, 0, sizeof a);
 	memcpy(&a, where, len);
-	struct move_priv mp = { .magic = MOVE_MAGIC };
+	struct ssw_move_priv mp = { .magic = SSW_MOVE_MAGIC };
 	memcpy(mp.token, token, sizeof mp.token);
 	struct ssw_ep *ep = NULL;
 	uint64_t dl = ssw_now_ns() + MOVE_CONNECT_NS;
-	int rc = p->conn->connect((struct sockaddr *)&a, (socklen_t)len, MOVE_PROTO, &mp, sizeof mp, &ep);
+	int rc = p->conn->connect((struct sockaddr *)&a, (socklen_t)len, SSW_MOVE_PROTO, &mp, sizeof mp, &ep);
 	while (rc == -EINPROGRESS) {
 		if (ssw_now_ns() >= dl) {
 			rc = -ETIMEDOUT;

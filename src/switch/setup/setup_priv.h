@@ -28,6 +28,18 @@ void ssw_conn_priv_make(struct ssw_conn_priv *p, const struct sockaddr_storage *
 int ssw_conn_priv_parse(const void *buf, size_t len, uint32_t proto, struct sockaddr_storage *client,
 			struct sockaddr_storage *server, void *init, int *cfd, int *cdomain);
 
+/* move.c: a transport moving with control (session/session_move.c)
+ * connects under this protocol number, which no ordinary connect (keyed
+ * by the protocol version) uses, with this private data: the token the
+ * suspended side chose and sent over the old transport only
+ * (tests/progs/move_spoof.c forges it). */
+#define SSW_MOVE_PROTO 0x100u
+#define SSW_MOVE_MAGIC 0x4d575353u /* "SSWM" */
+struct ssw_move_priv {
+	uint32_t magic;
+	uint8_t token[SSW_SESSION_MOVE_TOKEN];
+};
+
 /* claim.c: is the connector of the request on ep who it says it is, and
  * did it dial an address this listener serves?  On true *client is the
  * peer address to report; *ask_proof: our INIT asks for listening proofs. */
