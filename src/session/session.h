@@ -177,9 +177,12 @@ bool ssw_session_exit_release(struct ssw_session *s);
  * that closes all others. */
 int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max);
 bool ssw_session_last_holder(struct ssw_session *s);
-/* Relay processes among the holders (switch/share/relay.c): one more or
- * one less; and are the others all relays? */
+/* Relay processes among the holders (switch/share/relay.c): a hold of a
+ * relay's, one more or one less (counted as a holder and as a relay at
+ * once); in a relay process about to let go, its close drops both at once
+ * (relay_ending); are the others all relays? */
 void ssw_session_relay_hold(struct ssw_session *s, int delta);
+void ssw_session_relay_ending(struct ssw_session *s);
 bool ssw_session_only_relays(struct ssw_session *s);
 /* This process is about to lose privileges the other processes holding the
  * connection keep (a setuid after fork): take a copy of the connection's

@@ -77,15 +77,15 @@ int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len,
 	const struct ssw_conn_ops *c = s->p->conn;
 	if (!c->ep_export || s->exclusive || note_len > SSW_SESSION_NOTE_MAX)
 		return -EOPNOTSUPP;
-	if (atomic_load(&s->holders) != 1) {
-		SSW_DEBUG("handover: %d holders", atomic_load(&s->holders));
+	if (sess_holders(s) != 1) {
+		SSW_DEBUG("handover: %d holders", sess_holders(s));
 		return -EBUSY;
 	}
 	if (!sess_enter(s))
 		return -ECONNRESET;
 	int rc = -EBUSY;
 	int memfd = -1;
-	if (atomic_load(&s->holders) != 1 || atomic_load(&s->moved))
+	if (sess_holders(s) != 1 || atomic_load(&s->moved))
 		goto out;
 	sess_flush_held(s);
 	(void)sess_pump(s, true); /* every message at the head into the queue: none names the rings */
@@ -182,8 +182,7 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 	s->ts.hi = 0;
 	memset(&s->hm, 0, sizeof s->hm);
 	sess_init_sync(s);
-	atomic_store(&s->holders, 1);
-	atomic_store(&s->relays, 0); /* a relay that gave the connection away held it */
+	sess_holds_set(s, 1); /* (no relays: one that gave the connection away held it) */
 	atomic_store(&s->moved, false);
 	atomic_store(&s->moved_to, 0);
 	atomic_store(&s->w.sleepers, 0);

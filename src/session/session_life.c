@@ -50,7 +50,7 @@ static void take_over(struct ssw_session *s, pid_t me)
 	}
 	s->touched = true;
 	/* others may ask for it from now on: this process serves them */
-	if (sess_swap_possible(s) && atomic_load(&s->holders) > 1 && ssw_session_cfg.control_taken)
+	if (sess_swap_possible(s) && sess_holders(s) > 1 && ssw_session_cfg.control_taken)
 		ssw_session_cfg.control_taken();
 }
 
@@ -245,7 +245,7 @@ struct ssw_session *ssw_session_new(const struct ssw_provider *prov, struct ssw_
 	s->q.cap = qcap;
 	s->ts.buf = s->q.buf + qcap;
 	s->ts.cap = tcap;
-	atomic_store(&s->holders, 1);
+	sess_holds_set(s, 1);
 	sess_init_sync(s);
 	s->p = prov;
 	s->loc->ep = ep;
@@ -343,7 +343,7 @@ static bool owns_moved(struct ssw_session *s)
 
 bool ssw_session_exit_release(struct ssw_session *s)
 {
-	if (atomic_load(&s->holders) <= 1 || atomic_load(&s->moved))
+	if (sess_holders(s) <= 1 || atomic_load(&s->moved))
 		return false;
 	/* never wait for the lock: its holder may be the code this _exit's
 	 * signal handler interrupted */
@@ -364,7 +364,7 @@ bool ssw_session_exit_release(struct ssw_session *s)
 		(void)sess_pump(s, true); /* what our copy took in, into the shared queue (drop_local) */
 		atomic_store(&s->user, 0); /* another holder may take it over */
 	}
-	atomic_fetch_sub(&s->holders, 1);
+	sess_hold_drop(s);
 	sess_unlock(s);
 	return true;
 }
@@ -417,7 +417,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		 * let go of this copy, tell the peer nothing (read first: the
 		 * others may end it once our hold is gone) */
 		struct held h = held_of(s);
-		atomic_fetch_sub(&s->holders, 1);
+		sess_hold_drop(s);
 		let_go(s, h);
 		return;
 	}
@@ -426,7 +426,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		 * at once (a wrapper's exec waits for its relays' holds to go:
 		 * switch/share/handover.c), and nothing shared is read after */
 		struct held h = held_of(s);
-		if (atomic_fetch_sub(&s->holders, 1) > 1) {
+		if (sess_hold_drop(s) > 1) {
 			let_go(s, h);
 			return;
 		}
@@ -435,9 +435,9 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		sess_lock(s);
 		/* a transport of our own the others need goes to them first (its
 		 * wait lets the lock go at times: our hold counts meanwhile) */
-		if (atomic_load(&s->holders) > 1 && owns_moved(s))
+		if (sess_holders(s) > 1 && owns_moved(s))
 			park(s);
-		if (atomic_fetch_sub(&s->holders, 1) > 1) {
+		if (sess_hold_drop(s) > 1) {
 			drop_local(s); /* a forked process still holds it: no FIN yet */
 			return;
 		}
@@ -483,7 +483,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 
 void ssw_session_hold(struct ssw_session *s, int delta)
 {
-	atomic_fetch_add(&s->holders, delta);
+	atomic_fetch_add(&s->holds, (uint64_t)(int64_t)delta);
 	if (!s->exclusive)
 		return;
 	/* fork (+1): whichever process drives it first takes it (sess_enter).
@@ -530,18 +530,27 @@ int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max)
 
 void ssw_session_relay_hold(struct ssw_session *s, int delta)
 {
-	atomic_fetch_add(&s->relays, delta);
+	if (delta > 0)
+		atomic_fetch_add(&s->holds, 1 + SESS_HOLD_RELAY);
+	else
+		atomic_fetch_sub(&s->holds, 1 + SESS_HOLD_RELAY);
+}
+
+void ssw_session_relay_ending(struct ssw_session *s)
+{
+	s->loc->relay = true;
 }
 
 bool ssw_session_only_relays(struct ssw_session *s)
 {
-	int h = atomic_load(&s->holders);
-	return h > 1 && h - atomic_load(&s->relays) == 1;
+	uint64_t v = atomic_load(&s->holds);
+	int h = (int)(uint32_t)v, r = (int)(v >> 32);
+	return h > 1 && h - r == 1;
 }
 
 bool ssw_session_last_holder(struct ssw_session *s)
 {
-	return atomic_load(&s->holders) <= 1 && !atomic_load(&s->moved);
+	return sess_holders(s) <= 1 && !atomic_load(&s->moved);
 }
 
 int ssw_session_shutdown(struct ssw_session *s, int how)

@@ -169,7 +169,7 @@ static void switch_to(struct ssw_session *s, struct ssw_ep *ep, const uint8_t *t
 int sess_move_offer(struct ssw_session *s, struct ssw_wire_offer *o)
 {
 	/* a side shared by fork itself would leave its other copies stale */
-	if (!movable(s->p) || s->swap_transport || atomic_load(&s->holders) > 1 || s->mv.offered)
+	if (!movable(s->p) || s->swap_transport || sess_holders(s) > 1 || s->mv.offered)
 		return -ENOTSUP;
 	if (getrandom(s->mv.token, sizeof s->mv.token, 0) != (ssize_t)sizeof s->mv.token)
 		return -EIO;

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -131,6 +132,7 @@ struct txstage {
 /* The session's part in each process's private memory. */
 struct sess_local {
 	struct ssw_ep *ep;         /* this process's endpoint (a copy, after fork) */
+	bool relay;                /* this process is a relay ending (its hold counts as one: sess_hold_drop) */
 	uint32_t tgen;             /* the transport it belongs to (session_move.c: mv.tgen) */
 	uint32_t fgen;             /* bumped when the fds to wait on change (epoll registers them anew) */
 	/* session_move.c, lanes: the token our transport came with (the side
@@ -166,8 +168,12 @@ struct sess_move {
 struct ssw_session {
 	/* lifetime */
 	pthread_mutex_t lock;      /* process-shared and robust: the session is fork-shared */
-	_Atomic int holders;       /* processes holding the connection (fork adds one) */
-	_Atomic int relays;        /* of them, relay processes (switch/share/relay.c) */
+	/* processes holding the connection (fork adds one), and in the high
+	 * half, of them, relay processes (switch/share/relay.c): one word, so
+	 * that a relay's hold and its count as a relay go in one step (an
+	 * exec waiting while the other holders are all relays never sees one
+	 * half gone without the other: sess_hold_drop) */
+	_Atomic uint64_t holds;
 	/* A provider without SSW_CAP_SHARED_CONTEXT (fabric) keeps the
 	 * transport's state in each process's private memory: after fork only
 	 * one process may drive it (session_life.c: sess_enter) */
@@ -347,6 +353,24 @@ struct img_hdr {
 	uint32_t blob_len, note_len;
 	char prov[32];
 };
+
+/* The holds (struct ssw_session holds). */
+#define SESS_HOLD_RELAY (1ull << 32)
+static inline int sess_holders(struct ssw_session *s)
+{
+	return (int)(uint32_t)atomic_load(&s->holds);
+}
+static inline void sess_holds_set(struct ssw_session *s, int holders)
+{
+	atomic_store(&s->holds, (uint64_t)holders);
+}
+/* This process's hold goes (a relay's with its count as a relay); returns
+ * the number of holders there were.  Nothing shared may be written after
+ * unless it was the last: another holder may free the session then. */
+static inline int sess_hold_drop(struct ssw_session *s)
+{
+	return (int)(uint32_t)atomic_fetch_sub(&s->holds, 1 + (s->loc->relay ? SESS_HOLD_RELAY : 0));
+}
 
 /* session_life.c */
 void sess_lock(struct ssw_session *s);

@@ -29,10 +29,10 @@
 
 int ssw_session_unshare(struct ssw_session *s)
 {
-	if (!s || atomic_load(&s->holders) <= 1)
+	if (!s || sess_holders(s) <= 1)
 		return 0; /* nobody else maps it */
 	sess_lock(s);
-	if (atomic_load(&s->moved) || atomic_load(&s->holders) <= 1) {
+	if (atomic_load(&s->moved) || sess_holders(s) <= 1) {
 		sess_unlock(s); /* a ghost already (another holder took it), or alone now */
 		return 0;
 	}
@@ -59,14 +59,14 @@ int ssw_session_unshare(struct ssw_session *s)
 	/* the copy: a lock and condition of its own (the original's may be
 	 * waited on by the others), this process its only holder */
 	sess_init_sync(c);
-	atomic_store(&c->holders, 1);
+	sess_holds_set(c, 1);
 	atomic_store(&c->w.sleepers, 0);
 	if (c->exclusive && atomic_load(&c->user) != ssw_pid())
 		atomic_store(&c->user, 0); /* ours to take over, as from a holder gone */
 	/* the original: the others' from now on */
 	atomic_store(&s->moved_to, ssw_pid());
 	atomic_store(&s->moved, true);
-	atomic_fetch_sub(&s->holders, 1);
+	sess_hold_drop(s);
 	sess_unlock(s);
 	if (!ssw_shared_move(c, size, s)) {
 		/* still the original here, which now reads as reset */

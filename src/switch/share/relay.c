@@ -408,7 +408,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd, int 
 		relay_pump(&out, p[1].revents, p[0].revents);
 	}
 	SSW_DEBUG("relay: done (in %d/%d, out %d/%d, lazy %d)", in.eof, in.shut, out.eof, out.shut, lazy);
-	ssw_session_relay_hold(sess, -1);
+	ssw_session_relay_ending(sess); /* its hold and its count as a relay go together at its close */
 	ssw_close(n);
 	/* collect_all's reference: the last one lets go of the connection (the
 	 * last holder's close: FIN, or RST over unread data) */
@@ -464,8 +464,7 @@ static int relay(struct held *h, bool exec)
 			sys_close(sv[i]);
 		return e;
 	}
-	ssw_session_hold(h->s->sess, 1); /* the relay's */
-	ssw_session_relay_hold(h->s->sess, 1);
+	ssw_session_relay_hold(h->s->sess, 1); /* the relay's */
 	pid_t me = (pid_t)SYS_(getpid, 0);
 	pid_t a = ssw_real_fork_outer(); /* no holder counting: the relay takes its one hold itself */
 	if (a == 0) {
@@ -498,7 +497,6 @@ static int relay(struct held *h, bool exec)
 		while (SYS_(wait4, a, NULL, 0, NULL) < 0 && errno == EINTR)
 			;
 	if (got != 1) {
-		ssw_session_hold(h->s->sess, -1);
 		ssw_session_relay_hold(h->s->sess, -1);
 		sys_close(sv[0]);
 		return -EAGAIN;
