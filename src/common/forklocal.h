@@ -45,6 +45,11 @@ struct ssw_forklocal {
 	pthread_mutex_t trim_lock[2];      /* switch/sock/trim.c: look, start */
 	pthread_mutex_t swap_lock[2];      /* switch/share/swap_helper.c: look, start */
 	pthread_mutex_t sock_pool_lock;    /* switch/sock/sock.c: recycled socket objects */
+	pthread_mutex_t epx_lock;          /* switch/events/epoll_set.c: the epoll sets (held across fork) */
+	bool epx_fork_held;                /* switch/events/epoll_set.c: ... by this fork */
+	pthread_mutex_t move_lock;         /* switch/setup/move.c */
+	pthread_mutex_t setup_lock[3];     /* switch/setup: connect.c refused, proof.c keep and hint */
+	pthread_mutex_t relayed_lock;      /* switch/share/relayed.c */
 	void *sock_pool;                   /* switch/sock/sock.c: a child starts without the parent's */
 	_Alignas(64) unsigned char counters[128];  /* switch/stat/stats.c: struct ssw_counters */
 	int statreg_ready;                 /* switch/stat/statreg.h: the registry was looked at */

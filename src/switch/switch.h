@@ -81,6 +81,9 @@ void ssw_trim_init(void);
  * this process controls; fork takes its look's lock like the trim's. */
 void ssw_swap_helper_init(void);
 void ssw_swap_fork_begin(void);
+/* The epoll sets held across a fork, in the parent (switch/events/epoll_set.c). */
+void ssw_epoll_fork_begin(void);
+void ssw_epoll_fork_end(void);
 void ssw_swap_fork_end(bool child);
 void ssw_trim_fork_begin(void);
 void ssw_trim_fork_end(bool child);

@@ -143,6 +143,12 @@ static bool collect(struct run *r, int k, long *val)
 		if (now_ms_() > deadline) {
 			putf(&r->out, "%s driver: no answer from %s within %d s (hung)\n", r->prefix, k ? "B" : "A",
 			     15 * r->slow);
+			/* DIFF_HUNG_WAIT=SEC: time to look at the hung processes (gdb -p) */
+			if (getenv("DIFF_HUNG_WAIT")) {
+				fprintf(stderr, "diff: hung: %s is pid %d (its process group); waiting %s s\n", k ? "B" : "A",
+					(int)e->pid, getenv("DIFF_HUNG_WAIT"));
+				sleep((unsigned)atoi(getenv("DIFF_HUNG_WAIT")));
+			}
 			return false;
 		}
 	}

@@ -32,6 +32,7 @@
 #ifndef SSW_EPOLL_PRIV_H
 #define SSW_EPOLL_PRIV_H
 
+#include "common/forklocal.h"
 #include "switch/switch.h"
 
 #include <pthread.h>
@@ -105,7 +106,7 @@ struct epx {
 
 /* Every set of this process; both under epx_lock (epx_all is also read
  * without it, as a hint that there is any). */
-extern pthread_mutex_t epx_lock;
+#define epx_lock (ssw_fl->epx_lock) /* fork-local: a child's is a fresh one (epoll_set.c) */
 extern struct epx *epx_all;
 
 /* epoll_set.c: the sets, their entries and lists */

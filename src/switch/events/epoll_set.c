@@ -9,10 +9,38 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-pthread_mutex_t epx_lock = PTHREAD_MUTEX_INITIALIZER;
 struct epx *epx_all;
 static uint32_t gen_next;
+
+/* fork (switch/share/fork.c): no other thread of ours may be halfway
+ * through changing the sets when the child is made, or the child would
+ * wait for a lock nobody there releases (soak seed 866200343: a thread in
+ * epoll_wait, a fork, the child's first send) or read half-changed lists.
+ * The lock is fork-local (the child's is a fresh one) and taken across the
+ * fork, for a bounded time: a thread holding it may itself wait for the
+ * fork (a socket's last reference dropped under it closes the session
+ * behind the fork guard); then the child takes the sets as they are. */
+void ssw_epoll_fork_begin(void)
+{
+	if (!__atomic_load_n(&epx_all, __ATOMIC_RELAXED))
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 20 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L)
+		ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+	ssw_fl->epx_fork_held = pthread_mutex_timedlock(&epx_lock, &ts) == 0;
+}
+
+void ssw_epoll_fork_end(void)
+{
+	if (ssw_fl->epx_fork_held) {
+		ssw_fl->epx_fork_held = false;
+		pthread_mutex_unlock(&epx_lock);
+	}
+}
 
 void epx_q_push(struct epx *x, struct epx_entry *e)
 {

@@ -3,6 +3,7 @@
  * address provable, connect over the provider without blocking, negotiate
  * the session; or say why kernel TCP must carry the connection. */
 #include "switch/setup/setup_priv.h"
+#include "common/forklocal.h"
 
 #include "common/log.h"
 #include "common/sockdiag.h"
@@ -145,7 +146,7 @@ struct refused {
 	uint64_t until;
 };
 static struct refused refused[REFUSED_SLOTS];
-static pthread_mutex_t refused_lock = PTHREAD_MUTEX_INITIALIZER;
+#define refused_lock (ssw_fl->setup_lock[0]) /* fork-local: a child's is a fresh one */
 
 static bool same_dst(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {

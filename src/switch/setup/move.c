@@ -10,6 +10,7 @@
  * side chose and sent over the old transport only; what arrives is kept
  * here until the session whose token it presents takes it (or 30 s). */
 #include "switch/setup/setup_priv.h"
+#include "common/forklocal.h"
 
 #include "common/log.h"
 #include "session/session.h"
@@ -25,7 +26,7 @@
 #define LST_MAX 4
 #define STASH_MAX 16
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+#define mu (ssw_fl->move_lock) /* fork-local: a child's is a fresh one */
 static struct {
 	pid_t pid;
 	const struct ssw_provider *p;

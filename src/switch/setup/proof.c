@@ -12,6 +12,7 @@
  * A client process that exits before the accept takes its proofs along: that
  * request is refused. */
 #include "switch/setup/setup_priv.h"
+#include "common/forklocal.h"
 #include "switch/switch.h"
 
 #include "common/sys.h"
@@ -28,7 +29,7 @@
 #define KEEP_NS (10ull * 1000000000ull)
 #define KEEP_MAX 1024
 
-static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
+#define keep_lock (ssw_fl->setup_lock[1]) /* fork-local: a child's is a fresh one */
 static struct {
 	int fd;
 	uint64_t until;
@@ -167,7 +168,7 @@ void ssw_proof_undo(struct ssw_sock *s, int fd)
  * table at the acceptor, or a listener made for nothing and closed at
  * once.  Per process, the newest HINT_MAX destinations. */
 #define HINT_MAX 16
-static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER;
+#define hint_lock (ssw_fl->setup_lock[2])
 static struct sockaddr_storage hint_dst[HINT_MAX];
 static bool hint_other[HINT_MAX];
 static int nhint, hint_next;

@@ -165,6 +165,7 @@ void ssw_fork_begin(void)
 	for (int i = 0; i < npriv; i++)
 		pthread_mutex_lock(&priv_ls[i]->lock);
 	drop_private_early();
+	ssw_epoll_fork_begin(); /* last: the child's lock is a fresh one */
 }
 
 SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
@@ -178,6 +179,7 @@ SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 		return;
 	}
 	__atomic_store_n(&ssw_fl->forking, (pthread_t)0, __ATOMIC_RELAXED);
+	ssw_epoll_fork_end();
 	/* who may still map what this process closes later (shm_lend.c) */
 	ssw_fl->child_pid[ssw_fl->fork_gen % SSW_FORK_PIDS] = pid > 0 ? pid : 0;
 	if (pid < 0) {

@@ -7,6 +7,7 @@
  * it by the relay's name (ssw_relayed_recognize), so a program exec'd with
  * an inherited connection (inetd, sshd, socat EXEC) sees its TCP peer. */
 #include "switch/share/relay.h"
+#include "common/forklocal.h"
 
 #include "common/sys.h"
 #include "switch/sock/addr.h"
@@ -28,7 +29,7 @@ struct relayed {
 	int nodelay;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+#define lock (ssw_fl->relayed_lock) /* fork-local: a child's is a fresh one */
 static struct relayed **tab;
 static int tab_len;
 static _Atomic int count; /* entries: a process without any skips the lock */
