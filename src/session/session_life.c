@@ -311,6 +311,10 @@ static void park(struct ssw_session *s)
 	}
 	pid_t me = ssw_pid();
 	bool was = sess_swap_alone(true); /* leaving: no serving, no asking back */
+	/* the answer is ours: our helper thread, looking meanwhile, must not
+	 * take it for one to resume (sess_swap_flush: t_hostile_move, where a
+	 * child's exit then reset the connection) */
+	s->sw.serving = me;
 	while (s->sw.asked && !(s->sw.got && !s->hv) && !s->broken && !s->reset && ssw_now_ns() < dl &&
 	       atomic_load(&s->user) == me) {
 		if (sess_pump(s, true) > 0)
@@ -319,6 +323,8 @@ static void park(struct ssw_session *s)
 		if (w < 0 && w != -ETIMEDOUT && w != -EINTR)
 			break;
 	}
+	if (s->sw.serving == me)
+		s->sw.serving = 0;
 	sess_swap_alone(was);
 	/* (the wait may have served another process asking: control and the
 	 * transport went to it, nothing is left to park) */

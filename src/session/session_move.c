@@ -108,6 +108,14 @@ void ssw_session_move_counts(uint64_t *fresh, uint64_t *back)
 
 /* ---- lanes: transports kept idle for their controller's return --------- */
 
+/* Our transport came with a token, and is this process's own (a child's
+ * inherited copy of its parent's is not: t_hostile_move, where a child
+ * closing such a copy with a reset killed its parent's lane). */
+static bool tok_mine(const struct sess_local *l)
+{
+	return l->tok && l->tok == ssw_pid();
+}
+
 /* Lane i leaves the list (the later ones move up): its transport. */
 static struct ssw_ep *lane_take(struct ssw_session *s, int i)
 {
@@ -141,7 +149,7 @@ static void lanes_prune(struct ssw_session *s)
 static void lane_keep(struct ssw_session *s, struct ssw_ep *ep)
 {
 	struct sess_local *l = s->loc;
-	if (!l->tok) {
+	if (!tok_mine(l)) {
 		s->p->conn->close(ep, SSW_CLOSE_ORDERLY); /* its last message, MOVED, was read */
 		return;
 	}
@@ -160,7 +168,7 @@ static void switch_to(struct ssw_session *s, struct ssw_ep *ep, const uint8_t *t
 	lane_keep(s, s->loc->ep);
 	s->loc->ep = ep;
 	memcpy(s->loc->token, token, sizeof s->loc->token);
-	s->loc->tok = true;
+	s->loc->tok = ssw_pid();
 	s->loc->fgen++;
 	ops()->forget(s->mv.token);
 	s->mv.waiting = s->mv.offered = false;
@@ -353,7 +361,7 @@ int sess_move_in(struct ssw_session *s)
 	}
 	/* our own transport from an earlier turn, if the peer kept it (lanes) */
 	struct sess_local *l = s->loc;
-	for (uint32_t i = 0; l->tok && l->ep && i < s->mv.offer.nkept && i < SSW_MOVE_LANES; i++)
+	for (uint32_t i = 0; tok_mine(l) && l->ep && i < s->mv.offer.nkept && i < SSW_MOVE_LANES; i++)
 		if (!memcmp(s->mv.offer.kept[i], l->token, sizeof l->token)) {
 			l->tgen = s->mv.tgen;
 			l->fgen++;
@@ -368,9 +376,9 @@ int sess_move_in(struct ssw_session *s)
 		return -ECONNRESET;
 	}
 	if (s->loc->ep) /* a stale copy (inherited), or our own the peer let go */
-		s->p->conn->close(s->loc->ep, l->tok ? SSW_CLOSE_ABORT : SSW_CLOSE_DETACH);
+		s->p->conn->close(s->loc->ep, tok_mine(l) ? SSW_CLOSE_ABORT : SSW_CLOSE_DETACH);
 	s->loc->ep = ep;
-	l->tok = true;
+	l->tok = ssw_pid();
 	memcpy(l->token, s->mv.offer.token, sizeof l->token);
 	s->loc->tgen = s->mv.tgen;
 	s->loc->fgen++;

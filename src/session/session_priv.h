@@ -138,8 +138,10 @@ struct sess_local {
 	/* session_move.c, lanes: the token our transport came with (the side
 	 * whose control moves: it made it; the suspended side: it took it),
 	 * and on the suspended side the transports of earlier controllers,
-	 * kept idle for their return */
-	bool tok;
+	 * kept idle for their return.  tok: the process whose transport that
+	 * is (0: none); a forked child's copy names its parent, whose
+	 * transport it is not (neither to drive nor to close with a reset) */
+	pid_t tok;
 	uint8_t token[SSW_MOVE_TOKEN];
 	struct {
 		struct ssw_ep *ep;

@@ -89,7 +89,7 @@ PY
 
 rm -f "$T/port"
 ssw_ns_bg server "$A" switched SOCKSWITCH_STATS_FILE="$T/server.stats" SOCKSWITCH_LOG_FILE="$T/server.log" \
-  SOCKSWITCH_LOG=warn -- "$SSW_PYTHON" "$T/server.py" "$HA" "$T/port"
+  SOCKSWITCH_LOG=${TLOG:-warn} -- "$SSW_PYTHON" "$T/server.py" "$HA" "$T/port"
 SPID=$SSW_BG_PID
 ssw_wait_file "$T/port" 20 || ssw_fail "the server did not start"
 PORT=$(cat "$T/port" 2>/dev/null)
@@ -101,7 +101,7 @@ ip netns exec "$A" "${NOBODY[@]}" timeout 20 "$SPOOF" 3 "$PORT" "$((PORT + 10000
 APID=$!
 ssw_step "client: $ROUNDS rounds, each a new child"
 ssw_ns_bg client "$B" switched SOCKSWITCH_STATS_FILE="$T/client.stats" SOCKSWITCH_LOG_FILE="$T/client.log" \
-  SOCKSWITCH_LOG=warn -- "$SSW_PYTHON" "$T/client.py" "$HA" "$PORT" "$ROUNDS"
+  SOCKSWITCH_LOG=${TLOG:-warn} -- "$SSW_PYTHON" "$T/client.py" "$HA" "$PORT" "$ROUNDS"
 CPID=$SSW_BG_PID
 # the same listener dialed from the client's host (B), where it is not
 # listed: the test reads its address in A
