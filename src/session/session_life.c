@@ -487,9 +487,14 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 	ssw_shared_free(s, s->map_size, true); /* the last holder: nobody else maps it */
 }
 
-void ssw_session_hold(struct ssw_session *s, int delta)
+/* A hold more or less (a relay's counts as one of the relays too). */
+static void hold_change(struct ssw_session *s, int delta, bool relay)
 {
-	atomic_fetch_add(&s->holds, (uint64_t)(int64_t)delta);
+	uint64_t one = 1 + (relay ? SESS_HOLD_RELAY : 0);
+	if (delta > 0)
+		atomic_fetch_add(&s->holds, one);
+	else
+		atomic_fetch_sub(&s->holds, one);
 	if (!s->exclusive)
 		return;
 	/* fork (+1): whichever process drives it first takes it (sess_enter).
@@ -504,6 +509,11 @@ void ssw_session_hold(struct ssw_session *s, int delta)
 		atomic_store(&s->user, 0);
 	}
 	sess_unlock(s);
+}
+
+void ssw_session_hold(struct ssw_session *s, int delta)
+{
+	hold_change(s, delta, false);
 }
 
 int ssw_session_fds(struct ssw_session *s, int *fds, int max)
@@ -536,10 +546,7 @@ int ssw_session_keep_fds(struct ssw_session *s, int *fds, int max)
 
 void ssw_session_relay_hold(struct ssw_session *s, int delta)
 {
-	if (delta > 0)
-		atomic_fetch_add(&s->holds, 1 + SESS_HOLD_RELAY);
-	else
-		atomic_fetch_sub(&s->holds, 1 + SESS_HOLD_RELAY);
+	hold_change(s, delta, true);
 }
 
 void ssw_session_relay_ending(struct ssw_session *s)
