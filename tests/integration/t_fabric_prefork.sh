@@ -50,7 +50,7 @@ for w in range(nworkers):
             c.sendall(d[::-1])
             c.close()
             n += 1
-        print("WORKER %d served %d" % (w, n), flush=True)
+        os.write(1, b"WORKER %d served %d\n" % (w, n)) # one write: the workers end at once
         os._exit(0)
     kids.append(pid)
 open(portfile + ".tmp", "w").write("%d\n" % ls.getsockname()[1]); os.rename(portfile + ".tmp", portfile)
