@@ -127,6 +127,10 @@ struct txstage {
 	uint8_t *buf;
 	size_t off, len, cap;
 	size_t hi;                 /* the most of buf used since it was last given back */
+	/* an urgent byte staged (MSG_OOB): where in buf; it leaves as its own
+	 * message, in its place among the bytes (one at a time) */
+	size_t urg;
+	bool urg_set;
 };
 
 /* The session's part in each process's private memory. */
@@ -525,6 +529,9 @@ int sess_rma(struct ssw_session *s, bool write, const struct iovec *v, int k, co
 
 /* session_urg.c */
 void sess_take_oob(struct ssw_session *s, uint8_t byte);
+/* The urgent byte as its own message, with the mark's note and SIGURG
+ * (session_urg.c; a staged one at its turn: session_stage.c). */
+int sess_urg_send_byte(struct ssw_session *s, uint8_t b);
 ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, bool nonblock,
 			uint64_t dl);
 ssize_t sess_recv_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t want, int flags);

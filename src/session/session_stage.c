@@ -101,6 +101,21 @@ bool sess_stage_flush(struct ssw_session *s)
 	struct txstage *t = &s->ts;
 	while (t->len && !s->sw.suspended && !s->reset && !s->broken && s->loc->ep) {
 		size_t n = t->len < s->max_payload ? t->len : s->max_payload;
+		if (t->urg_set && t->urg == t->off) { /* the urgent byte, in its place */
+			int rc = sess_urg_send_byte(s, t->buf[t->off]);
+			if (rc == -EAGAIN)
+				return false;
+			if (rc < 0) {
+				sess_on_reset(s);
+				break;
+			}
+			t->urg_set = false;
+			t->off++;
+			t->len--;
+			continue;
+		}
+		if (t->urg_set && t->urg > t->off && t->urg - t->off < n)
+			n = t->urg - t->off; /* the bytes before it first */
 		struct iovec v = { t->buf + t->off, n };
 		int rc = sess_send_msg(s, SSW_MSG_DATA, NULL, 0, &v, 1, n);
 		if (rc == -EAGAIN)
@@ -112,11 +127,14 @@ bool sess_stage_flush(struct ssw_session *s)
 		t->off += n;
 		t->len -= n;
 	}
-	if (s->reset || s->broken)
+	if (s->reset || s->broken) {
 		t->len = 0; /* gone with the connection, as a reset kernel socket's buffer */
+		t->urg_set = false;
+	}
 	if (t->len)
 		return false;
 	t->off = 0;
+	t->urg_set = false;
 	sess_stage_trim(s);
 	return true;
 }

@@ -101,6 +101,19 @@ void sess_take_oob(struct ssw_session *s, uint8_t byte)
 		urg_owe(s->urg.owner); /* our own F_SETOWN: the application's choice */
 }
 
+int sess_urg_send_byte(struct ssw_session *s, uint8_t b)
+{
+	struct iovec v = { &b, 1 };
+	int rc = sess_send_msg(s, SSW_MSG_OOB, NULL, 0, &v, 1, 1);
+	if (rc == 0) {
+		if (s->p->progress->note) /* POLLPRI at once, before the byte is taken in */
+			s->p->progress->note(s->loc->ep, SSW_NOTE_MARK, 0);
+		if (sender_raises(s))
+			urg_raise_for_peer(s);
+	}
+	return rc;
+}
+
 ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt, size_t total, bool nonblock,
 			uint64_t dl)
 {
@@ -121,19 +134,27 @@ ssize_t sess_send_oob(struct ssw_session *s, const struct iovec *iov, int iovcnt
 		if (s->ts.len && !s->sw.suspended)
 			(void)sess_stage_flush(s);
 		if (!sess_staging(s) && s->tx_inflight + 1 <= tx_limit(s)) {
-			struct iovec b = { &last, 1 };
-			int rc = sess_send_msg(s, SSW_MSG_OOB, NULL, 0, &b, 1, 1);
+			int rc = sess_urg_send_byte(s, last);
 			if (rc == 0) {
-				if (s->p->progress->note) /* POLLPRI at once, before the byte is taken in */
-					s->p->progress->note(s->loc->ep, SSW_NOTE_MARK, 0);
-				if (sender_raises(s))
-					urg_raise_for_peer(s);
 				s->tx_inflight++;
 				s->st.bytes_sent++;
 				return (ssize_t)total;
 			}
 			if (rc != -EAGAIN)
 				return body ? (ssize_t)body : rc;
+		} else if (sess_staging(s) && !s->ts.urg_set && s->tx_inflight + 1 <= tx_limit(s) &&
+			   sess_stage_room(s, 1)) {
+			/* the peer is suspended (a control swap on its side): the
+			 * urgent byte is staged in its place too, as the kernel's
+			 * buffer takes it (soak seed 867100000: a non-blocking
+			 * send of 6 urgent bytes returned 5) */
+			struct iovec b = { &last, 1 };
+			s->ts.urg = s->ts.off + s->ts.len;
+			sess_stage_put(s, &b, 1, 1);
+			s->ts.urg_set = true;
+			s->tx_inflight++;
+			s->st.bytes_sent++;
+			return (ssize_t)total;
 		}
 		if (sess_pump(s, true) > 0)
 			continue;
