@@ -81,6 +81,18 @@ static void touch_if_changed(struct ssw_sock *s, uint64_t gen)
 		ssw_epoll_touch(s);
 }
 
+/* After a send, sendfile or splice: one that could block may have slept on
+ * the doorbell an epoll_wait elsewhere on the socket waits for (data that
+ * came meanwhile rang it once): its entries look again (sem
+ * blocking_send_wakes, whose splice round failed in CI under load). */
+static void touch_after_send(struct ssw_sock *s, bool nb, uint64_t gen)
+{
+	if (!nb)
+		ssw_epoll_touch(s);
+	else
+		touch_if_changed(s, gen);
+}
+
 ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
 	int rc = ready_for_io(s, 1);
@@ -89,10 +101,7 @@ ssize_t ssw_send(struct ssw_sock *s, const struct iovec *iov, int iovcnt, int fl
 	bool nb = sock_nb(s) || (flags & MSG_DONTWAIT);
 	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send(s->sess, iov, iovcnt, flags, nb, sock_sndtimeo(s));
-	if (!nb)
-		ssw_epoll_touch(s); /* it may have slept: its doorbell taken here */
-	else
-		touch_if_changed(s, gen);
+	touch_after_send(s, nb, gen);
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		ssw_raise_sigpipe();
 	return r;
@@ -148,9 +157,10 @@ ssize_t ssw_sendfile(struct ssw_sock *s, int in_fd, off_t *offset, size_t count)
 		return 0;
 	struct file_src f = { in_fd, pos };
 	uint64_t gen = ssw_session_state_gen(s->sess);
-	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0,
-					  sock_nb(s), sock_sndtimeo(s));
-	touch_if_changed(s, gen);
+	bool nb = sock_nb(s);
+	ssize_t r = ssw_session_send_fill(s->sess, count < RW_MAX ? count : RW_MAX, file_fill, &f, 0, nb,
+					  sock_sndtimeo(s));
+	touch_after_send(s, nb, gen);
 	off_t done = r > 0 ? (off_t)r : 0;
 	if (offset)
 		*offset = pos + done;
@@ -216,7 +226,7 @@ ssize_t ssw_splice_from_pipe(struct ssw_sock *s, int pipe_fd, size_t len, unsign
 	uint64_t gen = ssw_session_state_gen(s->sess);
 	ssize_t r = ssw_session_send_fill(s->sess, len < RW_MAX ? len : RW_MAX, pipe_fill, &p,
 					  (flags & SPLICE_F_MORE) ? MSG_MORE : 0, nb, sock_sndtimeo(s));
-	touch_if_changed(s, gen);
+	touch_after_send(s, nb, gen);
 	if (r == -EPIPE)
 		ssw_raise_sigpipe();
 	return r;
