@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -47,6 +48,7 @@
 #include <sys/random.h>
 
 #define MOVE_NAP_MS 20 /* a wait for the next transport looks again this often */
+#define MOVE_SPIN_NS 40000ull /* ... after looking without sleeping this long */
 _Static_assert(SSW_MOVE_TOKEN == SSW_SESSION_MOVE_TOKEN, "one token size");
 
 /* What connection set-up does for us (switch/setup/move.c). */
@@ -304,6 +306,16 @@ int sess_move_wait(struct ssw_session *s, uint64_t deadline)
 	if (n < 0) {
 		lanes_ack(s);
 		return 0; /* a lane has news */
+	}
+	/* the next controller is usually on its way (MOVED was just read, its
+	 * RESUME follows within a round trip): look a few times before a sleep
+	 * whose wake-up would cost more than the wait */
+	for (uint64_t end = ssw_now_ns() + MOVE_SPIN_NS; ssw_now_ns() < end;) {
+		sess_unlock(s);
+		sched_yield();
+		sess_lock(s);
+		if (sess_move_ready(s))
+			return 0;
 	}
 	int ms = MOVE_NAP_MS;
 	if (deadline) {
