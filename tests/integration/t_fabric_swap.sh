@@ -22,29 +22,6 @@ source "$(dirname "$0")/netns.sh"
 ssw_fabric_pair_setup
 A=$SSW_NS_A B=$SSW_NS_B HA=$SSW_NS_ADDR_A
 
-cat >"$T/server.py" <<'PY'
-# one connection; upper-cases each line back, in an epoll loop
-import selectors, socket, sys
-host, portfile = sys.argv[1], sys.argv[2]
-ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind((host, 0)); ls.listen(4)
-open(portfile + ".tmp", "w").write("%d\n" % ls.getsockname()[1])
-import os; os.rename(portfile + ".tmp", portfile)
-c, _ = ls.accept(); ls.close()
-sel = selectors.DefaultSelector(); sel.register(c, selectors.EVENT_READ)
-buf = b""; lines = 0; bad = 0
-while True:
-    sel.select(30)
-    d = c.recv(65536)
-    if not d: break
-    buf += d
-    while b"\n" in buf:
-        l, buf = buf.split(b"\n", 1)
-        lines += 1
-        c.sendall(l.upper() + b"\n")
-print("RESULT server_lines=%d" % lines, flush=True)
-PY
-
 cat >"$T/client.py" <<'PY'
 import os, socket, sys, time
 mode, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -131,7 +108,7 @@ run() { # NAME MODE N
   local name=$1 mode=$2 n=$3
   rm -f "$T/$name.port"
   ssw_ns_bg "$name-server" "$A" switched SOCKSWITCH_STATS_FILE="$T/$name-server.stats" \
-    SOCKSWITCH_LOG_FILE="$T/$name-server.log" SOCKSWITCH_LOG=${TLOG:-warn} -- "$SSW_PYTHON" "$T/server.py" "$HA" "$T/$name.port"
+    SOCKSWITCH_LOG_FILE="$T/$name-server.log" SOCKSWITCH_LOG=${TLOG:-warn} -- "$SSW_PYTHON" "$SSW_PROGS/upper_server.py" "$HA" "$T/$name.port"
   local spid=$SSW_BG_PID
   ssw_wait_file "$T/$name.port" 20 || ssw_fail "$name: the server did not start"
   ssw_step "$name: $mode, $n"

@@ -28,29 +28,6 @@ SPOOF=$SSW_BUILD/tests/move_spoof
 [ -x "$SPOOF" ] || { echo "FAIL: $SPOOF missing"; exit 1; }
 ROUNDS=50
 
-cat >"$T/server.py" <<'PY'
-# one connection; upper-cases each line back, in an epoll loop
-import os, selectors, socket, sys
-host, portfile = sys.argv[1], sys.argv[2]
-ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind((host, 0)); ls.listen(4)
-open(portfile + ".tmp", "w").write("%d\n" % ls.getsockname()[1])
-os.rename(portfile + ".tmp", portfile)
-c, _ = ls.accept(); ls.close()
-sel = selectors.DefaultSelector(); sel.register(c, selectors.EVENT_READ)
-buf = b""; lines = 0
-while True:
-    sel.select(30)
-    d = c.recv(65536)
-    if not d: break
-    buf += d
-    while b"\n" in buf:
-        l, buf = buf.split(b"\n", 1)
-        lines += 1
-        c.sendall(l.upper() + b"\n")
-print("RESULT server_lines=%d" % lines, flush=True)
-PY
-
 cat >"$T/client.py" <<'PY'
 # rounds: the parent asks, then a new child asks twice and exits, so that
 # each round the server takes a new transport through its move listener
@@ -89,7 +66,7 @@ PY
 
 rm -f "$T/port"
 ssw_ns_bg server "$A" switched SOCKSWITCH_STATS_FILE="$T/server.stats" SOCKSWITCH_LOG_FILE="$T/server.log" \
-  SOCKSWITCH_LOG=${TLOG:-warn} -- "$SSW_PYTHON" "$T/server.py" "$HA" "$T/port"
+  SOCKSWITCH_LOG=${TLOG:-warn} -- "$SSW_PYTHON" "$SSW_PROGS/upper_server.py" "$HA" "$T/port"
 SPID=$SSW_BG_PID
 ssw_wait_file "$T/port" 20 || ssw_fail "the server did not start"
 PORT=$(cat "$T/port" 2>/dev/null)
