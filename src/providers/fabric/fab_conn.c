@@ -37,6 +37,12 @@ static void host_of(const struct sockaddr_storage *a, size_t al, struct sockaddr
 	((struct sockaddr_in *)h)->sin_port = 0; /* sin6_port is at the same place */
 }
 
+/* fork (fab_init.c): the cache whole in the child, whose lock is a fresh
+ * one (a thread of the parent inside it would have left it held there) */
+void fab_conn_atfork_prepare(void) { pthread_mutex_lock(&info_mu); }
+void fab_conn_atfork_parent(void) { pthread_mutex_unlock(&info_mu); }
+void fab_conn_atfork_child(void) { pthread_mutex_init(&info_mu, NULL); }
+
 static struct fi_info *cached_info(const struct sockaddr_storage *dst, size_t al)
 {
 	struct sockaddr_storage h;

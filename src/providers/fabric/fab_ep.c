@@ -88,6 +88,11 @@ static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *pool_rx[FAB_BUF_KEEP], *pool_tx[FAB_BUF_KEEP];
 static unsigned pool_nrx, pool_ntx;
 
+/* fork (fab_init.c): as the info cache's lock (fab_conn.c) */
+void fab_ep_atfork_prepare(void) { pthread_mutex_lock(&pool_mu); }
+void fab_ep_atfork_parent(void) { pthread_mutex_unlock(&pool_mu); }
+void fab_ep_atfork_child(void) { pthread_mutex_init(&pool_mu, NULL); }
+
 static void *buf_get(bool rx)
 {
 	void *b = NULL;

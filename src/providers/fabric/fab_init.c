@@ -119,10 +119,20 @@ static void fork_prepare(void)
 	pthread_rwlock_wrlock(&gate);
 	fab_hub_atfork_prepare();
 	fab_eq_atfork_prepare();
+	/* last: short sections that wait for nothing (buffers, the info cache) */
+	fab_ep_atfork_prepare();
+	fab_conn_atfork_prepare();
 }
-static void fork_parent(void) { pthread_rwlock_unlock(&gate); }
+static void fork_parent(void)
+{
+	fab_conn_atfork_parent();
+	fab_ep_atfork_parent();
+	pthread_rwlock_unlock(&gate);
+}
 static void fork_child(void)
 {
+	fab_conn_atfork_child();
+	fab_ep_atfork_child();
 	gate_init(); /* held by the forking thread, which is us: start afresh */
 	fab_listen_atfork_child();
 	fab_hub_atfork_child();

@@ -418,6 +418,13 @@ bool fab_eq_fold(struct ssw_ep *ep);
 void fab_eq_each(void (*fn)(struct fab_fabric *fab, void *arg), void *arg);
 void fab_eq_atfork_prepare(void);
 void fab_eq_atfork_child(void);
+/* fab_ep.c, fab_conn.c: their locks held across fork (fab_init.c) */
+void fab_ep_atfork_prepare(void);
+void fab_ep_atfork_parent(void);
+void fab_ep_atfork_child(void);
+void fab_conn_atfork_prepare(void);
+void fab_conn_atfork_parent(void);
+void fab_conn_atfork_child(void);
 /* libfabric 1.17's tcp provider (the tricks of fab_hub.c and fab_eq.c) */
 bool fab_is_tcp117(void);
 
