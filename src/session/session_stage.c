@@ -127,10 +127,8 @@ bool sess_stage_flush(struct ssw_session *s)
 		t->off += n;
 		t->len -= n;
 	}
-	if (s->reset || s->broken) {
+	if (s->reset || s->broken)
 		t->len = 0; /* gone with the connection, as a reset kernel socket's buffer */
-		t->urg_set = false;
-	}
 	if (t->len)
 		return false;
 	t->off = 0;

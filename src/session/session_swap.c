@@ -209,6 +209,23 @@ static bool quiet(const struct ssw_session *s)
 	return !s->txr.id && !s->rr.busy;
 }
 
+/* Nothing of the peer's held half-read in this process: a message held as
+ * a view, a rendezvous read or write under way. */
+static bool settled(const struct ssw_session *s)
+{
+	return !s->hv && !s->rr.active && !s->rw.active;
+}
+
+/* Step 1: SUSPEND, once (retried at the next look while the transport is
+ * full). */
+static void ask_peer(struct ssw_session *s)
+{
+	if (!s->sw.asked && sess_send_msg(s, SSW_MSG_SUSPEND, NULL, 0, NULL, 0, 0) == 0) {
+		s->sw.asked = true;
+		s->sw.asked_ns = ssw_now_ns();
+	}
+}
+
 bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 {
 	pid_t me = ssw_pid();
@@ -242,14 +259,11 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 			break;
 		}
 		sess_flush_held(s);
-		if (quiet(s) && !s->sw.asked && sess_send_msg(s, SSW_MSG_SUSPEND, NULL, 0, NULL, 0, 0) == 0) {
-			s->sw.asked = true;
-			s->sw.asked_ns = ssw_now_ns();
-		}
+		if (quiet(s))
+			ask_peer(s);
 		/* everything the peer sent before SUSPENDED comes into the queue */
 		(void)sess_pump(s, true);
-		bool settled = !s->hv && !s->rr.active && !s->rw.active;
-		if (settled && s->sw.got && sess_move_needed(s)) {
+		if (settled(s) && s->sw.got && sess_move_needed(s)) {
 			/* the transport goes too (session_move.c), if the peer can take it */
 			if (!s->mv.have_offer) {
 				refuse(s);
@@ -262,7 +276,7 @@ bool sess_swap_serve(struct ssw_session *s, uint64_t dl)
 			went = hand(s);
 			break;
 		}
-		if (settled && (s->sw.got || (s->swap_transport && s->sw.asked &&
+		if (settled(s) && (s->sw.got || (s->swap_transport && s->sw.asked &&
 					      ssw_now_ns() - s->sw.asked_ns > SWAP_PATIENCE_NS))) {
 			went = hand(s);
 			break;
@@ -307,8 +321,7 @@ static bool may_drive(const struct ssw_session *s, pid_t me)
 {
 	return s->swap_transport && !s->sw.driving && s->sw.qn && s->sw.q[0] == me &&
 	       (!s->sw.serving || !ssw_pid_alive(s->sw.serving)) &&
-	       (!s->sw.granted || !ssw_pid_alive(s->sw.granted)) && quiet(s) && !s->hv && !s->rr.active &&
-	       !s->rw.active;
+	       (!s->sw.granted || !ssw_pid_alive(s->sw.granted)) && quiet(s) && settled(s);
 }
 
 /* Steps 1-4 of the swap by the asker (may_drive).  Control is ours from
@@ -329,10 +342,7 @@ static void drive(struct ssw_session *s, pid_t me)
 	/* a peer still suspended from the last swap (RESUME not sent yet)
 	 * has nothing in flight: nothing to wait for */
 	while (!s->sw.resume_owed && !s->reset && !s->broken && !s->peer_closed && !(s->fin_rcvd && !s->sw.asked)) {
-		if (!s->sw.asked && sess_send_msg(s, SSW_MSG_SUSPEND, NULL, 0, NULL, 0, 0) == 0) {
-			s->sw.asked = true;
-			s->sw.asked_ns = ssw_now_ns();
-		}
+		ask_peer(s);
 		(void)sess_pump(s, true);
 		if (s->sw.got || !s->sw.asked || ssw_now_ns() - s->sw.asked_ns > SWAP_PATIENCE_NS)
 			break;
@@ -467,7 +477,7 @@ void sess_swap_msg(struct ssw_session *s, const struct ssw_msg *m)
 			s->sw.peer_wants = true;
 		break;
 	case SSW_MSG_SUSPENDED:
-		if ((!s->sw.asked || s->sw.got) && s->peer_closed && !s->sw.got)
+		if (!s->sw.asked && !s->sw.got && s->peer_closed)
 			break; /* the answer to a SUSPEND we stopped waiting for when the peer's close showed (ahead
 				  of its last messages: soak seed 866300526): nothing more comes from it */
 		if (!s->sw.asked || s->sw.got)
