@@ -219,12 +219,18 @@ void sess_move_consumed(struct ssw_session *s)
 	s->loc->fgen++;
 }
 
-/* A lane the next controller goes on with: its first message is there. */
+/* A lane the next controller goes on with: its first message is there.
+ * Asked through rx_ready first, the busy-poll hint: a peek may take a
+ * look that found nothing a moment ago for the socket's silence (fabric:
+ * up to 5 us), a spin's next hint looks for real. */
 static int lane_ready(struct ssw_session *s)
 {
+	const struct ssw_progress_ops *pg = s->p->progress;
 	for (int i = 0; i < SSW_MOVE_LANES && s->loc->lane[i].ep; i++) {
 		const void *m;
 		size_t n;
+		if (pg->rx_ready && !pg->rx_ready(s->loc->lane[i].ep))
+			continue;
 		int rc = s->p->msg->recv_peek(s->loc->lane[i].ep, &m, &n);
 		if (rc == 0)
 			return i;
@@ -301,21 +307,23 @@ int sess_move_wait(struct ssw_session *s, uint64_t deadline)
 {
 	if (sess_move_ready(s))
 		return 0;
-	struct pollfd pf[1 + 2 * SSW_MOVE_LANES];
-	int n = sess_move_fds(s, pf, 1 + 2 * SSW_MOVE_LANES, true);
-	if (n < 0) {
-		lanes_ack(s);
-		return 0; /* a lane has news */
-	}
 	/* the next controller is usually on its way (MOVED was just read, its
 	 * RESUME follows within a round trip): look a few times before a sleep
-	 * whose wake-up would cost more than the wait */
+	 * whose wake-up would cost more than the wait.  Not armed meanwhile:
+	 * news read for an armed lane rings it too (two system calls more on
+	 * the look that finds the RESUME) */
 	for (uint64_t end = ssw_now_ns() + MOVE_SPIN_NS; ssw_now_ns() < end;) {
 		sess_unlock(s);
 		sched_yield();
 		sess_lock(s);
 		if (sess_move_ready(s))
 			return 0;
+	}
+	struct pollfd pf[1 + 2 * SSW_MOVE_LANES];
+	int n = sess_move_fds(s, pf, 1 + 2 * SSW_MOVE_LANES, true);
+	if (n < 0) {
+		lanes_ack(s);
+		return 0; /* a lane has news */
 	}
 	int ms = MOVE_NAP_MS;
 	if (deadline) {
