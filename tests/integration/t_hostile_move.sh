@@ -9,7 +9,9 @@
 # server's move listener: /proc/net/tcp shows it to anyone), and a second
 # one in B dials the same listener from the client's host, each with:
 # kernel TCP garbage, fabric connects under the move protocol with random
-# tokens (guesses), and with random private data.
+# tokens (guesses), and with random private data; in A it also tries to
+# listen on the same port itself (plain, SO_REUSEADDR, SO_REUSEPORT,
+# IP_FREEBIND, the wildcard, IPv6 dual-stack), to take the next transport.
 # Checked: every answer right, one new transport per child and none
 # more (no attacker's connect taken as a transport), no
 # message ever reaches an attacker's connect, the server's log says it
@@ -117,6 +119,8 @@ for side in a b; do
   ssw_assert_ge "attacker in ${side^^}: fabric connects with garbage" "$(ssw_kv "$T/spoof-$side.out" garbage)" 10
   ssw_assert_eq "attacker in ${side^^}: messages received on its connects" "$(ssw_kv "$T/spoof-$side.out" leaked)" 0
 done
+ssw_assert_ge "attacker in A: listens tried on the move listener's port" "$(ssw_kv "$T/spoof-a.out" squats)" 6
+ssw_assert_eq "attacker in A: listens that took the port (kernel port ownership)" "$(ssw_kv "$T/spoof-a.out" squatted)" 0
 ssw_check "the server's log names the refused connects" grep -q "refused a connection to this process's transport-move listener" "$T/server.log"
 ssw_assert_quiet "$T/client.err"
 ssw_assert_no_sanitizer_report "$T"/*.err

@@ -8,14 +8,22 @@
  *   forged   a fabric connect under the move protocol with the right magic
  *            and a random token (a guess: 16 random bytes);
  *   garbage  a fabric connect under the move protocol with random private
- *            data of random length.
+ *            data of random length;
+ *   squat    (ports from /proc/net/tcp only: local ones) a listener of its
+ *            own on the same port, to take the next transport instead of
+ *            root's: on the same address plain, with SO_REUSEADDR, with
+ *            SO_REUSEPORT, with IP_FREEBIND and SO_REUSEPORT, on 0.0.0.0
+ *            with SO_REUSEPORT, on [::] dual-stack (IPV6_V6ONLY off) with
+ *            SO_REUSEPORT; each listen that succeeds while root's listener
+ *            is still there counts.
  * It uses the switch's own fabric provider (the library itself is the
  * attacker's tool too).  A fabric connect that completes is watched for
  * 100 ms: any message on it would be the connection's data leaking.
  * usage: move_spoof SECONDS [EXCLUDE_PORT...]
  *        MOVE_SPOOF_TARGETS=IP:PORT[,IP:PORT...] dials those instead (from
  *        another namespace, where /proc/net/tcp does not show them)
- * prints "RESULT ports=N raw=N forged=N garbage=N completed=N leaked=N". */
+ * prints "RESULT ports=N raw=N forged=N garbage=N completed=N leaked=N
+ * squats=N squatted=N". */
 #include <sockswitch/provider.h>
 
 #include "common/sys.h"
@@ -26,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +50,7 @@ static const struct ssw_provider *P = &ssw_provider_fabric;
 #define MAX_TRIES 400 /* of each kind on each port: the loop ends by itself */
 
 static struct {
-	long raw, forged, garbage, completed, leaked;
+	long raw, forged, garbage, completed, leaked, squats, squatted;
 } n;
 
 /* Root's listening IPv4 sockets, except the ports excluded. */
@@ -75,6 +84,17 @@ static int root_listeners(struct target *ts, int max, char **excl, int nexcl)
 	}
 	fclose(f);
 	return k;
+}
+
+/* Does root still listen on port (beside us, when we just took it)? */
+static bool root_listens(int port)
+{
+	struct target ts[MAX_PORTS];
+	int k = root_listeners(ts, MAX_PORTS, NULL, 0);
+	for (int i = 0; i < k; i++)
+		if (ts[i].port == port)
+			return true;
+	return false;
 }
 
 static int given_targets(const char *list, struct target *ts, int max)
@@ -116,6 +136,56 @@ static void raw(const struct target *t)
 		}
 	}
 	close(fd);
+}
+
+/* One way of binding the port for ourselves: 0 or the SO_* option to set,
+ * freebind, the wildcard, IPv6 dual-stack. */
+struct squat_way {
+	int opt;
+	bool freebind, any, v6;
+};
+
+static void squat_one(const struct target *t, const struct squat_way *w)
+{
+	int one = 1, zero = 0;
+	int fd = socket(w->v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (w->opt)
+		(void)setsockopt(fd, SOL_SOCKET, w->opt, &one, sizeof one);
+	if (w->freebind)
+		(void)setsockopt(fd, SOL_IP, IP_FREEBIND, &one, sizeof one);
+	if (w->v6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+	int rc;
+	if (w->v6) {
+		struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)t->port), .sin6_addr = in6addr_any };
+		rc = bind(fd, (struct sockaddr *)&a6, sizeof a6);
+	} else {
+		struct sockaddr_in a = addr(t);
+		if (w->any)
+			a.sin_addr.s_addr = htonl(INADDR_ANY);
+		rc = bind(fd, (struct sockaddr *)&a, sizeof a);
+	}
+	n.squats++;
+	/* a port root no longer listens on (its server ended) is anyone's */
+	if (rc == 0 && listen(fd, 4) == 0 && root_listens(t->port)) {
+		n.squatted++;
+		fprintf(stderr, "move_spoof: took port %d (opt %d freebind %d any %d v6 %d)\n", t->port, w->opt,
+			w->freebind, w->any, w->v6);
+	}
+	close(fd);
+}
+
+static void squat(const struct target *t)
+{
+	static const struct squat_way ways[] = {
+		{ 0, false, false, false },	      { SO_REUSEADDR, false, false, false },
+		{ SO_REUSEPORT, false, false, false }, { SO_REUSEPORT, true, false, false },
+		{ SO_REUSEPORT, false, true, false },  { SO_REUSEPORT, false, true, true },
+	};
+	for (unsigned i = 0; i < sizeof ways / sizeof ways[0]; i++)
+		squat_one(t, &ways[i]);
 }
 
 static void fabric(const struct target *t, const void *priv, size_t len)
@@ -176,6 +246,8 @@ int main(int argc, char **argv)
 	}
 	for (int t = 0; t < MAX_TRIES && np && ssw_now_ns() < end; t++) {
 		for (int i = 0; i < np; i++) {
+			if (!given)
+				squat(&ts[i]);
 			raw(&ts[i]);
 			struct ssw_move_priv mp = { .magic = SSW_MOVE_MAGIC };
 			if (getrandom(mp.token, sizeof mp.token, 0) == (ssize_t)sizeof mp.token) {
@@ -189,7 +261,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	printf("RESULT ports=%d raw=%ld forged=%ld garbage=%ld completed=%ld leaked=%ld\n", np, n.raw, n.forged, n.garbage,
-	       n.completed, n.leaked);
+	printf("RESULT ports=%d raw=%ld forged=%ld garbage=%ld completed=%ld leaked=%ld squats=%ld squatted=%ld\n", np,
+	       n.raw, n.forged, n.garbage, n.completed, n.leaked, n.squats, n.squatted);
 	return 0;
 }
