@@ -141,6 +141,10 @@ static void fork_child(void)
 
 /* ---- fabrics ------------------------------------------------------------ */
 
+/* Taken only inside the gate (both callers of fab_fabric_get enter it
+ * first), so never held at a fork, whose prepare handler waits for the
+ * gate: nothing to do for it there, and nothing may be (its section calls
+ * into libfabric, whose epoll_ctl comes back through the hub's locks). */
 static pthread_mutex_t fab_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fab_fabric *fabrics;
 
@@ -148,6 +152,7 @@ static struct fab_fabric *fabrics;
  * its object, the others get their own. */
 int fab_fabric_get(struct fi_info *info, struct fab_fabric **out)
 {
+	/* (called with the gate entered: see fab_mu) */
 	const char *name = info->fabric_attr->name ? info->fabric_attr->name : "";
 	pthread_mutex_lock(&fab_mu);
 	struct fab_fabric *f;
