@@ -526,6 +526,13 @@ struct ssw_provider {
 	 * provider tells which socket is whose that way).  Any thread; must not
 	 * block.  Optional (NULL: not wanted). */
 	void (*own_epoll_ctl)(int epfd, int op, int fd, const struct epoll_event *ev);
+	/* The process ends without its exit handlers (the switch's relay
+	 * process ends with exit_group, past the application's handlers it
+	 * inherited): wait, bounded, for what its closes handed over to leave,
+	 * as the provider's exit handler would (a kernel socket's buffer
+	 * outlives its process; a provider's queue in process memory does
+	 * not).  Optional (NULL: nothing outlives a close). */
+	void (*quiesce)(void);
 };
 
 /* ---- What the switch's interposition does for a provider ------------------

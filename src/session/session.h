@@ -211,6 +211,15 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 /* An imported session given up before use (the one that exported it
  * carries on): its copy goes, the peer is told nothing. */
 void ssw_session_import_undo(struct ssw_session *s);
+/* Before an exec: a connection it may carry whose transport must move
+ * (fabric) asks its peer to stop now (all peers at once). */
+void ssw_session_exec_ask(struct ssw_session *s);
+/* After the exec's hand-overs, for each connection asked: its answer is
+ * anyone's again (one parked took it already). */
+void ssw_session_exec_asked_done(struct ssw_session *s);
+/* The exec failed, or the process a connection was passed to did not take
+ * it: transports parked for it (fabric) are this process's again. */
+void ssw_session_handover_failed(void);
 /* Options of the socket's open file that a fork shares (fcntl's O_NONBLOCK,
  * SO_RCVTIMEO and SO_SNDTIMEO in ms, SO_LINGER: -1 off, else seconds):
  * set by whichever process holding the connection sets them, read by all

@@ -11,7 +11,13 @@
  * names this image's memory: the provider, the endpoint, the queue's
  * address, the lock.  Only a quiet session goes (no rendezvous or RDMA
  * transfer in flight, every message at the head staged) and only one held
- * by this process alone: anything else is relayed as before. */
+ * by this process alone: anything else is relayed as before.
+ *
+ * An endpoint in process memory (fabric: no ep_export) does not go: the
+ * transport moves instead, as control does between processes
+ * (session_move.c).  The image parks it (the peer suspended, everything it
+ * sent before into the queue, MOVED), the new image connects to the
+ * peer's offer at load and resumes it. */
 #include "session/session_priv.h"
 
 #include "common/log.h"
@@ -27,6 +33,21 @@
 #include <unistd.h>
 
 _Static_assert(sizeof(struct img_hdr) + SSW_SESSION_NOTE_MAX <= IMG_HDR, "the header page holds the note");
+
+/* Hand-overs that failed in this process (an exec, a pass to a process
+ * that did not take it): a transport parked for one of them is this
+ * process's to take back. */
+static _Atomic uint32_t exec_failures;
+
+void ssw_session_handover_failed(void)
+{
+	atomic_fetch_add(&exec_failures, 1);
+}
+
+bool sess_exec_holds(const struct ssw_session *s)
+{
+	return s->loc->exec_hold && s->loc->exec_hold == atomic_load(&exec_failures) + 1;
+}
 
 static size_t head_size(void)
 {
@@ -72,10 +93,51 @@ static bool read_all(int fd, void *p, size_t n, off_t at)
 	return io_all(fd, p, n, at, false);
 }
 
+/* The transport of a connection an exec will carry must move (fabric):
+ * ask its peer to stop now, so that all of the exec's peers answer at
+ * once (sess_park waits for each afterwards).  A connection relayed after
+ * all answers its SUSPENDED with RESUME (sess_swap_flush). */
+static bool must_move(struct ssw_session *s)
+{
+	return !s->p->conn->ep_export && s->exclusive && sess_swap_possible(s);
+}
+
+void ssw_session_exec_ask(struct ssw_session *s)
+{
+	if (!must_move(s) || sess_holders(s) != 1 || !sess_enter(s))
+		return;
+	if (sess_holders(s) == 1 && atomic_load(&s->user) == ssw_pid() && !s->sw.asked && !s->txr.id &&
+	    !s->mv.parked && sess_send_ctl(s, SSW_MSG_SUSPEND, NULL, 0) == 0) {
+		s->sw.asked = true;
+		s->sw.asked_ns = ssw_now_ns();
+		/* the answer is the park's (as in sess_park): no look of ours
+		 * meanwhile may take it for one to resume */
+		s->sw.serving = ssw_pid();
+	}
+	sess_unlock(s);
+}
+
+void ssw_session_exec_asked_done(struct ssw_session *s)
+{
+	if (!must_move(s))
+		return;
+	sess_lock(s);
+	/* not parked after all (relayed, or not carried): whoever drives
+	 * it next resumes the peer when its SUSPENDED comes */
+	if (s->sw.serving == ssw_pid())
+		s->sw.serving = 0;
+	sess_unlock(s);
+}
+
 int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len, struct ssw_session_image *out)
 {
 	const struct ssw_conn_ops *c = s->p->conn;
-	if (!c->ep_export || s->exclusive || note_len > SSW_SESSION_NOTE_MAX)
+	/* an endpoint in process memory cannot go: its transport moves to the
+	 * new image instead, as with control between processes (parked) */
+	bool move = must_move(s);
+	if ((!c->ep_export || s->exclusive) && !move)
+		return -EOPNOTSUPP;
+	if (note_len > SSW_SESSION_NOTE_MAX)
 		return -EOPNOTSUPP;
 	if (sess_holders(s) != 1) {
 		SSW_DEBUG("handover: %d holders", sess_holders(s));
@@ -99,12 +161,30 @@ int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len,
 			  s->rr.active, s->rw.active, (unsigned long long)s->txr.id, s->reset, s->broken, s->stage_nomem);
 		goto out;
 	}
-	uint8_t blob[IMG_BLOB_MAX];
-	size_t blen = sizeof blob;
-	int n = c->ep_export(s->loc->ep, blob, &blen, out->fds, SSW_SESSION_IMAGE_FDS);
-	if (n < 0) {
-		rc = n;
+	if (move && atomic_load(&s->user) != ssw_pid())
 		goto out;
+	uint8_t blob[IMG_BLOB_MAX];
+	size_t blen = 0;
+	int n = 0;
+	if (move) {
+		/* the peer suspended, everything it sent before into the queue,
+		 * MOVED: the new image connects to its offer (a peer that cannot
+		 * take a new transport is resumed: relayed) */
+		if ((rc = sess_park(s, true)) != 0)
+			goto out;
+		s->loc->exec_hold = atomic_load(&exec_failures) + 1;
+		if (!quiet(s)) {
+			/* (parked all the same: the relay that carries it connects) */
+			rc = -EBUSY;
+			goto out;
+		}
+	} else {
+		blen = sizeof blob;
+		n = c->ep_export(s->loc->ep, blob, &blen, out->fds, SSW_SESSION_IMAGE_FDS);
+		if (n < 0) {
+			rc = n;
+			goto out;
+		}
 	}
 	struct img_hdr h = {
 		.magic = IMG_MAGIC,
@@ -114,6 +194,7 @@ int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len,
 		.qend = s->q.off + s->q.len,
 		.blob_len = (uint32_t)blen,
 		.note_len = (uint32_t)note_len,
+		.parked = move,
 	};
 	snprintf(h.prov, sizeof h.prov, "%s", s->p->name);
 	memfd = (int)SYS_(memfd_create, "sockswitch-handover", MFD_CLOEXEC);
@@ -149,7 +230,8 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 		return NULL;
 	if (h.magic != IMG_MAGIC || h.sess_size != sizeof(struct ssw_session) || h.head != head ||
 	    h.map_size < head || h.map_size > IMG_MAP_MAX || h.qend > h.map_size - head || h.blob_len > IMG_BLOB_MAX ||
-	    h.note_len > *note_len || strncmp(h.prov, prov->name, sizeof h.prov) || !prov->conn->ep_import ||
+	    h.note_len > *note_len || strncmp(h.prov, prov->name, sizeof h.prov) || (!h.parked && !prov->conn->ep_import) ||
+	    (h.parked && (h.blob_len || img->nfds)) ||
 	    (uint64_t)st.st_size < IMG_SESS + head + h.qend) {
 		return NULL;
 	}
@@ -167,8 +249,8 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 	if (!loc || !read_all(img->memfd, s, sizeof *s, IMG_SESS) ||
 	    !read_all(img->memfd, (uint8_t *)s + head, h.qend, IMG_SESS + head) || s->map_size != h.map_size ||
 	    s->q.off + s->q.len != h.qend || s->q.cap > h.map_size - head || s->ts.cap != h.map_size - head - s->q.cap ||
-	    s->ts.len || s->ts.off ||
-	    (*err = prov->conn->ep_import(blob, h.blob_len, img->fds, img->nfds, &ep)) < 0) {
+	    s->ts.len || s->ts.off || (h.parked && (!s->exclusive || !s->mv.parked || !s->mv.have_offer)) ||
+	    (!h.parked && (*err = prov->conn->ep_import(blob, h.blob_len, img->fds, img->nfds, &ep)) < 0)) {
 		free(loc);
 		ssw_shared_free(s, h.map_size, false);
 		return NULL;
@@ -188,6 +270,19 @@ struct ssw_session *ssw_session_import(const struct ssw_provider *prov, const st
 	atomic_store(&s->w.sleepers, 0);
 	atomic_store(&s->user, ssw_pid());
 	*err = 0;
+	if (h.parked) {
+		/* our transport now, before the program's first call: the peer
+		 * waits for it (SWAP_WAIT_NS at most), a kernel socket would not
+		 * make it wait for the program */
+		sess_lock(s);
+		s->sw.serving = 0;
+		s->sw.qn = 0;
+		s->sw.granted = 0;
+		s->sw.driving = false;
+		if (sess_move_in(s) == 0)
+			sess_swap_flush(s); /* RESUME */
+		sess_unlock(s);
+	}
 	return s;
 }
 

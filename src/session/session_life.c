@@ -300,15 +300,27 @@ int ssw_session_sopt(struct ssw_session *s, int which, int dflt)
 
 /* The controller of a transport of its own lets go while others keep
  * the connection: the peer is suspended and the transport parked for the
- * next driver (session_move.c), or the connection is reset (bounded). */
+ * next driver (session_move.c), or the connection is reset (bounded).
+ * For an exec (session_handover.c: the new image is the next driver) a
+ * peer that cannot take a new transport (no offer) is resumed instead and
+ * the connection stays as it was: -EOPNOTSUPP, the caller relays it; a
+ * peer that did not answer in time: -ETIMEDOUT (its SUSPENDED, when it
+ * comes, is answered by whoever drives next: sess_swap_flush). */
 #define PARK_NS (2ull * 1000000000ull)
-static void park(struct ssw_session *s)
+/* An exec waits no longer (a peer in no call answers only at its next
+ * one): the connection is relayed instead.  The exec asks every peer at
+ * once first (ssw_session_exec_ask), so this bounds the exec's wait, not
+ * each connection's. */
+#define EXEC_PARK_NS (200ull * 1000000ull)
+int sess_park(struct ssw_session *s, bool for_exec)
 {
 	uint64_t dl = ssw_now_ns() + PARK_NS;
 	if (!s->sw.asked && sess_send_ctl(s, SSW_MSG_SUSPEND, NULL, 0) == 0) {
 		s->sw.asked = true;
 		s->sw.asked_ns = ssw_now_ns();
 	}
+	if (for_exec && s->sw.asked)
+		dl = s->sw.asked_ns + EXEC_PARK_NS;
 	pid_t me = ssw_pid();
 	bool was = sess_swap_alone(true); /* leaving: no serving, no asking back */
 	/* the answer is ours: our helper thread, looking meanwhile, must not
@@ -329,14 +341,23 @@ static void park(struct ssw_session *s)
 	/* (the wait may have served another process asking: control and the
 	 * transport went to it, nothing is left to park) */
 	if (s->broken || s->reset || atomic_load(&s->user) != me)
-		return;
+		return -ECONNRESET;
+	if (for_exec && !(s->sw.got && !s->hv))
+		return -ETIMEDOUT;
+	if (for_exec && !s->mv.have_offer) {
+		s->sw.asked = s->sw.got = false;
+		s->sw.resume_owed = true;
+		sess_swap_flush(s);
+		return -EOPNOTSUPP;
+	}
 	if (!s->sw.got || !s->mv.have_offer || sess_move_out(s) < 0) {
 		SSW_DEBUG("park: asked %d got %d offer %d hv %d", s->sw.asked, s->sw.got, s->mv.have_offer, s->hv);
 		sess_set_broken(s, "a process left a shared connection whose transport could not be handed over");
-		return;
+		return -ECONNRESET;
 	}
 	s->sw.asked = s->sw.got = false;
 	s->sw.resume_owed = true; /* the next driver's first message */
+	return 0;
 }
 
 /* Does this process drive a transport of its own (moved: session_move.c),
@@ -365,7 +386,7 @@ bool ssw_session_exit_release(struct ssw_session *s)
 		return false;
 	}
 	if (owns_moved(s))
-		park(s);
+		(void)sess_park(s, false);
 	if (s->exclusive && atomic_load(&s->user) == ssw_pid()) {
 		(void)sess_pump(s, true); /* what our copy took in, into the shared queue (drop_local) */
 		atomic_store(&s->user, 0); /* another holder may take it over */
@@ -442,7 +463,7 @@ void ssw_session_close(struct ssw_session *s, bool abort)
 		/* a transport of our own the others need goes to them first (its
 		 * wait lets the lock go at times: our hold counts meanwhile) */
 		if (sess_holders(s) > 1 && owns_moved(s))
-			park(s);
+			(void)sess_park(s, false);
 		if (sess_hold_drop(s) > 1) {
 			drop_local(s); /* a forked process still holds it: no FIN yet */
 			return;

@@ -375,6 +375,8 @@ int sess_move_in(struct ssw_session *s)
 {
 	if (!s->mv.parked)
 		return 0;
+	if (sess_exec_holds(s))
+		return -EAGAIN; /* the image an exec starts connects (session_handover.c) */
 	if (!s->mv.have_offer) {
 		sess_set_broken(s, "the connection's transport went with a process, and the peer made no offer");
 		return -ECONNRESET;
@@ -409,6 +411,15 @@ int sess_move_in(struct ssw_session *s)
 bool sess_move_stale(const struct ssw_session *s)
 {
 	return s->loc->tgen != s->mv.tgen;
+}
+
+void sess_move_unoffer(struct ssw_session *s)
+{
+	if (!s->mv.offered || s->mv.ending || s->mv.waiting)
+		return;
+	if (ops())
+		ops()->forget(s->mv.token);
+	s->mv.offered = false;
 }
 
 void sess_move_end(struct ssw_session *s)

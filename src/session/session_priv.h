@@ -139,6 +139,7 @@ struct sess_local {
 	bool relay;                /* this process is a relay ending (its hold counts as one: sess_hold_drop) */
 	uint32_t tgen;             /* the transport it belongs to (session_move.c: mv.tgen) */
 	uint32_t fgen;             /* bumped when the fds to wait on change (epoll registers them anew) */
+	uint32_t exec_hold;        /* parked for the exec under way (its number + 1): the new image moves in, not us */
 	/* session_move.c, lanes: the token our transport came with (the side
 	 * whose control moves: it made it; the suspended side: it took it),
 	 * and on the suspended side the transports of earlier controllers,
@@ -346,7 +347,7 @@ struct tx_src {
 };
 
 /* session_handover.c: the memfd an exec'ing image writes for the next one */
-#define IMG_MAGIC 0x31444e4148575353ull /* "SSWHAND1" */
+#define IMG_MAGIC 0x32444e4148575353ull /* "SSWHAND2" */
 #define IMG_HDR 4096u                   /* header page: header, then the caller's note */
 #define IMG_BLOB_MAX 4096u              /* the provider's page */
 #define IMG_SESS (IMG_HDR + IMG_BLOB_MAX) /* the session mapping's image from here */
@@ -358,6 +359,7 @@ struct img_hdr {
 	uint64_t qend;              /* queue bytes to copy (q.off + q.len) */
 	uint32_t blob_len, note_len;
 	char prov[32];
+	uint32_t parked; /* no endpoint: the peer awaits the next transport (session_move.c) */
 };
 
 /* The holds (struct ssw_session holds). */
@@ -487,8 +489,16 @@ int sess_move_fds(struct ssw_session *s, struct pollfd *pfd, int n, bool arm);
 int sess_move_wait(struct ssw_session *s, uint64_t deadline);
 /* The moving side: the peer's offer (checked: false, and reset, if bad). */
 bool sess_move_take_offer(struct ssw_session *s, const struct ssw_wire_offer *o);
+/* The controller lets go of its transport: the peer suspended, MOVED,
+ * parked for the next driver (session_life.c; for_exec: see there). */
+int sess_park(struct ssw_session *s, bool for_exec);
+/* Parked for an exec still under way (session_handover.c): this image
+ * must not take the transport back (a failed exec lets it). */
+bool sess_exec_holds(const struct ssw_session *s);
 /* The controller, peer suspended: MOVED, our copy left; parked. */
 int sess_move_out(struct ssw_session *s);
+/* RESUME on the transport we offered to leave: the offer is void. */
+void sess_move_unoffer(struct ssw_session *s);
 /* The new controller of a parked connection: its own transport. */
 int sess_move_in(struct ssw_session *s);
 /* The connection ends here: an offer of ours is withdrawn. */

@@ -491,6 +491,10 @@ void sess_swap_msg(struct ssw_session *s, const struct ssw_msg *m)
 			break;
 		}
 		s->sw.suspended = false; /* a FIN owed goes as the lock does (sess_swap_flush) */
+		/* resumed on this transport: our offer was not taken (an exec
+		 * that relayed the connection after all), a later swap makes
+		 * a new one */
+		sess_move_unoffer(s);
 		/* senders waiting for room look again */
 		s->st.state_wakes++;
 		ssw_kick(s);

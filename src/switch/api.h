@@ -69,6 +69,8 @@ void ssw_fd_close_range(unsigned lo, unsigned hi);
 /* A provider's own library changed one of its epoll sets (an epoll_ctl in
  * ssw_provider_calls that succeeded): told to the providers (own_epoll_ctl). */
 void ssw_provider_own_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
+/* Every usable provider's quiesce: this process ends without exit handlers. */
+void ssw_providers_quiesce(void);
 
 /* Set-up */
 int ssw_connect(int fd, const struct sockaddr *addr, socklen_t len);

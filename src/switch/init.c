@@ -152,6 +152,13 @@ void ssw_exec_inherited(const char *spec)
 	}
 }
 
+void ssw_providers_quiesce(void)
+{
+	for (int t = 0; t < ssw_registry_count; t++)
+		if (usable_ok[t] && usable[t].p.quiesce)
+			usable[t].p.quiesce();
+}
+
 void ssw_provider_own_epoll_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	for (int t = 0; t < ssw_registry_count; t++)

@@ -240,4 +240,5 @@ const struct ssw_provider ssw_provider_fabric = {
 	.progress = &fab_progress_ops,
 	.configure = fab_configure,
 	.describe = fab_describe,
+	.quiesce = fab_quiesce,
 };

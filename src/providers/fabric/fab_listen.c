@@ -313,6 +313,11 @@ static void exit_flush(void)
 	pthread_mutex_lock(&lmu);
 	exit_hook = false;
 	pthread_mutex_unlock(&lmu);
+	fab_quiesce();
+}
+
+void fab_quiesce(void)
+{
 	uint64_t end = ssw_now_ns() + FAB_EXIT_NS;
 	for (;;) {
 		pthread_mutex_lock(&lmu);

@@ -34,6 +34,10 @@
 #define FAB_RX_N 16u
 #define FAB_TX_N 32u
 #define FAB_LINGER_NS (10000ull * 1000000ull) /* longest a closed connection waits for its peer */
+/* Wait (FAB_EXIT_NS at most) for the lingering endpoints' backlogs and
+ * closes to leave: at exit, and for a process that ends without its exit
+ * handlers (the provider's quiesce). */
+void fab_quiesce(void);
 #define FAB_EXIT_NS (5000ull * 1000000ull) /* longest an exit waits for what was sent to leave */
 #define FAB_IDLE_NS 200000ull /* the thread flushes a backlog its owner left this long */
 #define FAB_WATCH_NS 200000ull /* how often the thread looks at watched endpoints */

@@ -49,7 +49,7 @@ _Static_assert(sizeof(struct note) <= sizeof(((struct ssw_handover_note *)0)->b)
 
 int ssw_handover_pack(struct ssw_sock *s, struct ssw_session_image *img)
 {
-	if (!s->sess || !s->prov || !s->prov->conn->ep_export)
+	if (!s->sess || !s->prov) /* (the session says what it can carry) */
 		return -EOPNOTSUPP;
 	struct note n = {
 		.magic = NOTE_MAGIC,
@@ -70,7 +70,7 @@ int ssw_handover_pack(struct ssw_sock *s, struct ssw_session_image *img)
 int ssw_handover_export(struct ssw_sock *s, const int *fds, int nfds, uint64_t wait_until, char *buf, size_t len,
 			struct ssw_exec_keep *k)
 {
-	if (!s->sess || !s->prov || !s->prov->conn->ep_export)
+	if (!s->sess || !s->prov)
 		return -EOPNOTSUPP;
 	/* a wrapper script's `exec prog` after commands that had the
 	 * connection through relays: those end with their commands */
@@ -148,8 +148,11 @@ static bool parse(const char *p, struct entry *e)
 	memcpy(e->prov, p, pl);
 	e->prov[pl] = '\0';
 	p += pl + 1;
-	if (!parse_fds(&p, &e->img.memfd, 1, ',', &one) || *p++ != '/' ||
-	    !parse_fds(&p, e->img.fds, SSW_SESSION_IMAGE_FDS, ',', &e->img.nfds))
+	if (!parse_fds(&p, &e->img.memfd, 1, ',', &one) || *p++ != '/')
+		return false;
+	/* (none: a transport that moves instead, session_handover.c) */
+	e->img.nfds = 0;
+	if (*p && *p != ';' && !parse_fds(&p, e->img.fds, SSW_SESSION_IMAGE_FDS, ',', &e->img.nfds))
 		return false;
 	return !*p || *p == ';';
 }

@@ -163,8 +163,6 @@ bool relay_give(const struct relay_give *g)
 	int rc = 0;
 	if (rq.version != PASS_VERSION)
 		rc = -EPROTONOSUPPORT;
-	else if (!g->h->s->prov || !g->h->s->prov->conn->ep_export)
-		rc = -EOPNOTSUPP; /* fabric: the endpoint lives in this process (nothing touched) */
 	else if (g->lazy || g->in->eof || g->out->eof || g->in->shut || g->out->shut ||
 		 !ssw_session_last_holder(g->h->s->sess))
 		rc = -EBUSY; /* shared with others, or half ended: the relay sees it through */
@@ -188,8 +186,12 @@ bool relay_give(const struct relay_give *g)
 		char ack = 0;
 		given = wait_in(q, PASS_ACK_WAIT_MS) && sys_recv(q, &ack, 1, 0) == 1 && ack == 'A';
 	}
-	if (img.memfd >= 0)
+	if (img.memfd >= 0) {
 		sys_close(img.memfd);
+		/* a transport parked for the receiver (fabric) is ours again */
+		if (!given)
+			ssw_session_handover_failed();
+	}
 	SSW_DEBUG("relay: hand-over request: %s", given ? "given" : rc ? strerror(-rc) : "not taken");
 out:
 	if (a >= 0)

@@ -414,6 +414,9 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd, int 
 	 * last holder's close: FIN, or RST over unread data) */
 	ssw_sock_put(h->s);
 	sys_close(u);
+	/* what the close handed over still leaves (fabric: from this
+	 * process's memory, which exit_group takes) */
+	ssw_providers_quiesce();
 	SYS_(exit_group, 0);
 	__builtin_unreachable();
 }
@@ -534,6 +537,11 @@ void ssw_exec_prepare(bool in_place, bool adopt, struct ssw_exec_undo *u)
 	struct collect c = { 0 };
 	if (collect_all(&c) && in_place)
 		u->dropped = malloc(sizeof *u->dropped * (size_t)c.n);
+	/* the peers of transports that move with the connections (fabric)
+	 * asked all at once: the exec waits for the slowest, not their sum */
+	for (int i = 0; in_place && adopt && i < c.n; i++)
+		if (c.v[i].s->state == SSW_ST_CONNECTED && c.v[i].s->sess && live_fds(&c.v[i]))
+			ssw_session_exec_ask(c.v[i].s->sess);
 	for (int i = 0; i < c.n; i++) {
 		struct held *h = &c.v[i];
 		/* a listener the new program keeps: its providers' part goes
@@ -569,6 +577,9 @@ void ssw_exec_prepare(bool in_place, bool adopt, struct ssw_exec_undo *u)
 			h->s = NULL; /* its reference keeps the session mapped until the undo */
 		}
 	}
+	for (int i = 0; in_place && adopt && i < c.n; i++)
+		if (c.v[i].s && c.v[i].s->state == SSW_ST_CONNECTED && c.v[i].s->sess)
+			ssw_session_exec_asked_done(c.v[i].s->sess);
 	release_all(&c);
 	if (in_place)
 		ssw_statreg_leave();
@@ -632,6 +643,7 @@ void ssw_relay_fds(const int *fds, int n)
 void ssw_exec_failed(struct ssw_exec_undo *u)
 {
 	ssw_setup_exec_undo(&u->keep);
+	ssw_session_handover_failed();
 	for (int i = 0; i < u->n; i++) {
 		ssw_session_hold(u->dropped[i]->sess, 1);
 		ssw_sock_put(u->dropped[i]);
