@@ -126,6 +126,7 @@ static struct ssw_ep *lane_take(struct ssw_session *s, int i)
 	for (; i + 1 < SSW_MOVE_LANES; i++)
 		l->lane[i] = l->lane[i + 1];
 	l->lane[SSW_MOVE_LANES - 1].ep = NULL;
+	l->lane[SSW_MOVE_LANES - 1].peeked = false;
 	return ep;
 }
 
@@ -161,6 +162,7 @@ static void lane_keep(struct ssw_session *s, struct ssw_ep *ep)
 	while (l->lane[i].ep)
 		i++;
 	l->lane[i].ep = ep;
+	l->lane[i].peeked = false;
 	memcpy(l->lane[i].token, l->token, sizeof l->token);
 }
 
@@ -222,16 +224,19 @@ void sess_move_consumed(struct ssw_session *s)
 /* A lane the next controller goes on with: its first message is there.
  * Asked through rx_ready first, the busy-poll hint: a peek may take a
  * look that found nothing a moment ago for the socket's silence (fabric:
- * up to 5 us), a spin's next hint looks for real. */
+ * up to 5 us), a spin's next hint looks for real.  The hint counts only
+ * messages beyond the one peeked: a lane whose message we saw is ready
+ * without it (t_fabric_swap waited 30 s for a RESUME peeked once). */
 static int lane_ready(struct ssw_session *s)
 {
 	const struct ssw_progress_ops *pg = s->p->progress;
 	for (int i = 0; i < SSW_MOVE_LANES && s->loc->lane[i].ep; i++) {
 		const void *m;
 		size_t n;
-		if (pg->rx_ready && !pg->rx_ready(s->loc->lane[i].ep))
+		if (!s->loc->lane[i].peeked && pg->rx_ready && !pg->rx_ready(s->loc->lane[i].ep))
 			continue;
 		int rc = s->p->msg->recv_peek(s->loc->lane[i].ep, &m, &n);
+		s->loc->lane[i].peeked = rc == 0;
 		if (rc == 0)
 			return i;
 		if (rc != -EAGAIN) {

@@ -151,6 +151,7 @@ struct sess_local {
 	struct {
 		struct ssw_ep *ep;
 		uint8_t token[SSW_MOVE_TOKEN];
+		bool peeked;       /* its first message seen (rx_ready no longer counts it) */
 	} lane[SSW_MOVE_LANES];
 };
 
