@@ -23,51 +23,24 @@ ssw_tmpdir
 PY=$SSW_PYTHON
 export SOCKSWITCH_LOG=${EH_LOG:-info}
 
+cp "$SSW_PROGS/handover_roles.py" "$T/"
 cat >"$T/srv.py" <<'PY'
 import os, select, socket, struct, sys
+from handover_roles import echo_upper, recv_exact, serve
 mode, port = sys.argv[1], int(sys.argv[2])
 here = os.path.abspath(__file__)
-
-def recv_exact(s, n):
-    d = b""
-    while len(d) < n:
-        x = s.recv(n - len(d))
-        if not x:
-            break
-        d += x
-    return d
-
-def echo_upper(s):
-    n = 0
-    while True:
-        d = s.recv(1 << 16)
-        if not d:
-            break
-        n += len(d)
-        s.sendall(d.upper())
-    s.shutdown(socket.SHUT_WR)
-    return n
 
 if mode == "after":          # the new image: argv[3] the connection's fd, argv[4] what to do
     s = socket.socket(fileno=int(sys.argv[3]))
     what = sys.argv[4]
     if what == "stream":
-        n = echo_upper(s)
+        n = serve(s, "stream")
         print("after-stream bytes=%d" % n, flush=True)
     elif what == "abort":
-        recv_exact(s, 5)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        s.close()
+        serve(s, "abort")
         print("after-abort closed", flush=True)
     elif what == "urg":
-        d = recv_exact(s, 3)
-        select.select([], [], [s], 10)
-        o = s.recv(1, socket.MSG_OOB)
-        s.sendall(b"got:" + d + b"/" + o)
-        s.shutdown(socket.SHUT_WR)
-        while s.recv(100):               # to the client's end (past the urgent byte, as TCP)
-            pass
-        s.close()
+        serve(s, "urg")
     elif what == "wrapped":
         n = echo_upper(s)
         print("after-wrapped bytes=%d" % n, flush=True)
@@ -112,39 +85,18 @@ SH
 
 cat >"$T/cli.py" <<'PY'
 import os, socket, sys, time
+from handover_roles import read_abort, recv_all, send_stream, send_urg
 mode, port = sys.argv[1], int(sys.argv[2])
 c = socket.create_connection(("127.0.0.1", port))
-def recv_all(c):
-    got = bytearray()
-    while True:
-        d = c.recv(1 << 16)
-        if not d:
-            return bytes(got)
-        got += d
 if mode == "stream":
     body = os.urandom(2 << 20).hex().encode()
-    c.sendall(b"hello:" + body[:65536])     # part of it waits in the connection at the exec
-    time.sleep(0.5)
-    import threading
-    t = threading.Thread(target=lambda: (c.sendall(body[65536:]), c.shutdown(socket.SHUT_WR)))
-    t0 = time.time(); t.start()
-    got = recv_all(c); t.join()
-    print("stream ok=%d len=%d MiB/s=%.0f" % (got == body.upper(), len(got), len(got) / (time.time() - t0) / 2**20))
+    # part of it waits in the connection at the exec
+    got, rate = send_stream(c, b"hello:" + body[:65536], body[65536:], 0.5, False)
+    print("stream ok=%d len=%d MiB/s=%.0f" % (got == body.upper(), len(got), rate))
 elif mode == "abort":
-    c.sendall(b"12345")
-    try:
-        d = c.recv(10)
-        print("abort read=%r" % d)
-    except ConnectionResetError:
-        print("abort ECONNRESET")
+    print("abort %s" % read_abort(c))
 elif mode == "urg":
-    time.sleep(0.5)                          # after the exec
-    c.sendall(b"abc")
-    time.sleep(0.1)
-    c.send(b"!", socket.MSG_OOB)
-    got = recv_all(c)
-    c.shutdown(socket.SHUT_WR)
-    print("urg %s" % got.decode())
+    print("urg %s" % send_urg(c, False))
 elif mode == "wrapped":
     first = bytes(range(97, 123)) * 38 + b"abcdefghijkl"   # 1000 bytes, lower case
     c.sendall(first)

@@ -17,20 +17,15 @@ command -v socat >/dev/null || { echo "SKIP: socat not installed"; exit 77; }
 
 PORT=5003
 SIZE=$((4 * 1024 * 1024))
+cp "$SSW_PROGS/handover_roles.py" "$T/"
 cat >"$T/child.py" <<'PY'
 import socket, sys
+from handover_roles import echo_upper
 s = socket.socket(fileno=0)   # the inherited connection (socat put it on 0 and 1)
 peer = f"{s.getpeername()[0]}:{s.getpeername()[1]}"
 with open(sys.argv[1], "a") as f:
     print(f"family={s.family.name} type={s.type.name} peer={peer}", file=f)
-n = 0
-while True:
-    d = s.recv(1 << 16)
-    if not d:
-        break
-    n += len(d)
-    s.sendall(d.upper())
-s.shutdown(socket.SHUT_WR)
+n = echo_upper(s)
 with open(sys.argv[1] + ".bytes", "a") as f:
     print(n, file=f)
 PY

@@ -33,65 +33,23 @@ ssw_fabric_pair_setup
 A=$SSW_NS_A B=$SSW_NS_B HA=$SSW_NS_ADDR_A
 chmod 755 "$T"
 
+cp "$SSW_PROGS/handover_roles.py" "$T/"
 cat >"$T/srv.py" <<'PY'
-import os, select, socket, struct, sys, time
+import os, select, socket, subprocess, sys, time
+from handover_roles import recv_exact, serve
 mode, host, portfile = sys.argv[1], sys.argv[2], sys.argv[3]
 here = os.path.abspath(__file__)
-
-def recv_exact(s, n):
-    d = b""
-    while len(d) < n:
-        x = s.recv(n - len(d))
-        if not x:
-            break
-        d += x
-    return d
 
 if mode == "worker":         # (e): the connection comes over argv[4], a Unix socket
     u = socket.socket(fileno=int(sys.argv[4]))
     _, fds, _, _ = socket.recv_fds(u, 16, 1)
-    s = socket.socket(fileno=fds[0])
-    n = 0
-    while True:
-        d = s.recv(1 << 16)
-        if not d:
-            break
-        n += len(d)
-        s.sendall(d.upper())
-    s.shutdown(socket.SHUT_WR)
-    print("RESULT worker_bytes=%d" % n, flush=True)
+    print("RESULT worker_bytes=%d" % serve(socket.socket(fileno=fds[0]), "stream"), flush=True)
     sys.exit(0)
-
 if mode == "after":          # the new image: argv[4] the connection's fd, argv[5] what to do
-    s = socket.socket(fileno=int(sys.argv[4]))
-    what = sys.argv[5]
     if len(sys.argv) > 6:
         print("RESULT exec_ms=%d" % ((time.time() - float(sys.argv[6])) * 1000), flush=True)
-    if what in ("stream", "idle"):
-        n = 0
-        while True:
-            d = s.recv(1 << 16)
-            if not d:
-                break
-            n += len(d)
-            s.sendall(d.upper())
-        s.shutdown(socket.SHUT_WR)
-        print("RESULT after=stream bytes=%d" % n, flush=True)
-    elif what == "abort":
-        recv_exact(s, 5)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        s.close()
-        print("RESULT after=abort", flush=True)
-    elif what == "urg":
-        d = recv_exact(s, 3)
-        select.select([], [], [s], 10)
-        o = s.recv(1, socket.MSG_OOB)
-        s.sendall(b"got:" + d + b"/" + o)
-        s.shutdown(socket.SHUT_WR)
-        while s.recv(100):               # to the client's end (past the urgent byte, as TCP)
-            pass
-        s.close()
-        print("RESULT after=urg", flush=True)
+    n = serve(socket.socket(fileno=int(sys.argv[4])), sys.argv[5])
+    print("RESULT after=%s bytes=%d" % (sys.argv[5], n), flush=True)
     sys.exit(0)
 
 l = socket.socket()
@@ -105,10 +63,11 @@ c, _ = l.accept()
 l.close()
 fd = c.fileno()
 os.set_inheritable(fd, True)
-if mode == "pass":
-    import subprocess
-    pre = recv_exact(c, 6)
+if mode in ("stream", "idle", "failing", "pass"):
+    pre = recv_exact(c, 6)               # "hello:" read here, the rest left unread
     assert pre == b"hello:", pre
+    select.select([], [], [], 0.2)       # more is waiting at the hand-over
+if mode == "pass":
     a, b = socket.socketpair()
     w = subprocess.Popen([sys.executable, here, "worker", host, portfile, str(b.fileno())], pass_fds=[b.fileno()])
     b.close()
@@ -116,80 +75,31 @@ if mode == "pass":
     c.close()
     sys.exit(w.wait())
 if mode == "failing":
-    pre = recv_exact(c, 6)
-    assert pre == b"hello:", pre
-    select.select([], [], [], 0.2)
     try:                                 # a program that loads the switch, one argument too long: E2BIG
         os.execv(sys.executable, [sys.executable, "x" * 300000])
     except OSError:
         pass
-    n = 0
-    while True:
-        d = c.recv(1 << 16)
-        if not d:
-            break
-        n += len(d)
-        c.sendall(d.upper())
-    c.shutdown(socket.SHUT_WR)
-    print("RESULT failed_exec_bytes=%d" % n, flush=True)
+    print("RESULT failed_exec_bytes=%d" % serve(c, "stream"), flush=True)
     sys.exit(0)
-if mode in ("stream", "idle"):
-    pre = recv_exact(c, 6)               # "hello:" read here, the rest left unread
-    assert pre == b"hello:", pre
-    select.select([], [], [], 0.2)       # more is waiting when the exec comes
 os.execv(sys.executable, [sys.executable, here, "after", host, portfile, str(fd), mode, str(time.time())])
 PY
 
 cat >"$T/cli.py" <<'PY'
-import os, socket, sys, threading, time
+import os, socket, sys
+from handover_roles import read_abort, send_stream, send_urg
 mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 c = socket.create_connection((host, port))
-def recv_all(c):
-    got = bytearray()
-    while True:
-        d = c.recv(1 << 16)
-        if not d:
-            return bytes(got)
-        got += d
-if mode in ("stream", "failing", "pass"):
-    # a reader in recv all along (a client awaiting the answer): in a call
-    # on the connection, it answers the server's SUSPEND at once
+if mode in ("stream", "failing", "pass", "idle"):
+    # stream, failing, pass: a reader in recv all along (a client awaiting
+    # its answer answers the server's SUSPEND at once); idle: in no call
+    # at all while the server execs, it cannot answer
     body = os.urandom(1 << 20).hex().encode()
-    got = []
-    r = threading.Thread(target=lambda: got.append(recv_all(c)))
-    r.start()
-    c.sendall(b"hello:" + body[:65536])  # part of it waits in the connection at the exec
-    time.sleep(0.5)
-    c.sendall(body[65536:]); c.shutdown(socket.SHUT_WR)
-    r.join()
-    print("RESULT stream_ok=%d len=%d" % (got[0] == body.upper(), len(got[0])), flush=True)
-elif mode == "idle":
-    # in no call at all while the server execs: it cannot answer
-    body = os.urandom(1 << 20).hex().encode()
-    c.sendall(b"hello:" + body[:65536])
-    time.sleep(1.5)
-    t = threading.Thread(target=lambda: (c.sendall(body[65536:]), c.shutdown(socket.SHUT_WR)))
-    t.start()
-    got = recv_all(c); t.join()
+    got, _ = send_stream(c, b"hello:" + body[:65536], body[65536:], 1.5 if mode == "idle" else 0.5, mode != "idle")
     print("RESULT stream_ok=%d len=%d" % (got == body.upper(), len(got)), flush=True)
 elif mode == "abort":
-    c.sendall(b"12345")
-    try:
-        d = c.recv(10)
-        print("RESULT abort=read:%r" % d, flush=True)
-    except ConnectionResetError:
-        print("RESULT abort=ECONNRESET", flush=True)
+    print("RESULT abort=%s" % read_abort(c), flush=True)
 elif mode == "urg":
-    got = []
-    r = threading.Thread(target=lambda: got.append(recv_all(c)))
-    r.start()
-    time.sleep(0.5)                      # after the exec
-    c.sendall(b"abc")
-    time.sleep(0.1)
-    c.send(b"!", socket.MSG_OOB)
-    r.join()
-    c.shutdown(socket.SHUT_WR)
-    print("RESULT urg=%s" % got[0].decode(), flush=True)
+    print("RESULT urg=%s" % send_urg(c, True), flush=True)
 PY
 
 run_case() { # MODE
@@ -227,10 +137,14 @@ run_case() { # MODE
     grep -q "taken over across exec (fabric)" "$T/srv-$m.log"
 }
 
+check_echo() { # MODE OUT-KEY DESCRIPTION: the client's data came back, all of it echoed
+  ssw_assert_eq "$1: data $3" "$(ssw_kv "$T/cli-$1.out" stream_ok)" 1
+  ssw_assert_eq "$1: bytes echoed $3" "$(ssw_kv "$T/srv-$1.out" "$2")" $((2 << 20))
+}
+
 ssw_step "(a) stream across the exec"
 run_case stream
-ssw_assert_eq "stream: data after the exec" "$(ssw_kv "$T/cli-stream.out" stream_ok)" 1
-ssw_assert_eq "stream: bytes the new image echoed" "$(ssw_kv "$T/srv-stream.out" bytes)" $((2 << 20))
+check_echo stream bytes "after the exec (the new image)"
 
 ssw_step "(b) abort after the exec"
 run_case abort
@@ -242,19 +156,16 @@ ssw_assert_eq "urg: what the new image got" "$(ssw_kv "$T/cli-urg.out" urg)" "go
 
 ssw_step "(d) an exec that fails"
 run_case failing
-ssw_assert_eq "failing: data through the old image" "$(ssw_kv "$T/cli-failing.out" stream_ok)" 1
-ssw_assert_eq "failing: bytes the old image echoed" "$(ssw_kv "$T/srv-failing.out" failed_exec_bytes)" $((2 << 20))
+check_echo failing failed_exec_bytes "through the old image"
 
 ssw_step "(f) a peer in no call at the exec"
 run_case idle
-ssw_assert_eq "idle: data through the relay" "$(ssw_kv "$T/cli-idle.out" stream_ok)" 1
-ssw_assert_eq "idle: bytes the new image echoed" "$(ssw_kv "$T/srv-idle.out" bytes)" $((2 << 20))
+check_echo idle bytes "through the relay"
 ssw_assert_le "idle: the exec's delay in ms (the wait for the peer: 200 at most)" "$(ssw_kv "$T/srv-idle.out" exec_ms)" 1000
 
 ssw_step "(e) passed to a worker with SCM_RIGHTS"
 run_case pass
-ssw_assert_eq "pass: data through the worker" "$(ssw_kv "$T/cli-pass.out" stream_ok)" 1
-ssw_assert_eq "pass: bytes the worker echoed" "$(ssw_kv "$T/srv-pass.out" worker_bytes)" $((2 << 20))
+check_echo pass worker_bytes "through the worker"
 
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish

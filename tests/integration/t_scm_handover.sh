@@ -29,18 +29,11 @@ PY=$SSW_PYTHON
 export SOCKSWITCH_LOG=${SH_LOG:-info}
 NOBODY=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
 
+cp "$SSW_PROGS/handover_roles.py" "$T/"
 cat >"$T/master.py" <<'PY'
 import os, select, socket, subprocess, sys, time
+from handover_roles import recv_exact
 mode, port, tag, worker = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-
-def recv_exact(s, n):
-    d = b""
-    while len(d) < n:
-        x = s.recv(n - len(d))
-        if not x:
-            break
-        d += x
-    return d
 
 a, b = socket.socketpair()
 env = dict(os.environ)
@@ -70,31 +63,12 @@ print("master worker-exit=%d" % w.returncode, flush=True)
 PY
 
 cat >"$T/worker.py" <<'PY'
-import os, select, socket, struct, sys
+import os, select, socket, sys
+from handover_roles import serve
 mode, sfd, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 u = socket.socket(fileno=sfd)
 msg, fds, _, _ = socket.recv_fds(u, 10, 4)
 s = socket.socket(fileno=fds[0])
-
-def recv_exact(s, n):
-    d = b""
-    while len(d) < n:
-        x = s.recv(n - len(d))
-        if not x:
-            break
-        d += x
-    return d
-
-def echo_upper(s):
-    n = 0
-    while True:
-        d = s.recv(1 << 16)
-        if not d:
-            break
-        n += len(d)
-        s.sendall(d.upper())
-    s.shutdown(socket.SHUT_WR)
-    return n
 
 if mode in ("stream", "keep", "plain"):
     if mode == "plain":
@@ -102,58 +76,29 @@ if mode in ("stream", "keep", "plain"):
         open(os.path.dirname(tag) + "/n/relay.name", "w").write(s.getpeername().hex())
         while not os.path.exists(os.path.dirname(tag) + "/n/done"):
             select.select([], [], [], 0.05)
-    print("worker-%s bytes=%d family=%d" % (mode, echo_upper(s), s.family), flush=True)
+    family = s.family
+    print("worker-%s bytes=%d family=%d" % (mode, serve(s, "stream"), family), flush=True)
 elif mode == "abort":
-    recv_exact(s, 5)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.close()
+    serve(s, "abort")
     print("worker-abort closed", flush=True)
 elif mode == "urg":
-    d = recv_exact(s, 3)
-    select.select([], [], [s], 10)
-    o = s.recv(1, socket.MSG_OOB)
-    s.sendall(b"got:" + d + b"/" + o)
-    s.shutdown(socket.SHUT_WR)
-    while s.recv(100):
-        pass
-    s.close()
+    serve(s, "urg")
     print("worker-urg done", flush=True)
 PY
 
 cat >"$T/cli.py" <<'PY'
-import os, socket, sys, threading, time
+import os, socket, sys
+from handover_roles import read_abort, send_stream, send_urg
 mode, port = sys.argv[1], int(sys.argv[2])
 c = socket.create_connection(("127.0.0.1", port))
-def recv_all(c):
-    got = bytearray()
-    while True:
-        d = c.recv(1 << 16)
-        if not d:
-            return bytes(got)
-        got += d
 if mode in ("stream", "keep", "plain"):
     body = os.urandom(2 << 20).hex().encode()
-    c.sendall(b"hello:" + body[:65536] if mode != "plain" else body[:65536])
-    time.sleep(0.5)
-    t = threading.Thread(target=lambda: (c.sendall(body[65536:]), c.shutdown(socket.SHUT_WR)))
-    t0 = time.time(); t.start()
-    got = recv_all(c); t.join()
-    print("%s ok=%d len=%d MiB/s=%.0f" % (mode, got == body.upper(), len(got), len(got) / (time.time() - t0) / 2**20))
+    got, rate = send_stream(c, b"hello:" + body[:65536] if mode != "plain" else body[:65536], body[65536:], 0.5, False)
+    print("%s ok=%d len=%d MiB/s=%.0f" % (mode, got == body.upper(), len(got), rate))
 elif mode == "abort":
-    c.sendall(b"12345")
-    try:
-        d = c.recv(10)
-        print("abort read=%r" % d)
-    except ConnectionResetError:
-        print("abort ECONNRESET")
+    print("abort %s" % read_abort(c))
 elif mode == "urg":
-    time.sleep(0.5)
-    c.sendall(b"abc")
-    time.sleep(0.1)
-    c.send(b"!", socket.MSG_OOB)
-    got = recv_all(c)
-    c.shutdown(socket.SHUT_WR)
-    print("urg %s" % got.decode())
+    print("urg %s" % send_urg(c, False))
 PY
 
 # nobody asks a relay for a connection it does not hold: with its own
