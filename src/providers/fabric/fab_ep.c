@@ -788,7 +788,7 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 			drain_tx(ep, 100); /* our close message, when the peer went first */
 		fi_shutdown(ep->ep, 0);
 	}
-	fab_hub_close_ep(ep, how == SSW_CLOSE_DETACH);
+	bool kept = fab_hub_close_ep(ep, how == SSW_CLOSE_DETACH);
 	fab_rma_release(ep); /* after the endpoint: nothing can complete any more */
 	if (ep->rx_mr)
 		fi_close(&ep->rx_mr->fid);
@@ -804,5 +804,6 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 	buf_put(ep->txbuf, false);
 	free(ep->regs);
 	pthread_mutex_destroy(&ep->mu);
-	free(ep);
+	if (!kept) /* (else its hub frees it: fab_hub.gone) */
+		free(ep);
 }

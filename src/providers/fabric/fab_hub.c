@@ -240,6 +240,16 @@ static int hub_open(struct fab_hub *h, struct fi_info *info)
 	return 0;
 }
 
+/* The closed members kept: freed (their queue is closed, or they are old). */
+static void gone_free(struct ssw_ep *e)
+{
+	while (e) {
+		struct ssw_ep *n = e->hnext;
+		free(e);
+		e = n;
+	}
+}
+
 static void hub_close(struct fab_hub *h)
 {
 	if (h->cq_fd >= 0 && h->cq_fd < HUBFD_MAX)
@@ -256,6 +266,31 @@ static void hub_close(struct fab_hub *h)
 	h->domain = NULL;
 	h->mrc = NULL;
 	h->cq_fd = h->sig_fd = -1;
+	gone_free(h->gone); /* nothing reports on them now */
+	h->gone = NULL;
+	h->ngone = 0;
+}
+
+/* ep leaves h's members for its kept ones (h->mu held): its contexts name
+ * no endpoint from now on (deliver ignores them); the oldest kept past
+ * FAB_HUB_GONE goes, returned to be freed outside the lock. */
+static struct ssw_ep *keep_gone(struct fab_hub *h, struct ssw_ep *ep)
+{
+	for (unsigned i = 0; i < FAB_RX_N; i++)
+		ep->rxc[i].ep = NULL;
+	for (unsigned i = 0; i < FAB_TX_N; i++)
+		ep->txc[i].ep = NULL;
+	ep->hnext = h->gone;
+	h->gone = ep;
+	if (++h->ngone <= FAB_HUB_GONE)
+		return NULL;
+	struct ssw_ep **pp = &h->gone;
+	while ((*pp)->hnext)
+		pp = &(*pp)->hnext;
+	struct ssw_ep *old = *pp;
+	*pp = NULL;
+	h->ngone--;
+	return old;
 }
 
 int fab_hub_join(struct ssw_ep *ep, struct fi_info *info, struct fab_fabric *fab)
@@ -582,14 +617,14 @@ void fab_hub_atfork_child(void)
 
 /* ---- closing ----------------------------------------------------------------- */
 
-void fab_hub_close_ep(struct ssw_ep *ep, bool detach)
+bool fab_hub_close_ep(struct ssw_ep *ep, bool detach)
 {
 	struct fab_hub *h = ep->hub;
 	if (!h) {
 		if (ep->ep)
 			fi_close(&ep->ep->fid);
 		ep->ep = NULL;
-		return;
+		return false;
 	}
 	/* the event queue's reader hands events to endpoints under eqmu: none
 	 * to this one once its libfabric endpoint (and its events) are gone */
@@ -614,11 +649,14 @@ void fab_hub_close_ep(struct ssw_ep *ep, bool detach)
 			break;
 		}
 	h->nep--;
+	ep->hub = NULL;
+	struct ssw_ep *old = h->cq ? keep_gone(h, ep) : NULL;
+	bool kept = h->cq != NULL;
 	pthread_mutex_unlock(&h->mu);
 	pthread_mutex_unlock(&fab->eqmu);
-	ep->hub = NULL;
+	free(old);
 	if (h->nep)
-		return;
+		return kept;
 	/* an empty hub keeps its queue while it is the only one that is (a
 	 * connect-and-close loop would open and close one each time) */
 	pthread_mutex_lock(&hubs_mu);
@@ -626,8 +664,16 @@ void fab_hub_close_ep(struct ssw_ep *ep, bool detach)
 	for (struct fab_hub *x = hubs; x && !spare; x = x->next)
 		spare = x != h && x->cq && !x->nep && x->fab == h->fab && x->shared == h->shared;
 	pthread_mutex_lock(&h->mu);
-	if (!h->nep && (spare || h->own_domain))
+	if (!h->nep && (spare || h->own_domain)) {
+		/* (ep among the kept: the caller frees it, not the queue's close) */
+		if (kept && h->gone == ep) {
+			h->gone = ep->hnext;
+			h->ngone--;
+			kept = false;
+		}
 		hub_close(h);
+	}
 	pthread_mutex_unlock(&h->mu);
 	pthread_mutex_unlock(&hubs_mu);
+	return kept;
 }

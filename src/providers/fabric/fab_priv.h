@@ -166,8 +166,16 @@ struct fab_hub {
 	struct ssw_ep *_Atomic quiet_by;
 	int hello_wait;            /* pending accepted endpoints awaiting their first message (fab_listen.c) */
 	struct ssw_ep *eps;        /* members, through hnext */
+	/* members closed while the queue stays open, kept (not freed), newest
+	 * first through hnext: the provider may still report their receives
+	 * cancelled, naming contexts inside them (CI's ASan saw one freed);
+	 * their contexts name no endpoint now.  Freed with the queue, or the
+	 * oldest once FAB_HUB_GONE are kept. */
+	struct ssw_ep *gone;
+	unsigned ngone;
 	struct fab_hub *next;
 };
+#define FAB_HUB_GONE 32u
 
 struct ssw_ep {
 	pthread_mutex_t mu;
@@ -384,7 +392,9 @@ int fab_hub_join(struct ssw_ep *ep, struct fi_info *info, struct fab_fabric *fab
 /* Close the endpoint's libfabric endpoint and leave its hub: what the hub
  * still holds for it is dropped.  detach: another process keeps the
  * connection (fork).  Called inside the gate, unlocked. */
-void fab_hub_close_ep(struct ssw_ep *ep, bool detach);
+/* Out of its hub (libfabric's endpoint closed): true when the hub keeps
+ * the struct (then the caller must not free it: fab_hub.gone). */
+bool fab_hub_close_ep(struct ssw_ep *ep, bool detach);
 /* Read the endpoint's hub (locked endpoint): every completion to its
  * endpoint's inbox, armed endpoints rung; returns this endpoint's inbox
  * (oldest first) and whether the queue was left empty. */
