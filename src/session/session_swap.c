@@ -495,8 +495,11 @@ void sess_swap_msg(struct ssw_session *s, const struct ssw_msg *m)
 		 * that relayed the connection after all), a later swap makes
 		 * a new one */
 		sess_move_unoffer(s);
-		/* senders waiting for room look again */
-		s->st.state_wakes++;
+		/* senders waiting for room look again: room came back, as the
+		 * kernel's write-space wake-up (an EPOLLOUT edge), not a change
+		 * of state that wakes every interest (soak seed 869100026: an
+		 * edge-triggered EPOLLIN entry reported unread data again) */
+		s->st.tx_credited++;
 		ssw_kick(s);
 		break;
 	}
