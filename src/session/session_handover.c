@@ -37,16 +37,16 @@ _Static_assert(sizeof(struct img_hdr) + SSW_SESSION_NOTE_MAX <= IMG_HDR, "the he
 /* Hand-overs that failed in this process (an exec, a pass to a process
  * that did not take it): a transport parked for one of them is this
  * process's to take back. */
-static _Atomic uint32_t exec_failures;
+static _Atomic uint32_t handover_failures;
 
 void ssw_session_handover_failed(void)
 {
-	atomic_fetch_add(&exec_failures, 1);
+	atomic_fetch_add(&handover_failures, 1);
 }
 
-bool sess_exec_holds(const struct ssw_session *s)
+bool sess_handover_holds(const struct ssw_session *s)
 {
-	return s->loc->exec_hold && s->loc->exec_hold == atomic_load(&exec_failures) + 1;
+	return s->loc->handover_hold && s->loc->handover_hold == atomic_load(&handover_failures) + 1;
 }
 
 static size_t head_size(void)
@@ -107,13 +107,9 @@ void ssw_session_exec_ask(struct ssw_session *s)
 	if (!must_move(s) || sess_holders(s) != 1 || !sess_enter(s))
 		return;
 	if (sess_holders(s) == 1 && atomic_load(&s->user) == ssw_pid() && !s->sw.asked && !s->txr.id &&
-	    !s->mv.parked && sess_send_ctl(s, SSW_MSG_SUSPEND, NULL, 0) == 0) {
-		s->sw.asked = true;
-		s->sw.asked_ns = ssw_now_ns();
-		/* the answer is the park's (as in sess_park): no look of ours
-		 * meanwhile may take it for one to resume */
-		s->sw.serving = ssw_pid();
-	}
+	    !s->mv.parked && sess_park_ask(s))
+		s->sw.serving = ssw_pid(); /* the answer is the park's (as in sess_park): no look of ours
+					      meanwhile may take it for one to resume */
 	sess_unlock(s);
 }
 
@@ -172,7 +168,7 @@ int ssw_session_export(struct ssw_session *s, const void *note, size_t note_len,
 		 * take a new transport is resumed: relayed) */
 		if ((rc = sess_park(s, true)) != 0)
 			goto out;
-		s->loc->exec_hold = atomic_load(&exec_failures) + 1;
+		s->loc->handover_hold = atomic_load(&handover_failures) + 1;
 		if (!quiet(s)) {
 			/* (parked all the same: the relay that carries it connects) */
 			rc = -EBUSY;

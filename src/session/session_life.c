@@ -312,13 +312,19 @@ int ssw_session_sopt(struct ssw_session *s, int which, int dflt)
  * once first (ssw_session_exec_ask), so this bounds the exec's wait, not
  * each connection's. */
 #define EXEC_PARK_NS (200ull * 1000000ull)
-int sess_park(struct ssw_session *s, bool for_exec)
+bool sess_park_ask(struct ssw_session *s)
 {
-	uint64_t dl = ssw_now_ns() + PARK_NS;
 	if (!s->sw.asked && sess_send_ctl(s, SSW_MSG_SUSPEND, NULL, 0) == 0) {
 		s->sw.asked = true;
 		s->sw.asked_ns = ssw_now_ns();
 	}
+	return s->sw.asked;
+}
+
+int sess_park(struct ssw_session *s, bool for_exec)
+{
+	uint64_t dl = ssw_now_ns() + PARK_NS;
+	(void)sess_park_ask(s);
 	if (for_exec && s->sw.asked)
 		dl = s->sw.asked_ns + EXEC_PARK_NS;
 	pid_t me = ssw_pid();

@@ -380,7 +380,7 @@ int sess_move_in(struct ssw_session *s)
 {
 	if (!s->mv.parked)
 		return 0;
-	if (sess_exec_holds(s))
+	if (sess_handover_holds(s))
 		return -EAGAIN; /* the image an exec starts connects (session_handover.c) */
 	if (!s->mv.have_offer) {
 		sess_set_broken(s, "the connection's transport went with a process, and the peer made no offer");

@@ -139,7 +139,7 @@ struct sess_local {
 	bool relay;                /* this process is a relay ending (its hold counts as one: sess_hold_drop) */
 	uint32_t tgen;             /* the transport it belongs to (session_move.c: mv.tgen) */
 	uint32_t fgen;             /* bumped when the fds to wait on change (epoll registers them anew) */
-	uint32_t exec_hold;        /* parked for the exec under way (its number + 1): the new image moves in, not us */
+	uint32_t handover_hold;    /* parked for the hand-over under way (exec, pass; its number + 1): the taker moves in, not us */
 	/* session_move.c, lanes: the token our transport came with (the side
 	 * whose control moves: it made it; the suspended side: it took it),
 	 * and on the suspended side the transports of earlier controllers,
@@ -493,9 +493,11 @@ bool sess_move_take_offer(struct ssw_session *s, const struct ssw_wire_offer *o)
 /* The controller lets go of its transport: the peer suspended, MOVED,
  * parked for the next driver (session_life.c; for_exec: see there). */
 int sess_park(struct ssw_session *s, bool for_exec);
-/* Parked for an exec still under way (session_handover.c): this image
- * must not take the transport back (a failed exec lets it). */
-bool sess_exec_holds(const struct ssw_session *s);
+/* Its first step: SUSPEND, once (waiting for room); whether it is asked. */
+bool sess_park_ask(struct ssw_session *s);
+/* Parked for a hand-over still under way (an exec, a pass: session_handover.c):
+ * this process must not take the transport back (a failed one lets it). */
+bool sess_handover_holds(const struct ssw_session *s);
 /* The controller, peer suspended: MOVED, our copy left; parked. */
 int sess_move_out(struct ssw_session *s);
 /* RESUME on the transport we offered to leave: the offer is void. */

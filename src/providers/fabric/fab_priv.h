@@ -34,10 +34,6 @@
 #define FAB_RX_N 16u
 #define FAB_TX_N 32u
 #define FAB_LINGER_NS (10000ull * 1000000ull) /* longest a closed connection waits for its peer */
-/* Wait (FAB_EXIT_NS at most) for the lingering endpoints' backlogs and
- * closes to leave: at exit, and for a process that ends without its exit
- * handlers (the provider's quiesce). */
-void fab_quiesce(void);
 #define FAB_EXIT_NS (5000ull * 1000000ull) /* longest an exit waits for what was sent to leave */
 #define FAB_IDLE_NS 200000ull /* the thread flushes a backlog its owner left this long */
 #define FAB_WATCH_NS 200000ull /* how often the thread looks at watched endpoints */
@@ -391,9 +387,8 @@ void fab_unreserve_locked(struct ssw_ep *ep);
 int fab_hub_join(struct ssw_ep *ep, struct fi_info *info, struct fab_fabric *fab);
 /* Close the endpoint's libfabric endpoint and leave its hub: what the hub
  * still holds for it is dropped.  detach: another process keeps the
- * connection (fork).  Called inside the gate, unlocked. */
-/* Out of its hub (libfabric's endpoint closed): true when the hub keeps
- * the struct (then the caller must not free it: fab_hub.gone). */
+ * connection (fork).  Called inside the gate, unlocked.  true when the hub
+ * keeps the struct (then the caller must not free it: fab_hub.gone). */
 bool fab_hub_close_ep(struct ssw_ep *ep, bool detach);
 /* Read the endpoint's hub (locked endpoint): every completion to its
  * endpoint's inbox, armed endpoints rung; returns this endpoint's inbox
@@ -473,6 +468,10 @@ void fab_unwatch(struct ssw_ep *ep);
 /* Hand a closed endpoint to the thread (fab_ep_linger): 0, or -errno (then
  * the caller destroys it itself). */
 int fab_linger(struct ssw_ep *ep);
+/* Wait (FAB_EXIT_NS at most) for the lingering endpoints' backlogs and
+ * closes to leave: at exit, and for a process that ends without its exit
+ * handlers (the provider's quiesce). */
+void fab_quiesce(void);
 /* The thread of this process, started if need be (not with lmu held). */
 int fab_thread_ensure(void);
 /* Have the thread sleep on fd too (a fabric's event queue). */
