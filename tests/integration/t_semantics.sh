@@ -74,6 +74,16 @@ case "$SEM_OVER" in
   *) echo "FAIL: SEM_OVER='$SEM_OVER' (expected shm or fabric)"; exit 1 ;;
 esac
 
+# The switched run of scenario $1: its exit status in src, the kernel TCP
+# segments sent meanwhile in segs.
+switched_run() {
+  rm -f "$D/$1.stats"
+  local seg0; seg0=$(ssw_outsegs)
+  ssw_run switched SOCKSWITCH_STATS_FILE="$D/$1.stats" -- "$SEM" "$1" >"$D/$1.switched" 2>"$D/$1.switched.err"
+  src=$?
+  segs=$(( $(ssw_outsegs) - seg0 ))
+}
+
 names=${SEM_SCENARIOS:-$("$SEM" LIST)}
 [ -n "$names" ] || { echo "FAIL: sem LIST printed nothing"; exit 1; }
 passed=() failed=()
@@ -83,10 +93,18 @@ for n in $names; do
   ssw_step "scenario $n"
   ssw_run plain -- "$SEM" "$n" >"$D/$n.kernel" 2>"$D/$n.kernel.err"
   krc=$?
-  seg0=$(ssw_outsegs)
-  ssw_run switched SOCKSWITCH_STATS_FILE="$D/$n.stats" -- "$SEM" "$n" >"$D/$n.switched" 2>"$D/$n.switched.err"
-  src=$?
-  segs=$(( $(ssw_outsegs) - seg0 ))
+  switched_run "$n"
+  allowed=${KERNEL_SEGS[$n]:-0}
+  if [ "$SEM_OVER" = shm ] && [ "$segs" -gt "$allowed" ]; then
+    # the kernel run's sockets may still send (a delayed ACK, a FIN that
+    # ksoftirqd sends late under load) while the switched run goes: the
+    # namespace's counter is not the switched run's alone.  Once they are
+    # quiet, the switched run decides again, as the differential tester
+    # does (CI: accept_ready_poll, one segment after 1,000 kernel closes)
+    echo "# $n: $segs kernel TCP segment(s) during the switched run; again once the kernel run's sockets are quiet"
+    sleep 0.25
+    switched_run "$n"
+  fi
 
   why=()
   case $krc in
@@ -115,7 +133,6 @@ for n in $names; do
   fi
   sw=$(ssw_stats_sum "$D/$n.stats" switched)
   [ "$sw" -ge 1 ] || why+=("no connection went over $SEM_OVER (switched=$sw)")
-  allowed=${KERNEL_SEGS[$n]:-0}
   [ "$SEM_OVER" = fabric ] || [ "$segs" -le "$allowed" ] ||
     why+=("kernel TCP sent $segs segments during the switched run (allowed $allowed)")
   [ -s "$D/$n.switched.err" ] && why+=("switched run wrote to stderr")

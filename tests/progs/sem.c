@@ -4725,6 +4725,11 @@ static void dup_twice_cli(const struct addr *a)
 	int fd = conn(a);
 	await();
 	SEND(fd, "abc", 0);
+	/* in the receiver's queue before it looks: under load loopback
+	 * delivery may wait for ksoftirqd, and the kernel's epoll_wait woken
+	 * by the first entry's callback may return before the second's
+	 * (CI: the kernel reference returned one entry) */
+	usleep(SETTLE_US);
 	tell();
 	await();
 	usleep(SETTLE_US); /* the server is asleep by now */
