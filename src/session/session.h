@@ -69,6 +69,10 @@ void ssw_session_suspend_counts(uint64_t *suspended, uint64_t *staged);
 /* ... and the transports it took as the peer's control moved (fabric):
  * new connections, and the peer's processes back on their own. */
 void ssw_session_move_counts(uint64_t *fresh, uint64_t *back);
+/* Another process holds the connection too (a fork) and control may move
+ * between them (session_swap.c): this process's threads asleep on it
+ * since before must look again (their sleeps nap from now on). */
+bool ssw_session_swap_shared(struct ssw_session *s);
 /* The helper's look at one connection: if this process controls it and
  * another asks, serve (suspend the peer, hand over), waiting for the peer
  * at most ms.  true while a request is left to serve. */
@@ -244,7 +248,9 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 void ssw_session_sleep_done(struct ssw_session *s);
 /* epoll's standing watch: arm the provider without sleeping (the peer's
  * next arrival rings the wait fds); 0 armed, -EAGAIN something is pending
- * or the connection is finished.  unwatch: take the doorbell, drop the arm. */
+ * or the connection is finished, 1 no standing watch can serve (another
+ * process may take control meanwhile: sleep on it with sleep_prepare,
+ * which naps).  unwatch: take the doorbell, drop the arm. */
 int ssw_session_watch(struct ssw_session *s);
 void ssw_session_unwatch(struct ssw_session *s);
 /* Lock-free hint for busy-polling: something new arrived (the provider's rx_ready). */

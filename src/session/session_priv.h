@@ -391,6 +391,14 @@ bool sess_enter(struct ssw_session *s);
 /* The session's process-shared lock and condition, made anew (a new
  * session, or a process's own copy of one: session_unshare.c). */
 void sess_init_sync(struct ssw_session *s);
+/* Another process holds the connection too and may take control from us
+ * at any moment (session_swap.c) without a word to our threads asleep on
+ * the transport: they must not sleep there unbounded, but nap and look
+ * (as sleepers of a process not in control do). */
+static inline bool sess_swap_shared(struct ssw_session *s)
+{
+	return s->exclusive && sess_holders(s) > 1;
+}
 /* Lock-free: is the connection another process's now (exclusive)? */
 bool sess_foreign(const struct ssw_session *s);
 /* Called locked: the transport memory resident now (`stat`), -1 when not known. */
@@ -422,6 +430,9 @@ void sess_consume(struct ssw_session *s);
 void sess_handle_control(struct ssw_session *s);
 int sess_q_reserve(struct ssw_session *s, size_t more);
 int sess_stage_head(struct ssw_session *s);
+/* Lock held, another process in control: what a fork-shared transport
+ * holds, staged into the session as any holder may (session_wait.c). */
+void sess_foreign_stage(struct ssw_session *s);
 int sess_pump(struct ssw_session *s, bool stage);
 void sess_q_take(struct ssw_session *s, size_t n);
 

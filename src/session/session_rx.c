@@ -586,11 +586,23 @@ int ssw_session_unread(struct ssw_session *s, const void *buf, size_t len)
 	return rc;
 }
 
+/* A look (seed 000: only a transfer of data moves control): a process not
+ * in control counts what a fork-shared transport holds, as its poll does
+ * (soak seed 869100040: an epoll_wait there asked for control and missed
+ * the byte behind the peer's SUSPEND).  A transport in another process's
+ * memory (fabric) shows nothing to a look: there it asks, as before. */
 int ssw_session_fionread(struct ssw_session *s)
 {
-	if (!sess_enter(s))
+	if (sess_enter_look(s)) {
+		sess_pump(s, true);
+	} else if (sess_foreign_live(s) && s->swap_transport) {
+		sess_lock(s);
+		sess_foreign_stage(s);
+	} else if (sess_enter(s)) {
+		sess_pump(s, true);
+	} else {
 		return 0;
-	sess_pump(s, true);
+	}
 	uint64_t n = s->q.len;
 	if (s->rr.active)
 		n += s->rr.total - s->rr.done;

@@ -588,6 +588,11 @@ static bool stage_serve(struct ssw_session *s)
 	return mine && (__atomic_load_n(&s->ts.len, __ATOMIC_RELAXED) || __atomic_load_n(&s->sw.fin_owed, __ATOMIC_RELAXED));
 }
 
+bool ssw_session_swap_shared(struct ssw_session *s)
+{
+	return sess_swap_shared(s);
+}
+
 bool ssw_session_swap_serve(struct ssw_session *s, int ms)
 {
 	if (__atomic_load_n(&s->ts.len, __ATOMIC_RELAXED) || __atomic_load_n(&s->sw.fin_owed, __ATOMIC_RELAXED))

@@ -270,21 +270,35 @@ static short poll_bits(struct ssw_session *s)
  * stream bytes staged, so that a process not in control sees the socket
  * readable for bytes a read returns, as tcp_poll, and not for credits
  * (soak seed 866100416: a thread's select woke on the credits that
- * followed a swap).  A message the controller must answer (the swap's,
- * a rendezvous) stays at the head for it, parsed: its fields are copied
- * into the session. */
+ * followed a swap).  The swap's messages are taken in too: what they
+ * change is the session's state, which the controller answers at its
+ * next call (a SUSPEND becomes peer_wants); a look that stopped there
+ * never saw the bytes behind a SUSPEND the controller, in no call, had
+ * not answered yet (soak seed 869100040).  A rendezvous stays at the
+ * head for the controller, parsed: its fields are copied into the
+ * session. */
 static void foreign_pump(struct ssw_session *s)
 {
 	if (s->hv || s->rr.active || s->rw.active)
 		return;
 	while (sess_head(s) > 0) {
 		uint8_t t = s->hm.h.type;
-		if (t == SSW_MSG_CREDIT || t == SSW_MSG_WINDOW)
+		if (t == SSW_MSG_CREDIT || t == SSW_MSG_WINDOW || t == SSW_MSG_SUSPEND || t == SSW_MSG_SUSPENDED ||
+		    t == SSW_MSG_RESUME)
 			sess_handle_control(s);
 		else if (t != SSW_MSG_DATA && t != SSW_MSG_FIN && t != SSW_MSG_OOB)
 			return;
 		else if (!sess_stage_head(s))
 			return; /* the queue is full: readable anyway */
+	}
+}
+
+void sess_foreign_stage(struct ssw_session *s)
+{
+	/* (a copy of a transport in process memory says nothing: fabric) */
+	if (s->loc->ep && s->swap_transport) {
+		sess_peer_check(s, true);
+		foreign_pump(s);
 	}
 }
 
@@ -295,11 +309,7 @@ static void foreign_pump(struct ssw_session *s)
 static short foreign_bits(struct ssw_session *s)
 {
 	sess_lock(s);
-	/* (a copy of a transport in process memory says nothing: fabric) */
-	if (s->loc->ep && s->swap_transport) {
-		sess_peer_check(s, true);
-		foreign_pump(s);
-	}
+	sess_foreign_stage(s);
 	short ev = state_bits(s, false);
 	sess_unlock(s);
 	return ev;
@@ -346,8 +356,9 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 		rc = -EAGAIN;
 	} else {
 		*nout = s->p->progress->wait_fds(s->loc->ep, pfd, n);
-		/* naps too while the peer holds corked data (ours when its hold ends) */
-		rc = atomic_fetch_add(&s->w.sleepers, 1) > 0 || owed || armed > 0 ? 1 : 0;
+		/* naps too while the peer holds corked data (ours when its hold ends),
+		 * and while another process may take control (sess_swap_shared) */
+		rc = atomic_fetch_add(&s->w.sleepers, 1) > 0 || owed || armed > 0 || sess_swap_shared(s) ? 1 : 0;
 	}
 	sess_unlock(s);
 	return rc;
@@ -366,6 +377,10 @@ int ssw_session_watch(struct ssw_session *s)
 {
 	if (!sess_enter_look(s))
 		return -EAGAIN;
+	if (sess_swap_shared(s)) {
+		sess_unlock(s);
+		return 1;
+	}
 	struct pollfd pf[8];
 	int rc = s->mv.waiting ? (sess_move_ready(s) || sess_move_fds(s, pf, 8, true) < 0 ? -EAGAIN : 0)
 		 : s->loc->ep  ? s->p->progress->arm(s->loc->ep)

@@ -128,13 +128,14 @@ static void settle(struct epx *x, struct epx_entry *e)
 		x->again = true;
 		return;
 	}
-	if (ssw_session_watch(sess) == 0) {
+	int w = ssw_session_watch(sess);
+	if (w == 0) {
 		e->armed = true;
 		return;
 	}
-	for (int i = 0; i < SETTLE_TRIES; i++) {
+	for (int i = 0; i < SETTLE_TRIES && w < 0; i++) {
 		(void)ssw_session_fionread(sess); /* stages everything queued */
-		if (ssw_session_watch(sess) == 0) {
+		if ((w = ssw_session_watch(sess)) == 0) {
 			e->armed = true;
 			epx_q_push(x, e);
 			x->again = true;
@@ -150,6 +151,13 @@ static void settle(struct epx *x, struct epx_entry *e)
 			x->again = true;
 			return;
 		}
+	}
+	if (w > 0) {
+		/* shared by fork, control may move to another process without a
+		 * word to us: looked at each wait, its sleeps nap (session.h) */
+		epx_wfd_unregister(x, e);
+		epx_make_polled(x, e);
+		return;
 	}
 	epx_q_push(x, e); /* could not stage (memory): look again after a nap */
 	x->nap = true;
@@ -289,8 +297,10 @@ int epx_collect(struct epx *x, struct epoll_event *out, int max)
 			epx_free_entry(x, e);
 			continue;
 		}
-		if (e->s->state == SSW_ST_CONNECTED && e->s->sess && !e->nowatch) {
-			epx_p_remove(x, e); /* connected: from now on on the check list */
+		if (e->s->state == SSW_ST_CONNECTED && e->s->sess && !e->nowatch && !ssw_session_swap_shared(e->s->sess)) {
+			/* connected (and no other process may take control
+			 * meanwhile: settle): from now on on the check list */
+			epx_p_remove(x, e);
 			epx_q_push(x, e);
 		}
 		if (ev) {

@@ -31,6 +31,7 @@
 #include "switch/setup/setup.h"
 
 #include "common/forklocal.h"
+#include "common/kick.h"
 #include "common/log.h"
 #include "common/sys.h"
 #include "switch/stat/statreg.h"
@@ -168,6 +169,21 @@ void ssw_fork_begin(void)
 	ssw_epoll_fork_begin(); /* last: the child's lock is a fresh one */
 }
 
+/* After a fork, in the parent: a thread asleep on a connection the child
+ * now shares slept as the one process driving it, on the transport's
+ * doorbell alone; once the child takes control, the peer's news reaches
+ * the child's reads and rings nothing here (soak seed 866200343: a thread
+ * in epoll_wait since before the fork missed the peer's reset).  Woken,
+ * it looks again and sleeps as sharers do (in naps: session.h). */
+static void wake_sharers(int fd, struct ssw_sock *s, void *arg)
+{
+	(void)arg;
+	if (s->fd != fd || s->state != SSW_ST_CONNECTED || !s->sess || !ssw_session_swap_shared(s->sess))
+		return;
+	ssw_kick(s->sess);
+	ssw_epoll_touch(s);
+}
+
 SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 {
 	if (pid == 0) {
@@ -197,4 +213,6 @@ SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 	ssw_swap_fork_end(false);
 	ssw_trim_fork_end(false);
 	ssw_statreg_fork_end(false);
+	if (pid > 0)
+		ssw_fdtab_each(wake_sharers, NULL);
 }
