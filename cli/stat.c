@@ -54,7 +54,10 @@ void stat_usage(FILE *out)
 		"  RING                 the connection's shared memory resident now (shm: both\n"
 		"                       rings and their header; - when not known)\n"
 		"  REASON               why kernel TCP; for a switched listener, the connection\n"
-		"                       requests it dropped (last reason) or a provider it lost\n"
+		"                       requests it dropped (last reason) or a provider it lost;\n"
+		"                       for a connection shared by fork whose processes take\n"
+		"                       turns (fabric, or shm without shared context): the\n"
+		"                       process driving it now (driven by pid N)\n"
 		"\n"
 		"options:\n"
 		"  --json          one JSON array of objects with the keys pid, command, fd,\n"
@@ -62,7 +65,10 @@ void stat_usage(FILE *out)
 		"                  bytes_sent, bytes_received,\n"
 		"                  msgs_sent, msgs_received, tx_inflight, tx_limit, rx_window,\n"
 		"                  ring_resident (bytes, null when not known),\n"
-		"                  shared, stale, refused (a listener's dropped connection\n"
+		"                  shared, driver (of a connection shared by fork whose\n"
+		"                  processes take turns: the pid driving it, 0 none since\n"
+		"                  the fork; null otherwise), stale, refused (a listener's\n"
+		"                  dropped connection\n"
 		"                  requests), fallback_reason (null when switched), note (a\n"
 		"                  switched listener's last dropped request or lost provider),\n"
 		"                  and the process's registration caches (per process: the\n"
@@ -570,8 +576,12 @@ static void print_json(const struct row *rows, int n)
 			printf("%llu", (unsigned long long)s->ring_resident);
 		else
 			printf("null");
-		printf(", \"shared\": %s, \"stale\": %s, \"refused\": %u, \"fallback_reason\": ",
-		       s->flags & SSW_SR_F_SHARED ? "true" : "false", r->stale ? "true" : "false", s->refused);
+		printf(", \"shared\": %s, \"driver\": ", s->flags & SSW_SR_F_SHARED ? "true" : "false");
+		if (s->driver)
+			printf("%d", s->driver > 0 ? (int)s->driver : 0);
+		else
+			printf("null");
+		printf(", \"stale\": %s, \"refused\": %u, \"fallback_reason\": ", r->stale ? "true" : "false", s->refused);
 		if (s->kind == SSW_SR_KERNEL)
 			cli_json_str(s->reason);
 		else
@@ -631,12 +641,19 @@ static const char *prov_shown(const struct ssw_statreg_slot *s)
 	return s->describe[0] ? s->describe : s->provider;
 }
 
-/* REASON: why kernel TCP; for a switched listener, what it refused or lost. */
+/* REASON: why kernel TCP; for a switched listener, what it refused or lost;
+ * for a connection whose processes take turns, which one drives it. */
 static const char *reason_shown(const struct ssw_statreg_slot *s, char *buf, size_t len)
 {
 	char e[sizeof s->reason * 4];
 	if (s->kind == SSW_SR_KERNEL)
 		return esc(s->reason, buf, len);
+	if (s->driver > 0) {
+		snprintf(buf, len, "driven by pid %d", (int)s->driver);
+		return buf;
+	}
+	if (s->driver < 0)
+		return "driven by none since the fork";
 	if (!s->refused)
 		return esc(s->reason, buf, len);
 	snprintf(buf, len, "%u requests dropped%s%s", s->refused, s->reason[0] ? ", last: " : "",

@@ -23,6 +23,7 @@
 #define SSW_FORKLOCAL_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <sys/types.h>
@@ -53,6 +54,8 @@ struct ssw_forklocal {
 	void *sock_pool;                   /* switch/sock/sock.c: a child starts without the parent's */
 	_Alignas(64) unsigned char counters[128];  /* switch/stat/stats.c: struct ssw_counters */
 	int statreg_ready;                 /* switch/stat/statreg.h: the registry was looked at */
+	uint64_t statreg_owed_ns;          /* a forked child with its parent's sockets: publish at its
+					    * first call from then on (ssw_now_ns), 0: nothing owed */
 	_Alignas(64) unsigned char statreg[192];  /* switch/stat/statreg.c */
 };
 

@@ -73,6 +73,10 @@ void ssw_session_move_counts(uint64_t *fresh, uint64_t *back);
  * between them (session_swap.c): this process's threads asleep on it
  * since before must look again (their sleeps nap from now on). */
 bool ssw_session_swap_shared(struct ssw_session *s);
+/* For `stat`, lock-free: of a connection shared by fork whose processes take
+ * turns driving it (session_swap.c), the pid driving it now, -1 when none
+ * has since the fork; 0 for any other connection. */
+pid_t ssw_session_driver(struct ssw_session *s);
 /* The helper's look at one connection: if this process controls it and
  * another asks, serve (suspend the peer, hand over), waiting for the peer
  * at most ms.  true while a request is left to serve. */

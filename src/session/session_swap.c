@@ -593,6 +593,14 @@ bool ssw_session_swap_shared(struct ssw_session *s)
 	return sess_swap_shared(s);
 }
 
+pid_t ssw_session_driver(struct ssw_session *s)
+{
+	if (!sess_swap_shared(s))
+		return 0;
+	pid_t u = atomic_load(&s->user);
+	return u > 0 ? u : -1;
+}
+
 bool ssw_session_swap_serve(struct ssw_session *s, int ms)
 {
 	if (__atomic_load_n(&s->ts.len, __ATOMIC_RELAXED) || __atomic_load_n(&s->sw.fin_owed, __ATOMIC_RELAXED))

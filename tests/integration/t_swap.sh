@@ -20,7 +20,9 @@
 #  (e) the same program with shared context (the default): no swap at all;
 #  (f) an idle peer (asleep, in no call on its socket): parent and child
 #      write in turn without waiting for its answer to SUSPEND (a shared
-#      transport needs none), and it reads every line in order later.
+#      transport needs none), and it reads every line in order later;
+#  (g) `sockswitch stat` names the process driving the connection (JSON
+#      `driver`, the table's "driven by pid N"): the parent, then the child.
 # Each: data checked, swaps counted in the stats lines, every connection
 # switched, kernel TCP segments flat.
 source "$(dirname "$0")/lib.sh"
@@ -131,6 +133,35 @@ elif mode == "idle":
     os.waitpid(kid, 0)
     print("RESULT writes_ms=%d" % ((time.time() - t0) * 1000), flush=True)
     finish(0)
+elif mode == "stat":
+    # `sockswitch stat` names the process driving the connection: the
+    # parent once it sent, then the child
+    T = os.environ["SWAP_T"]
+    # waits are selects on the socket (a look: no control moves), where
+    # a process answers stat's request for fresh rows
+    def say_wait(name, pids):
+        with open(T + "/" + name + ".tmp", "w") as f: f.write("%d %d %d\n" % pids)
+        os.rename(T + "/" + name + ".tmp", T + "/" + name)
+        end = time.time() + 20
+        while not os.path.exists(T + "/" + name + ".go") and time.time() < end: select.select([s], [], [], 0.02)
+    r1, w1 = os.pipe()
+    kid = os.fork()
+    if kid == 0:
+        end = time.time() + 60
+        while r1 not in select.select([s, r1], [], [], 0.02)[0] and time.time() < end: pass
+        os.read(r1, 1)
+        s.sendall(b"c\n"); bad = recv_line(s) != b"C\n"
+        say_wait("stat2", (os.getppid(), os.getpid(), s.getsockname()[1]))
+        os._exit(bad)
+    # a child publishes its rows from its first call 100 ms after the fork
+    end = time.time() + 0.25
+    while time.time() < end: select.select([s], [], [], 0.02)
+    s.sendall(b"p\n"); bad = recv_line(s) != b"P\n"
+    say_wait("stat1", (os.getpid(), kid, s.getsockname()[1]))
+    os.write(w1, b"x")
+    end = time.time() + 30
+    while not os.path.exists(T + "/stat2.go") and time.time() < end: select.select([s], [], [], 0.02)
+    finish(bad + (os.waitpid(kid, 0)[1] >> 8))
 elif mode == "kill":
     # the parent drives the connection, then stops: the child asks for it
     s.sendall(b"first\n"); assert recv_line(s) == b"FIRST\n"
@@ -221,6 +252,36 @@ wait "$KPID" 2>/dev/null
 ssw_assert_eq "(d) kill: the child's requests answered" "$(ssw_kv "$T/kill.res" answered)" 50
 ssw_assert_eq "(d) kill: wrong answers" "$(ssw_kv "$T/kill.res" bad)" 0
 ssw_assert_le "(d) kill: kernel TCP segments" "$(( $(ssw_outsegs) - segs0 ))" 20
+
+ssw_step "(g) stat names the process driving a shared connection"
+ssw_cmd switched SOCKSWITCH_STATS_FILE="$T/stat.stats" SWAP_T="$T" $NSC -- "$PY" "$T/swap.py" stat \
+  "$((47000 + RANDOM % 2000))" 1
+"${SSW_CMD[@]}" >"$T/stat.out" 2>"$T/stat.err" &
+GPID=$!
+# drivers STEP: the client's rows (both processes') whose driver is the
+# process that sent last, and the server's rows with no driver
+drivers() {
+  ssw_wait_file "$T/$1" 20
+  read -r PAR KID CPORT <"$T/$1" 2>/dev/null
+  local who=$PAR; [ "$1" = stat2 ] && who=$KID
+  "$SSW_BUILD/sockswitch" stat --json >"$T/$1.json" 2>"$T/$1.json.err"
+  DRV=$("$PY" "$SSW_PROGS/statq.py" "$T/$1.json" count local=127.0.0.1:"${CPORT:-0}" shared=True driver="$who")
+  SRV=$("$PY" "$SSW_PROGS/statq.py" "$T/$1.json" count remote=127.0.0.1:"${CPORT:-0}" driver=null)
+  "$SSW_BUILD/sockswitch" stat >"$T/$1.table" 2>&1
+  touch "$T/$1.go"
+}
+drivers stat1
+ssw_assert_eq "(g) stat: both processes' rows name the parent as driver (it sent last)" "$DRV" 2
+ssw_check "(g) stat: the table says it (driven by pid $PAR)" grep -q "driven by pid $PAR" "$T/stat1.table"
+drivers stat2
+ssw_assert_eq "(g) stat: after the child's line, both rows name the child" "$DRV" 2
+# (the server, asleep in a blocking recv, shows its rows once it answered:
+# by the second look, stale)
+ssw_assert_eq "(g) stat: the server's row names none (not shared)" "$SRV" 1
+wait "$GPID"
+ssw_assert_eq "(g) stat: exit status" "$?" 0
+ssw_assert_eq "(g) stat: wrong answers" "$(ssw_kv "$T/stat.out" bad)" 0
+ssw_assert_quiet "$T/stat.err"
 
 run shared turns 300
 ssw_assert_eq "(e) shared context: exit status" "$(cat "$T/shared.rc")" 0

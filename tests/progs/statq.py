@@ -11,7 +11,7 @@ import json
 import sys
 
 REQUIRED = ["pid", "fd", "local", "remote", "provider", "state", "bytes_sent",
-            "bytes_received", "ring_resident", "fallback_reason", "regcache_hits", "regcache_misses",
+            "bytes_received", "ring_resident", "shared", "driver", "fallback_reason", "regcache_hits", "regcache_misses",
             "regcache_evictions", "regcache_invalidations"]
 
 

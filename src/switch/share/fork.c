@@ -192,6 +192,7 @@ SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 		 * fork-local page) */
 		if (npriv)
 			drop_private(false);
+		ssw_statreg_fork_end(true);
 		return;
 	}
 	__atomic_store_n(&ssw_fl->forking, (pthread_t)0, __ATOMIC_RELAXED);

@@ -236,13 +236,34 @@ void ssw_statreg_fork_begin(void)
 	pthread_mutex_lock(&L->pass_lock);
 }
 
+#define CHILD_PUBLISH_NS (100ull * 1000000ull)
+
 /* The child of a fork has its parent's mappings but not its published
- * file: its registry state is all zero (the fork-local page), and it starts over with a
- * file of its own at its next socket; its pass lock is a fresh one. */
+ * file: its registry state is all zero (the fork-local page), and it starts
+ * over with a file of its own at its first socket call 100 ms after the
+ * fork when it holds switched sockets (its parent's), else at its first
+ * socket; its pass lock is a fresh one. */
 void ssw_statreg_fork_end(bool child)
 {
 	if (!child)
 		pthread_mutex_unlock(&L->pass_lock);
+	else if (ssw_fdtab_count() > 0)
+		/* a child that makes no socket of its own (it serves the one it
+		 * inherited) showed nowhere, and the connection vanished from
+		 * `stat` once the parent closed its copy.  Not at once: a
+		 * fork-per-connection server's child that answers one request
+		 * and exits would pay for a file of its own (-10 to -18% of
+		 * `bench --load --case forkconn`'s requests/s): at its first
+		 * socket call once it has lived CHILD_PUBLISH_NS */
+		ssw_fl->statreg_owed_ns = ssw_now_ns() + CHILD_PUBLISH_NS;
+}
+
+void ssw_statreg_owed(void)
+{
+	if (ssw_now_ns() < ssw_fl->statreg_owed_ns)
+		return;
+	ssw_fl->statreg_owed_ns = 0;
+	ssw_statreg_ensure();
 }
 
 static void atfork_register(void)
@@ -408,6 +429,7 @@ void ssw_statreg_kernel(int fd, const struct sockaddr *peer, socklen_t len, cons
 	memcpy(sl->remote, rem, sizeof rem);
 	snprintf(sl->reason, sizeof sl->reason, "%s", why ? why : "");
 	sl->refused = 0;
+	sl->driver = 0;
 	ssw_statreg_slot_end(sl);
 	/* its state now (connected, listening), from the kernel: a process
 	 * that never answers a ring (it sleeps elsewhere) still shows it */

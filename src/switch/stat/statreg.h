@@ -93,7 +93,9 @@ struct ssw_statreg_slot {
 	uint64_t ring_resident;   /* bytes of the connection's shared memory resident (shm: its segment,
 				   * both rings), 0: not known */
 	uint32_t refused;         /* a listener: connection requests dropped at accept */
-	char pad[4];
+	int32_t driver;           /* a connection shared by fork whose processes take turns driving it
+				   * (no shared context): the pid driving it, -1 none since the fork;
+				   * 0 any other (and every row of a library before this field) */
 };
 
 _Static_assert(sizeof(struct ssw_statreg_slot) == 384, "slot layout");
@@ -152,10 +154,13 @@ struct ssw_statreg_bell {
 void ssw_statreg_answer_slow(void);
 /* A reader rang: answer it (a refresh pass).  Called where no lock of the
  * switch is held: interposed calls' entries, waits' wake-ups. */
+void ssw_statreg_owed(void);
 static inline void ssw_statreg_answer(void)
 {
 	if (ssw_provider_calls) /* a provider's own call, maybe under a session lock */
 		return;
+	if (__builtin_expect(ssw_fl->statreg_owed_ns != 0, 0))
+		ssw_statreg_owed();
 	uint32_t *d = __atomic_load_n(&SSW_STATREG_BELL->door, __ATOMIC_ACQUIRE);
 	if (d && (__atomic_load_n(d, __ATOMIC_RELAXED) != SSW_STATREG_BELL->served || SSW_STATREG_BELL->dirty))
 		ssw_statreg_answer_slow();

@@ -207,6 +207,7 @@ void ssw_statreg_publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slo
 			snprintf(pdesc, sizeof pdesc, "%s", s->prov->describe());
 	}
 	bool shared = s->sess && !ssw_session_last_holder(s->sess); /* held by a forked process too */
+	pid_t driver = s->sess ? ssw_session_driver(s->sess) : 0;
 	if (locked)
 		pthread_mutex_unlock(&s->lock);
 
@@ -236,6 +237,7 @@ void ssw_statreg_publish_sock(int fd, struct ssw_sock *s, struct ssw_statreg_slo
 	memcpy(sl->remote, rem, sizeof rem);
 	memcpy(sl->reason, note, sizeof note);
 	sl->refused = refused;
+	sl->driver = (int32_t)driver;
 	ssw_statreg_slot_end(sl);
 }
 
