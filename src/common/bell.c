@@ -53,6 +53,13 @@ void ssw_bell_ring(pid_t pid)
 	SYS_(futex, w, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 }
 
+void ssw_bell_bump(pid_t pid)
+{
+	_Atomic uint32_t *w = word(pid);
+	if (w && pid > 0)
+		atomic_fetch_add(w, 1);
+}
+
 uint32_t ssw_bell_seen(void)
 {
 	_Atomic uint32_t *w = word(ssw_pid());

@@ -21,6 +21,10 @@ void ssw_bell_unshare(void);
 /* Wake pid's helper (a word is shared by pids equal modulo its size: a
  * spurious wake is a look at nothing). */
 void ssw_bell_ring(pid_t pid);
+/* Change pid's word without waking its helper: for a process that reads
+ * it at its own pace (an epoll wait told that control of a connection
+ * may have left it: switch/events/epoll_ready.c). */
+void ssw_bell_bump(pid_t pid);
 /* This process's word, to read before looking for work. */
 uint32_t ssw_bell_seen(void);
 /* Sleep until this process's word differs from `seen`, at most ms. */

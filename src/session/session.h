@@ -77,6 +77,9 @@ bool ssw_session_swap_shared(struct ssw_session *s);
  * turns driving it (session_swap.c), the pid driving it now, -1 when none
  * has since the fork; 0 for any other connection. */
 pid_t ssw_session_driver(struct ssw_session *s);
+/* Lock-free: this process drives the connection (always, where processes do
+ * not take turns). */
+bool ssw_session_controlled_here(struct ssw_session *s);
 /* The helper's look at one connection: if this process controls it and
  * another asks, serve (suspend the peer, hand over), waiting for the peer
  * at most ms.  true while a request is left to serve. */
@@ -252,9 +255,11 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 void ssw_session_sleep_done(struct ssw_session *s);
 /* epoll's standing watch: arm the provider without sleeping (the peer's
  * next arrival rings the wait fds); 0 armed, -EAGAIN something is pending
- * or the connection is finished, 1 no standing watch can serve (another
- * process may take control meanwhile: sleep on it with sleep_prepare,
- * which naps).  unwatch: take the doorbell, drop the arm. */
+ * or the connection is finished.  unwatch: take the doorbell, drop the arm.
+ * A watch on a connection whose processes take turns
+ * (ssw_session_swap_shared) hears nothing once control leaves this process
+ * (its bell word changes then: common/bell.h): look again then
+ * (ssw_session_controlled_here false). */
 int ssw_session_watch(struct ssw_session *s);
 void ssw_session_unwatch(struct ssw_session *s);
 /* Lock-free hint for busy-polling: something new arrived (the provider's rx_ready). */

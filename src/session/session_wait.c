@@ -377,10 +377,6 @@ int ssw_session_watch(struct ssw_session *s)
 {
 	if (!sess_enter_look(s))
 		return -EAGAIN;
-	if (sess_swap_shared(s)) {
-		sess_unlock(s);
-		return 1;
-	}
 	struct pollfd pf[8];
 	int rc = s->mv.waiting ? (sess_move_ready(s) || sess_move_fds(s, pf, 8, true) < 0 ? -EAGAIN : 0)
 		 : s->loc->ep  ? s->p->progress->arm(s->loc->ep)

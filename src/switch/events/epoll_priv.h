@@ -60,6 +60,8 @@ struct epx_entry {
 	bool staged;          /* polled: ring staged during the current wait */
 	bool nowatch;         /* its wait fds cannot join the inner set (a dup there already) */
 	bool hot;             /* in x->hot: not armed, looked at while waits spin */
+	bool swapw;           /* armed on a connection whose processes take turns: looked at again
+				 * when control may have left us (epx_swap_scan) */
 	int nwfd;
 	uint32_t wfd_gen;     /* ssw_session_fds_gen when registered */
 	int wfd[WFD_MAX];     /* registered in x->inner */
@@ -99,6 +101,8 @@ struct epx {
 	uint64_t call;        /* wait calls so far: one report per entry and call */
 	bool again;           /* an entry was re-queued to be looked at before sleeping */
 	bool nap;             /* an entry could not be armed: sleep in naps */
+	int nswapw;           /* entries with swapw: sleep in naps, look when the bell word moves */
+	uint32_t swapw_bell;  /* this process's bell word at the last epx_swap_scan */
 	int waiters;          /* threads of ours asleep on epfd */
 	struct epx_nested *nested;
 	struct epx *next;
@@ -131,6 +135,7 @@ void epx_wfd_unregister(struct epx *x, struct epx_entry *e);
 /* epoll_ready.c: looking at members, arming them, collecting reports */
 void epx_harvest(struct epx *x);
 void epx_hot_scan(struct epx *x);
+void epx_swap_scan(struct epx *x);
 int epx_hot_peers_cpu(struct epx *x);
 void epx_arm_hot(struct epx *x);
 int epx_collect(struct epx *x, struct epoll_event *out, int max);

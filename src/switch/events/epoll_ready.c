@@ -3,6 +3,7 @@
  * hot while waits spin; what the inner set rang taken in. */
 #include "switch/events/epoll_priv.h"
 
+#include "common/bell.h"
 #include "common/sys.h"
 
 #include <errno.h>
@@ -96,6 +97,44 @@ static bool entry_gone(struct epx *x, struct epx_entry *e)
 	return true;
 }
 
+/* e holds a standing arm now.  On a connection whose processes take turns
+ * (seed 000's swap), the doorbell serves only while control is ours: once
+ * another process takes it, the peer's news goes to that one's reads and
+ * nothing rings here (soak seed 866200343: a thread in epoll_wait since
+ * before the fork missed the peer's reset).  Such members are counted: the
+ * set's sleeps nap while there are any, and epx_swap_scan looks at them
+ * again when control left this process. */
+static void armed(struct epx *x, struct epx_entry *e)
+{
+	e->armed = true;
+	if (!e->swapw && ssw_session_swap_shared(e->s->sess)) {
+		e->swapw = true;
+		if (!x->nswapw++)
+			x->swapw_bell = ssw_bell_seen();
+		/* control may have left between the arm and the bell's read */
+		if (!ssw_session_controlled_here(e->s->sess)) {
+			epx_q_push(x, e);
+			x->again = true;
+		}
+	}
+}
+
+void epx_swap_scan(struct epx *x)
+{
+	if (!x->nswapw)
+		return;
+	uint32_t b = ssw_bell_seen();
+	if (b == x->swapw_bell)
+		return; /* control left no connection of this process since the last scan */
+	x->swapw_bell = b;
+	for (int fd = 0; fd < x->nbyfd; fd++) {
+		struct epx_entry *e = x->byfd[fd];
+		if (e && e->swapw && e->s->sess &&
+		    (!ssw_session_controlled_here(e->s->sess) || !ssw_session_swap_shared(e->s->sess)))
+			epx_q_push(x, e);
+	}
+}
+
 /* e was looked at and is not to be looked at again by itself: give it a
  * standing arm, so that the peer's next arrival rings its doorbell (a wait
  * fd in the inner set).  Messages already in the ring are staged first (the
@@ -128,15 +167,24 @@ static void settle(struct epx *x, struct epx_entry *e)
 		x->again = true;
 		return;
 	}
-	int w = ssw_session_watch(sess);
-	if (w == 0) {
-		e->armed = true;
+	if (ssw_session_watch(sess) == 0) {
+		armed(x, e);
 		return;
 	}
-	for (int i = 0; i < SETTLE_TRIES && w < 0; i++) {
+	if (!ssw_session_controlled_here(sess)) {
+		/* another process drives it (processes take turns): nothing
+		 * here rings, and what it does (its reads, a reset it draws)
+		 * is seen only by looking: after each nap, while it is not
+		 * ours (soak seed 866200343: a shutdown of ours made it look
+		 * finished, and the peer's reset later went unseen) */
+		epx_q_push(x, e);
+		x->nap = true;
+		return;
+	}
+	for (int i = 0; i < SETTLE_TRIES; i++) {
 		(void)ssw_session_fionread(sess); /* stages everything queued */
-		if ((w = ssw_session_watch(sess)) == 0) {
-			e->armed = true;
+		if (ssw_session_watch(sess) == 0) {
+			armed(x, e);
 			epx_q_push(x, e);
 			x->again = true;
 			return;
@@ -151,13 +199,6 @@ static void settle(struct epx *x, struct epx_entry *e)
 			x->again = true;
 			return;
 		}
-	}
-	if (w > 0) {
-		/* shared by fork, control may move to another process without a
-		 * word to us: looked at each wait, its sleeps nap (session.h) */
-		epx_wfd_unregister(x, e);
-		epx_make_polled(x, e);
-		return;
 	}
 	epx_q_push(x, e); /* could not stage (memory): look again after a nap */
 	x->nap = true;
@@ -297,10 +338,8 @@ int epx_collect(struct epx *x, struct epoll_event *out, int max)
 			epx_free_entry(x, e);
 			continue;
 		}
-		if (e->s->state == SSW_ST_CONNECTED && e->s->sess && !e->nowatch && !ssw_session_swap_shared(e->s->sess)) {
-			/* connected (and no other process may take control
-			 * meanwhile: settle): from now on on the check list */
-			epx_p_remove(x, e);
+		if (e->s->state == SSW_ST_CONNECTED && e->s->sess && !e->nowatch) {
+			epx_p_remove(x, e); /* connected: from now on on the check list */
 			epx_q_push(x, e);
 		}
 		if (ev) {

@@ -117,6 +117,10 @@ void epx_unwatch(struct epx_entry *e)
 	if (e->armed && e->s->sess)
 		ssw_session_unwatch(e->s->sess);
 	e->armed = false;
+	if (e->swapw) {
+		e->swapw = false;
+		e->x->nswapw--;
+	}
 }
 
 /* A forked child inherits the sets with the parent's arms: its entries arm
@@ -133,10 +137,11 @@ static void own(struct epx *x)
 	for (int fd = 0; fd < x->nbyfd; fd++) {
 		struct epx_entry *e = x->byfd[fd];
 		if (e) {
-			e->armed = false;
+			e->armed = e->swapw = false;
 			epx_q_push(x, e);
 		}
 	}
+	x->nswapw = 0;
 }
 
 struct epx *epx_find(int epfd, bool create)

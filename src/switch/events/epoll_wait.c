@@ -230,8 +230,8 @@ static int ep_sleep(struct ssw_waiter *w, int64_t ns)
 		np += got;
 		if (r == SSW_EV_PENDING)
 			again = true;
-		else if (r == SSW_EV_NAP)
-			nap = SSW_EV_NAP_NS;
+		else if (r == SSW_EV_NAP || sets[i]->nswapw)
+			nap = SSW_EV_NAP_NS; /* (members whose control may leave: epx_swap_scan) */
 	}
 	if (!again)
 		x->waiters++;
@@ -296,6 +296,7 @@ static int ep_look(struct ssw_waiter *w)
 		/* leave room for the kernel's events when both kinds are ready */
 		int side_max = max > 1 ? max - 1 : max;
 		epx_hot_scan(x);
+		epx_swap_scan(x);
 		if (!ew->looked)
 			w->peer_cpu = epx_hot_peers_cpu(x);
 		ew->looked = true;
