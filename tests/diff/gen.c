@@ -459,6 +459,9 @@ static void sent(struct model *m, int i, int n)
 	struct mside *x = &m->e[i];
 	if (x->shut_wr || x->rst == 1)
 		return; /* refused */
+	if (n <= 0)
+		return; /* nothing leaves: no reset drawn (soak seed 870600081: a
+			   0-byte sendmsg after the peer's close) */
 	if (x->rst == 2) { /* sent or refused: a reset either way */
 		x->rst = 1;
 		return;
