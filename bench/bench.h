@@ -44,6 +44,8 @@ struct bench_params {
 	long warmup;      /* latency: round trips not measured */
 	double duration;  /* seconds: how long to send (stream, connect) or at most measure (latency) */
 	int conns;        /* load family: pairs, clients or connections; 0 elsewhere */
+	int hold;         /* epoll: a child the server forked holds every connection and touches
+			   * none (redis' BGSAVE); both sides without shared context (swap mode) */
 };
 
 /* The load cases whose clients are several processes (pingpong,

@@ -9,6 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -56,6 +59,23 @@ static int accept_close(int lfd)
 	return 0;
 }
 
+/* The hold variant: a child that keeps a copy of every connection and
+ * never touches them, as redis' BGSAVE child (a snapshot written while the
+ * parent serves).  Under a provider without shared context each
+ * connection is then shared by fork; what that costs the parent's waits
+ * is what this measures (an epoll set that looked at every such member at
+ * every wait ran 100x slower). */
+static pid_t hold_all(void)
+{
+	pid_t kid = fork();
+	if (kid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	return kid;
+}
+
 int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_result *r)
 {
 	int nconns = p->conns > 0 ? p->conns : BENCH_EPOLL_CONNS;
@@ -63,6 +83,7 @@ int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_resul
 	struct conn *cs = calloc((size_t)nconns, sizeof *cs);
 	char *buf = malloc(p->size);
 	int rc = -1, open = 0;
+	pid_t holder = 0;
 	if (ep < 0 || !cs || !buf) {
 		bench_fail(r, "setup");
 		goto out;
@@ -85,6 +106,10 @@ int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_resul
 	struct epoll_event lev = { .events = EPOLLIN, .data.ptr = NULL };
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) < 0) {
 		bench_fail(r, "epoll_ctl listener");
+		goto out;
+	}
+	if (p->hold && (holder = hold_all()) < 0) {
+		bench_fail(r, "fork the holding child");
 		goto out;
 	}
 	/* manyconns: a warm-up pass and a round-trip phase of up to p->duration
@@ -116,6 +141,10 @@ int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_resul
 	}
 	rc = open ? bench_fail_msg(r, "client did not finish in time") : 0;
 out:
+	if (holder > 0) {
+		kill(holder, SIGKILL);
+		waitpid(holder, NULL, 0);
+	}
 	for (int i = 0; cs && i < nconns; i++)
 		if (cs[i].fd >= 0)
 			close(cs[i].fd);

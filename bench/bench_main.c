@@ -63,6 +63,10 @@ void bench_usage(FILE *out)
 		"                     loads libfabric, about 0.3 s)\n"
 		"  epoll 64 conns 64 B  64 connections to one epoll server, one 64 B request\n"
 		"                     in flight on each; answered requests per second\n"
+		"  ... held by a child  the same while a child the server forked holds every\n"
+		"                     connection and touches none (redis' BGSAVE), both\n"
+		"                     sides without shared context (the swap's rule, as\n"
+		"                     fabric's): the connections are shared by fork\n"
 		"The ratio column is oriented so that above 1 means switched is faster:\n"
 		"switched/kernel for rates, kernel/switched for latencies.\n"
 		"\n"
@@ -320,22 +324,22 @@ static int plan_load(const struct options *o, struct bench_case *cases, int max)
 	int n = 0, cores = cores_allowed();
 	struct bench_params ps[LOAD_MAX_CASES];
 	for (int per = 1; per <= 8; per *= 2)
-		ps[n++] = (struct bench_params){ BENCH_PINGPONG, 64, big, 0, d, per * cores };
-	ps[n++] = (struct bench_params){ BENCH_FORKSERVER, 64, big, 0, d, 8 };
-	ps[n++] = (struct bench_params){ BENCH_SENDFILE, 4096, big, 0, d, 32 };
-	ps[n++] = (struct bench_params){ BENCH_SENDFILE, 65536, big, 0, d, 32 };
-	ps[n++] = (struct bench_params){ BENCH_DUPLEX, 65536, big, 0, d, 0 };
+		ps[n++] = (struct bench_params){ BENCH_PINGPONG, 64, big, 0, d, per * cores, 0 };
+	ps[n++] = (struct bench_params){ BENCH_FORKSERVER, 64, big, 0, d, 8, 0 };
+	ps[n++] = (struct bench_params){ BENCH_SENDFILE, 4096, big, 0, d, 32, 0 };
+	ps[n++] = (struct bench_params){ BENCH_SENDFILE, 65536, big, 0, d, 32, 0 };
+	ps[n++] = (struct bench_params){ BENCH_DUPLEX, 65536, big, 0, d, 0, 0 };
 	/* warm-up, round trips and connects take up to 2.5 windows: stay
 	 * within the workers' time limit whatever --duration says */
 	double dm = d < 8 ? d : 8;
-	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 100 };
-	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 1000 };
-	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 5000 };
-	ps[n++] = (struct bench_params){ BENCH_BURST, 64, big, 0, d, 2000 };
-	ps[n++] = (struct bench_params){ BENCH_FORKCONN, 64, big, 0, d, 8 };
-	ps[n++] = (struct bench_params){ BENCH_PREFORK, 64, big, 0, d, 8 };
-	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 0 };
-	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 1 };
+	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 100, 0 };
+	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 1000, 0 };
+	ps[n++] = (struct bench_params){ BENCH_MANYCONNS, 64, big, 0, dm, 5000, 0 };
+	ps[n++] = (struct bench_params){ BENCH_BURST, 64, big, 0, d, 2000, 0 };
+	ps[n++] = (struct bench_params){ BENCH_FORKCONN, 64, big, 0, d, 8, 0 };
+	ps[n++] = (struct bench_params){ BENCH_PREFORK, 64, big, 0, d, 8, 0 };
+	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 0, 0 };
+	ps[n++] = (struct bench_params){ BENCH_FORKEXIT, 64, big, 0, d, 1, 0 };
 	int k = 0;
 	for (int i = 0; i < n && k < max; i++)
 		cases[k++].p = ps[i];
@@ -372,7 +376,7 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 	double duration = o->duration > 0 ? o->duration : k->duration;
 	int n = 0;
 
-	cases[n++].p = (struct bench_params){ BENCH_LATENCY, 64, k->rtt_count, k->rtt_warmup, k->rtt_max_s, 0 };
+	cases[n++].p = (struct bench_params){ BENCH_LATENCY, 64, k->rtt_count, k->rtt_warmup, k->rtt_max_s, 0, 0 };
 	if (o->plot) {
 		/* the chart draws latency by message size: one round-trip case per size */
 		char lat[256];
@@ -384,7 +388,7 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 				continue; /* a bad size is reported below */
 			/* big messages take longer per round trip: fewer of them */
 			long count = size > 65536 ? k->rtt_count / 8 : k->rtt_count;
-			cases[n++].p = (struct bench_params){ BENCH_LATENCY, size, count, count / 10, k->rtt_max_s / 2, 0 };
+			cases[n++].p = (struct bench_params){ BENCH_LATENCY, size, count, count / 10, k->rtt_max_s / 2, 0, 0 };
 		}
 	}
 
@@ -402,13 +406,13 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 			fprintf(stderr, "sockswitch bench: --sizes: '%s' is not a size from 1 to 64M\n", tok);
 			return -1;
 		}
-		if (n - first_stream >= MAX_SIZES || n >= max - 6) { /* and the 6 cases after */
+		if (n - first_stream >= MAX_SIZES || n >= max - 7) { /* and the 7 cases after */
 			fprintf(stderr, "sockswitch bench: --sizes: at most %d sizes\n", MAX_SIZES);
 			return -1;
 		}
 		/* The count only bounds the loop in case the clock misbehaves. */
 		long count = (long)((64ULL << 30) / size);
-		cases[n++].p = (struct bench_params){ BENCH_STREAM, size, count, 0, duration, 0 };
+		cases[n++].p = (struct bench_params){ BENCH_STREAM, size, count, 0, duration, 0, 0 };
 	}
 	if (n == first_stream) {
 		fprintf(stderr, "sockswitch bench: --sizes: empty list\n");
@@ -416,18 +420,22 @@ static int plan_default(const struct options *o, struct bench_case *cases, int m
 	}
 	/* the same 1 MiB stream to a receiver that exec'd itself with the
 	 * connection first (README Limits: taken over, not relayed) */
-	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 1 };
+	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 1, 0 };
 	/* and to a worker it was sent to over SCM_RIGHTS (taken over from its relay) */
-	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 2 };
-	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration, 0 };
-	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration, 0 };
+	cases[n++].p = (struct bench_params){ BENCH_STREAM, 1u << 20, (long)((64ULL << 30) >> 20), 0, duration, 2, 0 };
+	cases[n++].p = (struct bench_params){ BENCH_CONNECT, 1, 10000000, 0, duration, 0, 0 };
+	cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration, 0, 0 };
+	/* the same while a forked child holds every connection (BGSAVE), in
+	 * swap mode (no shared context): sharing by fork must not tax waits */
+	if (!o->peer)
+		cases[n++].p = (struct bench_params){ BENCH_EPOLL, 64, 1000000000, 0, duration, 0, 1 };
 	/* two processes taking turns on one connection: shared context, then
 	 * without (each turn a control swap: session_swap.c); between hosts
 	 * (fabric: no shared context) each turn moves the transport too
 	 * (session_move.c), the second case alone */
 	if (!o->peer && !o->netns)
-		cases[n++].p = (struct bench_params){ BENCH_TURNS, 64, k->rtt_count / 4, k->rtt_warmup / 4, k->rtt_max_s, 0 };
-	cases[n++].p = (struct bench_params){ BENCH_TURNS, 64, k->rtt_count / 4, k->rtt_warmup / 4, k->rtt_max_s, 1 };
+		cases[n++].p = (struct bench_params){ BENCH_TURNS, 64, k->rtt_count / 4, k->rtt_warmup / 4, k->rtt_max_s, 0, 0 };
+	cases[n++].p = (struct bench_params){ BENCH_TURNS, 64, k->rtt_count / 4, k->rtt_warmup / 4, k->rtt_max_s, 1, 0 };
 	return n;
 }
 

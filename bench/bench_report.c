@@ -99,6 +99,8 @@ static int rows_of(const struct bench_case *c, struct row rows[MAX_ROWS])
 		snprintf(id + k, sizeof(id) - k, "%s", c->p.conns == 1 ? "_exec" : "_passed");
 	if (c->p.kind == BENCH_TURNS && c->p.conns)
 		snprintf(id + k, sizeof(id) - k, "_swap");
+	if (c->p.kind == BENCH_EPOLL && c->p.hold)
+		snprintf(id + k, sizeof(id) - k, "_held");
 	memset(rows, 0, MAX_ROWS * sizeof(*rows));
 	if (bench_is_load(c->p.kind))
 		return load_rows(c, id, what, rows);

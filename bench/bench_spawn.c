@@ -46,7 +46,7 @@ static void child_exec(int out, int err, const char *role, const struct bench_pa
 		CPU_SET(cpu, &set);
 		sched_setaffinity(0, sizeof(set), &set);
 	}
-	char rolearg[16], kind[16], size[32], count[32], warmup[32], duration[32], conns[16], ports[16];
+	char rolearg[16], kind[16], size[32], count[32], warmup[32], duration[32], conns[16], ports[16], hold[8];
 	snprintf(rolearg, sizeof(rolearg), "%s", role);
 	snprintf(kind, sizeof(kind), "%s", bench_kind_name(p->kind));
 	snprintf(size, sizeof(size), "%zu", p->size);
@@ -54,13 +54,14 @@ static void child_exec(int out, int err, const char *role, const struct bench_pa
 	snprintf(warmup, sizeof(warmup), "%ld", p->warmup);
 	snprintf(duration, sizeof(duration), "%.6g", p->duration);
 	snprintf(conns, sizeof(conns), "%d", p->conns);
+	snprintf(hold, sizeof(hold), "%d", p->hold ? 1 : 0);
 	snprintf(ports, sizeof(ports), "%u", port);
 	char addr[64];
 	snprintf(addr, sizeof(addr), "%s", w->addr);
 	char *argv[] = { "sockswitch", "bench-worker", "--role", rolearg,
 			 "--case", kind, "--size", size,
 			 "--count", count, "--warmup", warmup, "--duration", duration,
-			 "--conns", conns, "--addr", addr, port ? "--port" : NULL, ports, NULL };
+			 "--conns", conns, "--hold", hold, "--addr", addr, port ? "--port" : NULL, ports, NULL };
 
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)

@@ -56,7 +56,9 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 		snprintf(buf, len, "stream %s%s", sz, p->conns == 1 ? " exec'd" : p->conns == 2 ? " passed" : "");
 		return;
 	case BENCH_CONNECT: snprintf(buf, len, "connect+1 B+close"); return;
-	case BENCH_EPOLL: snprintf(buf, len, "epoll %d conns %s", BENCH_EPOLL_CONNS, sz); return;
+	case BENCH_EPOLL:
+		snprintf(buf, len, "epoll %d conns %s%s", BENCH_EPOLL_CONNS, sz, p->hold ? " held by a child" : "");
+		return;
 	case BENCH_TURNS: snprintf(buf, len, "2 procs in turn %s%s", sz, p->conns ? " swap" : ""); return;
 	case BENCH_PINGPONG: snprintf(buf, len, "pingpong %d pairs", p->conns); return;
 	case BENCH_FORKSERVER: snprintf(buf, len, "fork/conn %d clients", p->conns); return;
@@ -140,7 +142,7 @@ void bench_case_id(const struct bench_params *p, char *buf, size_t len)
 	const char *kind = bench_kind_name(p->kind);
 	switch (p->kind) {
 	case BENCH_CONNECT: snprintf(buf, len, "connect"); return;
-	case BENCH_EPOLL: snprintf(buf, len, "epoll_%d_%s", BENCH_EPOLL_CONNS, id); return;
+	case BENCH_EPOLL: snprintf(buf, len, "epoll_%d_%s%s", BENCH_EPOLL_CONNS, id, p->hold ? "_held" : ""); return;
 	case BENCH_SENDFILE:
 	case BENCH_DUPLEX: snprintf(buf, len, "load_%s_%s", kind, id); return;
 	default:

@@ -82,6 +82,11 @@ static int parse_args(int argc, char **argv, int *server, struct bench_params *p
 			bad = parse_long(v, 0, 1L << 30, &p->warmup) < 0;
 		else if (!strcmp(k, "--conns"))
 			bad = parse_long(v, 0, 1000000, &conns) < 0;
+		else if (!strcmp(k, "--hold")) {
+			long h;
+			bad = parse_long(v, 0, 1, &h) < 0;
+			p->hold = (int)h;
+		}
 		else if (!strcmp(k, "--addr"))
 			bad = net_set_addr(v) < 0;
 		else if (!strcmp(k, "--port"))
@@ -142,8 +147,10 @@ int bench_worker_main(int argc, char **argv)
 	alarm((unsigned)BENCH_WORKER_TIMEOUT_S + 1);
 
 	/* the turns case without shared context: this client, and the process
-	 * it forks, run with SOCKSWITCH_SHARED_CONTEXT=0 (read at load) */
-	if (!server && p.kind == BENCH_TURNS && p.conns && !getenv("SOCKSWITCH_SHARED_CONTEXT")) {
+	 * it forks, run with SOCKSWITCH_SHARED_CONTEXT=0 (read at load); the
+	 * epoll case with a holding child: both sides */
+	if (((!server && p.kind == BENCH_TURNS && p.conns) || (p.kind == BENCH_EPOLL && p.hold)) &&
+	    !getenv("SOCKSWITCH_SHARED_CONTEXT")) {
 		char **av = calloc((size_t)argc + 2, sizeof *av);
 		if (av && setenv("SOCKSWITCH_SHARED_CONTEXT", "0", 1) == 0) {
 			av[0] = "sockswitch";
