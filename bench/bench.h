@@ -32,6 +32,7 @@ enum bench_kind {
 #define BENCH_LOAD_FIRST BENCH_PINGPONG
 
 #define BENCH_EPOLL_CONNS 64
+#define BENCH_EPOLL_IDLE 448 /* the hold variant: idle connections beside the busy ones */
 
 /* The two columns: identical workers, with or without the switch preloaded. */
 enum bench_mode { MODE_KERNEL, MODE_SWITCHED, MODE_COUNT };

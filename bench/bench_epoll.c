@@ -78,7 +78,7 @@ static pid_t hold_all(void)
 
 int bench_epoll_server(int lfd, const struct bench_params *p, struct bench_result *r)
 {
-	int nconns = p->conns > 0 ? p->conns : BENCH_EPOLL_CONNS;
+	int nconns = p->conns > 0 ? p->conns : BENCH_EPOLL_CONNS + (p->hold ? BENCH_EPOLL_IDLE : 0);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	struct conn *cs = calloc((size_t)nconns, sizeof *cs);
 	char *buf = malloc(p->size);
@@ -157,8 +157,11 @@ out:
 
 static int client(uint16_t port, const struct bench_params *p, struct bench_result *r)
 {
+	/* the hold variant: idle connections too (a server's keep-alive
+	 * clients), which a wait must not pay for */
+	int total = BENCH_EPOLL_CONNS + (p->hold ? BENCH_EPOLL_IDLE : 0);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
-	struct conn *cs = calloc(BENCH_EPOLL_CONNS, sizeof *cs);
+	struct conn *cs = calloc((size_t)total, sizeof *cs);
 	char *buf = malloc(p->size);
 	int rc = -1;
 	long done = 0;
@@ -167,9 +170,9 @@ static int client(uint16_t port, const struct bench_params *p, struct bench_resu
 		goto out;
 	}
 	memset(buf, 'e', p->size);
-	for (int i = 0; i < BENCH_EPOLL_CONNS; i++)
+	for (int i = 0; i < total; i++)
 		cs[i].fd = -1;
-	for (int i = 0; i < BENCH_EPOLL_CONNS; i++) {
+	for (int i = 0; i < total; i++) {
 		if ((cs[i].fd = net_connect(port)) < 0) {
 			bench_fail(r, "connect");
 			goto out;
@@ -215,7 +218,7 @@ static int client(uint16_t port, const struct bench_params *p, struct bench_resu
 	r->ok = 1;
 	rc = 0;
 out:
-	for (int i = 0; cs && i < BENCH_EPOLL_CONNS; i++)
+	for (int i = 0; cs && i < total; i++)
 		if (cs[i].fd >= 0)
 			close(cs[i].fd); /* the server sees EOF on each and ends */
 	if (ep >= 0)

@@ -57,7 +57,10 @@ void bench_case_label(const struct bench_params *p, char *buf, size_t len)
 		return;
 	case BENCH_CONNECT: snprintf(buf, len, "connect+1 B+close"); return;
 	case BENCH_EPOLL:
-		snprintf(buf, len, "epoll %d conns %s%s", BENCH_EPOLL_CONNS, sz, p->hold ? " held by a child" : "");
+		if (p->hold)
+			snprintf(buf, len, "epoll %d+%d idle held by a child", BENCH_EPOLL_CONNS, BENCH_EPOLL_IDLE);
+		else
+			snprintf(buf, len, "epoll %d conns %s", BENCH_EPOLL_CONNS, sz);
 		return;
 	case BENCH_TURNS: snprintf(buf, len, "2 procs in turn %s%s", sz, p->conns ? " swap" : ""); return;
 	case BENCH_PINGPONG: snprintf(buf, len, "pingpong %d pairs", p->conns); return;
