@@ -71,7 +71,8 @@ void ssw_session_suspend_counts(uint64_t *suspended, uint64_t *staged);
 void ssw_session_move_counts(uint64_t *fresh, uint64_t *back);
 /* Another process holds the connection too (a fork) and control may move
  * between them (session_swap.c): this process's threads asleep on it
- * since before must look again (their sleeps nap from now on). */
+ * since before must look again (from now on poll's sleeps nap, and an
+ * epoll set naps and looks at it again when control left: epoll_ready.c). */
 bool ssw_session_swap_shared(struct ssw_session *s);
 /* For `stat`, lock-free: of a connection shared by fork whose processes take
  * turns driving it (session_swap.c), the pid driving it now, -1 when none
