@@ -597,7 +597,7 @@ int ssw_session_shutdown(struct ssw_session *s, int how)
 {
 	if (!sess_enter(s))
 		return -ENOTCONN;
-	if (s->p->progress->rx_ready(s->loc->ep))
+	if (sess_rx_ready(s))
 		sess_pump(s, false);
 	/* a peer process that exited left no FIN in the ring: a probe sees it
 	 * gone, as its kernel's FIN would have told (ENOTCONN below once both
@@ -627,7 +627,7 @@ int ssw_session_take_error(struct ssw_session *s)
 {
 	if (!sess_enter(s))
 		return ECONNRESET;
-	if (s->p->progress->rx_ready(s->loc->ep))
+	if (sess_rx_ready(s))
 		sess_pump(s, false);
 	sess_peer_check(s, true);
 	int e = s->so_error;
@@ -679,7 +679,7 @@ int ssw_session_tcp_state(struct ssw_session *s)
 {
 	if (!sess_enter(s))
 		return TCP_CLOSE;
-	if (s->p->progress->rx_ready(s->loc->ep))
+	if (sess_rx_ready(s))
 		sess_pump(s, false);
 	/* a peer process that exited left no FIN in the ring: a probe sees it
 	 * gone, as its kernel's FIN would have told (soak seed 840002047) */

@@ -401,6 +401,14 @@ static inline bool sess_swap_shared(struct ssw_session *s)
 {
 	return s->exclusive && sess_holders(s) > 1;
 }
+/* The busy-poll hint of the connection's transport; none while it has no
+ * endpoint (a fabric transport moving, or gone with a reset: CI's
+ * t_fabric_swap, a NULL endpoint read after the peer's 30 s). */
+static inline bool sess_rx_ready(struct ssw_session *s)
+{
+	struct ssw_ep *ep = s->loc->ep;
+	return ep && s->p->progress->rx_ready(ep);
+}
 /* Lock-free: is the connection another process's now (exclusive)? */
 bool sess_foreign(const struct ssw_session *s);
 /* Called locked: the transport memory resident now (`stat`), -1 when not known. */

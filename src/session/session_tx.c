@@ -271,7 +271,7 @@ static int send_enter(struct ssw_session *s, size_t total, ssize_t *ok)
 		sess_cond_wait(s);
 	if (ssw_session_cfg.fault_swap)
 		sess_swap_fault(s);
-	if (s->p->progress->rx_ready(s->loc->ep))
+	if (sess_rx_ready(s))
 		sess_pump(s, false);
 	return send_precheck(s, total, ok);
 }

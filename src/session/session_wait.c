@@ -68,6 +68,8 @@ static void woke(struct ssw_session *s)
 {
 	static __thread unsigned left;
 	const struct ssw_progress_ops *pg = s->p->progress;
+	if (!s->loc->ep)
+		return; /* its transport went meanwhile (moved, or reset) */
 	if (pg->wake_leave && left < 64 && atomic_load(&s->w.sleepers) > 0) {
 		left++;
 		pg->wake_leave(s->loc->ep);
@@ -104,7 +106,7 @@ struct sess_waiter {
 static int peer_ready(struct ssw_waiter *w)
 {
 	struct sess_waiter *sw = (struct sess_waiter *)w;
-	if (!sw->s->p->progress->rx_ready(sw->s->loc->ep))
+	if (!sess_rx_ready(sw->s))
 		return 0;
 	sess_lock(sw->s); /* what the wait learns is the session's */
 	sw->locked = true;
@@ -350,6 +352,10 @@ int ssw_session_sleep_prepare(struct ssw_session *s, struct pollfd *pfd, int n, 
 	}
 	/* credits the transport had no room for: the peer may wait for them
 	 * while the application only polls (as wait_peer: retry, then nap) */
+	if (!s->loc->ep) { /* no transport (gone with a reset): nothing rings, look */
+		sess_unlock(s);
+		return -EAGAIN;
+	}
 	bool owed = s->credit_owed && sess_send_msg(s, SSW_MSG_CREDIT, NULL, 0, NULL, 0, 0) < 0;
 	int armed = s->p->progress->arm(s->loc->ep);
 	if (armed == -EAGAIN) {
