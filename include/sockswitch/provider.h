@@ -458,7 +458,13 @@ struct ssw_progress_ops {
 	 *  SSW_NOTE_MARK  the peer's mark count goes up by one, after the
 	 *                 messages already sent; the peer is woken if it sleeps;
 	 *  SSW_NOTE_TAG   `arg` becomes what the peer's peer_tag() returns (the
-	 *                 latest wins); wakes nobody, not ordered with messages.
+	 *                 latest wins); wakes nobody, not ordered with messages;
+	 *  SSW_NOTE_UNREAD `arg` != 0: this side took stream data out of the
+	 *                 transport that its application has not read yet; 0:
+	 *                 none.  Should this process die without a close, the
+	 *                 peer sees a reset (SSW_PEER_RESET), not an orderly
+	 *                 end, as kernel TCP resets a connection whose owner
+	 *                 dies with unread data.  Wakes nobody.
 	 * `arg` is 0 but for SSW_NOTE_TAG.  Optional (NULL: no marks, no tag). */
 	void (*note)(struct ssw_ep *ep, uint32_t what, int32_t arg);
 
@@ -498,7 +504,7 @@ struct ssw_progress_ops {
 
 enum { SSW_CLOSE_ORDERLY = 0, SSW_CLOSE_ABORT = 1, SSW_CLOSE_DETACH = 2 };
 enum { SSW_PEER_FIN = 1u, SSW_PEER_CLOSED = 2u, SSW_PEER_RESET = 4u };
-enum { SSW_NOTE_FIN = 1u, SSW_NOTE_MARK = 2u, SSW_NOTE_TAG = 3u };
+enum { SSW_NOTE_FIN = 1u, SSW_NOTE_MARK = 2u, SSW_NOTE_TAG = 3u, SSW_NOTE_UNREAD = 4u };
 
 /* A provider: what one folder under src/providers exports (one symbol). */
 struct ssw_provider {

@@ -81,6 +81,11 @@ pid_t ssw_session_driver(struct ssw_session *s);
 /* Lock-free: this process drives the connection (always, where processes do
  * not take turns). */
 bool ssw_session_controlled_here(struct ssw_session *s);
+/* Lock-free: a look by a process that does not drive the connection sees
+ * its transport (fork-shared memory: shm without shared context), so that
+ * its poll and FIONREAD answer without control.  false where the transport
+ * lives in the driver's memory (fabric): there a look asks for control. */
+bool ssw_session_look_sees(struct ssw_session *s);
 /* The helper's look at one connection: if this process controls it and
  * another asks, serve (suspend the peer, hand over), waiting for the peer
  * at most ms.  true while a request is left to serve. */

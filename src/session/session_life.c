@@ -124,8 +124,26 @@ bool sess_foreign(const struct ssw_session *s)
 	return s->exclusive && atomic_load_explicit(&s->user, memory_order_relaxed) != ssw_pid();
 }
 
+/* The queue holds bytes the application has not read (taken out of the
+ * transport by a poll's or an epoll's look, a writer's, a peek): the peer
+ * hears so, since nothing runs here to say it should this process be
+ * killed, and kernel TCP resets a connection whose owner dies with unread
+ * data (sem kill_unread: the reader's poll had taken the bytes in).  Said
+ * on changes only, at the end of the call that made them. */
+static void note_unread(struct ssw_session *s)
+{
+	bool u = s->q.len != 0;
+	struct ssw_ep *ep = s->loc ? s->loc->ep : NULL;
+	if ((u == s->unread_noted && (!u || ep == s->unread_ep)) || !ep || !s->p->progress->note)
+		return;
+	s->p->progress->note(ep, SSW_NOTE_UNREAD, u);
+	s->unread_noted = u;
+	s->unread_ep = ep;
+}
+
 void sess_unlock(struct ssw_session *s)
 {
+	note_unread(s);
 	if (sess_swap_owed(s))
 		sess_swap_flush(s);
 	pthread_mutex_unlock(&s->lock);

@@ -236,6 +236,10 @@ struct ssw_session {
 	uint64_t rx_space;         /* transport bytes (msg_space) we consumed since our last message */
 	struct rxq q;
 	uint64_t q_owed;           /* staged bytes whose credits are still owed */
+	/* what the peer was told (SSW_NOTE_UNREAD) of q holding unread bytes,
+	 * and on which endpoint: a death of ours then is a reset there */
+	bool unread_noted;
+	struct ssw_ep *unread_ep;
 	bool hv;                   /* head message parsed (credits applied) */
 	struct ssw_msg hm;
 	size_t cur_off;            /* bytes of the head DATA already delivered */

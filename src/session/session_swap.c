@@ -615,6 +615,11 @@ bool ssw_session_controlled_here(struct ssw_session *s)
 	return !sess_foreign(s);
 }
 
+bool ssw_session_look_sees(struct ssw_session *s)
+{
+	return s->swap_transport;
+}
+
 pid_t ssw_session_driver(struct ssw_session *s)
 {
 	if (!sess_swap_shared(s))

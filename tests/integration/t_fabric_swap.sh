@@ -15,6 +15,12 @@
 #      whole, each answered once, the parent reads all the answers;
 #  (d) split: the child writes, the parent reads in an epoll loop (its
 #      reads and the child's writes take control from each other).
+#  (e) watch: the child sends a line (it drives the connection now) and
+#      waits, in no socket call; the parent's epoll must report the
+#      answer within 4 s (over fabric a look of a process not in control
+#      sees nothing of the transport, in the driver's memory: the look
+#      asks for control, and the child's helper hands it over), not when
+#      the child ends.
 # Each: data checked, the swaps counted (client stats) and the server's
 # suspensions (server stats), every connection switched over fabric.
 source "$(dirname "$0")/lib.sh"
@@ -100,6 +106,25 @@ elif mode == "split": # the child writes, the parent reads in an epoll loop
             got += d
     os.waitpid(kid, 0)
     bad += got != b"".join(b"REQ%06d\n" % i for i in range(n))
+elif mode == "watch":
+    r1, w1 = os.pipe(); r2, w2 = os.pipe()
+    kid = os.fork()
+    if kid == 0:
+        s.sendall(b"child\n")
+        os.write(w1, b"x")
+        os.read(r2, 1) # (no socket call: the helper thread serves the swap)
+        os._exit(0)
+    os.read(r1, 1)
+    import selectors
+    sel = selectors.DefaultSelector(); sel.register(s, selectors.EVENT_READ)
+    t0 = time.time()
+    ready = sel.select(4)
+    took = time.time() - t0
+    got = recv_line() if ready else b""
+    os.write(w2, b"x")
+    os.waitpid(kid, 0)
+    print("watch ready=%d took=%.3f got=%r" % (bool(ready), took, got), flush=True)
+    bad += got != b"CHILD\n"
 s.close()
 print("RESULT mode=%s bad=%d" % (mode, bad), flush=True)
 PY
@@ -159,5 +184,12 @@ ssw_assert_eq "(d) split: exit status" "$(cat "$T/split.rc")" 0
 ssw_assert_eq "(d) split: answers read by the parent, in order" "$(ssw_kv "$T/split.out" bad)" 0
 ssw_assert_ge "(d) split: control swaps (the parent's)" "$(ssw_stats_sum "$T/split-client.stats" swaps)" 1
 ssw_assert_quiet "$T/split.err"
+
+run watch watch 1
+ssw_assert_eq "(e) watch: exit status" "$(cat "$T/watch.rc")" 0
+ssw_assert_eq "(e) watch: the parent's epoll saw the answer the child's line drew, while the child held control" \
+  "$(ssw_kv "$T/watch.out" bad)" 0
+ssw_assert_ge "(e) watch: control swaps (the parent's look took it back)" "$(ssw_stats_sum "$T/watch-client.stats" swaps)" 1
+ssw_assert_quiet "$T/watch.err"
 ssw_assert_no_sanitizer_report "$T"/*.err
 ssw_finish

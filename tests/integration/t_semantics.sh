@@ -64,6 +64,7 @@ case "$SEM_OVER" in
       [kill_sent]="a SIGKILLed sender's data not yet handed to the kernel dies with it"
       [kill_midway]="a killed sender's libfabric socket holds our unread credits: its kernel resets the transport"
       [kill_blocked]="a killed sender's libfabric socket holds our unread credits: its kernel resets the transport"
+      [kill_read_all]="a SIGKILLed reader's credits go back in batches: bytes it read and did not credit yet look unread, a reset"
       [exit_unclosed]="exit() waits for the peer to take the data, but this peer reads only after the exit"
       [fd_numbers]="a fabric connection holds several descriptors of its own (README: about 3)"
       [epoll_fork]="one process drives a fabric connection at a time: the child's epoll_wait took the data, the parent sees a reset"

@@ -1510,6 +1510,39 @@ static void kill_unread_cli(const struct addr *a)
 
 static void sc_kill_unread(void) { pair(AF_INET, kill_unread_srv, kill_unread_cli); }
 
+/* the reader's look took the bytes out of the transport (FIONREAD, as a
+ * poll that finds them on arming does: the CI failure of kill_unread), then
+ * it is killed: a reset all the same; after reading part of them too */
+static void kill_looked_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	FIONREAD_(fd);
+	RECV(fd, 2, 0);
+	say("holding unread data it looked at");
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_unread_looked(void) { pair(AF_INET, kill_unread_srv, kill_looked_cli); }
+
+/* ... and once it read them all: an orderly end (nothing unread) */
+static void kill_read_all_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	wait_readable(fd);
+	FIONREAD_(fd);
+	RECV(fd, 2, 0);
+	RECV(fd, 2, 0);
+	say("read everything");
+	tell();
+	for (;;)
+		pause();
+}
+
+static void sc_kill_read_all(void) { pair(AF_INET, kill_unread_srv, kill_read_all_cli); }
+
 /* the reader looked (FIONREAD: the switch takes the bytes out of its
  * transport), then exits without close: a reset all the same */
 static void exit_unread_srv(int lfd)
@@ -5350,6 +5383,8 @@ static const struct scenario scenarios[] = {
 	{ "sigpipe_default", sc_sigpipe_default, "default SIGPIPE disposition kills the writer" },
 	{ "kill_clean", sc_kill_clean, "peer SIGKILLed with nothing unread: its data, then EOF" },
 	{ "kill_unread", sc_kill_unread, "peer SIGKILLed holding unread data: ECONNRESET" },
+	{ "kill_unread_looked", sc_kill_unread_looked, "peer SIGKILLed holding data its FIONREAD took in: ECONNRESET" },
+	{ "kill_read_all", sc_kill_read_all, "peer SIGKILLed after reading what its FIONREAD took in: an orderly end" },
 	{ "exit_unclosed", sc_exit_unclosed, "peer exits without close after sending 400 KiB: its data, then EOF" },
 	{ "kill_sent", sc_kill_sent, "peer SIGKILLed after sending 400 KiB, nothing unread: its data, then EOF" },
 	{ "kill_midway", sc_kill_midway, "sender SIGKILLed mid-way through 64 MiB: what arrived, then EOF" },

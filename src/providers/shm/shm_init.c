@@ -263,6 +263,10 @@ static void shm_note(struct ssw_ep *ep, uint32_t what, int32_t arg)
 	case SSW_NOTE_TAG:
 		atomic_store_explicit(&c->tag, arg, memory_order_release);
 		break;
+	case SSW_NOTE_UNREAD:
+		if (ep->rx.ctl) /* the word is the consumer's: in our receive ring */
+			atomic_store_explicit(&ep->rx.ctl->unread, arg != 0, memory_order_release);
+		break;
 	}
 }
 

@@ -50,6 +50,11 @@ struct shm_ring_ctl {
 	 * lap's start, goes on there (shm_ring.c) */
 	_Atomic uint64_t skip;
 	_Alignas(64) _Atomic uint64_t head;   /* bytes consumed (consumer writes) */
+	/* the consumer's SSW_NOTE_UNREAD: stream data taken out of this ring
+	 * that its application has not read (its death is then a reset:
+	 * shm_gone_state).  In the head's line, whose padding an older
+	 * switch leaves zero: no feature word needed. */
+	_Atomic uint32_t unread;
 	_Alignas(64) _Atomic uint32_t armed;  /* consumer threads (about to go) asleep: a count */
 	_Atomic uint32_t rung;                /* producer rang since the consumer last woke */
 	_Atomic uint64_t rang_ns;             /* when the producer last rang (a hint: wake_sent_ns) */

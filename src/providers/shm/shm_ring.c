@@ -329,11 +329,16 @@ static bool unread_data(struct shm_ring *r)
 /* A peer that died without closing: as kernel TCP, a reset if it died with
  * data of ours unread (control messages left unread do not count: credits
  * we returned to a sender that never looked again), else an orderly end.
- * The ring cannot change any more: the answer is kept. */
+ * Unread is in the ring, or taken out of it into the peer's own memory
+ * and not read by its application (its SSW_NOTE_UNREAD: sem kill_unread,
+ * whose reader's poll took the bytes in).  Neither can change any more:
+ * the answer is kept. */
 int shm_gone_state(struct ssw_ep *ep)
 {
 	if (!ep->gone_state)
-		ep->gone_state = unread_data(&ep->tx) ? -ECONNRESET : -EPIPE;
+		ep->gone_state = unread_data(&ep->tx) || atomic_load_explicit(&ep->tx.ctl->unread, memory_order_acquire)
+					 ? -ECONNRESET
+					 : -EPIPE;
 	return ep->gone_state;
 }
 

@@ -171,12 +171,14 @@ static void settle(struct epx *x, struct epx_entry *e)
 		armed(x, e);
 		return;
 	}
-	if (!ssw_session_controlled_here(sess)) {
+	if (!ssw_session_controlled_here(sess) && ssw_session_look_sees(sess)) {
 		/* another process drives it (processes take turns): nothing
 		 * here rings, and what it does (its reads, a reset it draws)
 		 * is seen only by looking: after each nap, while it is not
 		 * ours (soak seed 866200343: a shutdown of ours made it look
-		 * finished, and the peer's reset later went unseen) */
+		 * finished, and the peer's reset later went unseen).  Over
+		 * fabric a look sees nothing of the driver's transport: the
+		 * staging below asks for control (t_fabric_swap (e)) */
 		epx_q_push(x, e);
 		x->nap = true;
 		return;
