@@ -1857,6 +1857,80 @@ static void fork_unread_cli(const struct addr *a)
 
 static void sc_fork_exit_close_unread(void) { pair(AF_INET, fork_unread_srv, fork_unread_cli); }
 
+/* ---- fork_poll_thread: a thread of the server polls the connection as
+ * the server forks a child; the client's bytes wake it; the parent
+ * closes, then the child (which never read), with the bytes unread: the
+ * last close resets the connection.  The child's copy of the socket
+ * counted the parent thread's poll as a call in progress, a thread that
+ * does not exist there, so its close never ended the connection (the
+ * differential tester's seed 861000052, over fabric: the peer waited for
+ * the child's exit). */
+struct fork_poll {
+	int fd;
+	int go[2], done[2], bye[2];
+};
+
+static void *fork_poll_thread(void *arg)
+{
+	struct fork_poll *w = arg;
+	POLL1(w->fd, POLLIN, 5000);
+	return NULL;
+}
+
+static void fork_poll_child(void *arg)
+{
+	struct fork_poll *w = arg;
+	char b = 0;
+	close(w->go[1]);
+	close(w->done[0]);
+	close(w->bye[1]);
+	(void)!read(w->go[0], &b, 1);
+	RC("child: close", close(w->fd));
+	(void)!write(w->done[1], &b, 1);
+	(void)!read(w->bye[0], &b, 1); /* alive until the client looked */
+}
+
+static void fork_poll_srv(int lfd)
+{
+	struct fork_poll w;
+	w.fd = acc(lfd);
+	if (pipe(w.go) < 0 || pipe(w.done) < 0 || pipe(w.bye) < 0)
+		die("pipe: %s", ename(errno));
+	pthread_t th;
+	if (pthread_create(&th, NULL, fork_poll_thread, &w) != 0)
+		die("pthread_create");
+	usleep(SETTLE_US); /* the thread is in poll */
+	struct proc ch = spawn("server-child", fork_poll_child, &w);
+	close(w.go[0]);
+	close(w.done[1]);
+	close(w.bye[0]);
+	tell();
+	pthread_join(th, NULL); /* the client's bytes woke it */
+	RC("close (the child holds it too)", close(w.fd));
+	char b = 0;
+	(void)!write(w.go[1], &b, 1);
+	(void)!read(w.done[0], &b, 1);
+	tell(); /* both closed */
+	await();
+	close(w.bye[1]);
+	reap(&ch);
+}
+
+static void fork_poll_cli(const struct addr *a)
+{
+	int fd = conn(a);
+	await(); /* the server forked, its thread polling */
+	SEND(fd, "unread by anyone", 0);
+	await(); /* closed by parent and child */
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLRDHUP, 0);
+	RECV(fd, 64, MSG_DONTWAIT);
+	tell();
+	close(fd);
+}
+
+static void sc_fork_poll_thread(void) { pair(AF_INET, fork_poll_srv, fork_poll_cli); }
+
 /* ---- fork_takeover: a child drives an inherited connection, then exits;
  * the parent goes on with it.  After a stream one way, the other side's
  * acknowledgements (fabric: credit messages) were on their way when the
@@ -5392,6 +5466,7 @@ static const struct scenario scenarios[] = {
 	{ "fork_child_writes", sc_fork_child_writes, "a forked child writes 4 MiB on an inherited connection and exits; the parent closes: all data, EOF" },
 	{ "fork_takeover", sc_fork_takeover, "a forked child drives an inherited connection after a stream, exits; the parent reads on" },
 	{ "fork_exit_close_unread", sc_fork_exit_close_unread, "a forked child exits holding the socket, the parent closes with the peer's bytes unread: a reset" },
+	{ "fork_poll_thread", sc_fork_poll_thread, "a thread polls across the fork; parent and child close with the peer's bytes unread: a reset at the child's close" },
 	{ "send_peer_exited", sc_send_peer_exited, "two sends after the peer read everything and exited (socket open): the first sent, then EPIPE" },
 	{ "shutdown_peer_exited", sc_shutdown_peer_exited, "shutdown after ours and the peer process's exit (socket left open): ENOTCONN" },
 	{ "tcpinfo_peer_exited", sc_tcpinfo_peer_exited, "TCP_INFO after our shutdown and the peer process's exit (socket left open): closed" },

@@ -214,7 +214,7 @@ void epx_free_entry(struct epx *x, struct epx_entry *e)
 	epx_unwatch(e);
 	if (e->fd < x->nbyfd && x->byfd[e->fd] == e)
 		x->byfd[e->fd] = NULL;
-	ssw_sock_put(e->s);
+	ssw_sock_unref(e->s);
 	free(e);
 	x->n--;
 }
@@ -226,6 +226,7 @@ struct epx_entry *epx_new_entry(struct epx *x, int fd, struct ssw_sock *s, const
 		return NULL;
 	e->fd = fd;
 	e->s = s;
+	ssw_sock_keep(s); /* epoll_ctl's reference: the entry's from now on */
 	e->x = x;
 	e->gen = ++gen_next;
 	e->events = ev->events;

@@ -43,7 +43,7 @@ static int arm_members(struct epx *x, struct pollfd *pf, int n, int *nout, struc
 			res = SSW_EV_NAP;
 		k += got;
 		if (a) {
-			atomic_fetch_add(&e->s->refs, 1);
+			ssw_sock_get_again(e->s); /* this wait's, put after it */
 			held[*na] = e->s;
 			armed[(*na)++] = a;
 		}

@@ -52,7 +52,7 @@ static void collect_one(int fd, struct ssw_sock *s, void *arg)
 	}
 	if (c->n == c->max)
 		return;
-	atomic_fetch_add(&s->refs, 1); /* under the table lock: the entry holds one */
+	ssw_sock_ref(s); /* under the table lock: the entry holds one */
 	c->v[c->n++] = (struct held){ .s = s, .fds = { fd }, .nfds = 1 };
 }
 
@@ -71,7 +71,7 @@ static bool collect_all(struct collect *c)
 static void release_all(struct collect *c)
 {
 	for (int i = 0; i < c->n; i++)
-		ssw_sock_put(c->v[i].s);
+		ssw_sock_unref(c->v[i].s);
 	free(c->v);
 }
 
@@ -412,7 +412,7 @@ static _Noreturn void relay_main(struct held *h, int u, int app, int pidfd, int 
 	ssw_close(n);
 	/* collect_all's reference: the last one lets go of the connection (the
 	 * last holder's close: FIN, or RST over unread data) */
-	ssw_sock_put(h->s);
+	ssw_sock_unref(h->s);
 	sys_close(u);
 	/* what the close handed over still leaves (fabric: from this
 	 * process's memory, which exit_group takes) */
@@ -512,7 +512,7 @@ static int relay(struct held *h, bool exec)
 		sys_dup3(sv[0], fd, fl >= 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
 		struct ssw_sock *t = ssw_fdtab_take(fd);
 		if (t)
-			ssw_sock_put(t); /* the last one lets go of the connection: the relay holds it */
+			ssw_sock_unref(t); /* the last one lets go of the connection: the relay holds it */
 		ssw_epoll_forget(fd);
 		ssw_relayed_add(fd, &h->s->local, h->s->local_len, &h->s->peer, h->s->peer_len);
 	}
@@ -646,7 +646,7 @@ void ssw_exec_failed(struct ssw_exec_undo *u)
 	ssw_session_handover_failed();
 	for (int i = 0; i < u->n; i++) {
 		ssw_session_hold(u->dropped[i]->sess, 1);
-		ssw_sock_put(u->dropped[i]);
+		ssw_sock_unref(u->dropped[i]);
 	}
 	free(u->dropped);
 	u->dropped = NULL;

@@ -47,7 +47,7 @@ static void collect(int fd, struct ssw_sock *s, void *arg)
 	/* a dup'ed socket appears once per fd: once is enough */
 	if (r->n >= LOOK_MAX || s->fd != fd || s->state != SSW_ST_CONNECTED || !s->sess)
 		return;
-	atomic_fetch_add(&s->refs, 1); /* the table's own reference keeps it above zero */
+	ssw_sock_ref(s); /* the table's own reference keeps it above zero */
 	r->v[r->n++] = s;
 }
 
@@ -69,7 +69,7 @@ static void *helper(void *arg)
 		for (int i = 0; i < r.n; i++)
 			left |= ssw_session_swap_serve(r.v[i]->sess, SERVE_MS);
 		for (int i = 0; i < r.n; i++)
-			ssw_sock_put(r.v[i]);
+			ssw_sock_unref(r.v[i]);
 		pthread_mutex_unlock(&look_lock);
 		/* a peer that answers only at its next call: look often at
 		 * first, then less (its SUSPENDED waits in the transport) */

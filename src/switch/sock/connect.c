@@ -112,7 +112,7 @@ static int kernel_connect(struct ssw_sock *s, int fd, const struct sockaddr *add
 		ssw_setup_connect_undo(s, fd);
 		struct ssw_sock *t = ssw_fdtab_take(fd);
 		if (t)
-			ssw_sock_put(t);
+			ssw_sock_unref(t);
 	}
 	int r = sys_connect(fd, addr, len);
 	int err = r < 0 ? errno : 0;
@@ -136,7 +136,7 @@ int ssw_connect_poll(struct ssw_sock *s, int fd, int wait_ms)
 	} else if (rc < 0 && rc != -EINPROGRESS) {
 		struct ssw_sock *t = ssw_fdtab_take(fd); /* a final error: the socket is the kernel's again */
 		if (t)
-			ssw_sock_put(t);
+			ssw_sock_unref(t);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;

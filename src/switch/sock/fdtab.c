@@ -85,6 +85,9 @@ int ssw_fdtab_init(void)
 	return 0;
 }
 
+/* This thread's calls in progress (ssw_sock_fork_child). */
+static __thread int mine;
+
 struct ssw_sock *ssw_sock_get(int fd)
 {
 	if (fd < 0 || fd >= tab_size || !atomic_load_explicit(&tab_count, memory_order_relaxed))
@@ -93,23 +96,85 @@ struct ssw_sock *ssw_sock_get(int fd)
 		struct ssw_sock *s = __atomic_load_n(&tab[fd], __ATOMIC_ACQUIRE);
 		if (!s)
 			return NULL;
-		int r = atomic_load_explicit(&s->refs, memory_order_relaxed);
+		uint64_t r = atomic_load_explicit(&s->refs, memory_order_relaxed);
 		do {
-			if (r == 0)
+			if (!(uint32_t)r)
 				break; /* being torn down: the slot is about to be empty */
-		} while (!atomic_compare_exchange_weak(&s->refs, &r, r + 1));
-		if (r == 0)
+		} while (!atomic_compare_exchange_weak(&s->refs, &r, r + SSW_SOCK_CALL));
+		if (!(uint32_t)r)
 			continue;
+		mine++;
 		if (__atomic_load_n(&tab[fd], __ATOMIC_ACQUIRE) == s)
 			return s;
 		ssw_sock_put(s); /* recycled for another fd meanwhile */
 	}
 }
 
+static void unref_by(struct ssw_sock *s, uint64_t by)
+{
+	if ((uint32_t)atomic_fetch_sub(&s->refs, by) == 1)
+		ssw_sock_destroy(s);
+}
+
 void ssw_sock_put(struct ssw_sock *s)
 {
-	if (s && atomic_fetch_sub(&s->refs, 1) == 1)
-		ssw_sock_destroy(s);
+	if (!s)
+		return;
+	mine--;
+	unref_by(s, SSW_SOCK_CALL);
+}
+
+void ssw_sock_get_again(struct ssw_sock *s)
+{
+	atomic_fetch_add(&s->refs, SSW_SOCK_CALL);
+	mine++;
+}
+
+void ssw_sock_ref(struct ssw_sock *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+void ssw_sock_unref(struct ssw_sock *s)
+{
+	if (s)
+		unref_by(s, 1);
+}
+
+void ssw_sock_keep(struct ssw_sock *s)
+{
+	atomic_fetch_sub(&s->refs, SSW_SOCK_CALL - 1);
+	mine--;
+}
+
+void ssw_sock_mine(int d)
+{
+	mine += d;
+}
+
+bool ssw_sock_fork_candidate(const struct ssw_sock *s)
+{
+	return atomic_load_explicit(&s->refs, memory_order_relaxed) >> 32;
+}
+
+void ssw_sock_fork_child(struct ssw_sock *s)
+{
+	if (mine) /* see sock.h */
+		return;
+	uint64_t r = atomic_load(&s->refs);
+	uint32_t c = (uint32_t)(r >> 32), n = (uint32_t)r;
+	/* never below what the table and epoll entries hold (a count that went
+	 * wrong leaks a socket; it must not free one in use) */
+	int fr = atomic_load(&s->fdrefs);
+	uint32_t keep = fr > 0 ? (uint32_t)fr : 1;
+	if (c > 0x7fffffffu) /* (gone below zero: a count that went wrong) */
+		c = 0;
+	if (n < keep)
+		c = 0;
+	else if (c > n - keep)
+		c = n - keep;
+	/* the calls' half goes whole: none of them is this process's */
+	atomic_store(&s->refs, (uint64_t)(n - c));
 }
 
 int ssw_fdtab_set(int fd, struct ssw_sock *s)
@@ -119,7 +184,7 @@ int ssw_fdtab_set(int fd, struct ssw_sock *s)
 	ssw_statreg_ensure(); /* a switched socket: publish this process for `sockswitch stat` */
 	pthread_rwlock_wrlock(&tab_lock);
 	struct ssw_sock *old = tab[fd];
-	atomic_fetch_add(&s->refs, 1);
+	ssw_sock_ref(s);
 	atomic_fetch_add(&s->fdrefs, 1);
 	__atomic_store_n(&tab[fd], s, __ATOMIC_RELEASE);
 	if (!old)
@@ -129,7 +194,7 @@ int ssw_fdtab_set(int fd, struct ssw_sock *s)
 	pthread_rwlock_unlock(&tab_lock);
 	if (old) {
 		atomic_fetch_sub(&old->fdrefs, 1);
-		ssw_sock_put(old);
+		ssw_sock_unref(old);
 	}
 	return 0;
 }
@@ -215,7 +280,7 @@ void ssw_fdtab_forget_except(int keep)
 			continue;
 		struct ssw_sock *s = ssw_fdtab_take(fd);
 		if (s == ks)
-			ssw_sock_put(s);
+			ssw_sock_unref(s);
 	}
 }
 

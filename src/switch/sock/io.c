@@ -306,7 +306,7 @@ int ssw_close(int fd)
 	if (s) {
 		if (atomic_load(&s->fdrefs) == 0)
 			ssw_epoll_drop_sock(s); /* last descriptor: the kernel drops it from every epoll set */
-		ssw_sock_put(s);
+		ssw_sock_unref(s);
 	}
 	ssw_epoll_forget(fd);
 	if (errno != err) /* its page: see fork() in interpose/exec_api.c */
@@ -318,7 +318,7 @@ void ssw_fd_fresh(int fd)
 {
 	struct ssw_sock *s = ssw_fdtab_take(fd);
 	if (s)
-		ssw_sock_put(s);
+		ssw_sock_unref(s);
 	ssw_fdinfo_set(fd, 0);
 	ssw_relayed_drop(fd);
 }

@@ -39,7 +39,8 @@ struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family)
 	s->family = family;
 	s->rcvtimeo_ms = s->sndtimeo_ms = -1;
 	s->proof_fd = -1;
-	atomic_store(&s->refs, 1);
+	ssw_sock_mine(1);
+	atomic_store(&s->refs, SSW_SOCK_CALL); /* the creating call's reference */
 	return s;
 }
 

@@ -29,7 +29,12 @@ struct ssw_plisten {
 };
 
 struct ssw_sock {
-	_Atomic int refs;            /* fd table entries + calls in progress */
+	/* low 32 bits: references (fd table entries, epoll entries, calls in
+	 * progress); high 32: of those, the calls' (ssw_sock_get ..
+	 * ssw_sock_put): a forked child has only the forking thread, so the
+	 * others' calls are not its own (ssw_sock_fork_child).  One word: a
+	 * call costs one atomic operation each way, as before the count */
+	_Atomic uint64_t refs;
 	_Atomic int fdrefs;          /* fd table entries (dup) */
 	pthread_mutex_t lock;        /* state transitions */
 	enum ssw_state state;
@@ -78,7 +83,7 @@ struct ssw_sock {
 /* Install s at fd (takes a table reference). */
 int ssw_fdtab_set(int fd, struct ssw_sock *s);
 /* Remove fd's entry; returns the sock with the table's reference moved to
- * the caller (who must put it), or NULL. */
+ * the caller (who lets go of it with ssw_sock_unref), or NULL. */
 struct ssw_sock *ssw_fdtab_take(int fd);
 /* Call fn on every sock in the table (under the table lock: keep it short). */
 void ssw_fdtab_each(void (*fn)(int fd, struct ssw_sock *s, void *arg), void *arg);
@@ -94,6 +99,29 @@ int ssw_fdtab_end(void);
 void ssw_fdtab_forget_except(int keep);
 
 struct ssw_sock *ssw_sock_new(enum ssw_state st, int fd, int family);
+
+/* References beside a call's (ssw_sock_get / ssw_sock_put, api.h): one
+ * held by a structure (the fd table's, an epoll entry's, a helper's look
+ * that fork waits for), taken with ssw_sock_ref and let go with
+ * ssw_sock_unref; a call's turned into such (ssw_sock_keep: an epoll
+ * entry keeps epoll_ctl's); another for the calling thread on a socket it
+ * holds already (ssw_sock_get_again, let go with ssw_sock_put). */
+#define SSW_SOCK_CALL (1ull + (1ull << 32)) /* a call's reference (refs) */
+void ssw_sock_ref(struct ssw_sock *s);
+void ssw_sock_unref(struct ssw_sock *s);
+void ssw_sock_keep(struct ssw_sock *s);
+void ssw_sock_get_again(struct ssw_sock *s);
+/* In a forked child, before anything else runs there: the calls other
+ * threads of the parent had in progress on s hold nothing here (the
+ * threads are gone), or the child's close of s would never end it (diff
+ * seed 861000052: a thread polling across the fork).  Skipped when the
+ * forking thread itself is inside a call (a fork from a signal handler):
+ * its calls cannot be told from the others'; those references then stay
+ * (the connection ends when the child exits). */
+bool ssw_sock_fork_candidate(const struct ssw_sock *s);
+/* This thread's calls in progress on any socket, +d. */
+void ssw_sock_mine(int d);
+void ssw_sock_fork_child(struct ssw_sock *s);
 
 /* What the switch knows of an fd from its creation (0: nothing). */
 enum {

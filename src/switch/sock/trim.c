@@ -44,7 +44,7 @@ static void collect(int fd, struct ssw_sock *s, void *arg)
 		r->dropped++;
 		return;
 	}
-	atomic_fetch_add(&s->refs, 1); /* the table's own reference keeps it above zero */
+	ssw_sock_ref(s); /* the table's own reference keeps it above zero */
 	r->v[r->n++] = s;
 }
 
@@ -68,7 +68,7 @@ static bool look(struct refs *r)
 			more = true;
 	}
 	for (int i = 0; i < r->n; i++)
-		ssw_sock_put(r->v[i]);
+		ssw_sock_unref(r->v[i]);
 	if (r->dropped) { /* more sockets than room: a larger array next time */
 		int m = r->max + r->dropped + r->dropped / 4;
 		struct ssw_sock **v = realloc(r->v, sizeof *v * (size_t)m);

@@ -49,7 +49,7 @@ static void collect_one(int fd, struct ssw_sock *s, void *arg)
 		c->dropped++;
 		return;
 	}
-	atomic_fetch_add(&s->refs, 1); /* the table's own reference keeps it above zero */
+	ssw_sock_ref(s); /* the table's own reference keeps it above zero */
 	c->v[c->n++] = (struct ref){ fd, s };
 }
 
@@ -93,7 +93,7 @@ static bool refresh(struct collect *c)
 drop:
 	/* outside the registry lock: the last reference may tear a socket down */
 	for (int i = 0; i < c->n; i++)
-		ssw_sock_put(c->v[i].s);
+		ssw_sock_unref(c->v[i].s);
 	return locked;
 }
 
