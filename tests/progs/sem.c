@@ -1513,33 +1513,26 @@ static void sc_kill_unread(void) { pair(AF_INET, kill_unread_srv, kill_unread_cl
 /* the reader's look took the bytes out of the transport (FIONREAD, as a
  * poll that finds them on arming does: the CI failure of kill_unread), then
  * it is killed: a reset all the same; after reading part of them too */
-static void kill_looked_cli(const struct addr *a)
+/* FIONREAD, read `n` of the 4 bytes 2 at a time, then wait to be killed */
+static void looked_then_killed(const struct addr *a, int n, const char *what)
 {
 	int fd = conn(a);
 	wait_readable(fd);
 	FIONREAD_(fd);
-	RECV(fd, 2, 0);
-	say("holding unread data it looked at");
+	for (int i = 0; i < n; i += 2)
+		RECV(fd, 2, 0);
+	say("%s", what);
 	tell();
 	for (;;)
 		pause();
 }
+
+static void kill_looked_cli(const struct addr *a) { looked_then_killed(a, 2, "holding unread data it looked at"); }
 
 static void sc_kill_unread_looked(void) { pair(AF_INET, kill_unread_srv, kill_looked_cli); }
 
 /* ... and once it read them all: an orderly end (nothing unread) */
-static void kill_read_all_cli(const struct addr *a)
-{
-	int fd = conn(a);
-	wait_readable(fd);
-	FIONREAD_(fd);
-	RECV(fd, 2, 0);
-	RECV(fd, 2, 0);
-	say("read everything");
-	tell();
-	for (;;)
-		pause();
-}
+static void kill_read_all_cli(const struct addr *a) { looked_then_killed(a, 4, "read everything"); }
 
 static void sc_kill_read_all(void) { pair(AF_INET, kill_unread_srv, kill_read_all_cli); }
 
@@ -1840,6 +1833,17 @@ static void fork_unread_srv(int lfd)
 	await();
 }
 
+/* The server closed (its word): what the end looks like here. */
+static void await_end(int fd)
+{
+	await();
+	usleep(SETTLE_US);
+	POLL1(fd, POLLIN | POLLRDHUP, 0);
+	RECV(fd, 64, MSG_DONTWAIT);
+	tell();
+	close(fd);
+}
+
 static void fork_unread_cli(const struct addr *a)
 {
 	int fd = conn(a);
@@ -1847,12 +1851,7 @@ static void fork_unread_cli(const struct addr *a)
 	SEND(fd, "unread by anyone", 0);
 	usleep(SETTLE_US);
 	tell();
-	await(); /* closed */
-	usleep(SETTLE_US);
-	POLL1(fd, POLLIN | POLLRDHUP, 0);
-	RECV(fd, 64, MSG_DONTWAIT);
-	tell();
-	close(fd);
+	await_end(fd);
 }
 
 static void sc_fork_exit_close_unread(void) { pair(AF_INET, fork_unread_srv, fork_unread_cli); }
@@ -1921,12 +1920,7 @@ static void fork_poll_cli(const struct addr *a)
 	int fd = conn(a);
 	await(); /* the server forked, its thread polling */
 	SEND(fd, "unread by anyone", 0);
-	await(); /* closed by parent and child */
-	usleep(SETTLE_US);
-	POLL1(fd, POLLIN | POLLRDHUP, 0);
-	RECV(fd, 64, MSG_DONTWAIT);
-	tell();
-	close(fd);
+	await_end(fd); /* closed by parent and child */
 }
 
 static void sc_fork_poll_thread(void) { pair(AF_INET, fork_poll_srv, fork_poll_cli); }
