@@ -14,7 +14,7 @@ export SEM_OVER=fabric
 # run side by side (one took two minutes, the longest pole of CI).
 export SEM_SCENARIOS=${SEM_SCENARIOS:-"exchange_v4 duplex nb_connect refused_v4 peek waitall dontwait rcvtimeo
   sndtimeo nb_fill fionread shutdown_wr shutdown_rd shutdown_rdwr close_unread close_read close_wakes_poll
-  close_wakes_epoll linger0 linger_graceful rst_with_pending epipe kill_clean kill_unread kill_unread_looked kill_read_all fork_child_exit fork_poll_thread
+  close_wakes_epoll linger0 linger_graceful rst_with_pending epipe kill_clean kill_unread kill_unread_looked kill_read_all fork_child_exit fork_poll_thread fork_epoll_thread
   fork_takeover fork_child_writes shutdown_peer_exited tcpinfo_peer_exited reset_wakes
   kill_reader_blocked poll select"}
 exec bash "$(dirname "$0")/t_semantics.sh" "$@"

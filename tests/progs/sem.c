@@ -1866,13 +1866,24 @@ static void sc_fork_exit_close_unread(void) { pair(AF_INET, fork_unread_srv, for
  * the child's exit). */
 struct fork_poll {
 	int fd;
+	bool epoll; /* the thread waits in epoll_wait (its member armed) */
 	int go[2], done[2], bye[2];
 };
 
 static void *fork_poll_thread(void *arg)
 {
 	struct fork_poll *w = arg;
-	POLL1(w->fd, POLLIN, 5000);
+	if (!w->epoll) {
+		POLL1(w->fd, POLLIN, 5000);
+		return NULL;
+	}
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, w->fd, &ev) < 0)
+		die("epoll: %s", ename(errno));
+	int n = epoll_wait(ep, &ev, 1, 5000);
+	say("thread: epoll_wait = %d%s", n, n == 1 && (ev.events & EPOLLIN) ? " EPOLLIN" : "");
+	close(ep); /* (the parent's: its last copy, the child's goes at its exit) */
 	return NULL;
 }
 
@@ -1889,10 +1900,11 @@ static void fork_poll_child(void *arg)
 	(void)!read(w->bye[0], &b, 1); /* alive until the client looked */
 }
 
-static void fork_poll_srv(int lfd)
+static void fork_wait_srv(int lfd, bool epoll)
 {
 	struct fork_poll w;
 	w.fd = acc(lfd);
+	w.epoll = epoll;
 	if (pipe(w.go) < 0 || pipe(w.done) < 0 || pipe(w.bye) < 0)
 		die("pipe: %s", ename(errno));
 	pthread_t th;
@@ -1923,7 +1935,10 @@ static void fork_poll_cli(const struct addr *a)
 	await_end(fd); /* closed by parent and child */
 }
 
+static void fork_poll_srv(int lfd) { fork_wait_srv(lfd, false); }
+static void fork_epoll_srv(int lfd) { fork_wait_srv(lfd, true); }
 static void sc_fork_poll_thread(void) { pair(AF_INET, fork_poll_srv, fork_poll_cli); }
+static void sc_fork_epoll_thread(void) { pair(AF_INET, fork_epoll_srv, fork_poll_cli); }
 
 /* ---- fork_takeover: a child drives an inherited connection, then exits;
  * the parent goes on with it.  After a stream one way, the other side's
@@ -5461,6 +5476,7 @@ static const struct scenario scenarios[] = {
 	{ "fork_takeover", sc_fork_takeover, "a forked child drives an inherited connection after a stream, exits; the parent reads on" },
 	{ "fork_exit_close_unread", sc_fork_exit_close_unread, "a forked child exits holding the socket, the parent closes with the peer's bytes unread: a reset" },
 	{ "fork_poll_thread", sc_fork_poll_thread, "a thread polls across the fork; parent and child close with the peer's bytes unread: a reset at the child's close" },
+	{ "fork_epoll_thread", sc_fork_epoll_thread, "a thread waits in epoll_wait across the fork; parent and child close with the peer's bytes unread: a reset at the child's close" },
 	{ "send_peer_exited", sc_send_peer_exited, "two sends after the peer read everything and exited (socket open): the first sent, then EPIPE" },
 	{ "shutdown_peer_exited", sc_shutdown_peer_exited, "shutdown after ours and the peer process's exit (socket left open): ENOTCONN" },
 	{ "tcpinfo_peer_exited", sc_tcpinfo_peer_exited, "TCP_INFO after our shutdown and the peer process's exit (socket left open): closed" },

@@ -101,21 +101,6 @@ static void find_private(int fd, struct ssw_sock *s, void *arg)
 	priv_ls[npriv++] = s;
 }
 
-/* Sockets with calls in progress as the fork begins (other threads'):
- * in the child those calls hold nothing (ssw_sock_fork_child).  Only a
- * list to look at: the child reads each one's count as the fork left it;
- * one that began a call after this walk keeps that reference (it ends
- * when the child exits, as before). */
-#define CALLS_MAX 64
-static struct ssw_sock *calls_ls[CALLS_MAX];
-static int ncalls; /* CALLS_MAX + 1: more, the child walks the table */
-
-static void child_calls(int fd, struct ssw_sock *s, void *arg)
-{
-	(void)fd, (void)arg;
-	ssw_sock_fork_child(s);
-}
-
 /* One walk of the table before the fork: holds, private listeners, calls. */
 static void before_fork(int fd, struct ssw_sock *s, void *arg)
 {
@@ -123,11 +108,7 @@ static void before_fork(int fd, struct ssw_sock *s, void *arg)
 	(void)arg;
 	hold(fd, s, &up);
 	find_private(fd, s, NULL);
-	if (ssw_sock_fork_candidate(s) && ncalls <= CALLS_MAX) {
-		if (ncalls < CALLS_MAX)
-			calls_ls[ncalls] = s; /* (objects are never freed: sock.c) */
-		ncalls++;
-	}
+	ssw_forkcalls_note(s);
 }
 
 /* Before fork, in the parent: the listeners it does not keep (it never
@@ -182,7 +163,7 @@ void ssw_fork_begin(void)
 		__atomic_store_n(&forked_ever, true, __ATOMIC_RELAXED);
 	if (++ssw_fl->fork_gen == 0)
 		ssw_fl->fork_gen = 1;
-	ncalls = 0;
+	ssw_forkcalls_begin();
 	ssw_fdtab_each(before_fork, NULL); /* npriv is 0 between forks */
 	for (int i = 0; i < npriv; i++)
 		pthread_mutex_lock(&priv_ls[i]->lock);
@@ -211,10 +192,7 @@ SSW_FORK_TEXT void ssw_fork_end(pid_t pid)
 		/* the child: the parent's other threads are gone; its pid,
 		 * counters, registry handle and locks are zero already (the
 		 * fork-local page) */
-		if (ncalls > CALLS_MAX)
-			ssw_fdtab_each(child_calls, NULL);
-		for (int i = 0; i < ncalls && i < CALLS_MAX; i++)
-			ssw_sock_fork_child(calls_ls[i]);
+		ssw_forkcalls_child(); /* other threads' calls: none here */
 		if (npriv)
 			drop_private(false);
 		ssw_statreg_fork_end(true);

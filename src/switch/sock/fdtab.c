@@ -85,7 +85,7 @@ int ssw_fdtab_init(void)
 	return 0;
 }
 
-/* This thread's calls in progress (ssw_sock_fork_child).  Initial-exec:
+/* This thread's calls in progress (forkcalls.c).  Initial-exec:
  * counted at every call, where a __tls_get_addr call each way showed in
  * `bench --case epoll`; one int of the static TLS block, which a
  * preloaded library may use. */
@@ -155,29 +155,9 @@ void ssw_sock_mine(int d)
 	mine += d;
 }
 
-bool ssw_sock_fork_candidate(const struct ssw_sock *s)
+int ssw_sock_mine_now(void)
 {
-	return atomic_load_explicit(&s->refs, memory_order_relaxed) >> 32;
-}
-
-void ssw_sock_fork_child(struct ssw_sock *s)
-{
-	if (mine) /* see sock.h */
-		return;
-	uint64_t r = atomic_load(&s->refs);
-	uint32_t c = (uint32_t)(r >> 32), n = (uint32_t)r;
-	/* never below what the table and epoll entries hold (a count that went
-	 * wrong leaks a socket; it must not free one in use) */
-	int fr = atomic_load(&s->fdrefs);
-	uint32_t keep = fr > 0 ? (uint32_t)fr : 1;
-	if (c > 0x7fffffffu) /* (gone below zero: a count that went wrong) */
-		c = 0;
-	if (n < keep)
-		c = 0;
-	else if (c > n - keep)
-		c = n - keep;
-	/* the calls' half goes whole: none of them is this process's */
-	atomic_store(&s->refs, (uint64_t)(n - c));
+	return mine;
 }
 
 int ssw_fdtab_set(int fd, struct ssw_sock *s)
@@ -196,7 +176,8 @@ int ssw_fdtab_set(int fd, struct ssw_sock *s)
 		atomic_store_explicit(&tab_end, fd + 1, memory_order_relaxed);
 	pthread_rwlock_unlock(&tab_lock);
 	if (old) {
-		atomic_fetch_sub(&old->fdrefs, 1);
+		if (atomic_fetch_sub(&old->fdrefs, 1) == 1)
+			ssw_forkcalls_last_fd(old);
 		ssw_sock_unref(old);
 	}
 	return 0;
@@ -211,7 +192,8 @@ struct ssw_sock *ssw_fdtab_take(int fd)
 	if (s) {
 		__atomic_store_n(&tab[fd], NULL, __ATOMIC_RELEASE);
 		atomic_fetch_sub(&tab_count, 1);
-		atomic_fetch_sub(&s->fdrefs, 1);
+		if (atomic_fetch_sub(&s->fdrefs, 1) == 1)
+			ssw_forkcalls_last_fd(s);
 	}
 	pthread_rwlock_unlock(&tab_lock);
 	return s;

@@ -32,7 +32,7 @@ struct ssw_sock {
 	/* low 32 bits: references (fd table entries, epoll entries, calls in
 	 * progress); high 32: of those, the calls' (ssw_sock_get ..
 	 * ssw_sock_put): a forked child has only the forking thread, so the
-	 * others' calls are not its own (ssw_sock_fork_child).  One word: a
+	 * others' calls are not its own (forkcalls.c).  One word: a
 	 * call costs one atomic operation each way, as before the count */
 	_Atomic uint64_t refs;
 	_Atomic int fdrefs;          /* fd table entries (dup) */
@@ -111,15 +111,14 @@ void ssw_sock_ref(struct ssw_sock *s);
 void ssw_sock_unref(struct ssw_sock *s);
 void ssw_sock_keep(struct ssw_sock *s);
 void ssw_sock_get_again(struct ssw_sock *s);
-/* In a forked child, before anything else runs there: the calls other
- * threads of the parent had in progress on s hold nothing here (the
- * threads are gone), or the child's close of s would never end it (diff
- * seed 861000052: a thread polling across the fork).  Skipped when the
- * forking thread itself is inside a call (a fork from a signal handler):
- * its calls cannot be told from the others'; those references then stay
- * (the connection ends when the child exits). */
-bool ssw_sock_fork_candidate(const struct ssw_sock *s);
-/* This thread's calls in progress on any socket, +d. */
+/* Calls other threads of the parent had in progress at a fork hold
+ * nothing in the child, where those threads do not exist (forkcalls.c). */
+void ssw_forkcalls_begin(void);                /* parent, before its table walk */
+void ssw_forkcalls_note(struct ssw_sock *s);   /* parent, each socket of the walk */
+void ssw_forkcalls_child(void);                /* child, first thing */
+void ssw_forkcalls_last_fd(struct ssw_sock *s); /* s's last descriptor here closed */
+/* This thread's calls in progress on any socket (now), and +d. */
+int ssw_sock_mine_now(void);
 void ssw_sock_mine(int d);
 void ssw_sock_fork_child(struct ssw_sock *s);
 
