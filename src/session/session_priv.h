@@ -400,7 +400,7 @@ void sess_init_sync(struct ssw_session *s);
  * the transport: they must not sleep there unbounded, but nap and look
  * (as sleepers of a process not in control do); an epoll set keeps such
  * a member armed, naps, and looks at it when told control left
- * (sess_swap_left). */
+ * (its bell word bumped: session_swap.c hand). */
 static inline bool sess_swap_shared(struct ssw_session *s)
 {
 	return s->exclusive && sess_holders(s) > 1;
@@ -492,8 +492,6 @@ bool sess_swap_take(struct ssw_session *s);
  * suspending the peer; waits for the peer until dl (0: no wait).  true
  * when control went. */
 bool sess_swap_serve(struct ssw_session *s, uint64_t dl);
-/* Control left process `was`: tell its waits (a bump of its bell word). */
-void sess_swap_left(pid_t was);
 /* After a wait without the lock: serve those asking, or take control
  * back if it went meanwhile. */
 void sess_swap_check(struct ssw_session *s);

@@ -164,18 +164,6 @@ static void bell_bump(struct ssw_session *s)
 	(void)SYS_(futex, &s->sw.bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Control of a connection left process `was` (handed over, or taken by an
- * asker that drove the swap itself): its threads armed on the doorbell
- * would hear nothing of the peer any more (the new controller's reads take
- * the news).  Its epoll waits nap while armed on such a connection and
- * look at those members again when this word changed
- * (switch/events/epoll_ready.c); a bump wakes nobody (no wake-up on the
- * swap's path). */
-void sess_swap_left(pid_t was)
-{
-	ssw_bell_bump(was);
-}
-
 /* Hand control to the first process waiting (called by the controller
  * once the peer is suspended, or when there is no peer left to suspend). */
 static bool hand(struct ssw_session *s)
@@ -193,8 +181,14 @@ static bool hand(struct ssw_session *s)
 	if (!next)
 		return false;
 	atomic_store(&s->user, next);
-	/* our threads armed on its doorbell look again (sess_swap_left) */
-	sess_swap_left(ssw_pid());
+	/* Control left this process: its threads armed on the doorbell would
+	 * hear nothing of the peer any more (the new controller's reads take
+	 * the news).  Its epoll waits nap while armed on such a connection
+	 * and look at those members again when its bell word moved
+	 * (switch/events/epoll_ready.c); a bump wakes nobody (no wake-up on
+	 * the swap's path).  The same in drive, for the process it took
+	 * control from. */
+	ssw_bell_bump(ssw_pid());
 	s->sw.granted = next; /* for the thread there that asked: none of its own may serve first */
 	s->touched = true;
 	bell_bump(s);
@@ -350,7 +344,7 @@ static void drive(struct ssw_session *s, pid_t me)
 	pid_t was = atomic_load(&s->user);
 	atomic_store(&s->user, me);
 	if (was != me)
-		sess_swap_left(was);
+		ssw_bell_bump(was); /* control left it (see hand) */
 	q_del(s, me);
 	s->touched = true;
 	s->sw.serving = me;
