@@ -3,8 +3,8 @@
  * connection, a reader of a shared completion queue ringing another
  * endpoint's sleeper, output libfabric holds for a socket that nobody waits
  * on leaving anyway, memory keys that another connection's peer cannot
- * guess, and a fork child driving one connection of a hub while the parent
- * drives another.  libfabric's epoll_ctl and socketpair calls are reported
+ * guess, a fork child driving one connection of a hub while the parent
+ * drives another, and a closing endpoint that other closes cannot free.  libfabric's epoll_ctl and socketpair calls are reported
  * here as the interposition reports them in libsockswitch.so (this test
  * links the core alone): without that report endpoints share nothing. */
 #include <stdarg.h>
@@ -244,6 +244,46 @@ static void test_output_leaves_without_its_owner(void **st)
 	P->conn->listener_close(l);
 }
 
+/* ---- closing while others close ------------------------------------------------ */
+
+/* A closed endpoint's struct stays with its hub while the queue may still
+ * name its contexts, and another thread's closes free the oldest of those
+ * kept.  It must join them only once its own teardown is over: CI's ASan
+ * saw the provider's thread free one (33 closes later) while the
+ * application's close was still releasing its objects.  Here the
+ * interleaving is made by hand: A leaves its hub, 40 other endpoints of
+ * that hub close, then A's teardown runs (a use after free under ASan
+ * if A had been kept at leaving), and only then is A kept. */
+static void test_closing_endpoint_outlives_other_closes(void **st)
+{
+	(void)st;
+	struct ssw_listener *l;
+	struct sockaddr_in a = lo(base_port + 5);
+	assert_int_equal(P->conn->listen((struct sockaddr *)&a, sizeof a, 16, SSW_PROTO_MAX, &l), 0);
+	struct ssw_ep *ca, *sa;
+	connect_one(l, base_port + 5, &ca, &sa);
+	struct fab_hub *left = fab_hub_close_ep(ca, false);
+	assert_non_null(left);
+	int joined = 0;
+	for (int i = 0; i < 40; i++) {
+		struct ssw_ep *c, *s;
+		connect_one(l, base_port + 5, &c, &s);
+		joined += (c->hub == left) + (s->hub == left);
+		P->conn->close(c, SSW_CLOSE_ABORT);
+		P->conn->close(s, SSW_CLOSE_ABORT);
+	}
+	assert_true(joined > (int)FAB_HUB_GONE); /* more closes in A's hub than it keeps */
+	fab_ep_release(ca, left);
+	pthread_mutex_lock(&left->mu);
+	bool kept = false;
+	for (struct ssw_ep *e = left->gone; e; e = e->hnext)
+		kept |= e == ca;
+	assert_true(kept || !left->cq); /* newest of the kept: the queue may name its contexts */
+	pthread_mutex_unlock(&left->mu);
+	P->conn->close(sa, SSW_CLOSE_ABORT);
+	P->conn->listener_close(l);
+}
+
 /* ---- keys ---------------------------------------------------------------------- */
 
 /* Connections of one process share its domain, hence its memory keys: a
@@ -434,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_descriptors_per_endpoint),
 		cmocka_unit_test(test_other_endpoints_reader_rings),
 		cmocka_unit_test(test_output_leaves_without_its_owner),
+		cmocka_unit_test(test_closing_endpoint_outlives_other_closes),
 		cmocka_unit_test(test_neighbour_key_is_refused),
 		cmocka_unit_test(test_fork_child_and_parent_share_a_hub),
 		cmocka_unit_test(test_fork_child_draws_its_own_keys),

@@ -788,7 +788,11 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 			drain_tx(ep, 100); /* our close message, when the peer went first */
 		fi_shutdown(ep->ep, 0);
 	}
-	bool kept = fab_hub_close_ep(ep, how == SSW_CLOSE_DETACH);
+	fab_ep_release(ep, fab_hub_close_ep(ep, how == SSW_CLOSE_DETACH));
+}
+
+void fab_ep_release(struct ssw_ep *ep, struct fab_hub *left)
+{
 	fab_rma_release(ep); /* after the endpoint: nothing can complete any more */
 	if (ep->rx_mr)
 		fi_close(&ep->rx_mr->fid);
@@ -804,6 +808,7 @@ void fab_ep_destroy(struct ssw_ep *ep, int how)
 	buf_put(ep->txbuf, false);
 	free(ep->regs);
 	pthread_mutex_destroy(&ep->mu);
-	if (!kept) /* (else its hub frees it: fab_hub.gone) */
-		free(ep);
+	/* last: once kept, another thread's close may free it (CI's ASan saw
+	 * free(ep->regs) read a struct freed by the hub's close) */
+	fab_hub_let_go(left, ep);
 }

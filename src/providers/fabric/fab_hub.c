@@ -271,15 +271,20 @@ static void hub_close(struct fab_hub *h)
 	h->ngone = 0;
 }
 
-/* ep leaves h's members for its kept ones (h->mu held): its contexts name
- * no endpoint from now on (deliver ignores them); the oldest kept past
- * FAB_HUB_GONE goes, returned to be freed outside the lock. */
-static struct ssw_ep *keep_gone(struct fab_hub *h, struct ssw_ep *ep)
+/* ep's contexts name no endpoint from now on (h->mu held): what the
+ * provider still reports for them is ignored (deliver). */
+static void forget_contexts(struct ssw_ep *ep)
 {
 	for (unsigned i = 0; i < FAB_RX_N; i++)
 		ep->rxc[i].ep = NULL;
 	for (unsigned i = 0; i < FAB_TX_N; i++)
 		ep->txc[i].ep = NULL;
+}
+
+/* ep joins h's kept ones (h->mu held); the oldest kept past FAB_HUB_GONE
+ * goes, returned to be freed outside the lock. */
+static struct ssw_ep *keep_gone(struct fab_hub *h, struct ssw_ep *ep)
+{
 	ep->hnext = h->gone;
 	h->gone = ep;
 	if (++h->ngone <= FAB_HUB_GONE)
@@ -617,14 +622,14 @@ void fab_hub_atfork_child(void)
 
 /* ---- closing ----------------------------------------------------------------- */
 
-bool fab_hub_close_ep(struct ssw_ep *ep, bool detach)
+struct fab_hub *fab_hub_close_ep(struct ssw_ep *ep, bool detach)
 {
 	struct fab_hub *h = ep->hub;
 	if (!h) {
 		if (ep->ep)
 			fi_close(&ep->ep->fid);
 		ep->ep = NULL;
-		return false;
+		return NULL;
 	}
 	/* the event queue's reader hands events to endpoints under eqmu: none
 	 * to this one once its libfabric endpoint (and its events) are gone */
@@ -650,13 +655,11 @@ bool fab_hub_close_ep(struct ssw_ep *ep, bool detach)
 		}
 	h->nep--;
 	ep->hub = NULL;
-	struct ssw_ep *old = h->cq ? keep_gone(h, ep) : NULL;
-	bool kept = h->cq != NULL;
+	forget_contexts(ep);
 	pthread_mutex_unlock(&h->mu);
 	pthread_mutex_unlock(&fab->eqmu);
-	free(old);
 	if (h->nep)
-		return kept;
+		return h;
 	/* an empty hub keeps its queue while it is the only one that is (a
 	 * connect-and-close loop would open and close one each time) */
 	pthread_mutex_lock(&hubs_mu);
@@ -664,16 +667,22 @@ bool fab_hub_close_ep(struct ssw_ep *ep, bool detach)
 	for (struct fab_hub *x = hubs; x && !spare; x = x->next)
 		spare = x != h && x->cq && !x->nep && x->fab == h->fab && x->shared == h->shared;
 	pthread_mutex_lock(&h->mu);
-	if (!h->nep && (spare || h->own_domain)) {
-		/* (ep among the kept: the caller frees it, not the queue's close) */
-		if (kept && h->gone == ep) {
-			h->gone = ep->hnext;
-			h->ngone--;
-			kept = false;
-		}
+	if (!h->nep && (spare || h->own_domain))
 		hub_close(h);
-	}
 	pthread_mutex_unlock(&h->mu);
 	pthread_mutex_unlock(&hubs_mu);
-	return kept;
+	return h;
+}
+
+void fab_hub_let_go(struct fab_hub *h, struct ssw_ep *ep)
+{
+	struct ssw_ep *old = ep;
+	if (h) {
+		pthread_mutex_lock(&h->mu);
+		/* a queue closed since (or reopened: a new one never named ep's
+		 * contexts) reports nothing on it */
+		old = h->cq ? keep_gone(h, ep) : ep;
+		pthread_mutex_unlock(&h->mu);
+	}
+	free(old);
 }

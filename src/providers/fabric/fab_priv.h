@@ -352,6 +352,9 @@ int fab_ep_open(struct fi_info *info, struct fab_fabric *fab, struct ssw_ep **ou
  * wait fd when the hub is its alone), or -1. */
 int fab_data_fd(const struct ssw_ep *ep);
 void fab_ep_destroy(struct ssw_ep *ep, int how);
+/* fab_ep_destroy's end, after fab_hub_close_ep returned `left`: the
+ * endpoint's own objects go, then the struct (fab_hub_let_go). */
+void fab_ep_release(struct ssw_ep *ep, struct fab_hub *left);
 bool fab_ep_linger(struct ssw_ep *ep);
 bool fab_linger_step(struct ssw_ep *ep);
 void fab_ep_lock(struct ssw_ep *ep);
@@ -386,10 +389,15 @@ void fab_unreserve_locked(struct ssw_ep *ep);
 /* Put the endpoint on a hub for `info` (sets ep->hub, ep->domain). */
 int fab_hub_join(struct ssw_ep *ep, struct fi_info *info, struct fab_fabric *fab);
 /* Close the endpoint's libfabric endpoint and leave its hub: what the hub
- * still holds for it is dropped.  detach: another process keeps the
- * connection (fork).  Called inside the gate, unlocked.  true when the hub
- * keeps the struct (then the caller must not free it: fab_hub.gone). */
-bool fab_hub_close_ep(struct ssw_ep *ep, bool detach);
+ * still holds for it is dropped, its contexts name no endpoint.  detach:
+ * another process keeps the connection (fork).  Called inside the gate,
+ * unlocked.  Returns the hub it left (NULL: none), for fab_hub_let_go. */
+struct fab_hub *fab_hub_close_ep(struct ssw_ep *ep, bool detach);
+/* The struct of an endpoint closed by fab_hub_close_ep, its own teardown
+ * done: kept by the hub while its queue may still name its contexts
+ * (fab_hub.gone), else freed.  Last: a kept one may be freed by another
+ * thread's close at any time after. */
+void fab_hub_let_go(struct fab_hub *h, struct ssw_ep *ep);
 /* Read the endpoint's hub (locked endpoint): every completion to its
  * endpoint's inbox, armed endpoints rung; returns this endpoint's inbox
  * (oldest first) and whether the queue was left empty. */
