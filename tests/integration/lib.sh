@@ -262,10 +262,11 @@ ssw_assert_le() { if [ -n "$2" ] && [ "$2" -le "$3" ] 2>/dev/null; then ssw_ok "
 ssw_assert_gt() { if [ "${2:-0}" -gt "$3" ] 2>/dev/null; then ssw_ok "$1 ($2 > $3)"; else ssw_fail "$1: got '$2', want > $3"; fi; }
 
 # ssw_assert_no_sanitizer_report FILE… — no ASan/UBSan/LSan report in the files
+SSW_SANITIZER_RE='ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)Sanitizer'
 ssw_assert_no_sanitizer_report() {
   local f bad=0
   for f in "$@"; do
-    if [ -f "$f" ] && grep -qE 'ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)Sanitizer' "$f"; then
+    if [ -f "$f" ] && grep -qE "$SSW_SANITIZER_RE" "$f"; then
       ssw_fail "sanitizer report in $(basename "$f")"; bad=1
     fi
   done
@@ -310,6 +311,12 @@ ssw_finish() {
     for f in "$T"/*; do
       [ -f "$f" ] || continue
       case "$f" in *.bin|*.dat|*.port|*.got) continue ;; esac
+      if grep -qE "$SSW_SANITIZER_RE" "$f"; then
+        # the report's head (what, and the stacks), not its shadow-byte tail
+        echo "----- $(basename "$f") (sanitizer report, first 40 lines)"
+        grep -m1 -A39 -E "$SSW_SANITIZER_RE" "$f" | cut -c1-400
+        continue
+      fi
       echo "----- $(basename "$f") (last 30 lines)"
       tail -n 30 "$f" | cut -c1-400
     done
