@@ -9,6 +9,26 @@
 # 8 clients across the veth open 25 connections each, one 64 B request per
 # connection: every connection switched (the clients' stats), none on kernel
 # TCP, every worker served some, the master none, the data checked.
+# An ASan build runs it twice at most, and only for one failure: a worker
+# whose fabric listener took no connection at all (its clients' connects
+# fell back after 3 s each) because the provider's thread it starts at its
+# first accept hung before its first line in the sanitizer's allocator:
+# gcc 12's ASan runtime does not hold its allocator's locks across fork
+# (no fork interceptor; later LLVM runtimes lock them), so a child whose
+# parent had another thread inside malloc at the fork inherits a lock
+# held for ever (gdb: AsanThread::Init -> free -> quarantine ->
+# SizeClassAllocator64::GetFromAllocator; about 1 run in 45 under load).
+# glibc's malloc resets its locks in the child: release builds are not
+# exposed, and run it once.
+if [ -z "${SSW_PREFORK_TRY:-}" ] && grep -q '^SSW_SANITIZE:BOOL=ON' "${SSW_BUILD:-/nonexistent}/CMakeCache.txt" 2>/dev/null; then
+  out=$(SSW_PREFORK_TRY=1 bash "$0" "$@" 2>&1); rc=$?
+  printf '%s\n' "$out"
+  if [ $rc -ne 0 ] && grep -q '^# worker pid [0-9]*: 0 over fabric' <<<"$out"; then
+    echo "# a worker took nothing over fabric (the sanitizer's allocator after fork, above): once more"
+    SSW_PREFORK_TRY=2 exec bash "$0" "$@"
+  fi
+  exit $rc
+fi
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 ssw_fabric_pair_setup
@@ -112,6 +132,10 @@ for w in 0 1 2; do
   served=$((served + ${n:-0}))
 done
 ssw_assert_eq "the workers served every connection" "$served" $((8 * N))
+for w in $(sed -n 's/^sockswitch\[\([0-9]*\)\] info: fd [0-9]*: listening again on.*/\1/p' "$T/prefork.err"); do
+  echo "# worker pid $w: $(grep -c "^sockswitch\[$w\] .*over fabric" "$T/prefork.err") over fabric," \
+    "$(grep -c "^sockswitch\[$w\] .*over kernel TCP" "$T/prefork.err") over kernel TCP" >&"$SSW_LOG_FD"
+done
 ssw_assert_eq "each worker listened on the fabric on its own" \
   "$(grep -c 'listening again on + fabric in this process' "$T/prefork.err")" 3
 ssw_assert_eq "the master's copy went at fork (it never accepts)" \
