@@ -20,7 +20,8 @@
 # SizeClassAllocator64::GetFromAllocator; about 1 run in 45 under load).
 # glibc's malloc resets its locks in the child: release builds are not
 # exposed, and run it once.
-if [ -z "${SSW_PREFORK_TRY:-}" ] && grep -q '^SSW_SANITIZE:BOOL=ON' "${SSW_BUILD:-/nonexistent}/CMakeCache.txt" 2>/dev/null; then
+source "$(dirname "$0")/lib.sh"
+if [ -z "${SSW_PREFORK_TRY:-}" ] && ssw_is_sanitized "$SSW_BUILD"; then
   out=$(SSW_PREFORK_TRY=1 bash "$0" "$@" 2>&1); rc=$?
   printf '%s\n' "$out"
   if [ $rc -ne 0 ] && grep -q '^# worker pid [0-9]*: 0 over fabric' <<<"$out"; then
@@ -29,7 +30,6 @@ if [ -z "${SSW_PREFORK_TRY:-}" ] && grep -q '^SSW_SANITIZE:BOOL=ON' "${SSW_BUILD
   fi
   exit $rc
 fi
-source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 ssw_fabric_pair_setup
 A=$SSW_NS_A B=$SSW_NS_B HA=$SSW_NS_ADDR_A
